@@ -1,0 +1,645 @@
+//! The interchange envelope: UNB..UNZ, UNG..UNE and UNH..UNT, read and checked in one pass.
+
+use std::collections::HashSet;
+use std::ops::Range;
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use super::charset::Charset;
+use super::error::{EnvelopeError, ErrorKind, Tag};
+use super::lexer::{RawSegment, read_segment, skip_padding, split_elements, unescape};
+use super::syntax::{Separators, parse_una};
+
+const BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// UNB, the interchange header (ISO 9735 syntax versions 1 to 4). Text is decoded by the syntax
+/// identifier and has its release characters removed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Unb {
+    /// S001/0001 syntax identifier, such as `UNOC`.
+    pub syntax_id: String,
+    /// S001/0002 syntax version number, `1` to `4`.
+    pub syntax_version: String,
+    /// S002/0004 interchange sender identification.
+    pub sender: String,
+    /// S002/0007 partner identification code qualifier of the sender.
+    pub sender_qualifier: Option<String>,
+    /// S002/0008 address for reverse routing.
+    pub sender_routing: Option<String>,
+    /// S003/0010 interchange recipient identification.
+    pub recipient: String,
+    /// S003/0007 partner identification code qualifier of the recipient.
+    pub recipient_qualifier: Option<String>,
+    /// S003/0014 routing address.
+    pub recipient_routing: Option<String>,
+    /// S004/0017 date of preparation: YYMMDD before version 4, CCYYMMDD in version 4.
+    pub date: String,
+    /// S004/0019 time of preparation, HHMM.
+    pub time: String,
+    /// 0020 interchange control reference.
+    pub control_ref: String,
+    /// S005/0022 recipient's reference or password.
+    pub recipient_ref: Option<String>,
+    /// 0026 application reference.
+    pub application_ref: Option<String>,
+    /// 0029 processing priority code.
+    pub priority: Option<String>,
+    /// 0031 acknowledgement request.
+    pub ack_request: Option<String>,
+    /// 0032 interchange agreement identifier.
+    pub agreement_id: Option<String>,
+    /// 0035 test indicator (`1` marks a test interchange).
+    pub test_indicator: Option<String>,
+}
+
+impl Unb {
+    /// `UNOC:3`, as the syntax identifier and version stand in S001.
+    pub fn syntax(&self) -> String {
+        format!("{}:{}", self.syntax_id, self.syntax_version)
+    }
+
+    /// True where 0035 marks the interchange as a test.
+    pub fn is_test(&self) -> bool {
+        self.test_indicator.as_deref() == Some("1")
+    }
+}
+
+/// UNG..UNE, a functional group.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Group {
+    /// 0048 group reference number.
+    pub reference: String,
+    /// 0038 message group identification.
+    pub group_id: Option<String>,
+    /// S006/0040 application sender identification.
+    pub sender: Option<String>,
+    /// S007/0044 application recipient identification.
+    pub recipient: Option<String>,
+    /// The number of messages in the group (UNE 0060 was checked against it).
+    pub messages: usize,
+}
+
+/// UNH..UNT, one message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Message {
+    /// 0062 message reference number.
+    pub reference: String,
+    /// S009/0065 message type, such as `INVOIC`.
+    pub message_type: String,
+    /// S009/0052 message version number, such as `D`.
+    pub version: String,
+    /// S009/0054 message release number, such as `96A`.
+    pub release: String,
+    /// S009/0051 controlling agency, such as `UN`.
+    pub agency: String,
+    /// S009/0057 association assigned code, such as `EAN008`.
+    pub association_code: Option<String>,
+    /// Segments from UNH to UNT inclusive (UNT 0074 was checked against it).
+    pub segments: usize,
+    /// Index into [`Interchange::groups`] of the group it belongs to.
+    pub group: Option<usize>,
+    /// Where UNH..UNT stand within [`Interchange::raw`], terminator of UNT included.
+    pub span: Range<usize>,
+}
+
+/// One interchange, valid in every rule of its envelope.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Interchange<'a> {
+    /// Byte offset in the file of its first byte (its UNA, or its UNB).
+    pub offset: usize,
+    /// Its bytes as they stand in the file, from UNA (or UNB) to the terminator of UNZ.
+    pub raw: &'a [u8],
+    pub separators: Separators,
+    /// True where a UNA stated the separators.
+    pub has_una: bool,
+    pub unb: Unb,
+    pub groups: Vec<Group>,
+    pub messages: Vec<Message>,
+    /// Segments from UNB to UNZ inclusive.
+    pub segments: usize,
+    /// SHA-256 over its segments from UNB to UNZ, each with its terminator, CR and LF left out.
+    pub sha256: [u8; 32],
+}
+
+impl Interchange<'_> {
+    /// The SHA-256 as 64 lower-case hex digits.
+    pub fn sha256_hex(&self) -> String {
+        hex(&self.sha256)
+    }
+}
+
+/// Lower-case hex of a digest.
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+/// Reads the interchanges of a file one after another.
+///
+/// Yields each interchange, or the first envelope error within it. After an error that leaves
+/// the structure intact (a wrong count or reference) it goes on with the next interchange; after
+/// one that does not (a lexical error, a missing UNZ) it stops.
+pub fn interchanges(data: &[u8]) -> Interchanges<'_> {
+    Interchanges {
+        data,
+        pos: 0,
+        segment_number: 0,
+        started: false,
+        done: false,
+    }
+}
+
+/// Iterator returned by [`interchanges`].
+#[derive(Debug, Clone)]
+pub struct Interchanges<'a> {
+    data: &'a [u8],
+    pos: usize,
+    /// Number of the last segment read, counted from the start of the file.
+    segment_number: usize,
+    started: bool,
+    done: bool,
+}
+
+impl<'a> Iterator for Interchanges<'a> {
+    type Item = Result<Interchange<'a>, EnvelopeError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        match self.read_one() {
+            Ok(Some(i)) => Some(Ok(i)),
+            Ok(None) => {
+                self.done = true;
+                None
+            }
+            Err(e) => {
+                if !e.is_recoverable() {
+                    self.done = true;
+                }
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+impl<'a> Interchanges<'a> {
+    fn read_one(&mut self) -> Result<Option<Interchange<'a>>, EnvelopeError> {
+        let data = self.data;
+        let mut pos = self.pos;
+        if pos == 0 && data.starts_with(BOM) {
+            pos = BOM.len();
+        }
+        pos = skip_padding(data, pos, &Separators::LEVEL_A);
+        if pos >= data.len() {
+            if self.started {
+                return Ok(None);
+            }
+            self.done = true;
+            return Err(EnvelopeError::at(pos, ErrorKind::Empty));
+        }
+        self.started = true;
+        let start = pos;
+        let seps = if data[pos..].starts_with(b"UNA") {
+            let (seps, _) = parse_una(&data[pos..], pos)?;
+            pos = skip_padding(data, pos + 9, &seps);
+            seps
+        } else {
+            Separators::default_for(&data[pos..])
+        };
+        if pos >= data.len() {
+            return Err(EnvelopeError {
+                offset: start,
+                segment: None,
+                tag: Some(Tag::UNA),
+                kind: ErrorKind::NoInterchange,
+            });
+        }
+        let unb = read_segment(data, pos, self.segment_number + 1, &seps)?;
+        if unb.tag != Tag::UNB {
+            return Err(unb.error(ErrorKind::NoInterchange));
+        }
+        let mut b = Builder::new(&unb, seps, start);
+        let mut seg = unb;
+        loop {
+            self.segment_number = seg.number;
+            b.hash(&seg);
+            if seg.tag == Tag::UNZ {
+                b.unz(&seg);
+                self.pos = seg.end();
+                break;
+            }
+            b.segment(&seg);
+            pos = skip_padding(data, seg.end(), &seps);
+            let fatal = if pos >= data.len() {
+                Some(EnvelopeError::at(
+                    data.len(),
+                    ErrorKind::MissingUnz {
+                        control_ref: b.unb.control_ref.clone(),
+                    },
+                ))
+            } else if data[pos..].starts_with(b"UNA") {
+                Some(EnvelopeError {
+                    offset: pos,
+                    segment: None,
+                    tag: Some(Tag::UNA),
+                    kind: ErrorKind::UnbBeforeUnz {
+                        control_ref: b.unb.control_ref.clone(),
+                    },
+                })
+            } else {
+                match read_segment(data, pos, seg.number + 1, &seps) {
+                    Ok(next) if next.tag == Tag::UNB => Some(next.error(ErrorKind::UnbBeforeUnz {
+                        control_ref: b.unb.control_ref.clone(),
+                    })),
+                    Ok(next) => {
+                        seg = next;
+                        None
+                    }
+                    Err(e) => Some(e),
+                }
+            };
+            if let Some(e) = fatal {
+                // The first error found is the one reported; the iterator stops either way.
+                self.done = true;
+                return Err(b.first_error.unwrap_or(e));
+            }
+        }
+        let end = self.pos;
+        b.finish(&data[start..end]).map(Some)
+    }
+}
+
+/// State of one interchange while its segments are read.
+struct Builder {
+    seps: Separators,
+    charset: Charset,
+    start: usize,
+    has_una: bool,
+    unb: Unb,
+    groups: Vec<Group>,
+    messages: Vec<Message>,
+    message_refs: HashSet<String>,
+    group_refs: HashSet<String>,
+    open_message: Option<OpenMessage>,
+    open_group: Option<usize>,
+    segments: usize,
+    hasher: Sha256,
+    first_error: Option<EnvelopeError>,
+}
+
+struct OpenMessage {
+    message: Message,
+    offset: usize,
+}
+
+/// The text of one component of a split segment.
+struct Fields<'a> {
+    elements: Vec<Vec<&'a [u8]>>,
+    seps: Separators,
+    charset: Charset,
+}
+
+impl<'a> Fields<'a> {
+    /// The envelope never reads past element 11 (UNB 0035).
+    const MAX_ELEMENTS: usize = 12;
+
+    fn new(seg: &RawSegment<'a>, seps: Separators, charset: Charset) -> Self {
+        Fields {
+            elements: split_elements(seg.body, &seps, Self::MAX_ELEMENTS),
+            seps,
+            charset,
+        }
+    }
+
+    fn raw(&self, element: usize, component: usize) -> &'a [u8] {
+        self.elements
+            .get(element)
+            .and_then(|e| e.get(component))
+            .copied()
+            .unwrap_or(b"")
+    }
+
+    /// The decoded text; empty where the element or component is absent.
+    fn text(&self, element: usize, component: usize) -> String {
+        self.charset
+            .decode(&unescape(self.raw(element, component), &self.seps))
+    }
+
+    fn opt(&self, element: usize, component: usize) -> Option<String> {
+        Some(self.text(element, component)).filter(|s| !s.is_empty())
+    }
+
+    /// A count such as UNT 0074: digits only, leading zeros allowed.
+    fn count(&self, element: usize) -> Result<u64, String> {
+        let text = self.text(element, 0);
+        if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+            text.parse::<u64>().map_err(|_| text)
+        } else {
+            Err(text)
+        }
+    }
+}
+
+impl Builder {
+    fn new(unb: &RawSegment<'_>, seps: Separators, start: usize) -> Self {
+        let probe = Fields::new(unb, seps, Charset::Latin1);
+        let charset = Charset::for_syntax(&probe.text(1, 0));
+        let f = Fields { charset, ..probe };
+        let parsed = Unb {
+            syntax_id: f.text(1, 0),
+            syntax_version: f.text(1, 1),
+            sender: f.text(2, 0),
+            sender_qualifier: f.opt(2, 1),
+            sender_routing: f.opt(2, 2),
+            recipient: f.text(3, 0),
+            recipient_qualifier: f.opt(3, 1),
+            recipient_routing: f.opt(3, 2),
+            date: f.text(4, 0),
+            time: f.text(4, 1),
+            control_ref: f.text(5, 0),
+            recipient_ref: f.opt(6, 0),
+            application_ref: f.opt(7, 0),
+            priority: f.opt(8, 0),
+            ack_request: f.opt(9, 0),
+            agreement_id: f.opt(10, 0),
+            test_indicator: f.opt(11, 0),
+        };
+        let mut b = Builder {
+            seps,
+            charset,
+            start,
+            has_una: start != unb.offset,
+            unb: parsed,
+            groups: Vec::new(),
+            messages: Vec::new(),
+            message_refs: HashSet::new(),
+            group_refs: HashSet::new(),
+            open_message: None,
+            open_group: None,
+            segments: 0,
+            hasher: Sha256::new(),
+            first_error: None,
+        };
+        for (value, element) in [
+            (
+                b.unb.sender.is_empty(),
+                "interchange sender identification (0004)",
+            ),
+            (
+                b.unb.recipient.is_empty(),
+                "interchange recipient identification (0010)",
+            ),
+            (
+                b.unb.control_ref.is_empty(),
+                "interchange control reference (0020)",
+            ),
+        ] {
+            if value {
+                b.fail(unb.error(ErrorKind::MissingElement { element }));
+            }
+        }
+        b
+    }
+
+    fn fail(&mut self, e: EnvelopeError) {
+        if self.first_error.is_none() {
+            self.first_error = Some(e);
+        }
+    }
+
+    fn hash(&mut self, seg: &RawSegment<'_>) {
+        self.segments += 1;
+        if seg.has_line_breaks {
+            let seps = self.seps;
+            for piece in seg.body.split(|b| seps.is_line_break(*b)) {
+                self.hasher.update(piece);
+            }
+        } else {
+            self.hasher.update(seg.body);
+        }
+        self.hasher.update([self.seps.terminator]);
+    }
+
+    fn fields<'s>(&self, seg: &RawSegment<'s>) -> Fields<'s> {
+        Fields::new(seg, self.seps, self.charset)
+    }
+
+    /// Any segment but the UNB and the UNZ.
+    fn segment(&mut self, seg: &RawSegment<'_>) {
+        match seg.tag {
+            Tag::UNB => {} // the first segment, read by `new`
+            Tag::UNH => self.unh(seg),
+            Tag::UNT => self.unt(seg),
+            Tag::UNG => self.ung(seg),
+            Tag::UNE => self.une(seg),
+            _ => match &mut self.open_message {
+                Some(m) => m.message.segments += 1,
+                // Security headers and trailers (ISO 9735-5) may enclose groups and messages.
+                None if seg.tag.0.starts_with(b"US") => {}
+                None => self.fail(seg.error(ErrorKind::OutsideMessage)),
+            },
+        }
+    }
+
+    fn unh(&mut self, seg: &RawSegment<'_>) {
+        let f = self.fields(seg);
+        let reference = f.text(1, 0);
+        if let Some(open) = self.open_message.take() {
+            self.fail(seg.error(ErrorKind::UnhWithoutUnt {
+                reference: reference.clone(),
+                open: open.message.reference,
+            }));
+        }
+        if self.open_group.is_none() && !self.groups.is_empty() {
+            self.fail(seg.error(ErrorKind::MixedGroups));
+        }
+        if reference.is_empty() {
+            self.fail(seg.error(ErrorKind::MissingElement {
+                element: "message reference number (0062)",
+            }));
+        } else if !self.message_refs.insert(reference.clone()) {
+            self.fail(seg.error(ErrorKind::DuplicateMessage {
+                reference: reference.clone(),
+            }));
+        }
+        let message_type = f.text(2, 0);
+        if message_type.is_empty() {
+            self.fail(seg.error(ErrorKind::MissingElement {
+                element: "message type (0065)",
+            }));
+        }
+        self.open_message = Some(OpenMessage {
+            message: Message {
+                reference,
+                message_type,
+                version: f.text(2, 1),
+                release: f.text(2, 2),
+                agency: f.text(2, 3),
+                association_code: f.opt(2, 4),
+                segments: 1,
+                group: self.open_group,
+                span: 0..0,
+            },
+            offset: seg.offset,
+        });
+    }
+
+    fn unt(&mut self, seg: &RawSegment<'_>) {
+        let Some(OpenMessage {
+            mut message,
+            offset,
+        }) = self.open_message.take()
+        else {
+            self.fail(seg.error(ErrorKind::UntWithoutUnh));
+            return;
+        };
+        message.segments += 1;
+        let f = self.fields(seg);
+        match f.count(1) {
+            Ok(n) if n == message.segments as u64 => {}
+            Ok(_) => self.fail(seg.error(ErrorKind::UntCount {
+                declared: f.text(1, 0),
+                actual: message.segments,
+            })),
+            Err(found) => self.fail(seg.error(ErrorKind::BadCount {
+                element: "segment count (0074)",
+                found,
+            })),
+        }
+        let reference = f.text(2, 0);
+        if reference != message.reference {
+            self.fail(seg.error(ErrorKind::UntReference {
+                found: reference,
+                expected: message.reference.clone(),
+            }));
+        }
+        if let Some(g) = message.group.and_then(|g| self.groups.get_mut(g)) {
+            g.messages += 1;
+        }
+        message.span = offset - self.start..seg.end() - self.start;
+        self.messages.push(message);
+    }
+
+    fn close_open_message(&mut self, seg: &RawSegment<'_>) {
+        if let Some(open) = self.open_message.take() {
+            self.fail(seg.error(ErrorKind::MessageNotClosed {
+                open: open.message.reference,
+            }));
+        }
+    }
+
+    fn ung(&mut self, seg: &RawSegment<'_>) {
+        self.close_open_message(seg);
+        let f = self.fields(seg);
+        let reference = f.text(5, 0);
+        if let Some(open) = self.open_group.take() {
+            let open = self.groups[open].reference.clone();
+            self.fail(seg.error(ErrorKind::UngWithoutUne {
+                reference: reference.clone(),
+                open,
+            }));
+        }
+        if !self.messages.is_empty() && self.groups.is_empty() {
+            self.fail(seg.error(ErrorKind::MixedGroups));
+        }
+        if reference.is_empty() {
+            self.fail(seg.error(ErrorKind::MissingElement {
+                element: "group reference number (0048)",
+            }));
+        } else if !self.group_refs.insert(reference.clone()) {
+            self.fail(seg.error(ErrorKind::DuplicateGroup {
+                reference: reference.clone(),
+            }));
+        }
+        self.groups.push(Group {
+            reference,
+            group_id: f.opt(1, 0),
+            sender: f.opt(2, 0),
+            recipient: f.opt(3, 0),
+            messages: 0,
+        });
+        self.open_group = Some(self.groups.len() - 1);
+    }
+
+    fn une(&mut self, seg: &RawSegment<'_>) {
+        self.close_open_message(seg);
+        let Some(open) = self.open_group.take() else {
+            self.fail(seg.error(ErrorKind::UneWithoutUng));
+            return;
+        };
+        let (actual, expected) = (
+            self.groups[open].messages,
+            self.groups[open].reference.clone(),
+        );
+        let f = self.fields(seg);
+        match f.count(1) {
+            Ok(n) if n == actual as u64 => {}
+            Ok(_) => self.fail(seg.error(ErrorKind::UneCount {
+                declared: f.text(1, 0),
+                actual,
+            })),
+            Err(found) => self.fail(seg.error(ErrorKind::BadCount {
+                element: "number of messages (0060)",
+                found,
+            })),
+        }
+        let found = f.text(2, 0);
+        if found != expected {
+            self.fail(seg.error(ErrorKind::UneReference { found, expected }));
+        }
+    }
+
+    fn unz(&mut self, seg: &RawSegment<'_>) {
+        self.close_open_message(seg);
+        if let Some(open) = self.open_group.take() {
+            let open = self.groups[open].reference.clone();
+            self.fail(seg.error(ErrorKind::GroupNotClosed { open }));
+        }
+        let (actual, what) = if self.groups.is_empty() {
+            (self.messages.len(), "messages")
+        } else {
+            (self.groups.len(), "groups")
+        };
+        let f = self.fields(seg);
+        match f.count(1) {
+            Ok(n) if n == actual as u64 => {}
+            Ok(_) => self.fail(seg.error(ErrorKind::UnzCount {
+                declared: f.text(1, 0),
+                actual,
+                what,
+            })),
+            Err(found) => self.fail(seg.error(ErrorKind::BadCount {
+                element: "interchange control count (0036)",
+                found,
+            })),
+        }
+        let found = f.text(2, 0);
+        if found != self.unb.control_ref {
+            let expected = self.unb.control_ref.clone();
+            self.fail(seg.error(ErrorKind::UnzReference { found, expected }));
+        }
+    }
+
+    fn finish<'a>(self, raw: &'a [u8]) -> Result<Interchange<'a>, EnvelopeError> {
+        if let Some(e) = self.first_error {
+            return Err(e);
+        }
+        Ok(Interchange {
+            offset: self.start,
+            raw,
+            separators: self.seps,
+            has_una: self.has_una,
+            unb: self.unb,
+            groups: self.groups,
+            messages: self.messages,
+            segments: self.segments,
+            sha256: self.hasher.finalize().into(),
+        })
+    }
+}

@@ -1,0 +1,248 @@
+//! Typed envelope errors: each names the byte offset, the segment and what is wrong with it.
+
+use std::fmt;
+
+/// A three-character segment tag, such as `UNB` (ISO 9735 segment tag, element 0001 of the
+/// segment's own tag composite).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Tag(pub [u8; 3]);
+
+impl Tag {
+    pub const UNA: Tag = Tag(*b"UNA");
+    pub const UNB: Tag = Tag(*b"UNB");
+    pub const UNZ: Tag = Tag(*b"UNZ");
+    pub const UNG: Tag = Tag(*b"UNG");
+    pub const UNE: Tag = Tag(*b"UNE");
+    pub const UNH: Tag = Tag(*b"UNH");
+    pub const UNT: Tag = Tag(*b"UNT");
+
+    pub fn as_str(&self) -> &str {
+        // Tags are checked to be ASCII letters and digits before a `Tag` is made.
+        std::str::from_utf8(&self.0).unwrap_or("???")
+    }
+}
+
+impl fmt::Display for Tag {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Shows one byte for an error message: printable ASCII as itself, anything else in hex.
+pub fn show_byte(b: u8) -> String {
+    match b {
+        b'\r' => "CR".to_string(),
+        b'\n' => "LF".to_string(),
+        b' ' => "space".to_string(),
+        0x21..=0x7E => format!("'{}'", b as char),
+        _ => format!("0x{b:02X}"),
+    }
+}
+
+/// Shows a few bytes of input for an error message, never more than 16 of them.
+pub fn show_bytes(bytes: &[u8]) -> String {
+    let mut s = String::new();
+    for &b in bytes.iter().take(16) {
+        match b {
+            0x20..=0x7E if b != b'`' => s.push(b as char),
+            _ => s.push_str(&format!("\\x{b:02X}")),
+        }
+    }
+    if bytes.len() > 16 {
+        s.push_str("...");
+    }
+    s
+}
+
+/// What went wrong, one variant per rule of the envelope.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ErrorKind {
+    #[error("the file is empty: it holds no interchange")]
+    Empty,
+    #[error("stands where an interchange must begin: expected UNA or UNB")]
+    NoInterchange,
+    #[error("the UNA service string advice has {found} of its 6 characters")]
+    TruncatedUna { found: usize },
+    #[error("the UNA service string advice {reason}")]
+    BadUna { reason: String },
+    #[error("`{found}` is not a segment tag (three letters or digits)")]
+    BadTag { found: String },
+    #[error("release character {release} at the end of the file has nothing to release")]
+    DanglingRelease { release: String },
+    #[error("segment has no terminator {terminator} before the end of the file")]
+    Unterminated { terminator: String },
+    #[error("{len} bytes at the end of the file are not a terminated segment: `{found}`")]
+    TrailingData { len: usize, found: String },
+    #[error("the file ends before interchange {control_ref} has its UNZ")]
+    MissingUnz { control_ref: String },
+    #[error("starts an interchange before interchange {control_ref} has its UNZ")]
+    UnbBeforeUnz { control_ref: String },
+    #[error("has no {element}")]
+    MissingElement { element: &'static str },
+    #[error("{element} `{found}` is not a number")]
+    BadCount {
+        element: &'static str,
+        found: String,
+    },
+    #[error("lies outside any message: only service segments may stand between UNH..UNT pairs")]
+    OutsideMessage,
+    #[error("opens message {reference} while message {open} has no UNT")]
+    UnhWithoutUnt { reference: String, open: String },
+    #[error("closes message {open}'s group or interchange, but the message has no UNT")]
+    MessageNotClosed { open: String },
+    #[error("closes a message, but no UNH opened one")]
+    UntWithoutUnh,
+    #[error("opens group {reference} while group {open} has no UNE")]
+    UngWithoutUne { reference: String, open: String },
+    #[error("closes the interchange, but group {open} has no UNE")]
+    GroupNotClosed { open: String },
+    #[error("closes a group, but no UNG opened one")]
+    UneWithoutUng,
+    #[error("message stands outside a group in an interchange that uses groups")]
+    MixedGroups,
+    #[error("counts {declared} segments; the message has {actual}")]
+    UntCount { declared: String, actual: usize },
+    #[error("names message {found}; its UNH names {expected}")]
+    UntReference { found: String, expected: String },
+    #[error("repeats message reference {reference} (0062) within the interchange")]
+    DuplicateMessage { reference: String },
+    #[error("repeats group reference {reference} (0048) within the interchange")]
+    DuplicateGroup { reference: String },
+    #[error("counts {declared} messages; the group has {actual}")]
+    UneCount { declared: String, actual: usize },
+    #[error("names group {found}; its UNG names {expected}")]
+    UneReference { found: String, expected: String },
+    #[error("counts {declared} {what}; the interchange has {actual}")]
+    UnzCount {
+        declared: String,
+        actual: usize,
+        what: &'static str,
+    },
+    #[error("names interchange {found}; its UNB names {expected}")]
+    UnzReference { found: String, expected: String },
+}
+
+/// An envelope error at a place in the file.
+///
+/// Displays as one sentence: `UNT at byte 412 (segment 11) counts 12 segments; the message has 11`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct EnvelopeError {
+    /// Byte offset in the file: the first byte of the segment, or where the problem was found.
+    pub offset: usize,
+    /// 1-based number of the segment in the file (UNA not counted), where one is concerned.
+    pub segment: Option<usize>,
+    /// The tag of that segment, where it has a valid one.
+    pub tag: Option<Tag>,
+    pub kind: ErrorKind,
+}
+
+impl EnvelopeError {
+    /// An error at a byte, concerning no particular segment.
+    pub fn at(offset: usize, kind: ErrorKind) -> Self {
+        EnvelopeError {
+            offset,
+            segment: None,
+            tag: None,
+            kind,
+        }
+    }
+
+    /// True where the structure around the error is intact, so that the rest of the interchange
+    /// can still be read up to its UNZ and later interchanges of the file can still be parsed.
+    pub fn is_recoverable(&self) -> bool {
+        !matches!(
+            self.kind,
+            ErrorKind::Empty
+                | ErrorKind::NoInterchange
+                | ErrorKind::TruncatedUna { .. }
+                | ErrorKind::BadUna { .. }
+                | ErrorKind::BadTag { .. }
+                | ErrorKind::DanglingRelease { .. }
+                | ErrorKind::Unterminated { .. }
+                | ErrorKind::TrailingData { .. }
+                | ErrorKind::MissingUnz { .. }
+                | ErrorKind::UnbBeforeUnz { .. }
+        )
+    }
+
+    /// A short stable name of the kind, for JSON and the database.
+    pub fn code(&self) -> &'static str {
+        match self.kind {
+            ErrorKind::Empty => "empty",
+            ErrorKind::NoInterchange => "no-interchange",
+            ErrorKind::TruncatedUna { .. } => "truncated-una",
+            ErrorKind::BadUna { .. } => "bad-una",
+            ErrorKind::BadTag { .. } => "bad-tag",
+            ErrorKind::DanglingRelease { .. } => "dangling-release",
+            ErrorKind::Unterminated { .. } => "unterminated",
+            ErrorKind::TrailingData { .. } => "trailing-data",
+            ErrorKind::MissingUnz { .. } | ErrorKind::UnbBeforeUnz { .. } => "missing-unz",
+            ErrorKind::MissingElement { .. } => "missing-element",
+            ErrorKind::BadCount { .. } => "bad-count",
+            ErrorKind::OutsideMessage => "outside-message",
+            ErrorKind::UnhWithoutUnt { .. } | ErrorKind::MessageNotClosed { .. } => {
+                "unh-without-unt"
+            }
+            ErrorKind::UntWithoutUnh => "unt-without-unh",
+            ErrorKind::UngWithoutUne { .. } | ErrorKind::GroupNotClosed { .. } => "ung-without-une",
+            ErrorKind::UneWithoutUng => "une-without-ung",
+            ErrorKind::MixedGroups => "mixed-groups",
+            ErrorKind::UntCount { .. } => "unt-count",
+            ErrorKind::UntReference { .. } => "unt-reference",
+            ErrorKind::DuplicateMessage { .. } => "duplicate-message-ref",
+            ErrorKind::DuplicateGroup { .. } => "duplicate-group-ref",
+            ErrorKind::UneCount { .. } => "une-count",
+            ErrorKind::UneReference { .. } => "une-reference",
+            ErrorKind::UnzCount { .. } => "unz-count",
+            ErrorKind::UnzReference { .. } => "unz-reference",
+        }
+    }
+}
+
+impl fmt::Display for EnvelopeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.tag, self.segment) {
+            (Some(tag), Some(n)) => write!(
+                f,
+                "{tag} at byte {} (segment {n}) {}",
+                self.offset, self.kind
+            ),
+            (Some(tag), None) => write!(f, "{tag} at byte {} {}", self.offset, self.kind),
+            (None, Some(n)) => write!(f, "segment {n} at byte {}: {}", self.offset, self.kind),
+            _ => write!(f, "at byte {}: {}", self.offset, self.kind),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_as_one_sentence() {
+        let e = EnvelopeError {
+            offset: 412,
+            segment: Some(11),
+            tag: Some(Tag::UNT),
+            kind: ErrorKind::UntCount {
+                declared: "12".into(),
+                actual: 11,
+            },
+        };
+        assert_eq!(
+            e.to_string(),
+            "UNT at byte 412 (segment 11) counts 12 segments; the message has 11"
+        );
+        assert_eq!(
+            EnvelopeError::at(9, ErrorKind::Empty).to_string(),
+            "at byte 9: the file is empty: it holds no interchange"
+        );
+    }
+
+    #[test]
+    fn shows_bytes_safely() {
+        assert_eq!(show_bytes(b"AB\x00\xff"), "AB\\x00\\xFF");
+        assert_eq!(show_byte(b'\''), "'''");
+        assert_eq!(show_byte(0x1c), "0x1C");
+    }
+}

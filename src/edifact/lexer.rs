@@ -1,0 +1,334 @@
+//! The segment lexer: finds where each segment starts and ends, honouring the release character
+//! and skipping line breaks, without copying or decoding anything.
+
+use memchr::{memchr, memchr2};
+
+use super::error::{EnvelopeError, ErrorKind, Tag, show_byte, show_bytes};
+use super::syntax::Separators;
+
+/// One segment as it stands in the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RawSegment<'a> {
+    /// Byte offset of the segment's first byte in the file.
+    pub offset: usize,
+    /// 1-based number of the segment in the file.
+    pub number: usize,
+    pub tag: Tag,
+    /// The segment from its tag up to, not including, its terminator; still escaped.
+    pub body: &'a [u8],
+    /// True where CR or LF stand inside the body (a transport wrapped the line).
+    pub has_line_breaks: bool,
+}
+
+impl<'a> RawSegment<'a> {
+    /// Offset just past the terminator.
+    pub fn end(&self) -> usize {
+        self.offset + self.body.len() + 1
+    }
+
+    /// An error concerning this segment.
+    pub fn error(&self, kind: ErrorKind) -> EnvelopeError {
+        EnvelopeError {
+            offset: self.offset,
+            segment: Some(self.number),
+            tag: Some(self.tag),
+            kind,
+        }
+    }
+}
+
+/// Index of the first byte at or after `pos` that is not padding between segments.
+pub fn skip_padding(data: &[u8], mut pos: usize, seps: &Separators) -> usize {
+    while pos < data.len() && seps.is_padding(data[pos]) {
+        pos += 1;
+    }
+    pos
+}
+
+/// Reads the segment that starts at `start` (padding already skipped; `start < data.len()`).
+///
+/// `number` is the number the segment gets. Fails where the tag is not one, where the file ends
+/// before the terminator, or where a release character ends the file.
+pub fn read_segment<'a>(
+    data: &'a [u8],
+    start: usize,
+    number: usize,
+    seps: &Separators,
+) -> Result<RawSegment<'a>, EnvelopeError> {
+    let end = find_terminator(data, start, seps)?;
+    let body = &data[start..end];
+    let has_line_breaks = (!seps.is_service(b'\r') && memchr(b'\r', body).is_some())
+        || (!seps.is_service(b'\n') && memchr(b'\n', body).is_some());
+    let tag = read_tag(body, seps).map_err(|found| EnvelopeError {
+        offset: start,
+        segment: Some(number),
+        tag: None,
+        kind: ErrorKind::BadTag { found },
+    })?;
+    Ok(RawSegment {
+        offset: start,
+        number,
+        tag,
+        body,
+        has_line_breaks,
+    })
+}
+
+/// Index of the terminator of the segment starting at `start`.
+fn find_terminator(data: &[u8], start: usize, seps: &Separators) -> Result<usize, EnvelopeError> {
+    let mut pos = start;
+    loop {
+        let hit = match seps.release {
+            Some(rel) => memchr2(seps.terminator, rel, &data[pos..]),
+            None => memchr(seps.terminator, &data[pos..]),
+        };
+        let Some(i) = hit.map(|i| pos + i) else {
+            return Err(unterminated(data, start, seps));
+        };
+        if data[i] == seps.terminator {
+            return Ok(i);
+        }
+        // A release character: the next byte that is not a line break is literal.
+        let mut j = i + 1;
+        while j < data.len() && seps.is_line_break(data[j]) {
+            j += 1;
+        }
+        if j >= data.len() {
+            return Err(EnvelopeError::at(
+                i,
+                ErrorKind::DanglingRelease {
+                    release: show_byte(data[i]),
+                },
+            ));
+        }
+        pos = j + 1;
+    }
+}
+
+/// The error for bytes at the end of the file that no terminator closes: an unterminated segment
+/// where they start like one, stray data otherwise.
+fn unterminated(data: &[u8], start: usize, seps: &Separators) -> EnvelopeError {
+    let rest = &data[start..];
+    match read_tag(rest, seps) {
+        Ok(tag) => EnvelopeError {
+            offset: start,
+            segment: None,
+            tag: Some(tag),
+            kind: ErrorKind::Unterminated {
+                terminator: show_byte(seps.terminator),
+            },
+        },
+        Err(_) => {
+            let trimmed = rest
+                .iter()
+                .rposition(|b| !seps.is_padding(*b))
+                .map_or(rest, |last| &rest[..=last]);
+            EnvelopeError::at(
+                start,
+                ErrorKind::TrailingData {
+                    len: trimmed.len(),
+                    found: show_bytes(trimmed),
+                },
+            )
+        }
+    }
+}
+
+/// The tag: the bytes before the first element or component separator (or the end of `body`),
+/// line breaks left out, which must be one upper-case letter and two upper-case letters or digits.
+fn read_tag(body: &[u8], seps: &Separators) -> Result<Tag, String> {
+    let mut tag = [0u8; 3];
+    let mut n = 0;
+    let mut seen = Vec::new();
+    for &b in body {
+        if b == seps.element || b == seps.component || b == seps.terminator {
+            break;
+        }
+        if seps.is_line_break(b) {
+            continue;
+        }
+        if n < 3 {
+            tag[n] = b;
+        }
+        n += 1;
+        if seen.len() < 16 {
+            seen.push(b);
+        }
+    }
+    let valid = n == 3
+        && tag[0].is_ascii_uppercase()
+        && tag[1..]
+            .iter()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit());
+    if valid {
+        Ok(Tag(tag))
+    } else {
+        Err(show_bytes(&seen))
+    }
+}
+
+/// Splits a service segment's body into elements and those into components, as raw (still
+/// escaped) slices. Index 0 is the tag element.
+///
+/// Stops after `max_elements` elements: the envelope never reads further, and a hostile segment
+/// with a million elements must not cost a million allocations.
+pub fn split_elements<'a>(
+    body: &'a [u8],
+    seps: &Separators,
+    max_elements: usize,
+) -> Vec<Vec<&'a [u8]>> {
+    let mut elements: Vec<Vec<&'a [u8]>> = Vec::with_capacity(max_elements.min(16));
+    let mut components = Vec::new();
+    let mut start = 0;
+    let mut i = 0;
+    while i < body.len() {
+        let b = body[i];
+        if Some(b) == seps.release {
+            i += 1;
+            while i < body.len() && seps.is_line_break(body[i]) {
+                i += 1;
+            }
+            i += 1;
+            continue;
+        }
+        if b == seps.component {
+            components.push(&body[start..i]);
+            start = i + 1;
+        } else if b == seps.element {
+            components.push(&body[start..i]);
+            elements.push(std::mem::take(&mut components));
+            start = i + 1;
+            if elements.len() >= max_elements {
+                return elements;
+            }
+        }
+        i += 1;
+    }
+    components.push(&body[start.min(body.len())..]);
+    elements.push(components);
+    elements
+}
+
+/// The value of a raw component: release characters removed, line breaks left out.
+///
+/// Borrows where there is nothing to remove, which is nearly always.
+pub fn unescape<'a>(raw: &'a [u8], seps: &Separators) -> std::borrow::Cow<'a, [u8]> {
+    let needs_work = raw
+        .iter()
+        .any(|&b| Some(b) == seps.release || seps.is_line_break(b));
+    if !needs_work {
+        return std::borrow::Cow::Borrowed(raw);
+    }
+    let mut out = Vec::with_capacity(raw.len());
+    let mut released = false;
+    for &b in raw {
+        if seps.is_line_break(b) {
+            continue;
+        }
+        if !released && Some(b) == seps.release {
+            released = true;
+            continue;
+        }
+        released = false;
+        out.push(b);
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: Separators = Separators::LEVEL_A;
+
+    #[test]
+    fn reads_a_segment_and_its_tag() {
+        let data = b"UNB+UNOA:1+X+Y+200101:1200+1'UNZ";
+        let s = read_segment(data, 0, 1, &A).unwrap();
+        assert_eq!(s.tag, Tag::UNB);
+        assert_eq!(s.body, &data[..28]);
+        assert_eq!(s.end(), 29);
+        assert!(!s.has_line_breaks);
+    }
+
+    #[test]
+    fn released_terminator_does_not_end_the_segment() {
+        let data = b"FTX+AAA+++it?'s fine??'NEXT";
+        let s = read_segment(data, 0, 1, &A).unwrap();
+        assert_eq!(s.body, b"FTX+AAA+++it?'s fine??");
+    }
+
+    #[test]
+    fn release_then_line_break_then_separator() {
+        let data = b"FTX+a?\r\n+b'";
+        let s = read_segment(data, 0, 1, &A).unwrap();
+        assert_eq!(s.body.len(), data.len() - 1);
+        assert!(s.has_line_breaks);
+        let els = split_elements(s.body, &A, 16);
+        assert_eq!(els.len(), 2);
+        assert_eq!(unescape(els[1][0], &A).as_ref(), b"a+b");
+    }
+
+    #[test]
+    fn dangling_release_is_an_error() {
+        let e = read_segment(b"FTX+abc?", 0, 1, &A).unwrap_err();
+        assert_eq!(e.offset, 7);
+        assert!(matches!(e.kind, ErrorKind::DanglingRelease { .. }));
+        let e = read_segment(b"FTX+abc?\r\n", 0, 1, &A).unwrap_err();
+        assert!(matches!(e.kind, ErrorKind::DanglingRelease { .. }));
+    }
+
+    #[test]
+    fn unterminated_and_trailing_data_differ() {
+        let e = read_segment(b"UNZ+1+1", 0, 9, &A).unwrap_err();
+        assert!(matches!(e.kind, ErrorKind::Unterminated { .. }), "{e}");
+        let e = read_segment(b"some junk\n", 0, 9, &A).unwrap_err();
+        assert_eq!(
+            e.kind,
+            ErrorKind::TrailingData {
+                len: 9,
+                found: "some junk".into()
+            }
+        );
+    }
+
+    #[test]
+    fn bad_tags_are_errors() {
+        for bad in [&b"BBBB+1'"[..], b"ab+1'", b"1AB+1'", b"'", b"\x00\x01\x02'"] {
+            let e = read_segment(bad, 0, 1, &A).unwrap_err();
+            assert!(matches!(e.kind, ErrorKind::BadTag { .. }), "{e}");
+        }
+    }
+
+    #[test]
+    fn tag_may_be_wrapped_and_carry_components() {
+        let s = read_segment(b"U\nNH:1+1'", 0, 1, &A).unwrap();
+        assert_eq!(s.tag, Tag::UNH);
+    }
+
+    #[test]
+    fn splits_elements_and_components() {
+        let els = split_elements(b"UNB+UNOC:3+S?+1:14++1", &A, 16);
+        assert_eq!(els.len(), 5);
+        assert_eq!(els[1], vec![&b"UNOC"[..], b"3"]);
+        assert_eq!(els[2], vec![&b"S?+1"[..], b"14"]);
+        assert_eq!(els[3], vec![&b""[..]]);
+        assert_eq!(unescape(els[2][0], &A).as_ref(), b"S+1");
+        assert_eq!(split_elements(b"X+1+2+3+4", &A, 2).len(), 2);
+    }
+
+    #[test]
+    fn unescape_keeps_a_released_release() {
+        assert_eq!(unescape(b"a??b", &A).as_ref(), b"a?b");
+        assert_eq!(unescape(b"a?xb", &A).as_ref(), b"axb");
+        assert_eq!(unescape(b"a\r\nb", &A).as_ref(), b"ab");
+    }
+
+    #[test]
+    fn padding_skips_only_what_is_not_a_separator() {
+        assert_eq!(skip_padding(b" \t\r\nUNB", 0, &A), 4);
+        let mut s = A;
+        s.element = b' ';
+        assert_eq!(skip_padding(b" UNB", 0, &s), 0);
+    }
+}

@@ -1,0 +1,141 @@
+//! Which files a run reads: paths named on the command line, and the regular files under the
+//! folders among them.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use walkdir::WalkDir;
+
+/// A file to read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputFile {
+    pub path: PathBuf,
+    /// True where the path was named on the command line rather than found in a folder.
+    pub named: bool,
+}
+
+/// A path that could not be taken, with the reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputProblem {
+    pub path: PathBuf,
+    pub message: String,
+}
+
+/// True for names a walk passes over: hidden ones, and files still being written by a transfer
+/// (`.tmp`, `.part`, `.partial`).
+pub fn is_skipped_name(name: &str) -> bool {
+    name.starts_with('.')
+        || name.ends_with(".tmp")
+        || name.ends_with(".part")
+        || name.ends_with(".partial")
+}
+
+/// Collects the files under `paths`, in the order of the arguments and, within a folder, sorted
+/// by name at each level. Folders are walked without following symbolic links.
+///
+/// A path named on the command line that does not exist is a problem. A file found in a folder
+/// that disappears during the walk was taken by another run, and is passed over quietly.
+pub fn collect(paths: &[PathBuf]) -> (Vec<InputFile>, Vec<InputProblem>) {
+    let mut files = Vec::new();
+    let mut problems = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for path in paths {
+        let meta = match fs::metadata(path) {
+            Ok(m) => m,
+            Err(e) => {
+                problems.push(InputProblem {
+                    path: path.clone(),
+                    message: describe(&e),
+                });
+                continue;
+            }
+        };
+        if meta.is_file() {
+            if seen.insert(path.clone()) {
+                files.push(InputFile {
+                    path: path.clone(),
+                    named: true,
+                });
+            }
+            continue;
+        }
+        if !meta.is_dir() {
+            problems.push(InputProblem {
+                path: path.clone(),
+                message: "is neither a regular file nor a folder".into(),
+            });
+            continue;
+        }
+        let walk = WalkDir::new(path)
+            .follow_links(false)
+            .sort_by_file_name()
+            .into_iter()
+            .filter_entry(|e| e.depth() == 0 || !is_skipped_name(&e.file_name().to_string_lossy()));
+        for entry in walk {
+            match entry {
+                Ok(e) if e.file_type().is_file() => {
+                    if seen.insert(e.path().to_path_buf()) {
+                        files.push(InputFile {
+                            path: e.into_path(),
+                            named: false,
+                        });
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    let vanished = e
+                        .io_error()
+                        .is_some_and(|io| io.kind() == io::ErrorKind::NotFound);
+                    if !vanished {
+                        let path = e.path().unwrap_or(path).to_path_buf();
+                        let message = match e.io_error() {
+                            Some(io) => describe(io),
+                            None => e.to_string(),
+                        };
+                        problems.push(InputProblem { path, message });
+                    }
+                }
+            }
+        }
+    }
+    (files, problems)
+}
+
+/// Reads a whole file. `Ok(None)` where a file found in a folder has gone since the walk.
+pub fn read(file: &InputFile) -> io::Result<Option<Vec<u8>>> {
+    match fs::read(&file.path) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound && !file.named => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// A short reason for an I/O error, without the "(os error N)" noise.
+pub fn describe(e: &io::Error) -> String {
+    match e.kind() {
+        io::ErrorKind::NotFound => "does not exist".into(),
+        io::ErrorKind::PermissionDenied => "cannot be read: permission denied".into(),
+        _ => format!("cannot be read: {e}"),
+    }
+}
+
+/// The path as text for output; names that are not UTF-8 are shown with replacement characters.
+pub fn display(path: &Path) -> String {
+    path.to_string_lossy().into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn skips_hidden_and_partial_names() {
+        for name in [".hidden", "a.tmp", "b.part", "c.partial"] {
+            assert!(is_skipped_name(name), "{name}");
+        }
+        for name in ["a.edi", "part", "a.tmp.edi"] {
+            assert!(!is_skipped_name(name), "{name}");
+        }
+    }
+}

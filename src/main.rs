@@ -1,0 +1,3 @@
+fn main() -> std::process::ExitCode {
+    edi_inbox::main()
+}
