@@ -643,3 +643,306 @@ impl Builder {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ORDERS: &[u8] = b"UNB+UNOC:3+SENDER:14+RECIPIENT:14+240101:1200+REF1'\
+UNH+1+ORDERS:D:96A:UN'BGM+220+PO1+9'UNT+3+1'UNZ+1+REF1'";
+
+    fn one(data: &[u8]) -> Interchange<'_> {
+        let all: Vec<_> = interchanges(data).collect();
+        assert_eq!(all.len(), 1, "{all:?}");
+        all.into_iter().next().unwrap().unwrap()
+    }
+
+    fn err(data: &[u8]) -> EnvelopeError {
+        interchanges(data)
+            .find_map(Result::err)
+            .expect("an envelope error")
+    }
+
+    fn replace(data: &[u8], from: &str, to: &str) -> Vec<u8> {
+        String::from_utf8(data.to_vec())
+            .unwrap()
+            .replace(from, to)
+            .into_bytes()
+    }
+
+    #[test]
+    fn reads_the_envelope() {
+        let i = one(ORDERS);
+        assert_eq!(i.unb.sender, "SENDER");
+        assert_eq!(i.unb.sender_qualifier.as_deref(), Some("14"));
+        assert_eq!(i.unb.recipient, "RECIPIENT");
+        assert_eq!(i.unb.control_ref, "REF1");
+        assert_eq!(i.unb.syntax(), "UNOC:3");
+        assert_eq!(i.unb.date, "240101");
+        assert_eq!(i.unb.time, "1200");
+        assert_eq!(i.messages.len(), 1);
+        let m = &i.messages[0];
+        assert_eq!(
+            (m.reference.as_str(), m.message_type.as_str(), m.segments),
+            ("1", "ORDERS", 3)
+        );
+        assert_eq!(
+            &i.raw[m.span.clone()],
+            b"UNH+1+ORDERS:D:96A:UN'BGM+220+PO1+9'UNT+3+1'"
+        );
+        assert_eq!(i.segments, 5);
+        assert_eq!(i.raw, ORDERS);
+    }
+
+    #[test]
+    fn hash_ignores_line_breaks_and_a_default_una() {
+        let base = one(ORDERS).sha256;
+        let crlf = String::from_utf8(ORDERS.to_vec())
+            .unwrap()
+            .replace('\'', "'\r\n");
+        assert_eq!(one(crlf.as_bytes()).sha256, base);
+        let mut with_una = b"UNA:+.? '\n".to_vec();
+        with_una.extend_from_slice(ORDERS);
+        assert_eq!(one(&with_una).sha256, base);
+        let wrapped = replace(ORDERS, "ORDERS:D", "ORD\r\nERS:D");
+        assert_eq!(one(&wrapped).sha256, base);
+        let padded = replace(ORDERS, "'UNZ", "' \t UNZ");
+        assert_eq!(one(&padded).sha256, base);
+    }
+
+    #[test]
+    fn hash_changes_with_any_other_byte() {
+        let base = one(ORDERS).sha256;
+        assert_ne!(one(&replace(ORDERS, "PO1", "PO2")).sha256, base);
+        assert_ne!(one(&replace(ORDERS, "PO1", "PO 1")).sha256, base);
+    }
+
+    #[test]
+    fn hash_is_sha256_of_the_segments() {
+        let i = one(ORDERS);
+        assert_eq!(i.sha256_hex(), hex(&Sha256::digest(ORDERS)));
+    }
+
+    #[test]
+    fn keys_are_unescaped() {
+        let data = replace(ORDERS, "SENDER:14", "SEN?+DER?:X??:14");
+        let data = String::from_utf8(data).unwrap().replace("REF1", "R?'1");
+        let i = one(data.as_bytes());
+        assert_eq!(i.unb.sender, "SEN+DER:X?");
+        assert_eq!(i.unb.control_ref, "R'1");
+    }
+
+    #[test]
+    fn text_is_decoded_by_syntax_identifier() {
+        let data = replace(ORDERS, "SENDER", "M\u{fc}LLER");
+        let latin1: Vec<u8> = String::from_utf8(data)
+            .unwrap()
+            .chars()
+            .map(|c| c as u32 as u8)
+            .collect();
+        assert_eq!(one(&latin1).unb.sender, "MüLLER");
+        let utf8 = replace(&replace(ORDERS, "UNOC", "UNOY"), "SENDER", "Łódź");
+        assert_eq!(one(&utf8).unb.sender, "Łódź");
+        let iata = replace(&replace(ORDERS, "UNOC:3", "IATA:1"), "SENDER", "1A");
+        assert_eq!(one(&iata).unb.syntax(), "IATA:1");
+    }
+
+    #[test]
+    fn several_interchanges_each_with_its_own_una() {
+        let mut data = ORDERS.to_vec();
+        data.extend_from_slice(b"\nUNA^|.! #UNB|UNOC^3|S2|R2|240101^1200|REF2#UNH|1|ORDERS^D^96A^UN#UNT|2|1#UNZ|1|REF2#\n");
+        data.extend_from_slice(&replace(ORDERS, "REF1", "REF3"));
+        let all: Vec<_> = interchanges(&data).collect::<Result<_, _>>().unwrap();
+        let refs: Vec<_> = all.iter().map(|i| i.unb.control_ref.as_str()).collect();
+        assert_eq!(refs, ["REF1", "REF2", "REF3"]);
+        assert!(all[1].has_una && !all[2].has_una);
+        assert_eq!(all[1].separators.terminator, b'#');
+        assert_eq!(all[2].separators, Separators::LEVEL_A);
+    }
+
+    #[test]
+    fn a_recoverable_error_does_not_stop_the_file() {
+        let mut data = replace(ORDERS, "UNT+3", "UNT+4");
+        data.extend_from_slice(&replace(ORDERS, "REF1", "REF2"));
+        let all: Vec<_> = interchanges(&data).collect();
+        assert_eq!(all.len(), 2);
+        assert_eq!(
+            all[0].as_ref().unwrap_err().kind,
+            ErrorKind::UntCount {
+                declared: "4".into(),
+                actual: 3
+            }
+        );
+        assert_eq!(all[1].as_ref().unwrap().unb.control_ref, "REF2");
+    }
+
+    #[test]
+    fn a_lexical_error_stops_the_file() {
+        let mut data = ORDERS.to_vec();
+        data.extend_from_slice(b"XX+1'");
+        data.extend_from_slice(ORDERS);
+        let all: Vec<_> = interchanges(&data).collect();
+        assert_eq!(all.len(), 2);
+        assert!(all[0].is_ok());
+        assert!(matches!(
+            all[1].as_ref().unwrap_err().kind,
+            ErrorKind::BadTag { .. }
+        ));
+    }
+
+    #[test]
+    fn each_rule_has_its_own_error() {
+        let cases: Vec<(Vec<u8>, &str)> = vec![
+            (replace(ORDERS, "UNT+3+1", "UNT+2+1"), "unt-count"),
+            (replace(ORDERS, "UNT+3+1", "UNT+3+9"), "unt-reference"),
+            (replace(ORDERS, "UNT+3+1", "UNT+three+1"), "bad-count"),
+            (replace(ORDERS, "UNT+3+1", "UNT++1"), "bad-count"),
+            (replace(ORDERS, "UNT+3+1", "UNT+?+3+1"), "bad-count"),
+            (replace(ORDERS, "UNZ+1", "UNZ+2"), "unz-count"),
+            (replace(ORDERS, "UNZ+1+REF1", "UNZ+1+REF9"), "unz-reference"),
+            (replace(ORDERS, "+REF1'", "+'"), "missing-element"),
+            (replace(ORDERS, "+SENDER:14", "+:14"), "missing-element"),
+            (replace(ORDERS, "+RECIPIENT:14", "+"), "missing-element"),
+            (replace(ORDERS, "UNH+1+", "UNH++"), "missing-element"),
+            (replace(ORDERS, "UNH+1+ORDERS", "UNH+1+"), "missing-element"),
+            (replace(ORDERS, "'UNH", "'FTX+X'UNH"), "outside-message"),
+            (replace(ORDERS, "UNT+3+1'", ""), "unh-without-unt"),
+            (
+                replace(ORDERS, "BGM+220+PO1+9'", "BGM+220+PO1+9'UNH+2+X'"),
+                "unh-without-unt",
+            ),
+            (replace(ORDERS, "'UNZ", "'UNT+1+1'UNZ"), "unt-without-unh"),
+            (replace(ORDERS, "'UNZ", "'UNE+1+1'UNZ"), "une-without-ung"),
+            (replace(ORDERS, "UNZ+1+REF1'", "UNZ+1+REF1"), "unterminated"),
+            (replace(ORDERS, "UNZ+1+REF1'", ""), "missing-unz"),
+            (
+                replace(ORDERS, "UNZ+1+REF1'", "UNB+UNOC:3+S+R+1:1+2'"),
+                "missing-unz",
+            ),
+            (
+                replace(ORDERS, "UNZ+1+REF1'", "UNA:+.? 'UNB+UNOC:3+S+R+1:1+2'"),
+                "missing-unz",
+            ),
+            (
+                replace(ORDERS, "UNZ+1+REF1'", "UNZ+1+REF1?"),
+                "dangling-release",
+            ),
+            (
+                replace(ORDERS, "UNZ+1+REF1'", "UNZ+1+REF1'junk"),
+                "trailing-data",
+            ),
+            (replace(ORDERS, "BGM+", "bgm+"), "bad-tag"),
+            (b"UNA:+".to_vec(), "truncated-una"),
+            (b"UNA::.? 'UNB".to_vec(), "bad-una"),
+            (b"UNA:+.? '".to_vec(), "no-interchange"),
+            (b"UNH+1+ORDERS:D:96A:UN'UNT+2+1'".to_vec(), "no-interchange"),
+            (b"".to_vec(), "empty"),
+            (b"\r\n \t".to_vec(), "empty"),
+        ];
+        for (data, code) in cases {
+            let e = err(&data);
+            assert_eq!(e.code(), code, "{} -> {e}", String::from_utf8_lossy(&data));
+        }
+    }
+
+    #[test]
+    fn groups_are_counted_and_checked() {
+        let grouped = b"UNB+UNOC:3+S+R+240101:1200+G'\
+UNG+ORDERS+S+R+240101:1200+G1+UN+D:96A'UNH+1+ORDERS:D:96A:UN'UNT+2+1'UNH+2+ORDERS:D:96A:UN'UNT+2+2'UNE+2+G1'\
+UNG+ORDERS+S+R+240101:1200+G2+UN+D:96A'UNH+3+ORDERS:D:96A:UN'UNT+2+3'UNE+1+G2'UNZ+2+G'";
+        let i = one(grouped);
+        assert_eq!(i.groups.len(), 2);
+        assert_eq!(i.groups[0].messages, 2);
+        assert_eq!(i.messages[2].group, Some(1));
+        let cases = [
+            ("UNE+2+G1", "UNE+3+G1", "une-count"),
+            ("UNE+2+G1", "UNE+2+GX", "une-reference"),
+            ("UNZ+2+G", "UNZ+3+G", "unz-count"),
+            ("+G2+", "+G1+", "duplicate-group-ref"),
+            ("+G2+", "++", "missing-element"),
+            ("UNE+1+G2'", "", "ung-without-une"),
+            ("UNE+2+G1'", "", "ung-without-une"),
+            (
+                "UNG+ORDERS+S+R+240101:1200+G1",
+                "UNH+0+X:D:1:UN'UNT+2+0'UNG+ORDERS+S+R+240101:1200+G1",
+                "mixed-groups",
+            ),
+            (
+                "UNE+1+G2'UNZ",
+                "UNE+1+G2'UNH+4+X:D:1:UN'UNT+2+4'UNZ",
+                "mixed-groups",
+            ),
+            ("UNT+2+3'UNE", "UNE", "unh-without-unt"),
+        ];
+        for (from, to, code) in cases {
+            let e = err(&replace(grouped, from, to));
+            assert_eq!(e.code(), code, "{from} -> {to}: {e}");
+        }
+        let e = err(&replace(
+            ORDERS,
+            "UNT+3+1'",
+            "UNT+3+1'UNG+O+S+R+1:1+G1+UN+D:96A'UNH+2+ORDERS:D:96A:UN'UNT+2+2'UNE+1+G1'",
+        ));
+        assert_eq!(e.code(), "mixed-groups", "{e}");
+    }
+
+    #[test]
+    fn security_segments_may_stand_outside_messages() {
+        let data = replace(ORDERS, "'UNH", "'USH+7+1+3+1+1+1'UNH");
+        let data = replace(&data, "'UNZ", "'UST+1+1'UNZ");
+        assert_eq!(one(&data).messages.len(), 1);
+    }
+
+    #[test]
+    fn counts_may_have_leading_zeros() {
+        let data = replace(&replace(ORDERS, "UNT+3", "UNT+0003"), "UNZ+1", "UNZ+01");
+        one(&data);
+    }
+
+    #[test]
+    fn byte_order_mark_and_padding_are_skipped() {
+        let mut data = b"\xEF\xBB\xBF \r\n".to_vec();
+        data.extend_from_slice(ORDERS);
+        data.extend_from_slice(b"\r\n\r\n\t ");
+        let i = one(&data);
+        assert_eq!(i.offset, 6);
+        assert_eq!(i.sha256, one(ORDERS).sha256);
+    }
+
+    #[test]
+    fn level_b_is_read_without_una() {
+        let data = String::from_utf8(ORDERS.to_vec())
+            .unwrap()
+            .replace('+', "\x1d")
+            .replace(':', "\x1f")
+            .replace('\'', "\x1c");
+        let i = one(data.as_bytes());
+        assert_eq!(i.separators, Separators::LEVEL_B);
+        assert_eq!(i.unb.sender, "SENDER");
+        // No release character at level B: '?' is data.
+        let data = data.replace("PO1", "PO?1");
+        assert_eq!(one(data.as_bytes()).messages.len(), 1);
+    }
+
+    #[test]
+    fn error_offsets_and_segment_numbers_point_at_the_segment() {
+        let data = replace(ORDERS, "UNT+3", "UNT+4");
+        let e = err(&data);
+        let at = data.windows(3).position(|w| w == b"UNT").unwrap();
+        assert_eq!(e.offset, at);
+        assert_eq!(e.segment, Some(4));
+        assert_eq!(e.tag, Some(Tag::UNT));
+        assert_eq!(
+            e.to_string(),
+            format!("UNT at byte {at} (segment 4) counts 4 segments; the message has 3")
+        );
+    }
+
+    #[test]
+    fn the_first_error_is_reported_even_when_the_file_ends_early() {
+        let data = replace(ORDERS, "UNT+3", "UNT+4");
+        let data = replace(&data, "UNZ+1+REF1'", "");
+        assert_eq!(err(&data).code(), "unt-count");
+        assert_eq!(interchanges(&data).count(), 1);
+    }
+}

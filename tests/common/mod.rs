@@ -1,0 +1,26 @@
+//! Helpers shared by the integration tests, which drive the real binary.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+
+/// The `edi-inbox` binary built for this test run.
+pub fn edi_inbox() -> Command {
+    let mut cmd = Command::cargo_bin("edi-inbox").expect("the edi-inbox binary is built");
+    cmd.env_remove("EDI_INBOX_DB");
+    cmd
+}
+
+/// The project's `samples/` folder.
+pub fn samples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("samples")
+}
+
+/// Parses JSON Lines output.
+pub fn json_lines(stdout: &[u8]) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect()
+}
