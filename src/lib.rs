@@ -8,6 +8,7 @@ pub mod exit;
 pub mod input;
 pub mod inspect;
 pub mod output;
+pub mod synth;
 
 use std::process::ExitCode;
 

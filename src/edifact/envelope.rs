@@ -420,10 +420,10 @@ impl Builder {
             for piece in seg.body.split(|b| seps.is_line_break(*b)) {
                 self.hasher.update(piece);
             }
+            self.hasher.update([self.seps.terminator]);
         } else {
-            self.hasher.update(seg.body);
+            self.hasher.update(seg.with_terminator);
         }
-        self.hasher.update([self.seps.terminator]);
     }
 
     fn fields<'s>(&self, seg: &RawSegment<'s>) -> Fields<'s> {
