@@ -5,6 +5,9 @@
 pub mod cli;
 pub mod edifact;
 pub mod exit;
+pub mod files;
+pub mod inbox;
+pub mod ingest;
 pub mod input;
 pub mod inspect;
 pub mod output;
@@ -19,6 +22,7 @@ pub fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     let result = match &cli.command {
         cli::Command::Inspect(args) => inspect::run(args),
+        cli::Command::Ingest(args) => ingest::run(&cli.db, args),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,364 @@
+//! The inbox: all storage lives behind this boundary. Today it is one SQLite file; a shared
+//! PostgreSQL inbox for several ingest hosts would implement the same [`Inbox`] / [`Batch`] calls.
+//!
+//! The decision for an interchange is one `INSERT ... ON CONFLICT DO NOTHING` on the inbox key,
+//! inside a savepoint of the batch's `BEGIN IMMEDIATE` transaction, together with the business
+//! rows it implies. Nothing here commits except [`Inbox::commit`]; a batch left open when the
+//! `Inbox` is dropped (a failed run) is rolled back by SQLite.
+
+mod sql;
+
+use std::path::Path;
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+
+use crate::edifact::{EnvelopeError, Interchange};
+
+/// `PRAGMA application_id` of an edi-inbox database ("EDIx"), so that another program's SQLite
+/// file is never mistaken for one.
+pub const APPLICATION_ID: i32 = 0x4544_4978;
+
+/// The schema, as an append-only list of migrations: entry N takes `user_version` from N to N+1.
+const MIGRATIONS: &[&str] = &[include_str!("schema.sql")];
+
+/// How long a writer waits for another run's transaction before giving up.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How much of a rejected file is kept in the database.
+pub const REJECTED_BYTES_LIMIT: usize = 4 << 20;
+
+/// Errors of the storage layer.
+#[derive(Debug, thiserror::Error)]
+pub enum InboxError {
+    #[error("{path} is not an edi-inbox database{reason}")]
+    NotAnInbox { path: String, reason: String },
+    #[error(
+        "{path} has schema version {found}; this edi-inbox knows versions up to {known}: use a newer edi-inbox"
+    )]
+    TooNew {
+        path: String,
+        found: i64,
+        known: usize,
+    },
+    #[error(transparent)]
+    Sqlite(#[from] rusqlite::Error),
+}
+
+/// What the inbox decided for one interchange.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// The key was new: the interchange, its messages and their outbox events were written.
+    New { interchange_id: i64 },
+    /// The key was there with the same payload hash: nothing written but the sighting.
+    Duplicate,
+    /// The key was there with another payload hash: nothing applied; the bytes are kept.
+    Drift { stored_sha256: String },
+}
+
+/// An open inbox database.
+pub struct Inbox {
+    conn: Connection,
+}
+
+impl Inbox {
+    /// Opens the database at `path`, creating it with its schema on first use.
+    ///
+    /// A file that is not an SQLite database, or another program's, or one written by a newer
+    /// edi-inbox, is an error and is left untouched.
+    pub fn open(path: &Path) -> Result<Inbox, InboxError> {
+        let shown = path.display().to_string();
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        conn.busy_timeout(BUSY_TIMEOUT)?;
+        // Read before anything writes: a file that is not a database fails here, unchanged.
+        let (app_id, version, tables) = match identify(&conn) {
+            Ok(found) => found,
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if e.code == rusqlite::ErrorCode::NotADatabase =>
+            {
+                return Err(InboxError::NotAnInbox {
+                    path: shown,
+                    reason: ": the file is not an SQLite database".into(),
+                });
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let fresh = app_id == 0 && version == 0 && tables == 0;
+        if !fresh && app_id != APPLICATION_ID {
+            return Err(InboxError::NotAnInbox {
+                path: shown,
+                reason: format!(
+                    " (SQLite application_id {app_id}, {tables} tables of another program)"
+                ),
+            });
+        }
+        if version as usize > MIGRATIONS.len() {
+            return Err(InboxError::TooNew {
+                path: shown,
+                found: version,
+                known: MIGRATIONS.len(),
+            });
+        }
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        let mut inbox = Inbox { conn };
+        inbox.migrate(&shown)?;
+        Ok(inbox)
+    }
+
+    /// Applies the migrations this database has not had, in one transaction, so that two runs
+    /// starting on a new file at once cannot both create the schema.
+    fn migrate(&mut self, shown: &str) -> Result<(), InboxError> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let version: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if version as usize > MIGRATIONS.len() {
+            return Err(InboxError::TooNew {
+                path: shown.to_string(),
+                found: version,
+                known: MIGRATIONS.len(),
+            });
+        }
+        for (n, migration) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+            tx.execute_batch(migration)?;
+            tx.pragma_update(None, "user_version", n as i64 + 1)?;
+        }
+        tx.pragma_update(None, "application_id", APPLICATION_ID)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// True while a batch (an open transaction) holds decisions not yet committed.
+    pub fn in_batch(&self) -> bool {
+        !self.conn.is_autocommit()
+    }
+
+    /// Starts a batch if none is open: one `BEGIN IMMEDIATE` transaction, so the write lock is
+    /// taken (waiting up to the busy timeout for another run) before anything is read for a
+    /// decision. A deferred transaction would fail at once when it upgrades to a writer.
+    fn begin(&mut self) -> Result<(), InboxError> {
+        if !self.in_batch() {
+            self.conn.execute_batch("BEGIN IMMEDIATE")?;
+        }
+        Ok(())
+    }
+
+    /// Runs `f` in a savepoint of the batch: on failure only its own writes are rolled back.
+    fn in_savepoint<T>(
+        &mut self,
+        f: impl FnOnce(&Connection) -> Result<T, InboxError>,
+    ) -> Result<T, InboxError> {
+        self.begin()?;
+        self.conn.execute_batch("SAVEPOINT decision")?;
+        match f(&self.conn) {
+            Ok(v) => {
+                self.conn.execute_batch("RELEASE decision")?;
+                Ok(v)
+            }
+            Err(e) => {
+                let _ = self
+                    .conn
+                    .execute_batch("ROLLBACK TO decision; RELEASE decision");
+                Err(e)
+            }
+        }
+    }
+
+    /// Decides one interchange within the current batch (starting one if needed).
+    pub fn decide(
+        &mut self,
+        interchange: &Interchange<'_>,
+        source_file: &str,
+        received_at: &str,
+    ) -> Result<Decision, InboxError> {
+        self.in_savepoint(|c| sql::decide(c, interchange, source_file, received_at))
+    }
+
+    /// Records a rejected piece of input, keeping the file's bytes up to the limit.
+    pub fn reject(
+        &mut self,
+        source_file: &str,
+        bytes: &[u8],
+        error: &EnvelopeError,
+        seen_at: &str,
+    ) -> Result<(), InboxError> {
+        self.in_savepoint(|c| sql::record_rejection(c, source_file, bytes, error, seen_at))
+    }
+
+    /// Makes every decision of the batch durable at once (one fsync with `synchronous=FULL`).
+    pub fn commit(&mut self) -> Result<(), InboxError> {
+        if self.in_batch() {
+            self.conn.execute_batch("COMMIT")?;
+        }
+        Ok(())
+    }
+
+    /// Drops every decision of the open batch.
+    pub fn rollback(&mut self) -> Result<(), InboxError> {
+        if self.in_batch() {
+            self.conn.execute_batch("ROLLBACK")?;
+        }
+        Ok(())
+    }
+
+    /// The connection, for the read-only reports of other commands.
+    pub fn connection(&self) -> &Connection {
+        &self.conn
+    }
+}
+
+/// `(application_id, user_version, number of tables)`.
+fn identify(conn: &Connection) -> rusqlite::Result<(i32, i64, i64)> {
+    let app_id: i32 = conn.query_row("PRAGMA application_id", [], |r| r.get(0))?;
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    let tables: i64 = conn.query_row(
+        "SELECT count(*) FROM sqlite_schema WHERE type = 'table'",
+        [],
+        |r| r.get(0),
+    )?;
+    Ok((app_id, version, tables))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::edifact::interchanges;
+
+    const ORDERS: &[u8] = b"UNB+UNOC:3+S:14+R:14+240101:1200+REF1'\
+UNH+1+ORDERS:D:96A:UN'BGM+220+PO1+9'UNT+3+1'UNH+2+ORDERS:D:96A:UN'UNT+2+2'UNZ+2+REF1'";
+
+    fn count(inbox: &Inbox, table: &str) -> i64 {
+        inbox
+            .connection()
+            .query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
+            .unwrap()
+    }
+
+    #[test]
+    fn new_then_duplicate_then_drift() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut inbox = Inbox::open(&dir.path().join("t.db")).unwrap();
+        let i = interchanges(ORDERS).next().unwrap().unwrap();
+        let b = &mut inbox;
+        assert!(matches!(
+            b.decide(&i, "a.edi", "2026-01-01T00:00:00.000Z").unwrap(),
+            Decision::New { .. }
+        ));
+        assert_eq!(
+            b.decide(&i, "b.edi", "2026-01-01T00:00:01.000Z").unwrap(),
+            Decision::Duplicate
+        );
+        let changed = String::from_utf8_lossy(ORDERS).replace("PO1", "PO2");
+        let j = interchanges(changed.as_bytes()).next().unwrap().unwrap();
+        assert_eq!(
+            b.decide(&j, "c.edi", "2026-01-01T00:00:02.000Z").unwrap(),
+            Decision::Drift {
+                stored_sha256: i.sha256_hex()
+            }
+        );
+        b.commit().unwrap();
+        assert_eq!(count(&inbox, "inbox"), 1);
+        assert_eq!(count(&inbox, "interchanges"), 1);
+        assert_eq!(count(&inbox, "messages"), 2);
+        assert_eq!(count(&inbox, "outbox"), 2);
+        assert_eq!(count(&inbox, "sightings"), 2);
+        let payload: Vec<u8> = inbox
+            .connection()
+            .query_row(
+                "SELECT payload FROM sightings WHERE status = 'drift'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(payload, changed.as_bytes());
+        let (start, end): (usize, usize) = inbox
+            .connection()
+            .query_row(
+                "SELECT raw_start, raw_end FROM messages WHERE position = 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!(
+            &ORDERS[start..end],
+            b"UNH+1+ORDERS:D:96A:UN'BGM+220+PO1+9'UNT+3+1'"
+        );
+    }
+
+    #[test]
+    fn an_uncommitted_batch_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut inbox = Inbox::open(&dir.path().join("t.db")).unwrap();
+        let i = interchanges(ORDERS).next().unwrap().unwrap();
+        inbox
+            .decide(&i, "a.edi", "2026-01-01T00:00:00.000Z")
+            .unwrap();
+        assert!(inbox.in_batch());
+        inbox.rollback().unwrap();
+        assert_eq!(count(&inbox, "inbox"), 0);
+        assert_eq!(count(&inbox, "interchanges"), 0);
+    }
+
+    #[test]
+    fn refuses_files_that_are_not_an_inbox() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = dir.path().join("text.db");
+        std::fs::write(
+            &text,
+            b"just some text, long enough to be a header of sorts......",
+        )
+        .unwrap();
+        let before = std::fs::read(&text).unwrap();
+        assert!(matches!(
+            Inbox::open(&text),
+            Err(InboxError::NotAnInbox { .. })
+        ));
+        assert_eq!(std::fs::read(&text).unwrap(), before);
+
+        let other = dir.path().join("other.db");
+        Connection::open(&other)
+            .unwrap()
+            .execute_batch("CREATE TABLE t (x)")
+            .unwrap();
+        assert!(matches!(
+            Inbox::open(&other),
+            Err(InboxError::NotAnInbox { .. })
+        ));
+
+        let newer = dir.path().join("newer.db");
+        drop(Inbox::open(&newer).unwrap());
+        Connection::open(&newer)
+            .unwrap()
+            .pragma_update(None, "user_version", 99)
+            .unwrap();
+        assert!(matches!(
+            Inbox::open(&newer),
+            Err(InboxError::TooNew { .. })
+        ));
+    }
+
+    #[test]
+    fn reopening_keeps_the_schema() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        drop(Inbox::open(&path).unwrap());
+        let inbox = Inbox::open(&path).unwrap();
+        let version: i64 = inbox
+            .connection()
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, MIGRATIONS.len() as i64);
+        let mode: String = inbox
+            .connection()
+            .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(mode, "wal");
+    }
+}

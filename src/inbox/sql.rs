@@ -1,0 +1,170 @@
+//! The SQL of the inbox. Every helper takes a connection inside the caller's transaction (or
+//! savepoint) and never commits; all values are bound parameters.
+
+use rusqlite::{Connection, params};
+use sha2::{Digest, Sha256};
+
+use super::{Decision, InboxError, REJECTED_BYTES_LIMIT};
+use crate::edifact::{EnvelopeError, Interchange, hex};
+
+/// The decision for one interchange: take the key, or find who has it.
+pub(super) fn decide(
+    conn: &Connection,
+    i: &Interchange<'_>,
+    source_file: &str,
+    received_at: &str,
+) -> Result<Decision, InboxError> {
+    let u = &i.unb;
+    let sha = i.sha256_hex();
+    // The interchange row comes first so that the inbox row can name it; both go or stay
+    // together with the savepoint.
+    let inserted = conn
+        .prepare_cached(
+            "INSERT INTO inbox (sender, recipient, control_ref, sha256, source_file, received_at, interchange_id)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, -1)
+             ON CONFLICT DO NOTHING",
+        )?
+        .execute(params![u.sender, u.recipient, u.control_ref, sha, source_file, received_at])?;
+    if inserted == 1 {
+        let id = write_interchange(conn, i, &sha, source_file, received_at)?;
+        conn.prepare_cached(
+            "UPDATE inbox SET interchange_id = ?4 WHERE sender = ?1 AND recipient = ?2 AND control_ref = ?3",
+        )?
+        .execute(params![u.sender, u.recipient, u.control_ref, id])?;
+        return Ok(Decision::New { interchange_id: id });
+    }
+    let stored: String = conn
+        .prepare_cached(
+            "SELECT sha256 FROM inbox WHERE sender = ?1 AND recipient = ?2 AND control_ref = ?3",
+        )?
+        .query_row(params![u.sender, u.recipient, u.control_ref], |r| r.get(0))?;
+    let drift = stored != sha;
+    conn.prepare_cached(
+        "INSERT INTO sightings (sender, recipient, control_ref, status, sha256, stored_sha256, source_file, seen_at, payload)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    )?
+    .execute(params![
+        u.sender,
+        u.recipient,
+        u.control_ref,
+        if drift { "drift" } else { "duplicate" },
+        sha,
+        stored,
+        source_file,
+        received_at,
+        drift.then_some(i.raw),
+    ])?;
+    Ok(if drift {
+        Decision::Drift {
+            stored_sha256: stored,
+        }
+    } else {
+        Decision::Duplicate
+    })
+}
+
+/// The business rows of a new interchange: the interchange, its messages, an outbox event each.
+fn write_interchange(
+    conn: &Connection,
+    i: &Interchange<'_>,
+    sha: &str,
+    source_file: &str,
+    received_at: &str,
+) -> Result<i64, InboxError> {
+    let u = &i.unb;
+    conn.prepare_cached(
+        "INSERT INTO interchanges (sender, sender_qualifier, sender_routing, recipient, recipient_qualifier,
+             recipient_routing, control_ref, syntax_id, syntax_version, prepared_date, prepared_time,
+             recipient_ref, application_ref, priority, ack_request, agreement_id, test_indicator,
+             sha256, source_file, source_offset, received_at, raw)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)",
+    )?
+    .execute(params![
+        u.sender,
+        u.sender_qualifier,
+        u.sender_routing,
+        u.recipient,
+        u.recipient_qualifier,
+        u.recipient_routing,
+        u.control_ref,
+        u.syntax_id,
+        u.syntax_version,
+        u.date,
+        u.time,
+        u.recipient_ref,
+        u.application_ref,
+        u.priority,
+        u.ack_request,
+        u.agreement_id,
+        u.test_indicator,
+        sha,
+        source_file,
+        i.offset as i64,
+        received_at,
+        i.raw,
+    ])?;
+    let id = conn.last_insert_rowid();
+    let mut message = conn.prepare_cached(
+        "INSERT INTO messages (interchange_id, position, reference, message_type, version, release, agency,
+             association_code, group_ref, segments, raw_start, raw_end)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+    )?;
+    let mut outbox = conn.prepare_cached(
+        "INSERT INTO outbox (message_id, event_type, created_at) VALUES (?1, ?2, ?3)",
+    )?;
+    for (n, m) in i.messages.iter().enumerate() {
+        let group = m.group.and_then(|g| i.groups.get(g)).map(|g| &g.reference);
+        message.execute(params![
+            id,
+            n as i64 + 1,
+            m.reference,
+            m.message_type,
+            m.version,
+            m.release,
+            m.agency,
+            m.association_code,
+            group,
+            m.segments as i64,
+            m.span.start as i64,
+            m.span.end as i64,
+        ])?;
+        let message_id = conn.last_insert_rowid();
+        outbox.execute(params![
+            message_id,
+            format!("edifact.{}.received", m.message_type),
+            received_at
+        ])?;
+    }
+    Ok(id)
+}
+
+/// Records a rejection; the same file with the same content and error only counts again.
+pub(super) fn record_rejection(
+    conn: &Connection,
+    source_file: &str,
+    bytes: &[u8],
+    error: &EnvelopeError,
+    seen_at: &str,
+) -> Result<(), InboxError> {
+    let sha = hex(&Sha256::digest(bytes));
+    let kept = &bytes[..bytes.len().min(REJECTED_BYTES_LIMIT)];
+    conn.prepare_cached(
+        "INSERT INTO rejections (source_file, file_sha256, error, kind, byte_offset, first_seen_at,
+             last_seen_at, file_size, bytes, truncated)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7, ?8, ?9)
+         ON CONFLICT (source_file, file_sha256, kind, byte_offset)
+         DO UPDATE SET last_seen_at = excluded.last_seen_at, times_seen = times_seen + 1",
+    )?
+    .execute(params![
+        source_file,
+        sha,
+        error.to_string(),
+        error.code(),
+        error.offset as i64,
+        seen_at,
+        bytes.len() as i64,
+        kept,
+        kept.len() < bytes.len(),
+    ])?;
+    Ok(())
+}
