@@ -1,0 +1,446 @@
+//! `edi-inbox ingest` driven as cron runs it, in a temporary folder.
+
+mod common;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use common::{edi_inbox, json_lines, samples};
+use edi_inbox::synth::{Layout, Synth};
+use predicates::prelude::*;
+use serde_json::Value;
+
+struct Site {
+    dir: tempfile::TempDir,
+}
+
+impl Site {
+    fn new() -> Site {
+        let site = Site {
+            dir: tempfile::tempdir().unwrap(),
+        };
+        fs::create_dir_all(site.drop()).unwrap();
+        site
+    }
+    fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+    fn drop(&self) -> PathBuf {
+        self.path("drop")
+    }
+    fn db(&self) -> PathBuf {
+        self.path("inbox.db")
+    }
+    fn put(&self, name: &str, bytes: &[u8]) -> PathBuf {
+        let p = self.drop().join(name);
+        fs::write(&p, bytes).unwrap();
+        p
+    }
+    fn put_sample(&self, sample: &str, name: &str) -> PathBuf {
+        self.put(name, &fs::read(samples().join(sample)).unwrap())
+    }
+    fn ingest(&self, extra: &[&str]) -> (Option<i32>, Vec<Value>) {
+        let out = edi_inbox()
+            .arg("--db")
+            .arg(self.db())
+            .args(["ingest", "--json"])
+            .args(extra)
+            .arg(self.drop())
+            .output()
+            .unwrap();
+        assert!(
+            out.stderr.is_empty() || out.status.code() != Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.code(), json_lines(&out.stdout))
+    }
+    fn count(&self, sql: &str) -> i64 {
+        let conn = rusqlite::Connection::open(self.db()).unwrap();
+        conn.query_row(sql, [], |r| r.get(0)).unwrap()
+    }
+    fn files_in(&self, rel: &str) -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(self.path(rel))
+            .map(|d| {
+                d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    }
+}
+
+fn statuses(lines: &[Value]) -> Vec<String> {
+    lines
+        .iter()
+        .filter_map(|l| l["status"].as_str().map(str::to_string))
+        .collect()
+}
+
+fn summary(lines: &[Value]) -> &Value {
+    &lines.last().unwrap()["summary"]
+}
+
+#[test]
+fn new_duplicate_drift_and_rejected() {
+    let site = Site::new();
+    site.put_sample("valid/invoic-d96a-unoc-crlf.edi", "a.edi");
+    let (code, lines) = site.ingest(&[]);
+    assert_eq!(code, Some(0));
+    assert_eq!(statuses(&lines), ["new"]);
+    let l = &lines[0];
+    assert_eq!(l["sender"], "5412345000013");
+    assert_eq!(l["recipient"], "4012345000023");
+    assert_eq!(l["control_ref"], "INV0001");
+    assert_eq!(l["messages"], 2);
+    assert_eq!(l["sha256"].as_str().unwrap().len(), 64);
+    assert_eq!(
+        summary(&lines),
+        &serde_json::json!({"files": 1, "new": 1, "duplicate": 0, "drift": 0, "rejected": 0, "skipped": 0})
+    );
+    assert_eq!(site.count("SELECT count(*) FROM interchanges"), 1);
+    assert_eq!(site.count("SELECT count(*) FROM messages"), 2);
+    assert_eq!(
+        site.count("SELECT count(*) FROM outbox WHERE published_at IS NULL"),
+        2
+    );
+
+    // The same file again: a duplicate, nothing written but the sighting.
+    let (code, lines) = site.ingest(&[]);
+    assert_eq!(code, Some(0));
+    assert_eq!(statuses(&lines), ["duplicate"]);
+    assert_eq!(site.count("SELECT count(*) FROM interchanges"), 1);
+    assert_eq!(site.count("SELECT count(*) FROM outbox"), 2);
+    assert_eq!(
+        site.count("SELECT count(*) FROM sightings WHERE status = 'duplicate'"),
+        1
+    );
+
+    // Same key, other content: drift, never applied, bytes kept, exit 3.
+    let changed = String::from_utf8_lossy(
+        &fs::read(samples().join("valid/invoic-d96a-unoc-crlf.edi")).unwrap(),
+    )
+    .replace("PO-4711", "PO-4712");
+    fs::remove_file(site.drop().join("a.edi")).unwrap();
+    site.put("b.edi", changed.as_bytes());
+    let (code, lines) = site.ingest(&[]);
+    assert_eq!(code, Some(3));
+    assert_eq!(statuses(&lines), ["drift"]);
+    assert_ne!(lines[0]["sha256"], lines[0]["stored_sha256"]);
+    assert_eq!(site.count("SELECT count(*) FROM interchanges"), 1);
+    assert_eq!(
+        site.count("SELECT count(*) FROM sightings WHERE status = 'drift' AND length(payload) > 0"),
+        1
+    );
+
+    // A broken file: rejected with its reason and offset, recorded with its bytes.
+    fs::remove_file(site.drop().join("b.edi")).unwrap();
+    site.put_sample("broken/unt-count-wrong.edi", "c.edi");
+    let (code, lines) = site.ingest(&[]);
+    assert_eq!(code, Some(3));
+    assert_eq!(statuses(&lines), ["rejected"]);
+    assert_eq!(lines[0]["offset"], 118);
+    assert!(
+        lines[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("UNT at byte 118")
+    );
+    assert_eq!(
+        site.count("SELECT count(*) FROM rejections WHERE byte_offset = 118 AND length(bytes) > 0"),
+        1
+    );
+    // Seen again, it is counted, not stored twice.
+    site.ingest(&[]);
+    assert_eq!(site.count("SELECT count(*) FROM rejections"), 1);
+    assert_eq!(site.count("SELECT times_seen FROM rejections"), 2);
+}
+
+#[test]
+fn a_redelivery_with_other_line_breaks_is_a_duplicate() {
+    let site = Site::new();
+    let crlf = fs::read(samples().join("valid/invoic-d96a-unoc-crlf.edi")).unwrap();
+    site.put("first.edi", &crlf);
+    assert_eq!(statuses(&site.ingest(&[]).1), ["new"]);
+    fs::remove_file(site.drop().join("first.edi")).unwrap();
+    // No line breaks and no UNA at all: the same payload.
+    let bare: Vec<u8> = crlf[b"UNA:+.? '".len()..]
+        .iter()
+        .copied()
+        .filter(|&b| b != b'\r' && b != b'\n')
+        .collect();
+    assert!(bare.starts_with(b"UNB+"));
+    site.put("again.edi", &bare);
+    let (code, lines) = site.ingest(&[]);
+    assert_eq!(code, Some(0));
+    assert_eq!(statuses(&lines), ["duplicate"]);
+}
+
+#[test]
+fn several_interchanges_in_one_file_each_decided() {
+    let site = Site::new();
+    site.put_sample("valid/two-interchanges.edi", "two.edi");
+    site.put_sample("broken/good-then-bad.edi", "mixed.edi");
+    let (archive, failed) = (site.path("archive"), site.path("failed"));
+    let (code, lines) = site.ingest(&[
+        "--archive",
+        archive.to_str().unwrap(),
+        "--quarantine",
+        failed.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(3));
+    let got: Vec<(String, String)> = lines
+        .iter()
+        .filter(|l| l.get("status").is_some())
+        .map(|l| {
+            (
+                l["file"]
+                    .as_str()
+                    .unwrap()
+                    .rsplit('/')
+                    .next()
+                    .unwrap()
+                    .to_string(),
+                l["status"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let want = [
+        ("mixed.edi", "new"),
+        ("mixed.edi", "rejected"),
+        ("two.edi", "new"),
+        ("two.edi", "new"),
+    ];
+    let want: Vec<(String, String)> = want
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+    assert_eq!(got, want);
+    assert_eq!(site.count("SELECT count(*) FROM inbox"), 3);
+    // A file with any rejected interchange goes to quarantine; its good one stays applied.
+    assert_eq!(
+        site.files_in("failed"),
+        ["mixed.edi", "mixed.edi.error.txt"]
+    );
+    assert_eq!(site.files_in("archive"), ["two.edi"]);
+}
+
+#[test]
+fn archive_and_quarantine_never_overwrite() {
+    let site = Site::new();
+    fs::create_dir_all(site.path("archive")).unwrap();
+    fs::create_dir_all(site.path("failed")).unwrap();
+    fs::write(site.path("archive/in.edi"), "older file").unwrap();
+    fs::write(site.path("failed/bad.edi"), "older bad file").unwrap();
+    site.put_sample("valid/orders-d01b-no-una.edi", "in.edi");
+    site.put_sample("broken/truncated-no-unz.edi", "bad.edi");
+    let (code, _) = site.ingest(&[
+        "--archive",
+        &site.path("archive").to_string_lossy(),
+        "--quarantine",
+        &site.path("failed").to_string_lossy(),
+    ]);
+    assert_eq!(code, Some(3));
+    assert_eq!(site.files_in("drop"), Vec::<String>::new());
+    assert_eq!(site.files_in("archive"), ["in.1.edi", "in.edi"]);
+    assert_eq!(
+        fs::read_to_string(site.path("archive/in.edi")).unwrap(),
+        "older file"
+    );
+    assert_eq!(
+        site.files_in("failed"),
+        ["bad.1.edi", "bad.1.edi.error.txt", "bad.edi"]
+    );
+    let reason = fs::read_to_string(site.path("failed/bad.1.edi.error.txt")).unwrap();
+    assert!(
+        reason.contains("the file ends before interchange B0001 has its UNZ"),
+        "{reason}"
+    );
+    assert!(reason.contains("at byte 127"), "{reason}");
+    // The same interchange delivered again is a duplicate, archived beside the first.
+    site.put_sample("valid/orders-d01b-no-una.edi", "in.edi");
+    let (code, lines) = site.ingest(&["--archive", &site.path("archive").to_string_lossy()]);
+    assert_eq!(
+        (code, statuses(&lines)),
+        (Some(0), vec!["duplicate".to_string()])
+    );
+    assert_eq!(site.files_in("archive"), ["in.1.edi", "in.2.edi", "in.edi"]);
+}
+
+#[test]
+fn a_corrected_resend_after_a_rejection_is_accepted() {
+    let site = Site::new();
+    site.put_sample("broken/unt-count-wrong.edi", "po.edi");
+    assert_eq!(statuses(&site.ingest(&[]).1), ["rejected"]);
+    assert_eq!(site.count("SELECT count(*) FROM inbox"), 0);
+    let fixed =
+        String::from_utf8_lossy(&fs::read(samples().join("broken/unt-count-wrong.edi")).unwrap())
+            .replace("UNT+5+1", "UNT+4+1");
+    site.put("po.edi", fixed.as_bytes());
+    let (code, lines) = site.ingest(&[]);
+    assert_eq!((code, statuses(&lines)), (Some(0), vec!["new".to_string()]));
+}
+
+#[test]
+fn young_files_are_skipped_and_left_in_place() {
+    let site = Site::new();
+    site.put_sample("valid/orders-d01b-no-una.edi", "fresh.edi");
+    let archive = site.path("archive");
+    let (code, lines) = site.ingest(&["--min-age", "1h", "--archive", archive.to_str().unwrap()]);
+    assert_eq!(code, Some(0));
+    assert_eq!(statuses(&lines), ["skipped"]);
+    assert_eq!(summary(&lines)["skipped"], 1);
+    assert_eq!(site.files_in("drop"), ["fresh.edi"]);
+    assert_eq!(site.count("SELECT count(*) FROM inbox"), 0);
+}
+
+#[test]
+fn partial_and_hidden_uploads_are_not_touched() {
+    let site = Site::new();
+    for name in ["x.tmp", "y.part", "z.partial", ".hidden.edi"] {
+        site.put_sample("valid/orders-d01b-no-una.edi", name);
+    }
+    let archive = site.path("archive");
+    let (code, lines) = site.ingest(&["--archive", archive.to_str().unwrap()]);
+    assert_eq!(code, Some(0));
+    assert_eq!(summary(&lines)["files"], 0);
+    assert_eq!(site.files_in("drop").len(), 4);
+}
+
+#[test]
+fn a_file_that_is_not_a_database_is_fatal_and_untouched() {
+    let site = Site::new();
+    fs::write(site.db(), "these are my tax records, not a database").unwrap();
+    site.put_sample("valid/orders-d01b-no-una.edi", "in.edi");
+    edi_inbox()
+        .arg("--db")
+        .arg(site.db())
+        .args(["ingest", "--archive"])
+        .arg(site.path("archive"))
+        .arg(site.drop())
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("not an edi-inbox database"));
+    assert_eq!(
+        fs::read_to_string(site.db()).unwrap(),
+        "these are my tax records, not a database"
+    );
+    assert_eq!(site.files_in("drop"), ["in.edi"]);
+    assert!(!site.path("inbox.db-wal").exists());
+}
+
+#[test]
+fn the_database_comes_from_edi_inbox_db_or_the_current_folder() {
+    let site = Site::new();
+    site.put_sample("valid/orders-d01b-no-una.edi", "in.edi");
+    edi_inbox()
+        .current_dir(site.dir.path())
+        .args(["ingest", "drop"])
+        .assert()
+        .code(0);
+    assert!(site.path("edi-inbox.db").is_file());
+    edi_inbox()
+        .current_dir(site.dir.path())
+        .env("EDI_INBOX_DB", site.path("other.db"))
+        .args(["ingest", "-q", "drop"])
+        .assert()
+        .code(0)
+        .stdout("1 files: 1 new, 0 duplicate, 0 drift, 0 rejected, 0 skipped\n");
+}
+
+#[test]
+fn human_output_has_a_line_per_interchange_and_quiet_only_problems() {
+    let site = Site::new();
+    site.put_sample("valid/orders-d01b-no-una.edi", "a.edi");
+    site.put_sample("broken/unz-count-wrong.edi", "b.edi");
+    let run = |q: bool| {
+        let mut cmd = edi_inbox();
+        cmd.arg("--db").arg(site.db()).arg("ingest");
+        if q {
+            cmd.arg("-q");
+        }
+        cmd.arg(site.drop()).output().unwrap()
+    };
+    let out = run(false);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("new        ")
+            && text.contains("SENDER+ONE -> RECEIVER  ref ORD'0042  1 messages"),
+        "{text}"
+    );
+    assert!(
+        text.contains("rejected   ") && text.contains("UNZ at byte 127"),
+        "{text}"
+    );
+    assert!(
+        text.ends_with("2 files: 1 new, 0 duplicate, 0 drift, 1 rejected, 0 skipped\n"),
+        "{text}"
+    );
+    let out = run(true);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains("duplicate  "), "{text}");
+    assert!(text.contains("rejected   "), "{text}");
+    assert_eq!(out.status.code(), Some(3));
+}
+
+fn synth_drop(dir: &Path, files: usize, seed: u64) -> usize {
+    let mut g = Synth::new(seed);
+    let mut interchanges = 0;
+    for n in 0..files {
+        let layout: Layout = g.layout();
+        let messages = 1 + g.below(4) as usize;
+        let data = g.interchange("SENDER", "RECIPIENT", &format!("C{n:06}"), messages, layout);
+        fs::write(dir.join(format!("f{n:05}.edi")), data).unwrap();
+        interchanges += 1;
+    }
+    interchanges
+}
+
+#[test]
+fn two_overlapping_runs_write_each_interchange_once() {
+    for archive in [true, false] {
+        let site = Site::new();
+        let n = synth_drop(&site.drop(), 300, 7);
+        let spawn = || {
+            let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("edi-inbox"));
+            cmd.arg("--db")
+                .arg(site.db())
+                .args(["ingest", "--json", "--batch", "7"]);
+            if archive {
+                cmd.arg("--archive").arg(site.path("archive"));
+            }
+            cmd.arg(site.drop())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let (a, b) = (spawn(), spawn());
+        let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+        for out in [&a, &b] {
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let new: usize = [&a, &b]
+            .iter()
+            .map(|o| summary(&json_lines(&o.stdout))["new"].as_u64().unwrap() as usize)
+            .sum();
+        assert_eq!(new, n, "archive={archive}");
+        assert_eq!(site.count("SELECT count(*) FROM interchanges") as usize, n);
+        assert_eq!(site.count("SELECT count(*) FROM inbox") as usize, n);
+        assert_eq!(
+            site.count("SELECT count(DISTINCT control_ref) FROM interchanges") as usize,
+            n
+        );
+        if archive {
+            assert_eq!(site.files_in("drop").len(), 0);
+            assert_eq!(site.files_in("archive").len(), n);
+        }
+    }
+}
