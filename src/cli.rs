@@ -77,7 +77,7 @@ pub struct IngestArgs {
     pub min_age: Duration,
 
     /// Commit every N interchanges (group commit); each interchange is still atomic on its own.
-    #[arg(long, value_name = "N", default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "N", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
     pub batch: u32,
 
     /// Reject files larger than this without reading them (bytes, or with K, M, G, KiB, MiB, GiB).

@@ -226,6 +226,36 @@ mod tests {
         assert_eq!(read("inv.2.edi"), "three");
     }
 
+    /// /dev/shm is a tmpfs, another file system than the temporary folder on most Linux hosts.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn moves_across_file_systems_copy_then_remove() {
+        use std::os::unix::fs::MetadataExt;
+        let here = tempfile::tempdir().unwrap();
+        let Ok(there) = tempfile::tempdir_in("/dev/shm") else {
+            eprintln!("no /dev/shm: not checked");
+            return;
+        };
+        let dev = |p: &Path| fs::metadata(p).unwrap().dev();
+        if dev(here.path()) == dev(there.path()) {
+            eprintln!("/dev/shm is on the same file system here: not checked");
+            return;
+        }
+        let src = here.path().join("inv.edi");
+        fs::write(&src, "payload").unwrap();
+        fs::write(there.path().join("inv.edi"), "older").unwrap();
+        let dest = move_into(&src, there.path()).unwrap();
+        assert_eq!(dest, there.path().join("inv.1.edi"));
+        assert_eq!(fs::read_to_string(&dest).unwrap(), "payload");
+        assert_eq!(
+            fs::read_to_string(there.path().join("inv.edi")).unwrap(),
+            "older"
+        );
+        assert!(!src.exists());
+        let left: Vec<_> = fs::read_dir(there.path()).unwrap().collect();
+        assert_eq!(left.len(), 2, "no temporary file is left behind");
+    }
+
     #[test]
     fn a_locked_file_is_left_to_its_holder() {
         let dir = tempfile::tempdir().unwrap();
