@@ -40,6 +40,27 @@ pub enum Command {
     /// Each decision is one SQLite transaction (a savepoint within a group commit); outcomes are
     /// printed, and files moved, only after the commit that makes them true.
     Ingest(IngestArgs),
+
+    /// Delete inbox entries older than the retention window.
+    ///
+    /// Only the inbox (the duplicate-detection window) is purged; the business tables
+    /// (interchanges, messages, outbox) are the record and stay. Once an entry is purged, a
+    /// redelivery of that interchange is accepted as NEW. Choose N at least as long as the longest
+    /// partner retry window, and shorter than the cycle after which a partner reuses control
+    /// references. Sightings and rejected-file records older than N days go too.
+    Purge(PurgeArgs),
+
+    /// Counts an operator checks first.
+    Stats(StatsArgs),
+
+    /// The most recent events (new, duplicate, drift, rejected), newest first.
+    List(ListArgs),
+
+    /// One interchange: its envelope, messages and every sighting. Exit 3 for an unknown key.
+    Show(ShowArgs),
+
+    /// Print a shell completion script.
+    Completions(CompletionsArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -84,9 +105,131 @@ pub struct IngestArgs {
     #[arg(long, value_name = "SIZE", default_value = "100MiB", value_parser = parse_size)]
     pub max_size: u64,
 
+    /// Write the run's figures here in the Prometheus text format (for node_exporter's textfile
+    /// collector), atomically.
+    #[arg(long, value_name = "PATH")]
+    pub metrics_file: Option<PathBuf>,
+
     /// Files or folders to read.
     #[arg(required = true, value_name = "PATH")]
     pub paths: Vec<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct PurgeArgs {
+    /// Purge inbox entries received more than this many days ago (a whole number, at least 1).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub days: u32,
+
+    /// Count what would go; delete nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// Rows deleted per short transaction, so a concurrent ingest waits little for the lock.
+    #[arg(long, value_name = "B", default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..))]
+    pub batch_size: u32,
+
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Write the run's figures here in the Prometheus text format, atomically.
+    #[arg(long, value_name = "PATH")]
+    pub metrics_file: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct StatsArgs {
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Event kinds `list` can filter on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum EventStatus {
+    New,
+    Duplicate,
+    Drift,
+    Rejected,
+}
+
+impl EventStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventStatus::New => "new",
+            EventStatus::Duplicate => "duplicate",
+            EventStatus::Drift => "drift",
+            EventStatus::Rejected => "rejected",
+        }
+    }
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ListArgs {
+    /// Only events of this kind.
+    #[arg(long, value_enum)]
+    pub status: Option<EventStatus>,
+
+    /// Only events of this sender (UNB 0004).
+    #[arg(long, value_name = "ID")]
+    pub sender: Option<String>,
+
+    /// Only events at or after this time: 2026-11-01 or 2026-11-01T08:00:00Z (UTC).
+    #[arg(long, value_name = "DATE", value_parser = parse_since)]
+    pub since: Option<String>,
+
+    /// At most this many events.
+    #[arg(long, value_name = "N", default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..))]
+    pub limit: u32,
+
+    /// Print JSON Lines.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ShowArgs {
+    /// UNB 0004.
+    pub sender: String,
+    /// UNB 0010.
+    pub recipient: String,
+    /// UNB 0020.
+    pub control_ref: String,
+
+    /// Print the stored bytes of the interchange (the copy the inbox holds, else the latest).
+    #[arg(long, conflicts_with = "json")]
+    pub raw: bool,
+
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Shells `completions` writes for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CompletionShell {
+    Bash,
+    Zsh,
+    Fish,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CompletionsArgs {
+    pub shell: CompletionShell,
+}
+
+/// `2026-11-01` (midnight UTC) or an RFC 3339 time, as the RFC 3339 UTC text stored in the
+/// database, so that it compares as text.
+pub fn parse_since(text: &str) -> Result<String, String> {
+    let full = if text.len() == 10 {
+        format!("{text}T00:00:00Z")
+    } else {
+        text.to_string()
+    };
+    let t = humantime::parse_rfc3339_weak(&full)
+        .map_err(|e| format!("{e} (try 2026-11-01 or 2026-11-01T08:00:00Z)"))?;
+    Ok(humantime::format_rfc3339_millis(t).to_string())
 }
 
 /// `30s`, `5m`, `1h30m`, or a plain number of seconds.
@@ -131,6 +274,15 @@ mod tests {
         assert_eq!(parse_size("7"), Ok(7));
         assert!(parse_size("lots").is_err());
         assert!(parse_size("5T").is_err());
+        assert_eq!(
+            parse_since("2026-11-01"),
+            Ok("2026-11-01T00:00:00.000Z".to_string())
+        );
+        assert_eq!(
+            parse_since("2026-11-01T08:30:00Z"),
+            Ok("2026-11-01T08:30:00.000Z".to_string())
+        );
+        assert!(parse_since("yesterday").is_err());
     }
 
     #[test]

@@ -15,6 +15,7 @@ use crate::exit;
 use crate::files::{self, Claim};
 use crate::inbox::{Decision, Inbox};
 use crate::input::{self, InputFile};
+use crate::metrics::{Metrics, database_size, unix_now};
 use crate::output::{Out, problem};
 
 /// A batch never stays open longer than this, so an overlapping run or a purge waits little.
@@ -182,6 +183,7 @@ struct Run<'a> {
 
 /// Runs `ingest`.
 pub fn run(db: &Path, args: &IngestArgs) -> anyhow::Result<ExitCode> {
+    let started = Instant::now();
     let mut inbox = Inbox::open(db)
         .with_context(|| format!("cannot open the inbox database {}", db.display()))?;
     let (inputs, problems) = input::collect(&args.paths);
@@ -248,9 +250,82 @@ pub fn run(db: &Path, args: &IngestArgs) -> anyhow::Result<ExitCode> {
         ))?;
     }
     run.out.flush()?;
+    if let Some(path) = &args.metrics_file {
+        write_metrics(path, &inbox, db, &run.summary, started)
+            .with_context(|| format!("cannot write the metrics file {}", path.display()))?;
+    }
     Ok(exit::from_problems(
         s.drift + s.rejected + run.other_problems,
     ))
+}
+
+/// The run's figures for Prometheus: cumulative counters from the database, the last run's
+/// outcomes, its duration and end, and the inbox's size.
+fn write_metrics(
+    path: &Path,
+    inbox: &Inbox,
+    db: &Path,
+    s: &Summary,
+    started: Instant,
+) -> anyhow::Result<()> {
+    let mut m = Metrics::default();
+    let name = "edi_inbox_ingest_interchanges_total";
+    m.family(
+        name,
+        "counter",
+        "Interchanges decided by edi-inbox ingest since the database was created, by outcome.",
+    );
+    for status in ["new", "duplicate", "drift", "rejected"] {
+        let v = inbox.counter(&format!("ingest_{status}"))?;
+        m.sample(name, &[("status", status)], v as f64);
+    }
+    let name = "edi_inbox_ingest_last_run_interchanges";
+    m.family(
+        name,
+        "gauge",
+        "Outcomes of the last ingest run (skipped and unreadable files count once each).",
+    );
+    for (status, v) in [
+        ("new", s.new),
+        ("duplicate", s.duplicate),
+        ("drift", s.drift),
+        ("rejected", s.rejected),
+        ("skipped", s.skipped),
+    ] {
+        m.sample(name, &[("status", status)], v as f64);
+    }
+    m.single(
+        "edi_inbox_ingest_last_run_files",
+        "gauge",
+        "Files the last ingest run read.",
+        s.files as f64,
+    )
+    .single(
+        "edi_inbox_ingest_last_run_duration_seconds",
+        "gauge",
+        "Wall time of the last ingest run.",
+        started.elapsed().as_secs_f64(),
+    )
+    .single(
+        "edi_inbox_ingest_last_success_timestamp_seconds",
+        "gauge",
+        "Unix time at which the last ingest run finished without a fatal error.",
+        unix_now(),
+    )
+    .single(
+        "edi_inbox_inbox_entries",
+        "gauge",
+        "Entries in the inbox, the duplicate-detection window.",
+        inbox.stats()?.inbox as f64,
+    )
+    .single(
+        "edi_inbox_database_size_bytes",
+        "gauge",
+        "Size of the inbox database file and its write-ahead log.",
+        database_size(db) as f64,
+    );
+    m.write_to(path)?;
+    Ok(())
 }
 
 fn now() -> String {

@@ -10,12 +10,29 @@ pub mod inbox;
 pub mod ingest;
 pub mod input;
 pub mod inspect;
+pub mod metrics;
 pub mod output;
+pub mod purge;
+pub mod report;
 pub mod synth;
 
 use std::process::ExitCode;
 
 use clap::Parser;
+
+/// Prints a completion script for the shell.
+fn completions(args: &cli::CompletionsArgs) -> anyhow::Result<ExitCode> {
+    use clap::CommandFactory;
+    use clap_complete::Shell;
+    let shell = match args.shell {
+        cli::CompletionShell::Bash => Shell::Bash,
+        cli::CompletionShell::Zsh => Shell::Zsh,
+        cli::CompletionShell::Fish => Shell::Fish,
+    };
+    let mut cmd = cli::Cli::command();
+    clap_complete::generate(shell, &mut cmd, "edi-inbox", &mut std::io::stdout());
+    Ok(ExitCode::SUCCESS)
+}
 
 /// Parses the command line, runs the command and turns its outcome into an exit status.
 pub fn main() -> ExitCode {
@@ -23,6 +40,11 @@ pub fn main() -> ExitCode {
     let result = match &cli.command {
         cli::Command::Inspect(args) => inspect::run(args),
         cli::Command::Ingest(args) => ingest::run(&cli.db, args),
+        cli::Command::Purge(args) => purge::run(&cli.db, args),
+        cli::Command::Stats(args) => report::stats(&cli.db, args),
+        cli::Command::List(args) => report::list(&cli.db, args),
+        cli::Command::Show(args) => report::show(&cli.db, args),
+        cli::Command::Completions(args) => completions(args),
     };
     match result {
         Ok(code) => code,

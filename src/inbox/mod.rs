@@ -6,6 +6,7 @@
 //! rows it implies. Nothing here commits except [`Inbox::commit`]; a batch left open when the
 //! `Inbox` is dropped (a failed run) is rolled back by SQLite.
 
+mod report;
 mod sql;
 
 use std::path::Path;
@@ -15,12 +16,17 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 use crate::edifact::{EnvelopeError, Interchange};
 
+pub use report::{Event, EventFilter, KeyHistory, PurgeTarget, Sighting, Stats, StoredInterchange};
+
 /// `PRAGMA application_id` of an edi-inbox database ("EDIx"), so that another program's SQLite
 /// file is never mistaken for one.
 pub const APPLICATION_ID: i32 = 0x4544_4978;
 
 /// The schema, as an append-only list of migrations: entry N takes `user_version` from N to N+1.
-const MIGRATIONS: &[&str] = &[include_str!("schema.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("schema.sql"),
+    include_str!("0001_counters.sql"),
+];
 
 /// How long a writer waits for another run's transaction before giving up.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(60);
@@ -41,6 +47,8 @@ pub enum InboxError {
         found: i64,
         known: usize,
     },
+    #[error("there is no inbox database at {path}: name it with --db or EDI_INBOX_DB")]
+    Missing { path: String },
     #[error(transparent)]
     Sqlite(#[from] rusqlite::Error),
 }
@@ -59,9 +67,21 @@ pub enum Decision {
 /// An open inbox database.
 pub struct Inbox {
     conn: Connection,
+    /// Counter increments of the open batch, written just before it commits.
+    pending_counts: std::collections::BTreeMap<&'static str, i64>,
 }
 
 impl Inbox {
+    /// Opens an existing database: the reporting commands never create one.
+    pub fn open_existing(path: &Path) -> Result<Inbox, InboxError> {
+        if !path.is_file() {
+            return Err(InboxError::Missing {
+                path: path.display().to_string(),
+            });
+        }
+        Inbox::open(path)
+    }
+
     /// Opens the database at `path`, creating it with its schema on first use.
     ///
     /// A file that is not an SQLite database, or another program's, or one written by a newer
@@ -107,7 +127,10 @@ impl Inbox {
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
-        let mut inbox = Inbox { conn };
+        let mut inbox = Inbox {
+            conn,
+            pending_counts: Default::default(),
+        };
         inbox.migrate(&shown)?;
         Ok(inbox)
     }
@@ -178,7 +201,14 @@ impl Inbox {
         source_file: &str,
         received_at: &str,
     ) -> Result<Decision, InboxError> {
-        self.in_savepoint(|c| sql::decide(c, interchange, source_file, received_at))
+        let d = self.in_savepoint(|c| sql::decide(c, interchange, source_file, received_at))?;
+        let name = match d {
+            Decision::New { .. } => "ingest_new",
+            Decision::Duplicate => "ingest_duplicate",
+            Decision::Drift { .. } => "ingest_drift",
+        };
+        *self.pending_counts.entry(name).or_default() += 1;
+        Ok(d)
     }
 
     /// Records a rejected piece of input, keeping the file's bytes up to the limit.
@@ -189,12 +219,17 @@ impl Inbox {
         error: &EnvelopeError,
         seen_at: &str,
     ) -> Result<(), InboxError> {
-        self.in_savepoint(|c| sql::record_rejection(c, source_file, bytes, error, seen_at))
+        self.in_savepoint(|c| sql::record_rejection(c, source_file, bytes, error, seen_at))?;
+        *self.pending_counts.entry("ingest_rejected").or_default() += 1;
+        Ok(())
     }
 
     /// Makes every decision of the batch durable at once (one fsync with `synchronous=FULL`).
     pub fn commit(&mut self) -> Result<(), InboxError> {
         if self.in_batch() {
+            for (name, by) in std::mem::take(&mut self.pending_counts) {
+                report::add_counter(&self.conn, name, by)?;
+            }
             self.conn.execute_batch("COMMIT")?;
         }
         Ok(())
@@ -202,10 +237,66 @@ impl Inbox {
 
     /// Drops every decision of the open batch.
     pub fn rollback(&mut self) -> Result<(), InboxError> {
+        self.pending_counts.clear();
         if self.in_batch() {
             self.conn.execute_batch("ROLLBACK")?;
         }
         Ok(())
+    }
+
+    /// The figures of `stats`.
+    pub fn stats(&self) -> Result<Stats, InboxError> {
+        report::stats(&self.conn)
+    }
+
+    /// The most recent events, newest first.
+    pub fn events(&self, filter: &EventFilter) -> Result<Vec<Event>, InboxError> {
+        report::events(&self.conn, filter)
+    }
+
+    /// Everything stored under one key.
+    pub fn key_history(
+        &self,
+        sender: &str,
+        recipient: &str,
+        control_ref: &str,
+    ) -> Result<KeyHistory, InboxError> {
+        report::key_history(&self.conn, sender, recipient, control_ref)
+    }
+
+    /// How many rows of `target` are older than `cutoff` (RFC 3339 UTC).
+    pub fn count_older(&self, target: PurgeTarget, cutoff: &str) -> Result<i64, InboxError> {
+        report::count_older(&self.conn, target, cutoff)
+    }
+
+    /// Deletes up to `limit` rows of `target` older than `cutoff` in one short transaction of its
+    /// own, so that a large purge never holds the write lock for long. Returns how many went.
+    pub fn purge_step(
+        &mut self,
+        target: PurgeTarget,
+        cutoff: &str,
+        limit: u32,
+    ) -> Result<usize, InboxError> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let n = report::delete_older(&tx, target, cutoff, limit)?;
+        if target == PurgeTarget::Inbox && n > 0 {
+            report::add_counter(&tx, "purge_entries", n as i64)?;
+        }
+        tx.commit()?;
+        Ok(n)
+    }
+
+    /// The `received_at` of the oldest inbox entry.
+    pub fn oldest_entry(&self) -> Result<Option<String>, InboxError> {
+        report::oldest_entry(&self.conn)
+    }
+
+    /// A cumulative counter (`ingest_new`, `ingest_duplicate`, `ingest_drift`,
+    /// `ingest_rejected`, `purge_entries`).
+    pub fn counter(&self, name: &str) -> Result<i64, InboxError> {
+        report::counter(&self.conn, name)
     }
 
     /// The connection, for the read-only reports of other commands.

@@ -1,0 +1,312 @@
+//! Read-only queries behind `stats`, `list` and `show`, and the batched deletes of `purge`.
+
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::Serialize;
+
+use super::InboxError;
+
+/// The figures `stats` prints.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Stats {
+    pub inbox: i64,
+    pub interchanges: i64,
+    pub messages: i64,
+    pub duplicates: i64,
+    pub drift: i64,
+    pub rejected: i64,
+    pub outbox_unpublished: i64,
+    pub oldest_entry: Option<String>,
+    pub newest_entry: Option<String>,
+}
+
+pub(super) fn stats(conn: &Connection) -> Result<Stats, InboxError> {
+    let one = |sql: &str| -> rusqlite::Result<i64> { conn.query_row(sql, [], |r| r.get(0)) };
+    let (oldest, newest) = conn.query_row(
+        "SELECT min(received_at), max(received_at) FROM inbox",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    Ok(Stats {
+        inbox: one("SELECT count(*) FROM inbox")?,
+        interchanges: one("SELECT count(*) FROM interchanges")?,
+        messages: one("SELECT count(*) FROM messages")?,
+        duplicates: one("SELECT count(*) FROM sightings WHERE status = 'duplicate'")?,
+        drift: one("SELECT count(*) FROM sightings WHERE status = 'drift'")?,
+        rejected: one("SELECT count(*) FROM rejections")?,
+        outbox_unpublished: one("SELECT count(*) FROM outbox WHERE published_at IS NULL")?,
+        oldest_entry: oldest,
+        newest_entry: newest,
+    })
+}
+
+/// One line of `list`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Event {
+    pub time: String,
+    pub status: String,
+    pub file: String,
+    pub sender: Option<String>,
+    pub recipient: Option<String>,
+    pub control_ref: Option<String>,
+    pub error: Option<String>,
+}
+
+/// What `list` asks for.
+#[derive(Debug, Clone, Default)]
+pub struct EventFilter {
+    pub status: Option<String>,
+    pub sender: Option<String>,
+    /// RFC 3339 UTC, compared as text with the stored times (same format).
+    pub since: Option<String>,
+    pub limit: u32,
+}
+
+pub(super) fn events(conn: &Connection, f: &EventFilter) -> Result<Vec<Event>, InboxError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT time, status, file, sender, recipient, control_ref, error FROM (
+             SELECT received_at AS time, 'new' AS status, source_file AS file, sender, recipient,
+                    control_ref, NULL AS error, id AS n
+             FROM interchanges
+             UNION ALL
+             SELECT seen_at, status, source_file, sender, recipient, control_ref, NULL, id
+             FROM sightings
+             UNION ALL
+             SELECT last_seen_at, 'rejected', source_file, NULL, NULL, NULL, error, id
+             FROM rejections
+         )
+         WHERE (?1 IS NULL OR status = ?1)
+           AND (?2 IS NULL OR sender = ?2)
+           AND (?3 IS NULL OR time >= ?3)
+         ORDER BY time DESC, n DESC
+         LIMIT ?4",
+    )?;
+    let rows = stmt.query_map(params![f.status, f.sender, f.since, f.limit], |r| {
+        Ok(Event {
+            time: r.get(0)?,
+            status: r.get(1)?,
+            file: r.get(2)?,
+            sender: r.get(3)?,
+            recipient: r.get(4)?,
+            control_ref: r.get(5)?,
+            error: r.get(6)?,
+        })
+    })?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// A stored interchange, as `show` prints it.
+#[derive(Debug, Clone, Serialize)]
+pub struct StoredInterchange {
+    pub id: i64,
+    pub sender: String,
+    pub sender_qualifier: Option<String>,
+    pub recipient: String,
+    pub recipient_qualifier: Option<String>,
+    pub control_ref: String,
+    pub syntax: String,
+    pub date: String,
+    pub time: String,
+    pub test_indicator: Option<String>,
+    pub application_ref: Option<String>,
+    pub sha256: String,
+    pub source_file: String,
+    pub received_at: String,
+    /// True while the inbox holds this copy's key (not purged).
+    pub in_inbox: bool,
+    pub messages: Vec<StoredMessage>,
+    #[serde(skip)]
+    pub raw: Vec<u8>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StoredMessage {
+    pub reference: String,
+    pub message_type: String,
+    pub version: String,
+    pub release: String,
+    pub agency: String,
+    pub segments: i64,
+    pub group_ref: Option<String>,
+    pub outbox_published_at: Option<String>,
+}
+
+/// A later sighting of a key.
+#[derive(Debug, Clone, Serialize)]
+pub struct Sighting {
+    pub status: String,
+    pub sha256: String,
+    pub stored_sha256: String,
+    pub source_file: String,
+    pub seen_at: String,
+}
+
+/// Everything stored under one key: the accepted copies (more than one only where the key was
+/// purged and delivered again) and every later sighting.
+#[derive(Debug, Clone, Serialize)]
+pub struct KeyHistory {
+    pub interchanges: Vec<StoredInterchange>,
+    pub sightings: Vec<Sighting>,
+}
+
+pub(super) fn key_history(
+    conn: &Connection,
+    sender: &str,
+    recipient: &str,
+    control_ref: &str,
+) -> Result<KeyHistory, InboxError> {
+    let current: Option<i64> = conn
+        .query_row(
+            "SELECT interchange_id FROM inbox WHERE sender = ?1 AND recipient = ?2 AND control_ref = ?3",
+            params![sender, recipient, control_ref],
+            |r| r.get(0),
+        )
+        .optional()?;
+    let mut stmt = conn.prepare_cached(
+        "SELECT id, sender, sender_qualifier, recipient, recipient_qualifier, control_ref,
+                syntax_id || ':' || syntax_version, prepared_date, prepared_time, test_indicator,
+                application_ref, sha256, source_file, received_at, raw
+         FROM interchanges WHERE sender = ?1 AND recipient = ?2 AND control_ref = ?3 ORDER BY id",
+    )?;
+    let mut interchanges = stmt
+        .query_map(params![sender, recipient, control_ref], |r| {
+            let id: i64 = r.get(0)?;
+            Ok(StoredInterchange {
+                id,
+                sender: r.get(1)?,
+                sender_qualifier: r.get(2)?,
+                recipient: r.get(3)?,
+                recipient_qualifier: r.get(4)?,
+                control_ref: r.get(5)?,
+                syntax: r.get(6)?,
+                date: r.get(7)?,
+                time: r.get(8)?,
+                test_indicator: r.get(9)?,
+                application_ref: r.get(10)?,
+                sha256: r.get(11)?,
+                source_file: r.get(12)?,
+                received_at: r.get(13)?,
+                in_inbox: current == Some(id),
+                messages: Vec::new(),
+                raw: r.get(14)?,
+            })
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let mut messages = conn.prepare_cached(
+        "SELECT m.reference, m.message_type, m.version, m.release, m.agency, m.segments, m.group_ref,
+                (SELECT o.published_at FROM outbox o WHERE o.message_id = m.id)
+         FROM messages m WHERE m.interchange_id = ?1 ORDER BY m.position",
+    )?;
+    for i in &mut interchanges {
+        i.messages = messages
+            .query_map([i.id], |r| {
+                Ok(StoredMessage {
+                    reference: r.get(0)?,
+                    message_type: r.get(1)?,
+                    version: r.get(2)?,
+                    release: r.get(3)?,
+                    agency: r.get(4)?,
+                    segments: r.get(5)?,
+                    group_ref: r.get(6)?,
+                    outbox_published_at: r.get(7)?,
+                })
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+    }
+    let mut stmt = conn.prepare_cached(
+        "SELECT status, sha256, stored_sha256, source_file, seen_at FROM sightings
+         WHERE sender = ?1 AND recipient = ?2 AND control_ref = ?3 ORDER BY id",
+    )?;
+    let sightings = stmt
+        .query_map(params![sender, recipient, control_ref], |r| {
+            Ok(Sighting {
+                status: r.get(0)?,
+                sha256: r.get(1)?,
+                stored_sha256: r.get(2)?,
+                source_file: r.get(3)?,
+                seen_at: r.get(4)?,
+            })
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(KeyHistory {
+        interchanges,
+        sightings,
+    })
+}
+
+/// Which table a purge step deletes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PurgeTarget {
+    Inbox,
+    Sightings,
+    Rejections,
+}
+
+impl PurgeTarget {
+    fn count_sql(self) -> &'static str {
+        match self {
+            PurgeTarget::Inbox => "SELECT count(*) FROM inbox WHERE received_at < ?1",
+            PurgeTarget::Sightings => "SELECT count(*) FROM sightings WHERE seen_at < ?1",
+            PurgeTarget::Rejections => "SELECT count(*) FROM rejections WHERE last_seen_at < ?1",
+        }
+    }
+
+    fn delete_sql(self) -> &'static str {
+        match self {
+            // The index on received_at finds the oldest rows without a scan.
+            PurgeTarget::Inbox => {
+                "DELETE FROM inbox WHERE (sender, recipient, control_ref) IN (
+                     SELECT sender, recipient, control_ref FROM inbox
+                     WHERE received_at < ?1 ORDER BY received_at LIMIT ?2)"
+            }
+            PurgeTarget::Sightings => {
+                "DELETE FROM sightings WHERE id IN (
+                     SELECT id FROM sightings WHERE seen_at < ?1 ORDER BY seen_at LIMIT ?2)"
+            }
+            PurgeTarget::Rejections => {
+                "DELETE FROM rejections WHERE id IN (
+                     SELECT id FROM rejections WHERE last_seen_at < ?1 ORDER BY last_seen_at LIMIT ?2)"
+            }
+        }
+    }
+}
+
+pub(super) fn count_older(
+    conn: &Connection,
+    target: PurgeTarget,
+    cutoff: &str,
+) -> Result<i64, InboxError> {
+    Ok(conn.query_row(target.count_sql(), [cutoff], |r| r.get(0))?)
+}
+
+pub(super) fn delete_older(
+    conn: &Connection,
+    target: PurgeTarget,
+    cutoff: &str,
+    limit: u32,
+) -> Result<usize, InboxError> {
+    Ok(conn
+        .prepare_cached(target.delete_sql())?
+        .execute(params![cutoff, limit])?)
+}
+
+pub(super) fn oldest_entry(conn: &Connection) -> Result<Option<String>, InboxError> {
+    Ok(conn.query_row("SELECT min(received_at) FROM inbox", [], |r| r.get(0))?)
+}
+
+pub(super) fn add_counter(conn: &Connection, name: &str, by: i64) -> Result<(), InboxError> {
+    conn.prepare_cached(
+        "INSERT INTO counters (name, value) VALUES (?1, ?2)
+         ON CONFLICT (name) DO UPDATE SET value = value + excluded.value",
+    )?
+    .execute(params![name, by])?;
+    Ok(())
+}
+
+pub(super) fn counter(conn: &Connection, name: &str) -> Result<i64, InboxError> {
+    Ok(conn
+        .query_row("SELECT value FROM counters WHERE name = ?1", [name], |r| {
+            r.get(0)
+        })
+        .optional()?
+        .unwrap_or(0))
+}

@@ -1,0 +1,122 @@
+//! `edi-inbox purge`: keep the inbox to its retention window.
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::Context;
+use serde::Serialize;
+
+use crate::cli::PurgeArgs;
+use crate::inbox::{Inbox, PurgeTarget};
+use crate::metrics::{Metrics, unix_now};
+use crate::output::Out;
+
+/// What `purge --json` prints.
+#[derive(Debug, Serialize)]
+pub struct PurgeReport {
+    /// Inbox entries purged (or, with `--dry-run`, that would be).
+    pub purged: i64,
+    pub days: u32,
+    pub dry_run: bool,
+    /// Entries received before this time go.
+    pub cutoff: String,
+    pub sightings_purged: i64,
+    pub rejections_purged: i64,
+    /// `received_at` of the oldest entry kept.
+    pub oldest_kept: Option<String>,
+}
+
+/// Runs `purge`.
+pub fn run(db: &Path, args: &PurgeArgs) -> anyhow::Result<ExitCode> {
+    let started = Instant::now();
+    let mut inbox = Inbox::open_existing(db)?;
+    let cutoff_time = SystemTime::now() - Duration::from_secs(u64::from(args.days) * 86_400);
+    let cutoff = humantime::format_rfc3339_millis(cutoff_time).to_string();
+    let mut counts = [0i64; 3];
+    let targets = [
+        PurgeTarget::Inbox,
+        PurgeTarget::Sightings,
+        PurgeTarget::Rejections,
+    ];
+    for (target, count) in targets.iter().zip(counts.iter_mut()) {
+        if args.dry_run {
+            *count = inbox.count_older(*target, &cutoff)?;
+            continue;
+        }
+        loop {
+            let n = inbox
+                .purge_step(*target, &cutoff, args.batch_size)
+                .context("cannot purge the inbox database")?;
+            *count += n as i64;
+            if n < args.batch_size as usize {
+                break;
+            }
+        }
+    }
+    let oldest_kept = if args.dry_run {
+        None
+    } else {
+        inbox.oldest_entry()?
+    };
+    let report = PurgeReport {
+        purged: counts[0],
+        days: args.days,
+        dry_run: args.dry_run,
+        cutoff,
+        sightings_purged: counts[1],
+        rejections_purged: counts[2],
+        oldest_kept,
+    };
+    let mut out = Out::default();
+    if args.json {
+        out.json(&report)?;
+    } else {
+        let verb = if args.dry_run {
+            "would purge"
+        } else {
+            "purged"
+        };
+        out.line(&format!(
+            "{verb} {} inbox entries received before {} ({} days), {} sightings, {} rejected-file records",
+            report.purged, report.cutoff, report.days, report.sightings_purged, report.rejections_purged
+        ))?;
+        if !args.dry_run {
+            out.line(&match &report.oldest_kept {
+                Some(t) => format!("oldest entry kept: {t}"),
+                None => "the inbox is empty".to_string(),
+            })?;
+        }
+    }
+    out.flush()?;
+    if let Some(path) = &args.metrics_file {
+        let mut m = Metrics::default();
+        m.single(
+            "edi_inbox_purge_entries_total",
+            "counter",
+            "Inbox entries deleted by edi-inbox purge since the database was created.",
+            inbox.counter("purge_entries")? as f64,
+        )
+        .single(
+            "edi_inbox_purge_last_run_entries",
+            "gauge",
+            "Inbox entries deleted (or counted, with --dry-run) by the last purge run.",
+            report.purged as f64,
+        )
+        .single(
+            "edi_inbox_purge_last_run_duration_seconds",
+            "gauge",
+            "Wall time of the last purge run.",
+            started.elapsed().as_secs_f64(),
+        )
+        .single(
+            "edi_inbox_purge_last_success_timestamp_seconds",
+            "gauge",
+            "Unix time at which the last purge run finished.",
+            unix_now(),
+        );
+        m.write_to(path)
+            .with_context(|| format!("cannot write the metrics file {}", path.display()))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}

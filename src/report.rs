@@ -1,0 +1,189 @@
+//! `edi-inbox stats`, `list` and `show`: what the inbox holds, for the operator.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+
+use serde::Serialize;
+
+use crate::cli::{ListArgs, ShowArgs, StatsArgs};
+use crate::exit;
+use crate::inbox::{EventFilter, Inbox};
+use crate::metrics::database_size;
+use crate::output::{Out, problem};
+
+#[derive(Debug, Serialize)]
+struct StatsJson {
+    #[serde(flatten)]
+    stats: crate::inbox::Stats,
+    database_bytes: u64,
+}
+
+/// Runs `stats`.
+pub fn stats(db: &Path, args: &StatsArgs) -> anyhow::Result<ExitCode> {
+    let inbox = Inbox::open_existing(db)?;
+    let s = StatsJson {
+        stats: inbox.stats()?,
+        database_bytes: database_size(db),
+    };
+    let mut out = Out::default();
+    if args.json {
+        out.json(&s)?;
+    } else {
+        let t = &s.stats;
+        let none = || "-".to_string();
+        for line in [
+            format!(
+                "database             {} ({} bytes)",
+                db.display(),
+                s.database_bytes
+            ),
+            format!("inbox entries        {}", t.inbox),
+            format!("interchanges         {}", t.interchanges),
+            format!("messages             {}", t.messages),
+            format!("duplicates seen      {}", t.duplicates),
+            format!("drift                {}", t.drift),
+            format!("rejected files       {}", t.rejected),
+            format!("outbox unpublished   {}", t.outbox_unpublished),
+            format!(
+                "oldest inbox entry   {}",
+                t.oldest_entry.clone().unwrap_or_else(none)
+            ),
+            format!(
+                "newest inbox entry   {}",
+                t.newest_entry.clone().unwrap_or_else(none)
+            ),
+        ] {
+            out.line(&line)?;
+        }
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs `list`.
+pub fn list(db: &Path, args: &ListArgs) -> anyhow::Result<ExitCode> {
+    let inbox = Inbox::open_existing(db)?;
+    let events = inbox.events(&EventFilter {
+        status: args.status.map(|s| s.as_str().to_string()),
+        sender: args.sender.clone(),
+        since: args.since.clone(),
+        limit: args.limit,
+    })?;
+    let mut out = Out::default();
+    for e in &events {
+        if args.json {
+            out.json(e)?;
+        } else {
+            let what = match (&e.sender, &e.recipient, &e.control_ref) {
+                (Some(s), Some(r), Some(c)) => format!("{s} {r} {c}"),
+                _ => e.error.clone().unwrap_or_default(),
+            };
+            out.line(&format!("{}  {:<9}  {}  {what}", e.time, e.status, e.file))?;
+        }
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs `show`.
+pub fn show(db: &Path, args: &ShowArgs) -> anyhow::Result<ExitCode> {
+    let inbox = Inbox::open_existing(db)?;
+    let h = inbox.key_history(&args.sender, &args.recipient, &args.control_ref)?;
+    let mut out = Out::default();
+    if h.interchanges.is_empty() && h.sightings.is_empty() {
+        problem(
+            &mut out,
+            &format!(
+                "no interchange from {} to {} with control reference {} is stored in {}",
+                args.sender,
+                args.recipient,
+                args.control_ref,
+                db.display()
+            ),
+        )?;
+        return Ok(ExitCode::from(exit::REJECTED));
+    }
+    if args.raw {
+        let pick = h
+            .interchanges
+            .iter()
+            .find(|i| i.in_inbox)
+            .or(h.interchanges.last());
+        if let Some(i) = pick {
+            out.flush()?;
+            let mut stdout = std::io::stdout().lock();
+            stdout.write_all(&i.raw)?;
+            stdout.flush()?;
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    if args.json {
+        out.json(&h)?;
+        out.flush()?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    for i in &h.interchanges {
+        let q = |id: &str, q: &Option<String>| match q {
+            Some(q) => format!("{id} (qualifier {q})"),
+            None => id.to_string(),
+        };
+        for line in [
+            format!(
+                "interchange {} (stored as #{}{})",
+                i.control_ref,
+                i.id,
+                if i.in_inbox {
+                    ", in the inbox"
+                } else {
+                    ", purged from the inbox"
+                }
+            ),
+            format!("  sender       {}", q(&i.sender, &i.sender_qualifier)),
+            format!("  recipient    {}", q(&i.recipient, &i.recipient_qualifier)),
+            format!("  syntax       {}", i.syntax),
+            format!("  prepared     {} {}", i.date, i.time),
+            format!(
+                "  test         {}",
+                if i.test_indicator.as_deref() == Some("1") {
+                    "yes"
+                } else {
+                    "no"
+                }
+            ),
+            format!("  sha256       {}", i.sha256),
+            format!("  first seen   {} in {}", i.received_at, i.source_file),
+            format!("  messages     {}", i.messages.len()),
+        ] {
+            out.line(&line)?;
+        }
+        for m in &i.messages {
+            out.line(&format!(
+                "    {:<14} {} {}:{}:{}  {} segments  outbox {}",
+                m.reference,
+                m.message_type,
+                m.version,
+                m.release,
+                m.agency,
+                m.segments,
+                m.outbox_published_at
+                    .as_deref()
+                    .map_or("unpublished".to_string(), |t| format!("published {t}"))
+            ))?;
+        }
+    }
+    out.line(&format!("sightings    {}", h.sightings.len()))?;
+    for s in &h.sightings {
+        let detail = if s.status == "drift" {
+            format!("sha256 {} (first accepted {})", s.sha256, s.stored_sha256)
+        } else {
+            format!("sha256 {}", s.sha256)
+        };
+        out.line(&format!(
+            "  {}  {:<9}  {}  {detail}",
+            s.seen_at, s.status, s.source_file
+        ))?;
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}

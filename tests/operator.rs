@@ -1,0 +1,545 @@
+//! `purge`, `stats`, `list`, `show`, `--metrics-file` and `completions`, driven as an operator
+//! runs them.
+
+mod common;
+
+use std::fs;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, SystemTime};
+
+use common::{edi_inbox, json_lines, samples};
+use predicates::prelude::*;
+use serde_json::Value;
+
+struct Site {
+    dir: tempfile::TempDir,
+}
+
+impl Site {
+    fn new() -> Site {
+        let s = Site {
+            dir: tempfile::tempdir().unwrap(),
+        };
+        fs::create_dir_all(s.path("drop")).unwrap();
+        s
+    }
+    fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+    fn db(&self) -> PathBuf {
+        self.path("inbox.db")
+    }
+    fn cmd(&self) -> assert_cmd::Command {
+        let mut c = edi_inbox();
+        c.arg("--db").arg(self.db());
+        c
+    }
+    fn put_sample(&self, sample: &str, name: &str) {
+        fs::copy(samples().join(sample), self.path("drop").join(name)).unwrap();
+    }
+    fn ingest(&self) -> i32 {
+        self.cmd()
+            .args(["ingest", "-q"])
+            .arg(self.path("drop"))
+            .output()
+            .unwrap()
+            .status
+            .code()
+            .unwrap()
+    }
+    fn sql(&self, sql: &str) {
+        rusqlite::Connection::open(self.db())
+            .unwrap()
+            .execute_batch(sql)
+            .unwrap();
+    }
+    fn count(&self, sql: &str) -> i64 {
+        rusqlite::Connection::open(self.db())
+            .unwrap()
+            .query_row(sql, [], |r| r.get(0))
+            .unwrap()
+    }
+    fn json(&self, args: &[&str]) -> (i32, Vec<Value>) {
+        let out = self.cmd().args(args).output().unwrap();
+        (out.status.code().unwrap(), json_lines(&out.stdout))
+    }
+}
+
+/// RFC 3339 UTC, as the database stores times, `ago` before now.
+fn ago(ago: Duration) -> String {
+    humantime::format_rfc3339_millis(SystemTime::now() - ago).to_string()
+}
+
+const DAY: Duration = Duration::from_secs(86_400);
+
+#[test]
+fn purge_rejects_bad_days_and_deletes_nothing() {
+    let site = Site::new();
+    site.put_sample("valid/orders-d01b-no-una.edi", "a.edi");
+    site.ingest();
+    site.sql(&format!(
+        "UPDATE inbox SET received_at = '{}'",
+        ago(400 * DAY)
+    ));
+    for bad in [
+        &["--days", "0"][..],
+        &["--days", "-3"],
+        &["--days", "ten"],
+        &["--days"],
+        &[],
+        &["--days", "1.5"],
+    ] {
+        site.cmd().arg("purge").args(bad).assert().code(2);
+    }
+    assert_eq!(site.count("SELECT count(*) FROM inbox"), 1);
+}
+
+#[test]
+fn purge_keeps_entries_just_inside_the_window() {
+    let site = Site::new();
+    site.put_sample("valid/orders-d01b-no-una.edi", "a.edi");
+    site.put_sample("valid/invrpt-level-b.edi", "b.edi");
+    site.put_sample("broken/unt-count-wrong.edi", "c.edi");
+    site.ingest();
+    site.ingest(); // a duplicate sighting of each, and the rejection seen twice
+    let just_outside = ago(30 * DAY + Duration::from_secs(60));
+    let just_inside = ago(30 * DAY - Duration::from_secs(60));
+    site.sql(&format!(
+        "UPDATE inbox SET received_at = '{just_outside}' WHERE control_ref = 'ORD''0042';
+         UPDATE inbox SET received_at = '{just_inside}' WHERE control_ref = 'LB0001';
+         UPDATE sightings SET seen_at = '{just_outside}' WHERE control_ref = 'ORD''0042';
+         UPDATE rejections SET last_seen_at = '{just_outside}';"
+    ));
+
+    let (code, lines) = site.json(&["purge", "--days", "30", "--dry-run", "--json"]);
+    assert_eq!(code, 0);
+    assert_eq!(lines[0]["purged"], 1);
+    assert_eq!(lines[0]["dry_run"], true);
+    assert_eq!(site.count("SELECT count(*) FROM inbox"), 2);
+
+    let (code, lines) = site.json(&["purge", "--days", "30", "--json", "--batch-size", "1"]);
+    assert_eq!(code, 0);
+    let r = &lines[0];
+    assert_eq!(r["purged"], 1);
+    assert_eq!(r["days"], 30);
+    assert_eq!(r["dry_run"], false);
+    assert_eq!(r["sightings_purged"], 1);
+    assert_eq!(r["rejections_purged"], 1);
+    let cutoff = r["cutoff"].as_str().unwrap();
+    assert!(cutoff.ends_with('Z') && cutoff.len() == 24, "{cutoff}");
+    assert!(just_outside.as_str() < cutoff && cutoff < just_inside.as_str());
+    assert_eq!(r["oldest_kept"], just_inside.as_str());
+    assert_eq!(
+        site.count("SELECT count(*) FROM inbox WHERE control_ref = 'LB0001'"),
+        1
+    );
+    // The record stays: purge empties only the duplicate-detection window.
+    assert_eq!(site.count("SELECT count(*) FROM interchanges"), 2);
+    assert_eq!(site.count("SELECT count(*) FROM messages"), 2);
+    assert_eq!(site.count("SELECT count(*) FROM outbox"), 2);
+}
+
+#[test]
+fn a_redelivery_after_purge_is_new() {
+    let site = Site::new();
+    site.put_sample("valid/orders-d01b-no-una.edi", "a.edi");
+    site.ingest();
+    site.sql(&format!(
+        "UPDATE inbox SET received_at = '{}'",
+        ago(10 * DAY)
+    ));
+    site.cmd()
+        .args(["purge", "--days", "7"])
+        .assert()
+        .code(0)
+        .stdout(
+            predicate::str::contains("purged 1 inbox entries")
+                .and(predicate::str::contains("the inbox is empty")),
+        );
+    let (code, lines) = site.json(&["ingest", "--json", site.path("drop").to_str().unwrap()]);
+    assert_eq!(code, 0);
+    assert_eq!(lines[0]["status"], "new");
+    assert_eq!(site.count("SELECT count(*) FROM interchanges"), 2);
+    let (_, shown) = site.json(&["show", "SENDER+ONE", "RECEIVER", "ORD'0042", "--json"]);
+    let copies = shown[0]["interchanges"].as_array().unwrap();
+    assert_eq!(copies.len(), 2);
+    assert_eq!(copies[0]["in_inbox"], false);
+    assert_eq!(copies[1]["in_inbox"], true);
+}
+
+#[test]
+fn purge_and_ingest_at_the_same_time_both_finish() {
+    let site = Site::new();
+    let mut g = edi_inbox::synth::Synth::new(3);
+    for n in 0..400 {
+        let layout = g.layout();
+        let data = g.interchange("OLD", "RECIPIENT", &format!("O{n}"), 1, layout);
+        fs::write(site.path("drop").join(format!("old{n:04}.edi")), data).unwrap();
+    }
+    site.ingest();
+    site.sql(&format!(
+        "UPDATE inbox SET received_at = '{}'",
+        ago(90 * DAY)
+    ));
+    fs::remove_dir_all(site.path("drop")).unwrap();
+    fs::create_dir_all(site.path("drop")).unwrap();
+    for n in 0..400 {
+        let layout = g.layout();
+        let data = g.interchange("NEW", "RECIPIENT", &format!("N{n}"), 2, layout);
+        fs::write(site.path("drop").join(format!("new{n:04}.edi")), data).unwrap();
+    }
+    let bin = assert_cmd::cargo::cargo_bin("edi-inbox");
+    let ingest = Command::new(&bin)
+        .arg("--db")
+        .arg(site.db())
+        .args(["ingest", "-q", "--batch", "5"])
+        .arg(site.path("drop"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let purge = Command::new(&bin)
+        .arg("--db")
+        .arg(site.db())
+        .args(["purge", "--days", "30", "--batch-size", "7", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (i, p) = (
+        ingest.wait_with_output().unwrap(),
+        purge.wait_with_output().unwrap(),
+    );
+    assert_eq!(
+        i.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&i.stderr)
+    );
+    assert_eq!(
+        p.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&p.stderr)
+    );
+    assert_eq!(json_lines(&p.stdout)[0]["purged"], 400);
+    assert_eq!(site.count("SELECT count(*) FROM inbox"), 400);
+    assert_eq!(
+        site.count("SELECT count(*) FROM inbox WHERE sender = 'NEW'"),
+        400
+    );
+    assert_eq!(site.count("SELECT count(*) FROM interchanges"), 800);
+}
+
+#[test]
+fn stats_counts_what_an_operator_checks_first() {
+    let site = Site::new();
+    site.put_sample("valid/two-interchanges.edi", "a.edi");
+    site.put_sample("broken/unz-count-wrong.edi", "b.edi");
+    site.ingest();
+    site.ingest();
+    let (code, lines) = site.json(&["stats", "--json"]);
+    assert_eq!(code, 0);
+    let s = &lines[0];
+    assert_eq!(s["inbox"], 2);
+    assert_eq!(s["interchanges"], 2);
+    assert_eq!(s["messages"], 2);
+    assert_eq!(s["duplicates"], 2);
+    assert_eq!(s["drift"], 0);
+    assert_eq!(s["rejected"], 1);
+    assert_eq!(s["outbox_unpublished"], 2);
+    assert!(s["database_bytes"].as_u64().unwrap() > 0);
+    assert!(s["oldest_entry"].as_str().unwrap() <= s["newest_entry"].as_str().unwrap());
+    site.cmd()
+        .arg("stats")
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("inbox entries        2"));
+}
+
+#[test]
+fn reports_need_an_existing_database() {
+    let site = Site::new();
+    for args in [
+        &["stats"][..],
+        &["list"],
+        &["show", "a", "b", "c"],
+        &["purge", "--days", "3"],
+    ] {
+        site.cmd()
+            .args(args)
+            .assert()
+            .code(1)
+            .stderr(predicate::str::contains("there is no inbox database"));
+    }
+    assert!(!site.db().exists());
+}
+
+#[test]
+fn list_shows_recent_events_newest_first_with_filters() {
+    let site = Site::new();
+    site.put_sample("valid/orders-d01b-no-una.edi", "a.edi");
+    site.put_sample("valid/invrpt-level-b.edi", "b.edi");
+    site.put_sample("broken/empty.edi", "c.edi");
+    site.ingest();
+    fs::remove_file(site.path("drop/b.edi")).unwrap();
+    site.ingest();
+    let (_, all) = site.json(&["list", "--json"]);
+    let statuses: Vec<&str> = all.iter().map(|e| e["status"].as_str().unwrap()).collect();
+    // The second run saw a.edi again (duplicate), then c.edi again (rejected, counted again).
+    assert_eq!(statuses, ["rejected", "duplicate", "new", "new"], "{all:?}");
+    let times: Vec<&str> = all.iter().map(|e| e["time"].as_str().unwrap()).collect();
+    assert!(times.windows(2).all(|w| w[0] >= w[1]), "{times:?}");
+
+    let (_, rejected) = site.json(&["list", "--json", "--status", "rejected"]);
+    assert_eq!(rejected.len(), 1);
+    assert!(rejected[0]["error"].as_str().unwrap().contains("empty"));
+    let (_, by_sender) = site.json(&["list", "--json", "--sender", "LEVELBSENDER"]);
+    assert_eq!(by_sender.len(), 1);
+    assert_eq!(by_sender[0]["control_ref"], "LB0001");
+    let (_, limited) = site.json(&["list", "--json", "--limit", "2"]);
+    assert_eq!(limited.len(), 2);
+    let (_, future) = site.json(&["list", "--json", "--since", "2999-01-01"]);
+    assert!(future.is_empty());
+    let (_, past) = site.json(&["list", "--json", "--since", "2000-01-01T00:00:00Z"]);
+    assert_eq!(past.len(), 4);
+    site.cmd()
+        .args(["list", "--status", "lost"])
+        .assert()
+        .code(2);
+    site.cmd()
+        .args(["list", "--since", "tuesday"])
+        .assert()
+        .code(2);
+    site.cmd().args(["list", "--limit", "0"]).assert().code(2);
+    site.cmd()
+        .args(["list", "--status", "new"])
+        .assert()
+        .code(0)
+        .stdout(
+            predicate::str::contains("new        ")
+                .and(predicate::str::contains("SENDER+ONE RECEIVER ORD'0042")),
+        );
+}
+
+#[test]
+fn show_prints_envelope_messages_sightings_and_raw_bytes() {
+    let site = Site::new();
+    site.put_sample("valid/orders-d01b-no-una.edi", "a.edi");
+    site.ingest();
+    let changed = fs::read_to_string(samples().join("valid/orders-d01b-no-una.edi"))
+        .unwrap()
+        .replace("PO-4712", "PO-4713");
+    fs::write(site.path("drop/b.edi"), changed).unwrap();
+    site.ingest();
+    site.cmd()
+        .args(["show", "SENDER+ONE", "RECEIVER", "ORD'0042"])
+        .assert()
+        .code(0)
+        .stdout(
+            predicate::str::contains("interchange ORD'0042")
+                .and(predicate::str::contains(
+                    "sender       SENDER+ONE (qualifier ZZ)",
+                ))
+                .and(predicate::str::contains(
+                    "ORDERS D:01B:UN  10 segments  outbox unpublished",
+                ))
+                .and(predicate::str::contains("sightings    2"))
+                .and(predicate::str::contains("duplicate"))
+                .and(
+                    predicate::str::contains("drift")
+                        .and(predicate::str::contains("first accepted")),
+                ),
+        );
+    let raw = site
+        .cmd()
+        .args(["show", "SENDER+ONE", "RECEIVER", "ORD'0042", "--raw"])
+        .output()
+        .unwrap();
+    let original = fs::read(samples().join("valid/orders-d01b-no-una.edi")).unwrap();
+    assert_eq!(raw.stdout, original.strip_suffix(b"\n").unwrap());
+    site.cmd()
+        .args(["show", "SENDER+ONE", "RECEIVER", "NOPE"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains(
+            "no interchange from SENDER+ONE to RECEIVER with control reference NOPE",
+        ));
+    site.cmd()
+        .args(["show", "only-two", "args"])
+        .assert()
+        .code(2);
+}
+
+/// Checks what promtool would: HELP and TYPE before samples, counters named `_total`, sample
+/// lines of the form `name{labels} value`.
+fn check_exposition(text: &str) {
+    let mut typed = std::collections::HashMap::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').unwrap();
+            if kind == "counter" {
+                assert!(name.ends_with("_total"), "{name}");
+            } else {
+                assert!(!name.ends_with("_total"), "{name}");
+            }
+            typed.insert(name.to_string(), kind.to_string());
+        } else if !line.starts_with("# HELP ") {
+            let (series, value) = line.rsplit_once(' ').unwrap();
+            value.parse::<f64>().unwrap();
+            let name = series.split('{').next().unwrap();
+            assert!(typed.contains_key(name), "{name} has no TYPE line");
+            assert!(name.starts_with("edi_inbox_"), "{name}");
+        }
+    }
+}
+
+fn promtool_check(path: &std::path::Path) {
+    let Ok(out) = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(fs::File::open(path).unwrap())
+        .output()
+    else {
+        assert!(
+            std::env::var_os("EDI_INBOX_REQUIRE_PROMETHEUS").is_none(),
+            "promtool is required here but not installed"
+        );
+        eprintln!("promtool is not installed: checked by hand only");
+        return;
+    };
+    assert!(
+        out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
+        "promtool: {} {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn metrics_files_follow_the_prometheus_conventions() {
+    let site = Site::new();
+    site.put_sample("valid/two-interchanges.edi", "a.edi");
+    site.put_sample("broken/empty.edi", "b.edi");
+    let textfile = site.path("textfile");
+    site.cmd()
+        .args(["ingest", "-q", "--metrics-file"])
+        .arg(textfile.join("edi_inbox_ingest.prom"))
+        .arg(site.path("drop"))
+        .assert()
+        .code(3);
+    site.cmd()
+        .args(["ingest", "-q", "--metrics-file"])
+        .arg(textfile.join("edi_inbox_ingest.prom"))
+        .arg(site.path("drop"))
+        .assert()
+        .code(3);
+    let text = fs::read_to_string(textfile.join("edi_inbox_ingest.prom")).unwrap();
+    check_exposition(&text);
+    assert!(
+        text.contains("edi_inbox_ingest_interchanges_total{status=\"new\"} 2\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("edi_inbox_ingest_interchanges_total{status=\"duplicate\"} 2\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("edi_inbox_ingest_interchanges_total{status=\"rejected\"} 2\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("edi_inbox_ingest_last_run_interchanges{status=\"duplicate\"} 2\n"),
+        "{text}"
+    );
+    assert!(text.contains("edi_inbox_inbox_entries 2\n"), "{text}");
+    assert!(
+        text.contains("edi_inbox_ingest_last_success_timestamp_seconds 1"),
+        "{text}"
+    );
+    promtool_check(&textfile.join("edi_inbox_ingest.prom"));
+
+    site.cmd()
+        .args(["purge", "--days", "1", "--metrics-file"])
+        .arg(textfile.join("edi_inbox_purge.prom"))
+        .assert()
+        .code(0);
+    let text = fs::read_to_string(textfile.join("edi_inbox_purge.prom")).unwrap();
+    check_exposition(&text);
+    assert!(text.contains("edi_inbox_purge_entries_total 0\n"), "{text}");
+    promtool_check(&textfile.join("edi_inbox_purge.prom"));
+    // Only the two files: no temporary file is left behind.
+    assert_eq!(fs::read_dir(&textfile).unwrap().count(), 2);
+    node_exporter_reads(&textfile);
+}
+
+/// Where prometheus-node-exporter is installed (`.ci/run` installs it), it serves both files.
+fn node_exporter_reads(textfile: &std::path::Path) {
+    use std::io::{Read, Write};
+    let bin = [
+        "/usr/bin/prometheus-node-exporter",
+        "/usr/bin/node_exporter",
+    ]
+    .into_iter()
+    .find(|p| std::path::Path::new(p).exists());
+    let Some(bin) = bin else {
+        assert!(
+            std::env::var_os("EDI_INBOX_REQUIRE_PROMETHEUS").is_none(),
+            "prometheus-node-exporter is required here but not installed"
+        );
+        eprintln!("prometheus-node-exporter is not installed: not served");
+        return;
+    };
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = Command::new(bin)
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .arg(format!(
+            "--collector.textfile.directory={}",
+            textfile.display()
+        ))
+        .args(["--collector.disable-defaults", "--collector.textfile"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut body = String::new();
+    for _ in 0..100 {
+        std::thread::sleep(Duration::from_millis(100));
+        let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+            continue;
+        };
+        let _ = write!(s, "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n");
+        body.clear();
+        let _ = s.read_to_string(&mut body);
+        if body.contains("edi_inbox_") {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        body.contains("edi_inbox_ingest_interchanges_total{status=\"new\"} 2"),
+        "{body}"
+    );
+    assert!(body.contains("edi_inbox_purge_entries_total 0"), "{body}");
+    assert!(body.contains("\nnode_textfile_scrape_error 0\n"), "{body}");
+}
+
+#[test]
+fn completions_for_three_shells() {
+    for shell in ["bash", "zsh", "fish"] {
+        edi_inbox()
+            .args(["completions", shell])
+            .assert()
+            .code(0)
+            .stdout(predicate::str::contains("ingest").and(predicate::str::contains("purge")));
+    }
+    edi_inbox()
+        .args(["completions", "powershell"])
+        .assert()
+        .code(2);
+}
