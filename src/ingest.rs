@@ -376,6 +376,7 @@ fn decide_file(
             return Ok(Some(decided(vec![o], None, false)));
         }
     };
+    crash_point!("after-read");
     let mut outcomes = Vec::new();
     for item in edifact::interchanges(&claimed.bytes) {
         let when = now();
@@ -393,6 +394,7 @@ fn decide_file(
         };
         *in_batch += 1;
         outcomes.push(outcome);
+        crash_point!("mid-batch");
     }
     Ok(Some(decided(outcomes, Some(claimed.handle), true)))
 }
@@ -444,8 +446,10 @@ impl Run<'_> {
             self.args.archive.as_deref()
         };
         let Some(dir) = target else { return Ok(()) };
+        crash_point!("before-move");
         match files::move_into(&d.path, dir) {
             Ok(dest) => {
+                crash_point!("after-move");
                 if bad {
                     let reasons: Vec<String> = d
                         .outcomes

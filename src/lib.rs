@@ -2,6 +2,20 @@
 //!
 //! [`edifact`] reads envelopes from raw bytes; the commands live beside it.
 
+/// A place where the crash tests may stop the process dead (abort, not unwind), as a power cut
+/// or `kill -9` would. Armed by `FAILPOINTS=<name>=return` (or `<n>*off->return` for the n+1th
+/// pass) in a build with the `failpoints` feature; compiled to nothing otherwise.
+macro_rules! crash_point {
+    ($name:expr) => {
+        #[cfg(feature = "failpoints")]
+        {
+            if fail::eval($name, |_| ()).is_some() {
+                std::process::abort();
+            }
+        }
+    };
+}
+
 pub mod cli;
 pub mod edifact;
 pub mod exit;
@@ -36,6 +50,8 @@ fn completions(args: &cli::CompletionsArgs) -> anyhow::Result<ExitCode> {
 
 /// Parses the command line, runs the command and turns its outcome into an exit status.
 pub fn main() -> ExitCode {
+    #[cfg(feature = "failpoints")]
+    let _scenario = fail::FailScenario::setup();
     let cli = cli::Cli::parse();
     let result = match &cli.command {
         cli::Command::Inspect(args) => inspect::run(args),

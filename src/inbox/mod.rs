@@ -230,7 +230,9 @@ impl Inbox {
             for (name, by) in std::mem::take(&mut self.pending_counts) {
                 report::add_counter(&self.conn, name, by)?;
             }
+            crash_point!("before-commit");
             self.conn.execute_batch("COMMIT")?;
+            crash_point!("after-commit");
         }
         Ok(())
     }

@@ -26,7 +26,9 @@ pub(super) fn decide(
         )?
         .execute(params![u.sender, u.recipient, u.control_ref, sha, source_file, received_at])?;
     if inserted == 1 {
+        crash_point!("after-key-insert");
         let id = write_interchange(conn, i, &sha, source_file, received_at)?;
+        crash_point!("after-business-rows");
         conn.prepare_cached(
             "UPDATE inbox SET interchange_id = ?4 WHERE sender = ?1 AND recipient = ?2 AND control_ref = ?3",
         )?

@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests, which drive the real binary.
 #![allow(dead_code)]
 
+pub mod site;
+
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;

@@ -1,0 +1,231 @@
+//! A drop folder, an archive, a quarantine and a database in a temporary folder, and the
+//! invariants every run must leave behind.
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use edi_inbox::synth::Synth;
+
+pub struct Site {
+    pub dir: tempfile::TempDir,
+}
+
+/// What a finished run leaves: keys applied, messages, and where each input file went.
+#[derive(Debug, PartialEq, Eq)]
+pub struct State {
+    pub keys: BTreeSet<(String, String, String)>,
+    pub messages: i64,
+    pub outbox: i64,
+    pub archived: BTreeSet<String>,
+    pub quarantined: BTreeSet<String>,
+}
+
+impl Site {
+    pub fn new() -> Site {
+        let s = Site {
+            dir: tempfile::tempdir().unwrap(),
+        };
+        fs::create_dir_all(s.drop()).unwrap();
+        s
+    }
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+    pub fn drop(&self) -> PathBuf {
+        self.path("drop")
+    }
+    pub fn db(&self) -> PathBuf {
+        self.path("inbox.db")
+    }
+
+    /// `files` synthetic files: some with two interchanges, exact redeliveries, drifts, and a
+    /// broken one every 50 files. Deterministic by seed.
+    pub fn fill(&self, files: usize, seed: u64) {
+        let mut g = Synth::new(seed);
+        let mut written: Vec<Vec<u8>> = Vec::new();
+        for n in 0..files {
+            let roll = g.below(100);
+            let data = if n % 50 == 49 {
+                b"UNB+UNOC:3+BROKEN+R+1:1+X'UNH+1+ORDERS:D:96A:UN'UNT+9+1'UNZ+1+X'".to_vec()
+            } else if roll < 5 && !written.is_empty() {
+                // An exact redelivery, with other line breaks.
+                let k = g.below(written.len() as u64) as usize;
+                let mut copy = written[k].clone();
+                copy.extend_from_slice(b"\r\n");
+                copy
+            } else if roll < 8 && !written.is_empty() {
+                // Drift: the same key (the first interchange of an earlier file), other content.
+                let k = g.below(written.len() as u64) as usize;
+                let text = String::from_utf8_lossy(&written[k]).into_owned();
+                text.replacen("BGM+", "BGM+9", 1).into_bytes()
+            } else {
+                let layout = g.layout();
+                let mut data = g.interchange(
+                    "SENDER",
+                    "RECIPIENT",
+                    &format!("K{n:06}"),
+                    1 + n % 3,
+                    layout,
+                );
+                if roll < 20 {
+                    data.extend(g.interchange(
+                        "SENDER",
+                        "RECIPIENT",
+                        &format!("K{n:06}B"),
+                        1,
+                        layout,
+                    ));
+                }
+                data
+            };
+            fs::write(self.drop().join(format!("f{n:05}.edi")), &data).unwrap();
+            written.push(data);
+        }
+    }
+
+    pub fn command(&self) -> Command {
+        let mut c = Command::new(assert_cmd::cargo::cargo_bin("edi-inbox"));
+        c.env_remove("FAILPOINTS")
+            .env_remove("EDI_INBOX_DB")
+            .arg("--db")
+            .arg(self.db());
+        c
+    }
+
+    /// `ingest` with archive and quarantine, small batches.
+    pub fn ingest_command(&self, batch: u32) -> Command {
+        let mut c = self.command();
+        c.args(["ingest", "-q", "--batch", &batch.to_string(), "--archive"])
+            .arg(self.path("archive"))
+            .arg("--quarantine")
+            .arg(self.path("failed"))
+            .arg(self.drop());
+        c
+    }
+
+    pub fn ingest(&self, batch: u32) -> Output {
+        self.ingest_command(batch).output().unwrap()
+    }
+
+    fn names(&self, rel: &str) -> Vec<String> {
+        let mut v: Vec<String> = fs::read_dir(self.path(rel))
+            .map(|d| {
+                d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
+    }
+
+    /// Reads the state, checking on the way every invariant that holds whatever happened:
+    /// each key applied once, the inbox matching the business tables, one outbox event per
+    /// message, no file in two places or twice in one, no temporary file left.
+    pub fn state(&self) -> State {
+        let conn = rusqlite::Connection::open(self.db()).unwrap();
+        let one = |sql: &str| -> i64 { conn.query_row(sql, [], |r| r.get(0)).unwrap() };
+        assert_eq!(
+            one("SELECT count(*) FROM interchanges"),
+            one(
+                "SELECT count(*) FROM (SELECT DISTINCT sender, recipient, control_ref FROM interchanges)"
+            ),
+            "an interchange was applied twice"
+        );
+        assert_eq!(
+            one("SELECT count(*) FROM inbox"),
+            one("SELECT count(*) FROM inbox i JOIN interchanges c ON c.id = i.interchange_id
+                 AND c.sender = i.sender AND c.recipient = i.recipient AND c.control_ref = i.control_ref
+                 AND c.sha256 = i.sha256"),
+            "an inbox entry does not match its interchange"
+        );
+        assert_eq!(
+            one("SELECT count(*) FROM inbox"),
+            one("SELECT count(*) FROM interchanges")
+        );
+        assert_eq!(
+            one("SELECT count(*) FROM outbox"),
+            one("SELECT count(*) FROM messages")
+        );
+        let mut stmt = conn
+            .prepare("SELECT sender, recipient, control_ref FROM interchanges")
+            .unwrap();
+        let keys = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .collect::<Result<BTreeSet<_>, _>>()
+            .unwrap();
+        let archived: BTreeSet<String> = self.names("archive").into_iter().collect();
+        let quarantined: BTreeSet<String> = self
+            .names("failed")
+            .into_iter()
+            .filter(|n| !n.ends_with(".error.txt"))
+            .collect();
+        for n in archived.iter().chain(&quarantined) {
+            assert!(
+                n.starts_with('f') && n.ends_with(".edi") && n.len() == 10,
+                "stray or renamed file {n}"
+            );
+        }
+        assert!(
+            archived.is_disjoint(&quarantined),
+            "a file is in both places"
+        );
+        State {
+            keys,
+            messages: one("SELECT count(*) FROM messages"),
+            outbox: one("SELECT count(*) FROM outbox"),
+            archived,
+            quarantined,
+        }
+    }
+
+    /// Every input file is in the archive or the quarantine; the drop folder is empty.
+    pub fn assert_all_placed(&self, state: &State, inputs: usize) {
+        assert_eq!(
+            self.names("drop"),
+            Vec::<String>::new(),
+            "files left in the drop folder"
+        );
+        assert_eq!(
+            state.archived.len() + state.quarantined.len(),
+            inputs,
+            "a file is missing"
+        );
+        for name in &state.quarantined {
+            let mut reason = self.path("failed").join(name).into_os_string();
+            reason.push(".error.txt");
+            assert!(
+                Path::new(&reason).exists(),
+                "{name} has no reason beside it"
+            );
+        }
+    }
+}
+
+/// Copies every file of `from` into `to`.
+pub fn copy_dir(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for e in fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        fs::copy(e.path(), to.join(e.file_name())).unwrap();
+    }
+}
+
+/// Files in a folder, by name.
+pub fn listing(dir: &Path) -> BTreeMap<String, u64> {
+    fs::read_dir(dir)
+        .map(|d| {
+            d.map(|e| {
+                let e = e.unwrap();
+                (
+                    e.file_name().to_string_lossy().into_owned(),
+                    e.metadata().unwrap().len(),
+                )
+            })
+            .collect()
+        })
+        .unwrap_or_default()
+}
