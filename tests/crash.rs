@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::site::Site;
+use common::site::{Site, assert_same};
 
 const FILES: usize = 60;
 
@@ -73,6 +73,6 @@ fn a_crash_at_any_point_then_a_rerun_applies_everything_exactly_once() {
         );
         let got = site.state();
         site.assert_all_placed(&got, FILES);
-        assert_eq!(got, want, "{point}={action}");
+        assert_same(&got, &want, &format!("{point}={action}"));
     }
 }

@@ -96,7 +96,7 @@ impl Inbox {
         )?;
         conn.busy_timeout(BUSY_TIMEOUT)?;
         // Read before anything writes: a file that is not a database fails here, unchanged.
-        let (app_id, version, tables) = match identify(&conn) {
+        let (app_id, version, tables) = match retry_while_busy(|| identify(&conn)) {
             Ok(found) => found,
             Err(rusqlite::Error::SqliteFailure(e, _))
                 if e.code == rusqlite::ErrorCode::NotADatabase =>
@@ -124,7 +124,12 @@ impl Inbox {
                 known: MIGRATIONS.len(),
             });
         }
-        conn.pragma_update(None, "journal_mode", "WAL")?;
+        // Switching a new file to WAL needs an exclusive lock, and SQLite answers "busy" at once,
+        // without the busy handler, while another run is creating the same file; so wait here.
+        retry_while_busy(|| {
+            let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+            Ok(mode)
+        })?;
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         let mut inbox = Inbox {
@@ -304,6 +309,24 @@ impl Inbox {
     /// The connection, for the read-only reports of other commands.
     pub fn connection(&self) -> &Connection {
         &self.conn
+    }
+}
+
+/// Runs `f` again while the database answers "busy" or "locked", for up to the busy timeout.
+fn retry_while_busy<T>(mut f: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
+    let start = std::time::Instant::now();
+    loop {
+        match f() {
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if matches!(
+                    e.code,
+                    rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+                ) && start.elapsed() < BUSY_TIMEOUT =>
+            {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            other => return other,
+        }
     }
 }
 

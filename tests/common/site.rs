@@ -229,3 +229,21 @@ pub fn listing(dir: &Path) -> BTreeMap<String, u64> {
         })
         .unwrap_or_default()
 }
+
+/// Compares two states, printing only what differs (a full state is thousands of lines).
+pub fn assert_same(got: &State, want: &State, what: &str) {
+    let diff = |a: &BTreeSet<String>, b: &BTreeSet<String>| -> Vec<String> {
+        a.symmetric_difference(b).cloned().collect()
+    };
+    let keys: Vec<_> = got.keys.symmetric_difference(&want.keys).collect();
+    assert!(keys.is_empty(), "{what}: keys differ: {keys:?}");
+    assert_eq!(
+        (got.messages, got.outbox),
+        (want.messages, want.outbox),
+        "{what}"
+    );
+    let a = diff(&got.archived, &want.archived);
+    assert!(a.is_empty(), "{what}: archive differs: {a:?}");
+    let q = diff(&got.quarantined, &want.quarantined);
+    assert!(q.is_empty(), "{what}: quarantine differs: {q:?}");
+}
