@@ -22,6 +22,10 @@ pub struct Cli {
     )]
     pub db: PathBuf,
 
+    /// How long to wait for another run's lock on the database before giving up (exit 1).
+    #[arg(long, global = true, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+    pub busy_timeout: Duration,
+
     #[command(subcommand)]
     pub command: Command,
 }

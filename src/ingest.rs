@@ -182,9 +182,9 @@ struct Run<'a> {
 }
 
 /// Runs `ingest`.
-pub fn run(db: &Path, args: &IngestArgs) -> anyhow::Result<ExitCode> {
+pub fn run(db: &Path, busy_timeout: Duration, args: &IngestArgs) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
-    let mut inbox = Inbox::open(db)
+    let mut inbox = Inbox::connect(db, busy_timeout, true)
         .with_context(|| format!("cannot open the inbox database {}", db.display()))?;
     let (inputs, problems) = input::collect(&args.paths);
     let progress = if std::io::stderr().is_terminal() && !args.json {

@@ -55,17 +55,37 @@ pub fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     let result = match &cli.command {
         cli::Command::Inspect(args) => inspect::run(args),
-        cli::Command::Ingest(args) => ingest::run(&cli.db, args),
-        cli::Command::Purge(args) => purge::run(&cli.db, args),
-        cli::Command::Stats(args) => report::stats(&cli.db, args),
-        cli::Command::List(args) => report::list(&cli.db, args),
-        cli::Command::Show(args) => report::show(&cli.db, args),
+        cli::Command::Ingest(args) => ingest::run(&cli.db, cli.busy_timeout, args),
+        cli::Command::Purge(args) => purge::run(&cli.db, cli.busy_timeout, args),
+        cli::Command::Stats(args) => report::stats(&cli.db, cli.busy_timeout, args),
+        cli::Command::List(args) => report::list(&cli.db, cli.busy_timeout, args),
+        cli::Command::Show(args) => report::show(&cli.db, cli.busy_timeout, args),
         cli::Command::Completions(args) => completions(args),
     };
     match result {
         Ok(code) => code,
         Err(e) => {
             eprintln!("edi-inbox: error: {e:#}");
+            let busy = e.chain().any(|c| {
+                let sqlite = match c.downcast_ref::<inbox::InboxError>() {
+                    Some(inbox::InboxError::Sqlite(e)) => Some(e),
+                    _ => c.downcast_ref::<rusqlite::Error>(),
+                };
+                sqlite.is_some_and(|e| {
+                    matches!(
+                        e.sqlite_error_code(),
+                        Some(
+                            rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+                        )
+                    )
+                })
+            });
+            if busy {
+                eprintln!(
+                    "edi-inbox: another process held the database longer than --busy-timeout ({}); nothing was left half-done",
+                    humantime::format_duration(cli.busy_timeout)
+                );
+            }
             ExitCode::from(exit::FATAL)
         }
     }

@@ -28,9 +28,9 @@ pub struct PurgeReport {
 }
 
 /// Runs `purge`.
-pub fn run(db: &Path, args: &PurgeArgs) -> anyhow::Result<ExitCode> {
+pub fn run(db: &Path, busy_timeout: Duration, args: &PurgeArgs) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
-    let mut inbox = Inbox::open_existing(db)?;
+    let mut inbox = Inbox::connect(db, busy_timeout, false)?;
     let cutoff_time = SystemTime::now() - Duration::from_secs(u64::from(args.days) * 86_400);
     let cutoff = humantime::format_rfc3339_millis(cutoff_time).to_string();
     let mut counts = [0i64; 3];

@@ -3,6 +3,7 @@
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use serde::Serialize;
 
@@ -20,8 +21,8 @@ struct StatsJson {
 }
 
 /// Runs `stats`.
-pub fn stats(db: &Path, args: &StatsArgs) -> anyhow::Result<ExitCode> {
-    let inbox = Inbox::open_existing(db)?;
+pub fn stats(db: &Path, busy_timeout: Duration, args: &StatsArgs) -> anyhow::Result<ExitCode> {
+    let inbox = Inbox::connect(db, busy_timeout, false)?;
     let s = StatsJson {
         stats: inbox.stats()?,
         database_bytes: database_size(db),
@@ -62,8 +63,8 @@ pub fn stats(db: &Path, args: &StatsArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Runs `list`.
-pub fn list(db: &Path, args: &ListArgs) -> anyhow::Result<ExitCode> {
-    let inbox = Inbox::open_existing(db)?;
+pub fn list(db: &Path, busy_timeout: Duration, args: &ListArgs) -> anyhow::Result<ExitCode> {
+    let inbox = Inbox::connect(db, busy_timeout, false)?;
     let events = inbox.events(&EventFilter {
         status: args.status.map(|s| s.as_str().to_string()),
         sender: args.sender.clone(),
@@ -87,8 +88,8 @@ pub fn list(db: &Path, args: &ListArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Runs `show`.
-pub fn show(db: &Path, args: &ShowArgs) -> anyhow::Result<ExitCode> {
-    let inbox = Inbox::open_existing(db)?;
+pub fn show(db: &Path, busy_timeout: Duration, args: &ShowArgs) -> anyhow::Result<ExitCode> {
+    let inbox = Inbox::connect(db, busy_timeout, false)?;
     let h = inbox.key_history(&args.sender, &args.recipient, &args.control_ref)?;
     let mut out = Out::default();
     if h.interchanges.is_empty() && h.sightings.is_empty() {

@@ -72,31 +72,31 @@ pub struct Inbox {
 }
 
 impl Inbox {
-    /// Opens an existing database: the reporting commands never create one.
-    pub fn open_existing(path: &Path) -> Result<Inbox, InboxError> {
-        if !path.is_file() {
-            return Err(InboxError::Missing {
-                path: path.display().to_string(),
-            });
-        }
-        Inbox::open(path)
+    /// Opens the database at `path` with the default busy timeout, creating it on first use.
+    pub fn open(path: &Path) -> Result<Inbox, InboxError> {
+        Inbox::connect(path, BUSY_TIMEOUT, true)
     }
 
-    /// Opens the database at `path`, creating it with its schema on first use.
+    /// Opens the database at `path`, waiting up to `busy_timeout` for another run's lock. With
+    /// `create`, a missing file is created with its schema; without it (the reporting commands)
+    /// a missing file is an error.
     ///
     /// A file that is not an SQLite database, or another program's, or one written by a newer
-    /// edi-inbox, is an error and is left untouched.
-    pub fn open(path: &Path) -> Result<Inbox, InboxError> {
+    /// edi-inbox, is an error and is left untouched. An up-to-date database is not written to.
+    pub fn connect(path: &Path, busy_timeout: Duration, create: bool) -> Result<Inbox, InboxError> {
         let shown = path.display().to_string();
+        if !create && !path.is_file() {
+            return Err(InboxError::Missing { path: shown });
+        }
         let conn = Connection::open_with_flags(
             path,
             OpenFlags::SQLITE_OPEN_READ_WRITE
                 | OpenFlags::SQLITE_OPEN_CREATE
                 | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )?;
-        conn.busy_timeout(BUSY_TIMEOUT)?;
+        conn.busy_timeout(busy_timeout)?;
         // Read before anything writes: a file that is not a database fails here, unchanged.
-        let (app_id, version, tables) = match retry_while_busy(|| identify(&conn)) {
+        let (app_id, version, tables) = match retry_while_busy(busy_timeout, || identify(&conn)) {
             Ok(found) => found,
             Err(rusqlite::Error::SqliteFailure(e, _))
                 if e.code == rusqlite::ErrorCode::NotADatabase =>
@@ -126,7 +126,7 @@ impl Inbox {
         }
         // Switching a new file to WAL needs an exclusive lock, and SQLite answers "busy" at once,
         // without the busy handler, while another run is creating the same file; so wait here.
-        retry_while_busy(|| {
+        retry_while_busy(busy_timeout, || {
             let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
             Ok(mode)
         })?;
@@ -136,7 +136,9 @@ impl Inbox {
             conn,
             pending_counts: Default::default(),
         };
-        inbox.migrate(&shown)?;
+        if app_id != APPLICATION_ID || (version as usize) < MIGRATIONS.len() {
+            inbox.migrate(&shown)?;
+        }
         Ok(inbox)
     }
 
@@ -313,7 +315,10 @@ impl Inbox {
 }
 
 /// Runs `f` again while the database answers "busy" or "locked", for up to the busy timeout.
-fn retry_while_busy<T>(mut f: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
+fn retry_while_busy<T>(
+    timeout: Duration,
+    mut f: impl FnMut() -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
     let start = std::time::Instant::now();
     loop {
         match f() {
@@ -321,7 +326,7 @@ fn retry_while_busy<T>(mut f: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::
                 if matches!(
                     e.code,
                     rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
-                ) && start.elapsed() < BUSY_TIMEOUT =>
+                ) && start.elapsed() < timeout =>
             {
                 std::thread::sleep(Duration::from_millis(20));
             }
@@ -332,14 +337,14 @@ fn retry_while_busy<T>(mut f: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::
 
 /// `(application_id, user_version, number of tables)`.
 fn identify(conn: &Connection) -> rusqlite::Result<(i32, i64, i64)> {
-    let app_id: i32 = conn.query_row("PRAGMA application_id", [], |r| r.get(0))?;
-    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-    let tables: i64 = conn.query_row(
-        "SELECT count(*) FROM sqlite_schema WHERE type = 'table'",
+    // One statement, so one snapshot: another run may be creating the schema meanwhile.
+    conn.query_row(
+        "SELECT (SELECT application_id FROM pragma_application_id),
+                (SELECT user_version FROM pragma_user_version),
+                (SELECT count(*) FROM sqlite_schema WHERE type = 'table')",
         [],
-        |r| r.get(0),
-    )?;
-    Ok((app_id, version, tables))
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+    )
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ use edi_inbox::synth::Synth;
 
 pub struct Site {
     pub dir: tempfile::TempDir,
+    db: Option<PathBuf>,
 }
 
 /// What a finished run leaves: keys applied, messages, and where each input file went.
@@ -27,6 +28,7 @@ impl Site {
     pub fn new() -> Site {
         let s = Site {
             dir: tempfile::tempdir().unwrap(),
+            db: None,
         };
         fs::create_dir_all(s.drop()).unwrap();
         s
@@ -38,7 +40,11 @@ impl Site {
         self.path("drop")
     }
     pub fn db(&self) -> PathBuf {
-        self.path("inbox.db")
+        self.db.clone().unwrap_or_else(|| self.path("inbox.db"))
+    }
+    /// Puts the database elsewhere (on a small file system, say).
+    pub fn set_db(&mut self, path: PathBuf) {
+        self.db = Some(path);
     }
 
     /// `files` synthetic files: some with two interchanges, exact redeliveries, drifts, and a
@@ -246,4 +252,59 @@ pub fn assert_same(got: &State, want: &State, what: &str) {
     assert!(a.is_empty(), "{what}: archive differs: {a:?}");
     let q = diff(&got.quarantined, &want.quarantined);
     assert!(q.is_empty(), "{what}: quarantine differs: {q:?}");
+}
+
+/// A tmpfs mounted for a test (needs root), unmounted when dropped.
+pub struct Tmpfs {
+    pub path: PathBuf,
+}
+
+impl Tmpfs {
+    /// Mounts a tmpfs of `size` (such as `1m`) at `path`. `None` where mounting is not allowed;
+    /// where `EDI_INBOX_REQUIRE_MOUNT` is set (`.ci/run` sets it) that is a failure instead.
+    pub fn mount(path: &Path, size: &str) -> Option<Tmpfs> {
+        fs::create_dir_all(path).unwrap();
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(path)
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !ok {
+            assert!(
+                std::env::var_os("EDI_INBOX_REQUIRE_MOUNT").is_none(),
+                "cannot mount a tmpfs, and EDI_INBOX_REQUIRE_MOUNT is set"
+            );
+            eprintln!("cannot mount a tmpfs here (not root?): not checked");
+            return None;
+        }
+        Some(Tmpfs {
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// `mount -o remount,<options>`, e.g. `ro`, `rw`, `size=64m`.
+    pub fn remount(&self, options: &str) {
+        let out = Command::new("mount")
+            .args(["-o", &format!("remount,{options}")])
+            .arg(&self.path)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.path).output();
+    }
+}
+
+/// SHA-256 of a file, to show it was left untouched.
+pub fn file_hash(path: &Path) -> String {
+    use sha2::Digest;
+    edi_inbox::edifact::hex(&sha2::Sha256::digest(fs::read(path).unwrap()))
 }
