@@ -2,7 +2,7 @@
 //! quarantine without ever overwriting anything.
 
 use std::fs::{self, File};
-use std::io::{self, Read};
+use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -90,15 +90,17 @@ fn candidate(name: &str, n: usize) -> String {
 /// Moves `src` into `dir` under its own file name (never a path from the input: nothing can land
 /// outside `dir`), adding a numeric suffix where the name is taken. Never overwrites. Across file
 /// systems it copies under a hidden temporary name, syncs, renames, then removes the source.
-/// Returns where the file went.
-pub fn move_into(src: &Path, dir: &Path) -> io::Result<PathBuf> {
+/// With a `reason`, `NAME.error.txt` is written beside it first, so that a crash can leave a
+/// reason without its file (the file stays in the drop folder for the next run) but never a
+/// quarantined file without its reason. Returns where the file went.
+pub fn move_into(src: &Path, dir: &Path, reason: Option<&str>) -> io::Result<PathBuf> {
     fs::create_dir_all(dir)?;
     let name = src
         .file_name()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "the path names no file"))?
         .to_string_lossy()
         .into_owned();
-    match place(src, dir, &name) {
+    match place(src, dir, &name, reason) {
         Ok(dest) => {
             sync_dir(dir);
             Ok(dest)
@@ -106,7 +108,7 @@ pub fn move_into(src: &Path, dir: &Path) -> io::Result<PathBuf> {
         Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {
             let tmp = dir.join(format!(".{name}.edi-inbox-{}.tmp", std::process::id()));
             copy_synced(src, &tmp)?;
-            let dest = place(&tmp, dir, &name).inspect_err(|_| {
+            let dest = place(&tmp, dir, &name, reason).inspect_err(|_| {
                 let _ = fs::remove_file(&tmp);
             })?;
             sync_dir(dir);
@@ -117,14 +119,31 @@ pub fn move_into(src: &Path, dir: &Path) -> io::Result<PathBuf> {
     }
 }
 
-/// Renames `src` to the first free candidate name in `dir`.
-fn place(src: &Path, dir: &Path, name: &str) -> io::Result<PathBuf> {
+/// Renames `src` to the first free candidate name in `dir`, after writing its reason beside it.
+fn place(src: &Path, dir: &Path, name: &str, reason: Option<&str>) -> io::Result<PathBuf> {
     for n in 0..10_000 {
         let dest = dir.join(candidate(name, n));
+        let reason_file = match reason {
+            Some(text) => match write_new(&reason_path(&dest), text) {
+                Ok(p) => {
+                    crash_point!("after-reason");
+                    Some(p)
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(e),
+            },
+            None => None,
+        };
         match rename_noreplace(src, &dest) {
             Ok(()) => return Ok(dest),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(e),
+            Err(e) => {
+                if let Some(p) = reason_file {
+                    let _ = fs::remove_file(p);
+                }
+                if e.kind() != io::ErrorKind::AlreadyExists {
+                    return Err(e);
+                }
+            }
         }
     }
     Err(io::Error::new(
@@ -191,11 +210,22 @@ fn link_then_unlink(src: &Path, dest: &Path) -> io::Result<()> {
     fs::remove_file(src)
 }
 
-/// Writes the reason for a quarantined file beside it, as `NAME.error.txt`.
-pub fn write_reason(quarantined: &Path, text: &str) -> io::Result<()> {
-    let mut name = quarantined.as_os_str().to_owned();
+/// `NAME.error.txt` beside `NAME`.
+pub fn reason_path(file: &Path) -> PathBuf {
+    let mut name = file.as_os_str().to_owned();
     name.push(".error.txt");
-    fs::write(PathBuf::from(name), text)
+    PathBuf::from(name)
+}
+
+/// Creates `path` (failing if it exists) with `text`, synced.
+fn write_new(path: &Path, text: &str) -> io::Result<PathBuf> {
+    let mut f = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)?;
+    f.write_all(text.as_bytes())?;
+    f.sync_all()?;
+    Ok(path.to_path_buf())
 }
 
 #[cfg(test)]
@@ -217,7 +247,7 @@ mod tests {
         for content in ["one", "two", "three"] {
             let src = dir.path().join("inv.edi");
             fs::write(&src, content).unwrap();
-            move_into(&src, &archive).unwrap();
+            move_into(&src, &archive, None).unwrap();
             assert!(!src.exists());
         }
         let read = |n: &str| fs::read_to_string(archive.join(n)).unwrap();
@@ -244,7 +274,7 @@ mod tests {
         let src = here.path().join("inv.edi");
         fs::write(&src, "payload").unwrap();
         fs::write(there.path().join("inv.edi"), "older").unwrap();
-        let dest = move_into(&src, there.path()).unwrap();
+        let dest = move_into(&src, there.path(), None).unwrap();
         assert_eq!(dest, there.path().join("inv.1.edi"));
         assert_eq!(fs::read_to_string(&dest).unwrap(), "payload");
         assert_eq!(

@@ -447,24 +447,16 @@ impl Run<'_> {
         };
         let Some(dir) = target else { return Ok(()) };
         crash_point!("before-move");
-        match files::move_into(&d.path, dir) {
-            Ok(dest) => {
+        let reason = bad.then(|| {
+            d.outcomes
+                .iter()
+                .filter(|o| o.status.is_problem())
+                .map(|o| format!("{}\n", o.human()))
+                .collect::<String>()
+        });
+        match files::move_into(&d.path, dir, reason.as_deref()) {
+            Ok(_) => {
                 crash_point!("after-move");
-                if bad {
-                    let reasons: Vec<String> = d
-                        .outcomes
-                        .iter()
-                        .filter(|o| o.status.is_problem())
-                        .map(|o| format!("{}\n", o.human()))
-                        .collect();
-                    if let Err(e) = files::write_reason(&dest, &reasons.concat()) {
-                        self.other_problems += 1;
-                        problem(
-                            &mut self.out,
-                            &format!("{}: cannot write the reason beside it: {e}", dest.display()),
-                        )?;
-                    }
-                }
                 Ok(())
             }
             // Another run moved it first.

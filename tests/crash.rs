@@ -27,6 +27,8 @@ const POINTS: &[(&str, &str)] = &[
     ("after-commit", "4*off->return"),
     ("before-move", "return"),
     ("before-move", "11*off->return"),
+    ("after-reason", "return"),
+    ("after-reason", "1*off->return"),
     ("after-move", "return"),
     ("after-move", "19*off->return"),
 ];

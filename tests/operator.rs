@@ -287,8 +287,12 @@ fn list_shows_recent_events_newest_first_with_filters() {
     site.ingest();
     let (_, all) = site.json(&["list", "--json"]);
     let statuses: Vec<&str> = all.iter().map(|e| e["status"].as_str().unwrap()).collect();
-    // The second run saw a.edi again (duplicate), then c.edi again (rejected, counted again).
-    assert_eq!(statuses, ["rejected", "duplicate", "new", "new"], "{all:?}");
+    // The second run saw a.edi again (duplicate) and c.edi again (rejected, counted again);
+    // events of the same millisecond may come in either order.
+    let mut sorted = statuses.clone();
+    sorted.sort();
+    assert_eq!(sorted, ["duplicate", "new", "new", "rejected"], "{all:?}");
+    assert_eq!(statuses[2..], ["new", "new"], "{all:?}");
     let times: Vec<&str> = all.iter().map(|e| e["time"].as_str().unwrap()).collect();
     assert!(times.windows(2).all(|w| w[0] >= w[1]), "{times:?}");
 
