@@ -221,7 +221,10 @@ fn one_endless_segment_is_an_error_not_a_hang() {
     let all = read_all(&data);
     assert_eq!(all.len(), 1);
     assert!(
-        all[0].as_ref().unwrap_err().contains("no terminator"),
+        all[0]
+            .as_ref()
+            .unwrap_err()
+            .contains("has no segment terminator"),
         "{all:?}"
     );
 }

@@ -69,7 +69,7 @@ pub enum ErrorKind {
     BadTag { found: String },
     #[error("release character {release} at the end of the file has nothing to release")]
     DanglingRelease { release: String },
-    #[error("segment has no terminator {terminator} before the end of the file")]
+    #[error("has no segment terminator {terminator} before the end of the file")]
     Unterminated { terminator: String },
     #[error("{len} bytes at the end of the file are not a terminated segment: `{found}`")]
     TrailingData { len: usize, found: String },
