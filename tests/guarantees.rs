@@ -465,6 +465,8 @@ fn moved_files_never_leave_the_archive_folder_whatever_their_name() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     top.sort();
+    top.retain(|n| !n.starts_with("inbox.db"));
+    assert_eq!(top, ["archive", "drop"]);
     assert_eq!(
         top,
         [
