@@ -114,8 +114,11 @@ pub struct StoredInterchange {
     /// True while the inbox holds this copy's key (not purged).
     pub in_inbox: bool,
     pub messages: Vec<StoredMessage>,
+    /// The interchange's bytes as they stood in the file (decompressed).
     #[serde(skip)]
     pub raw: Vec<u8>,
+    #[serde(skip)]
+    raw_codec: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -164,7 +167,7 @@ pub(super) fn key_history(
     let mut stmt = conn.prepare_cached(
         "SELECT id, sender, sender_qualifier, recipient, recipient_qualifier, control_ref,
                 syntax_id || ':' || syntax_version, prepared_date, prepared_time, test_indicator,
-                application_ref, sha256, source_file, received_at, raw
+                application_ref, sha256, source_file, received_at, raw, raw_codec
          FROM interchanges WHERE sender = ?1 AND recipient = ?2 AND control_ref = ?3 ORDER BY id",
     )?;
     let mut interchanges = stmt
@@ -188,9 +191,16 @@ pub(super) fn key_history(
                 in_inbox: current == Some(id),
                 messages: Vec::new(),
                 raw: r.get(14)?,
+                raw_codec: r.get(15)?,
             })
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
+    for i in &mut interchanges {
+        if i.raw_codec == "zstd" {
+            i.raw = zstd::stream::decode_all(i.raw.as_slice())?;
+            i.raw_codec = "none".into();
+        }
+    }
     let mut messages = conn.prepare_cached(
         "SELECT m.reference, m.message_type, m.version, m.release, m.agency, m.segments, m.group_ref,
                 (SELECT o.published_at FROM outbox o WHERE o.message_id = m.id)

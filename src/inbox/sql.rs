@@ -74,12 +74,13 @@ fn write_interchange(
     received_at: &str,
 ) -> Result<i64, InboxError> {
     let u = &i.unb;
+    let stored = zstd::bulk::compress(i.raw, super::ZSTD_LEVEL)?;
     conn.prepare_cached(
         "INSERT INTO interchanges (sender, sender_qualifier, sender_routing, recipient, recipient_qualifier,
              recipient_routing, control_ref, syntax_id, syntax_version, prepared_date, prepared_time,
              recipient_ref, application_ref, priority, ack_request, agreement_id, test_indicator,
-             sha256, source_file, source_offset, received_at, raw)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)",
+             sha256, source_file, source_offset, received_at, raw, raw_codec)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, 'zstd')",
     )?
     .execute(params![
         u.sender,
@@ -103,7 +104,7 @@ fn write_interchange(
         source_file,
         i.offset as i64,
         received_at,
-        i.raw,
+        stored,
     ])?;
     let id = conn.last_insert_rowid();
     let mut message = conn.prepare_cached(
