@@ -88,8 +88,18 @@ fn find_terminator(
     let release = seps.release.unwrap_or(term);
     let mut line_breaks = false;
     let mut i = start;
+    let (t, r) = (splat(term), splat(release));
     while i < data.len() {
-        let b = data[i];
+        // Eight bytes at a time while none of them is one the loop below must look at: most
+        // of a segment is plain data.
+        while let Some(word) = data.get(i..i + 8) {
+            let w = u64::from_le_bytes(word.try_into().unwrap_or([0; 8]));
+            if has_byte(w, t) || has_byte(w, r) || has_byte(w, CR_X8) || has_byte(w, LF_X8) {
+                break;
+            }
+            i += 8;
+        }
+        let Some(&b) = data.get(i) else { break };
         if b == term {
             return Ok((i, line_breaks));
         }
@@ -117,6 +127,23 @@ fn find_terminator(
         i += 1;
     }
     Err(unterminated(data, start, seps))
+}
+
+const CR_X8: u64 = 0x0D0D_0D0D_0D0D_0D0D;
+const LF_X8: u64 = 0x0A0A_0A0A_0A0A_0A0A;
+
+/// `b` in each of the eight bytes of a word.
+#[inline]
+fn splat(b: u8) -> u64 {
+    u64::from(b) * 0x0101_0101_0101_0101
+}
+
+/// True where some byte of `w` equals the byte that `pattern` repeats (the classic
+/// "has zero byte" test on `w ^ pattern`; exact, no false positives).
+#[inline]
+fn has_byte(w: u64, pattern: u64) -> bool {
+    let x = w ^ pattern;
+    (x.wrapping_sub(0x0101_0101_0101_0101) & !x & 0x8080_8080_8080_8080) != 0
 }
 
 /// The error for bytes at the end of the file that no terminator closes: an unterminated segment
@@ -255,6 +282,33 @@ mod tests {
     use super::*;
 
     const A: Separators = Separators::LEVEL_A;
+
+    #[test]
+    fn word_test_finds_every_byte_value_at_every_place() {
+        for pos in 0..8 {
+            for b in 0..=255u8 {
+                let mut word = [b.wrapping_add(1); 8];
+                word[pos] = b;
+                assert!(has_byte(u64::from_le_bytes(word), splat(b)));
+                assert!(!has_byte(
+                    u64::from_le_bytes([b.wrapping_add(1); 8]),
+                    splat(b)
+                ));
+            }
+        }
+    }
+
+    #[test]
+    fn long_segments_are_read_word_by_word_alike() {
+        for len in 0..40 {
+            let mut data = b"FTX+".to_vec();
+            data.extend(std::iter::repeat_n(b'x', len));
+            data.extend_from_slice(b"?'y\r\nz'UNZ");
+            let s = read_segment(&data, 0, 1, &A).unwrap();
+            assert_eq!(s.end(), data.len() - 3, "{len}");
+            assert!(s.has_line_breaks);
+        }
+    }
 
     #[test]
     fn reads_a_segment_and_its_tag() {
