@@ -79,12 +79,12 @@ fn four_overlapping_runs_apply_each_interchange_once() {
 #[test]
 fn kill_9_at_random_moments_then_finish() {
     let reference = Site::new();
-    reference.fill(1500, 21);
+    reference.fill(2000, 21);
     reference.ingest(20);
     let want = reference.state();
 
     let site = Site::new();
-    site.fill(1500, 21);
+    site.fill(2000, 21);
     let mut rng = edi_inbox::synth::Synth::new(99);
     let mut kills = 0;
     for _ in 0..25 {
@@ -112,7 +112,7 @@ fn kill_9_at_random_moments_then_finish() {
         String::from_utf8_lossy(&out.stderr)
     );
     let got = site.state();
-    site.assert_all_placed(&got, 1500);
+    site.assert_all_placed(&got, 2000);
     assert_same(&got, &want, "after kill -9");
     assert!(kills >= 5, "only {kills} runs were killed mid-way");
 }

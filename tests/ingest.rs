@@ -444,3 +444,39 @@ fn two_overlapping_runs_write_each_interchange_once() {
         }
     }
 }
+
+#[test]
+fn bad_arguments_are_usage_errors_and_touch_nothing() {
+    let site = Site::new();
+    site.put_sample("valid/orders-d01b-no-una.edi", "a.edi");
+    for bad in [
+        &["--min-age", "soon"][..],
+        &["--batch", "0"],
+        &["--batch", "-1"],
+        &["--max-size", "lots"],
+        &["--max-size", "5T"],
+        &["--bogus"],
+    ] {
+        edi_inbox()
+            .arg("--db")
+            .arg(site.db())
+            .arg("ingest")
+            .args(bad)
+            .arg(site.drop())
+            .assert()
+            .code(2);
+    }
+    edi_inbox()
+        .arg("--db")
+        .arg(site.db())
+        .arg("ingest")
+        .assert()
+        .code(2);
+    edi_inbox()
+        .args(["--busy-timeout", "never", "ingest"])
+        .arg(site.drop())
+        .assert()
+        .code(2);
+    assert!(!site.db().exists());
+    assert_eq!(site.files_in("drop"), ["a.edi"]);
+}
