@@ -423,6 +423,7 @@ fn drift_is_never_applied_even_within_one_uncommitted_batch() {
         })
         .unwrap();
     assert_eq!(n, 1);
+    let raw = zstd::stream::decode_all(raw.as_slice()).unwrap();
     assert!(String::from_utf8_lossy(&raw).contains("QTY+21:5'"));
 }
 
