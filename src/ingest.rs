@@ -13,7 +13,7 @@ use crate::cli::IngestArgs;
 use crate::edifact::{self, EnvelopeError, Interchange};
 use crate::exit;
 use crate::files::{self, Claim};
-use crate::inbox::{Decision, Inbox};
+use crate::inbox::{Decision, Inbox, KeyProbe};
 use crate::input::{self, InputFile};
 use crate::metrics::{Metrics, database_size, unix_now};
 use crate::output::{Out, problem};
@@ -210,30 +210,59 @@ pub fn run(db: &Path, busy_timeout: Duration, args: &IngestArgs) -> anyhow::Resu
         run.report(&Outcome::rejected(&shown, p.message.clone(), None))?;
     }
 
-    let mut pending: Vec<Decided> = Vec::new();
-    let mut in_batch = 0usize;
-    let mut opened = Instant::now();
-    for file in &inputs {
-        run.progress.inc(1);
-        if !inbox.in_batch() {
-            opened = Instant::now();
+    // Several threads, so that every core works: this one decides (SQL, commits, moves) while
+    // readers claim, read, parse, hash and compress the next files, reader k taking every
+    // READERS-th file so that this thread can take them back in order. Bounded channels and a
+    // byte budget keep memory flat whatever the run's length.
+    let readers = std::thread::available_parallelism().map_or(1, |n| n.get().clamp(1, 4));
+    let budget = Budget::new(IN_FLIGHT_BYTES);
+    std::thread::scope(|scope| -> anyhow::Result<()> {
+        let budget = &budget;
+        let inputs = &inputs;
+        let mut channels = Vec::with_capacity(readers);
+        for k in 0..readers {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<(Prepared, usize)>(32);
+            channels.push(rx);
+            scope.spawn(move || {
+                let probe = KeyProbe::open(db).ok();
+                for file in inputs.iter().skip(k).step_by(readers) {
+                    let prepared = prepare_file(file, args, probe.as_ref());
+                    let size = prepared.size();
+                    if !budget.acquire(size) || tx.send((prepared, size)).is_err() {
+                        break;
+                    }
+                }
+            });
         }
-        let Some(decided) = decide_file(&mut inbox, file, args, &mut in_batch)? else {
-            continue;
-        };
-        pending.push(decided);
-        if in_batch >= args.batch as usize || opened.elapsed() >= MAX_BATCH_TIME {
-            inbox
-                .commit()
-                .context("cannot commit to the inbox database")?;
-            in_batch = 0;
-            run.finish(std::mem::take(&mut pending))?;
+        let in_order = (0..inputs.len()).map_while(|n| channels[n % readers].recv().ok());
+        // Whatever way this thread leaves, the reader must not wait for room forever.
+        let _close = CloseOnDrop(budget);
+        let mut pending: Vec<Decided> = Vec::new();
+        let mut in_batch = 0usize;
+        let mut opened = Instant::now();
+        for (prepared, size) in in_order {
+            run.progress.inc(1);
+            if !inbox.in_batch() {
+                opened = Instant::now();
+            }
+            let decided = decide_prepared(&mut inbox, prepared, &mut in_batch)?;
+            budget.release(size);
+            let Some(decided) = decided else { continue };
+            pending.push(decided);
+            if in_batch >= args.batch as usize || opened.elapsed() >= MAX_BATCH_TIME {
+                inbox
+                    .commit()
+                    .context("cannot commit to the inbox database")?;
+                in_batch = 0;
+                run.finish(std::mem::take(&mut pending))?;
+            }
         }
-    }
-    inbox
-        .commit()
-        .context("cannot commit to the inbox database")?;
-    run.finish(pending)?;
+        inbox
+            .commit()
+            .context("cannot commit to the inbox database")?;
+        run.finish(pending)?;
+        Ok(())
+    })?;
     run.progress.finish_and_clear();
 
     let s = &run.summary;
@@ -332,25 +361,117 @@ fn now() -> String {
     humantime::format_rfc3339_millis(SystemTime::now()).to_string()
 }
 
-/// Claims one file and decides its interchanges in the open batch. `None` for a file another
-/// run took.
-fn decide_file(
-    inbox: &mut Inbox,
-    file: &InputFile,
-    args: &IngestArgs,
-    in_batch: &mut usize,
-) -> anyhow::Result<Option<Decided>> {
+/// At most this many bytes of files read ahead and not yet decided (one larger file may still be
+/// read when nothing else is in flight).
+const IN_FLIGHT_BYTES: usize = 64 << 20;
+
+/// An interchange detached from its file, with its bytes compressed where likely to be new.
+type Ready = (Interchange<'static>, Option<Vec<u8>>);
+
+/// A file as the reading thread hands it to the deciding one.
+enum Prepared {
+    /// Gone since the walk, or held by another run.
+    Gone,
+    /// Settled without the database: skipped, too large, or unreadable.
+    Settled(Decided),
+    /// Read and parsed; each interchange with its bytes already compressed where it is likely
+    /// to be new.
+    Parsed {
+        path: PathBuf,
+        shown: String,
+        handle: std::fs::File,
+        bytes: Vec<u8>,
+        items: Vec<Result<Ready, EnvelopeError>>,
+    },
+}
+
+impl Prepared {
+    /// The memory it holds, for the byte budget.
+    fn size(&self) -> usize {
+        match self {
+            Prepared::Parsed { bytes, items, .. } => {
+                bytes.len()
+                    + items
+                        .iter()
+                        .flatten()
+                        .map(|(i, c)| i.raw.len() + c.as_ref().map_or(0, Vec::len))
+                        .sum::<usize>()
+            }
+            _ => 0,
+        }
+    }
+}
+
+/// Bytes in flight between the two threads, bounded.
+struct Budget {
+    state: std::sync::Mutex<(usize, bool)>,
+    room: std::sync::Condvar,
+    cap: usize,
+}
+
+impl Budget {
+    fn new(cap: usize) -> Self {
+        Budget {
+            state: std::sync::Mutex::new((0, false)),
+            room: std::sync::Condvar::new(),
+            cap,
+        }
+    }
+
+    /// Waits for room for `n` bytes; false once the deciding thread has gone.
+    fn acquire(&self, n: usize) -> bool {
+        let Ok(mut s) = self.state.lock() else {
+            return false;
+        };
+        while !s.1 && s.0 > 0 && s.0 + n > self.cap {
+            s = match self.room.wait(s) {
+                Ok(s) => s,
+                Err(_) => return false,
+            };
+        }
+        s.0 += n;
+        !s.1
+    }
+
+    fn release(&self, n: usize) {
+        if let Ok(mut s) = self.state.lock() {
+            s.0 = s.0.saturating_sub(n);
+        }
+        self.room.notify_all();
+    }
+
+    fn close(&self) {
+        if let Ok(mut s) = self.state.lock() {
+            s.1 = true;
+        }
+        self.room.notify_all();
+    }
+}
+
+struct CloseOnDrop<'a>(&'a Budget);
+
+impl Drop for CloseOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.close();
+    }
+}
+
+/// Claims, reads and parses one file, and compresses the interchanges the inbox does not hold
+/// yet; touches no database but to look.
+fn prepare_file(file: &InputFile, args: &IngestArgs, probe: Option<&KeyProbe>) -> Prepared {
     let shown = input::display(&file.path);
-    let decided = |outcomes, claim, movable| Decided {
-        path: file.path.clone(),
-        shown: shown.clone(),
-        outcomes,
-        _claim: claim,
-        movable,
+    let settled = |outcome, movable| {
+        Prepared::Settled(Decided {
+            path: file.path.clone(),
+            shown: shown.clone(),
+            outcomes: vec![outcome],
+            _claim: None,
+            movable,
+        })
     };
     let claimed = match files::claim(&file.path, file.named, args.min_age, args.max_size) {
         Ok(Claim::Taken(c)) => c,
-        Ok(Claim::Gone) => return Ok(None),
+        Ok(Claim::Gone) => return Prepared::Gone,
         Ok(Claim::TooYoung(age)) => {
             let mut o = Outcome::bare(&shown, Status::Skipped);
             o.error = Some(format!(
@@ -358,7 +479,7 @@ fn decide_file(
                 age.as_secs(),
                 args.min_age.as_secs()
             ));
-            return Ok(Some(decided(vec![o], None, false)));
+            return settled(o, false);
         }
         Ok(Claim::TooLarge(size)) => {
             let o = Outcome::rejected(
@@ -369,26 +490,65 @@ fn decide_file(
                 ),
                 None,
             );
-            return Ok(Some(decided(vec![o], None, true)));
+            return settled(o, true);
         }
-        Err(e) => {
-            let o = Outcome::rejected(&shown, input::describe(&e), None);
-            return Ok(Some(decided(vec![o], None, false)));
-        }
+        Err(e) => return settled(Outcome::rejected(&shown, input::describe(&e), None), false),
     };
     crash_point!("after-read");
-    let mut outcomes = Vec::new();
-    for item in edifact::interchanges(&claimed.bytes) {
+    let items = edifact::interchanges(&claimed.bytes)
+        .map(|item| {
+            item.map(|i| {
+                let u = &i.unb;
+                let known = probe.is_some_and(|p| p.has(&u.sender, &u.recipient, &u.control_ref));
+                // A failure here only means the deciding thread compresses it itself.
+                let compressed = if known {
+                    None
+                } else {
+                    crate::inbox::compress(&i.raw).ok()
+                };
+                (i.into_owned(), compressed)
+            })
+        })
+        .collect();
+    Prepared::Parsed {
+        path: file.path.clone(),
+        shown,
+        handle: claimed.handle,
+        bytes: claimed.bytes,
+        items,
+    }
+}
+
+/// Decides the interchanges of a prepared file in the open batch. `None` for a file another
+/// run took.
+fn decide_prepared(
+    inbox: &mut Inbox,
+    prepared: Prepared,
+    in_batch: &mut usize,
+) -> anyhow::Result<Option<Decided>> {
+    let (path, shown, handle, bytes, items) = match prepared {
+        Prepared::Gone => return Ok(None),
+        Prepared::Settled(d) => return Ok(Some(d)),
+        Prepared::Parsed {
+            path,
+            shown,
+            handle,
+            bytes,
+            items,
+        } => (path, shown, handle, bytes, items),
+    };
+    let mut outcomes = Vec::with_capacity(items.len());
+    for item in items {
         let when = now();
         let outcome = match item {
-            Ok(i) => {
+            Ok((i, compressed)) => {
                 let d = inbox
-                    .decide(&i, &shown, &when)
+                    .decide(&i, compressed.as_deref(), &shown, &when)
                     .context("cannot write to the inbox database")?;
                 Outcome::decided(&shown, &i, &d)
             }
             Err(e) => {
-                reject(inbox, &shown, &claimed.bytes, &e, &when)?;
+                reject(inbox, &shown, &bytes, &e, &when)?;
                 Outcome::rejected(&shown, e.to_string(), Some(e.offset))
             }
         };
@@ -396,7 +556,13 @@ fn decide_file(
         outcomes.push(outcome);
         crash_point!("mid-batch");
     }
-    Ok(Some(decided(outcomes, Some(claimed.handle), true)))
+    Ok(Some(Decided {
+        path,
+        shown,
+        outcomes,
+        _claim: Some(handle),
+        movable: true,
+    }))
 }
 
 fn reject(

@@ -1,5 +1,6 @@
 //! The interchange envelope: UNB..UNZ, UNG..UNE and UNH..UNT, read and checked in one pass.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::ops::Range;
 
@@ -108,8 +109,9 @@ pub struct Message {
 pub struct Interchange<'a> {
     /// Byte offset in the file of its first byte (its UNA, or its UNB).
     pub offset: usize,
-    /// Its bytes as they stand in the file, from UNA (or UNB) to the terminator of UNZ.
-    pub raw: &'a [u8],
+    /// Its bytes as they stand in the file, from UNA (or UNB) to the terminator of UNZ: borrowed
+    /// from the input, or owned once [`Interchange::into_owned`] has detached it.
+    pub raw: Cow<'a, [u8]>,
     pub separators: Separators,
     /// True where a UNA stated the separators.
     pub has_una: bool,
@@ -123,6 +125,15 @@ pub struct Interchange<'a> {
 }
 
 impl Interchange<'_> {
+    /// The same interchange owning its bytes, so that it can outlive the input (and be handed
+    /// to another thread).
+    pub fn into_owned(self) -> Interchange<'static> {
+        Interchange {
+            raw: Cow::Owned(self.raw.into_owned()),
+            ..self
+        }
+    }
+
     /// The SHA-256 as 64 lower-case hex digits.
     pub fn sha256_hex(&self) -> String {
         hex(&self.sha256)
@@ -632,7 +643,7 @@ impl Builder {
         }
         Ok(Interchange {
             offset: self.start,
-            raw,
+            raw: Cow::Borrowed(raw),
             separators: self.seps,
             has_una: self.has_una,
             unb: self.unb,
@@ -691,7 +702,7 @@ UNH+1+ORDERS:D:96A:UN'BGM+220+PO1+9'UNT+3+1'UNZ+1+REF1'";
             b"UNH+1+ORDERS:D:96A:UN'BGM+220+PO1+9'UNT+3+1'"
         );
         assert_eq!(i.segments, 5);
-        assert_eq!(i.raw, ORDERS);
+        assert_eq!(&*i.raw, ORDERS);
     }
 
     #[test]

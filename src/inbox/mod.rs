@@ -31,7 +31,7 @@ const MIGRATIONS: &[&str] = &[
 
 /// zstd level for stored interchanges: EDIFACT text shrinks about fivefold at level 3, at several
 /// hundred MB/s, which writes less than storing it plain (see BENCHMARKS.md).
-pub const ZSTD_LEVEL: i32 = 3;
+pub const ZSTD_LEVEL: i32 = 1;
 
 /// How long a writer waits for another run's transaction before giving up.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(60);
@@ -215,13 +215,17 @@ impl Inbox {
     }
 
     /// Decides one interchange within the current batch (starting one if needed).
+    /// `compressed` is its bytes as [`compress`] gives them, where already made; otherwise they
+    /// are compressed here if the interchange is new.
     pub fn decide(
         &mut self,
         interchange: &Interchange<'_>,
+        compressed: Option<&[u8]>,
         source_file: &str,
         received_at: &str,
     ) -> Result<Decision, InboxError> {
-        let d = self.in_savepoint(|c| sql::decide(c, interchange, source_file, received_at))?;
+        let d = self
+            .in_savepoint(|c| sql::decide(c, interchange, compressed, source_file, received_at))?;
         let name = match d {
             Decision::New { .. } => "ingest_new",
             Decision::Duplicate => "ingest_duplicate",
@@ -327,6 +331,40 @@ impl Inbox {
     }
 }
 
+/// An interchange's bytes as the inbox stores them (a zstd frame), made ahead of the decision so
+/// that another thread can do it while this one writes.
+pub fn compress(raw: &[u8]) -> Result<Vec<u8>, InboxError> {
+    Ok(zstd::bulk::compress(raw, ZSTD_LEVEL)?)
+}
+
+/// A read-only look at the inbox from another thread: whether a key is already there, so that
+/// work done ahead (compressing) is spared for what will only be a duplicate. A hint only: the
+/// decision is still the insert.
+pub struct KeyProbe {
+    conn: Connection,
+}
+
+impl KeyProbe {
+    pub fn open(path: &Path) -> Result<KeyProbe, InboxError> {
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        conn.busy_timeout(Duration::from_millis(100))?;
+        Ok(KeyProbe { conn })
+    }
+
+    /// True where the key is in the inbox; false where it is not or the probe cannot tell.
+    pub fn has(&self, sender: &str, recipient: &str, control_ref: &str) -> bool {
+        self.conn
+            .prepare_cached(
+                "SELECT 1 FROM inbox WHERE sender = ?1 AND recipient = ?2 AND control_ref = ?3",
+            )
+            .and_then(|mut s| s.exists([sender, recipient, control_ref]))
+            .unwrap_or(false)
+    }
+}
+
 /// Runs `f` again while the database answers "busy" or "locked", for up to the busy timeout.
 fn retry_while_busy<T>(
     timeout: Duration,
@@ -382,17 +420,20 @@ UNH+1+ORDERS:D:96A:UN'BGM+220+PO1+9'UNT+3+1'UNH+2+ORDERS:D:96A:UN'UNT+2+2'UNZ+2+
         let i = interchanges(ORDERS).next().unwrap().unwrap();
         let b = &mut inbox;
         assert!(matches!(
-            b.decide(&i, "a.edi", "2026-01-01T00:00:00.000Z").unwrap(),
+            b.decide(&i, None, "a.edi", "2026-01-01T00:00:00.000Z")
+                .unwrap(),
             Decision::New { .. }
         ));
         assert_eq!(
-            b.decide(&i, "b.edi", "2026-01-01T00:00:01.000Z").unwrap(),
+            b.decide(&i, None, "b.edi", "2026-01-01T00:00:01.000Z")
+                .unwrap(),
             Decision::Duplicate
         );
         let changed = String::from_utf8_lossy(ORDERS).replace("PO1", "PO2");
         let j = interchanges(changed.as_bytes()).next().unwrap().unwrap();
         assert_eq!(
-            b.decide(&j, "c.edi", "2026-01-01T00:00:02.000Z").unwrap(),
+            b.decide(&j, None, "c.edi", "2026-01-01T00:00:02.000Z")
+                .unwrap(),
             Decision::Drift {
                 stored_sha256: i.sha256_hex()
             }
@@ -432,7 +473,7 @@ UNH+1+ORDERS:D:96A:UN'BGM+220+PO1+9'UNT+3+1'UNH+2+ORDERS:D:96A:UN'UNT+2+2'UNZ+2+
         let mut inbox = Inbox::open(&dir.path().join("t.db")).unwrap();
         let i = interchanges(ORDERS).next().unwrap().unwrap();
         inbox
-            .decide(&i, "a.edi", "2026-01-01T00:00:00.000Z")
+            .decide(&i, None, "a.edi", "2026-01-01T00:00:00.000Z")
             .unwrap();
         assert!(inbox.in_batch());
         inbox.rollback().unwrap();

@@ -11,6 +11,7 @@ use crate::edifact::{EnvelopeError, Interchange, hex};
 pub(super) fn decide(
     conn: &Connection,
     i: &Interchange<'_>,
+    compressed: Option<&[u8]>,
     source_file: &str,
     received_at: &str,
 ) -> Result<Decision, InboxError> {
@@ -18,21 +19,22 @@ pub(super) fn decide(
     let sha = i.sha256_hex();
     // The interchange row comes first so that the inbox row can name it; both go or stay
     // together with the savepoint.
+    // The id the interchange row will get if the key is new. The batch holds the write lock
+    // (BEGIN IMMEDIATE), so no other writer can take it meanwhile; an unused id costs nothing.
+    let id: i64 = conn
+        .prepare_cached("SELECT coalesce(max(id), 0) + 1 FROM interchanges")?
+        .query_row([], |r| r.get(0))?;
     let inserted = conn
         .prepare_cached(
             "INSERT INTO inbox (sender, recipient, control_ref, sha256, source_file, received_at, interchange_id)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, -1)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
              ON CONFLICT DO NOTHING",
         )?
-        .execute(params![u.sender, u.recipient, u.control_ref, sha, source_file, received_at])?;
+        .execute(params![u.sender, u.recipient, u.control_ref, sha, source_file, received_at, id])?;
     if inserted == 1 {
         crash_point!("after-key-insert");
-        let id = write_interchange(conn, i, &sha, source_file, received_at)?;
+        write_interchange(conn, id, i, compressed, &sha, source_file, received_at)?;
         crash_point!("after-business-rows");
-        conn.prepare_cached(
-            "UPDATE inbox SET interchange_id = ?4 WHERE sender = ?1 AND recipient = ?2 AND control_ref = ?3",
-        )?
-        .execute(params![u.sender, u.recipient, u.control_ref, id])?;
         return Ok(Decision::New { interchange_id: id });
     }
     let stored: String = conn
@@ -54,7 +56,7 @@ pub(super) fn decide(
         stored,
         source_file,
         received_at,
-        drift.then_some(i.raw),
+        drift.then_some(&*i.raw),
     ])?;
     Ok(if drift {
         Decision::Drift {
@@ -68,19 +70,28 @@ pub(super) fn decide(
 /// The business rows of a new interchange: the interchange, its messages, an outbox event each.
 fn write_interchange(
     conn: &Connection,
+    id: i64,
     i: &Interchange<'_>,
+    compressed: Option<&[u8]>,
     sha: &str,
     source_file: &str,
     received_at: &str,
-) -> Result<i64, InboxError> {
+) -> Result<(), InboxError> {
     let u = &i.unb;
-    let stored = zstd::bulk::compress(i.raw, super::ZSTD_LEVEL)?;
+    let own;
+    let stored = match compressed {
+        Some(c) => c,
+        None => {
+            own = super::compress(&i.raw)?;
+            &own[..]
+        }
+    };
     conn.prepare_cached(
-        "INSERT INTO interchanges (sender, sender_qualifier, sender_routing, recipient, recipient_qualifier,
+        "INSERT INTO interchanges (id, sender, sender_qualifier, sender_routing, recipient, recipient_qualifier,
              recipient_routing, control_ref, syntax_id, syntax_version, prepared_date, prepared_time,
              recipient_ref, application_ref, priority, ack_request, agreement_id, test_indicator,
              sha256, source_file, source_offset, received_at, raw, raw_codec)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, 'zstd')",
+         VALUES (?23, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, 'zstd')",
     )?
     .execute(params![
         u.sender,
@@ -105,8 +116,8 @@ fn write_interchange(
         i.offset as i64,
         received_at,
         stored,
+        id,
     ])?;
-    let id = conn.last_insert_rowid();
     let mut message = conn.prepare_cached(
         "INSERT INTO messages (interchange_id, position, reference, message_type, version, release, agency,
              association_code, group_ref, segments, raw_start, raw_end)
@@ -138,7 +149,7 @@ fn write_interchange(
             received_at
         ])?;
     }
-    Ok(id)
+    Ok(())
 }
 
 /// Records a rejection; the same file with the same content and error only counts again.
