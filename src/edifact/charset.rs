@@ -40,8 +40,11 @@ impl Charset {
     /// Decodes unescaped bytes. Never fails: bytes that the repertoire does not allow (real
     /// traffic has them) are read as ISO 8859-1, so the same bytes always give the same text.
     pub fn decode(&self, bytes: &[u8]) -> String {
+        // Envelope values are nearly always ASCII, which every repertoire here reads alike.
+        if bytes.is_ascii() {
+            return ascii(bytes);
+        }
         match self {
-            Charset::Ascii | Charset::Utf8 if bytes.is_ascii() => ascii(bytes),
             Charset::Ascii => latin1(bytes),
             Charset::Utf8 => match std::str::from_utf8(bytes) {
                 Ok(s) => s.to_owned(),

@@ -76,29 +76,20 @@ pub fn read_segment<'a>(
 /// Index of the terminator of the segment starting at `start`, and whether CR or LF stand
 /// before it.
 ///
-/// One pass, byte by byte: segments are short (20 to 40 bytes), where a plain loop beats the
-/// setup cost of a vectorised search per segment.
+/// Jumps from one byte that matters (terminator, release character, CR, LF) to the next with
+/// [`next_special`]; most of a segment is plain data.
 fn find_terminator(
     data: &[u8],
     start: usize,
     seps: &Separators,
 ) -> Result<(usize, bool), EnvelopeError> {
     let term = seps.terminator;
-    // Without a release character, compare with the terminator twice rather than branch on it.
+    // Without a release character, look for the terminator twice rather than branch on it.
     let release = seps.release.unwrap_or(term);
     let mut line_breaks = false;
     let mut i = start;
-    let (t, r) = (splat(term), splat(release));
-    while i < data.len() {
-        // Eight bytes at a time while none of them is one the loop below must look at: most
-        // of a segment is plain data.
-        while let Some(word) = data.get(i..i + 8) {
-            let w = u64::from_le_bytes(word.try_into().unwrap_or([0; 8]));
-            if has_byte(w, t) || has_byte(w, r) || has_byte(w, CR_X8) || has_byte(w, LF_X8) {
-                break;
-            }
-            i += 8;
-        }
+    loop {
+        i = next_special(data, i, term, release);
         let Some(&b) = data.get(i) else { break };
         if b == term {
             return Ok((i, line_breaks));
@@ -121,18 +112,72 @@ fn find_terminator(
             i = j + 1;
             continue;
         }
-        if b == CR || b == LF {
-            line_breaks |= seps.is_line_break(b);
-        }
+        line_breaks |= seps.is_line_break(b);
         i += 1;
     }
     Err(unterminated(data, start, seps))
 }
 
+/// Index of the first byte at or after `i` that is `term`, `release`, CR or LF; `data.len()`
+/// where there is none.
+#[cfg(target_arch = "x86_64")]
+fn next_special(data: &[u8], mut i: usize, term: u8, release: u8) -> usize {
+    use std::arch::x86_64::{
+        __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_or_si128, _mm_set1_epi8,
+    };
+    // SAFETY: SSE2 is part of the x86_64 baseline, so these intrinsics are always available;
+    // every load reads the 16 bytes at `i..i + 16`, which the loop condition keeps inside
+    // `data`, and `_mm_loadu_si128` needs no alignment.
+    unsafe {
+        let t = _mm_set1_epi8(term as i8);
+        let r = _mm_set1_epi8(release as i8);
+        let cr = _mm_set1_epi8(CR as i8);
+        let lf = _mm_set1_epi8(LF as i8);
+        while i + 16 <= data.len() {
+            let v = _mm_loadu_si128(data.as_ptr().add(i).cast::<__m128i>());
+            let hits = _mm_or_si128(
+                _mm_or_si128(_mm_cmpeq_epi8(v, t), _mm_cmpeq_epi8(v, r)),
+                _mm_or_si128(_mm_cmpeq_epi8(v, cr), _mm_cmpeq_epi8(v, lf)),
+            );
+            let mask = _mm_movemask_epi8(hits) as u32;
+            if mask != 0 {
+                return i + mask.trailing_zeros() as usize;
+            }
+            i += 16;
+        }
+    }
+    next_special_tail(data, i, term, release)
+}
+
+/// The portable version: eight bytes at a time while none of them matters.
+#[cfg(not(target_arch = "x86_64"))]
+fn next_special(data: &[u8], mut i: usize, term: u8, release: u8) -> usize {
+    let (t, r) = (splat(term), splat(release));
+    while let Some(word) = data.get(i..i + 8) {
+        let w = u64::from_le_bytes(word.try_into().unwrap_or([0; 8]));
+        if has_byte(w, t) || has_byte(w, r) || has_byte(w, CR_X8) || has_byte(w, LF_X8) {
+            break;
+        }
+        i += 8;
+    }
+    next_special_tail(data, i, term, release)
+}
+
+/// Byte by byte from `i`.
+fn next_special_tail(data: &[u8], i: usize, term: u8, release: u8) -> usize {
+    data[i.min(data.len())..]
+        .iter()
+        .position(|&b| b == term || b == release || b == CR || b == LF)
+        .map_or(data.len(), |p| i + p)
+}
+
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
 const CR_X8: u64 = 0x0D0D_0D0D_0D0D_0D0D;
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
 const LF_X8: u64 = 0x0A0A_0A0A_0A0A_0A0A;
 
 /// `b` in each of the eight bytes of a word.
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
 #[inline]
 fn splat(b: u8) -> u64 {
     u64::from(b) * 0x0101_0101_0101_0101
@@ -140,6 +185,7 @@ fn splat(b: u8) -> u64 {
 
 /// True where some byte of `w` equals the byte that `pattern` repeats (the classic
 /// "has zero byte" test on `w ^ pattern`; exact, no false positives).
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
 #[inline]
 fn has_byte(w: u64, pattern: u64) -> bool {
     let x = w ^ pattern;
@@ -296,6 +342,26 @@ mod tests {
                 ));
             }
         }
+    }
+
+    #[test]
+    fn next_special_finds_the_first_byte_that_matters_anywhere() {
+        for len in 0..70 {
+            for at in 0..=len {
+                let mut data = vec![b'x'; len];
+                if at < len {
+                    data[at] = b'\'';
+                }
+                assert_eq!(next_special(&data, 0, b'\'', b'?'), at, "{len} {at}");
+                for from in 0..=len {
+                    let want = if at < len && from <= at { at } else { len };
+                    assert_eq!(next_special(&data, from, b'\'', b'?'), want);
+                }
+            }
+        }
+        let data = b"0123456789abcdef0123456789\n";
+        assert_eq!(next_special(data, 3, b'\'', b'?'), data.len() - 1);
+        assert_eq!(next_special_tail(data, 99, b'\'', b'?'), data.len());
     }
 
     #[test]
