@@ -3,73 +3,30 @@
 mod common;
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 
+use common::site::Site;
 use common::{edi_inbox, json_lines, samples};
 use edi_inbox::synth::{Layout, Synth};
 use predicates::prelude::*;
 use serde_json::Value;
 
-struct Site {
-    dir: tempfile::TempDir,
-}
-
-impl Site {
-    fn new() -> Site {
-        let site = Site {
-            dir: tempfile::tempdir().unwrap(),
-        };
-        fs::create_dir_all(site.drop()).unwrap();
-        site
-    }
-    fn path(&self, rel: &str) -> PathBuf {
-        self.dir.path().join(rel)
-    }
-    fn drop(&self) -> PathBuf {
-        self.path("drop")
-    }
-    fn db(&self) -> PathBuf {
-        self.path("inbox.db")
-    }
-    fn put(&self, name: &str, bytes: &[u8]) -> PathBuf {
-        let p = self.drop().join(name);
-        fs::write(&p, bytes).unwrap();
-        p
-    }
-    fn put_sample(&self, sample: &str, name: &str) -> PathBuf {
-        self.put(name, &fs::read(samples().join(sample)).unwrap())
-    }
-    fn ingest(&self, extra: &[&str]) -> (Option<i32>, Vec<Value>) {
-        let out = edi_inbox()
-            .arg("--db")
-            .arg(self.db())
-            .args(["ingest", "--json"])
-            .args(extra)
-            .arg(self.drop())
-            .output()
-            .unwrap();
-        assert!(
-            out.stderr.is_empty() || out.status.code() != Some(0),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (out.status.code(), json_lines(&out.stdout))
-    }
-    fn count(&self, sql: &str) -> i64 {
-        let conn = rusqlite::Connection::open(self.db()).unwrap();
-        conn.query_row(sql, [], |r| r.get(0)).unwrap()
-    }
-    fn files_in(&self, rel: &str) -> Vec<String> {
-        let mut names: Vec<String> = fs::read_dir(self.path(rel))
-            .map(|d| {
-                d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-                    .collect()
-            })
-            .unwrap_or_default();
-        names.sort();
-        names
-    }
+/// `ingest --json` over the drop folder with `extra` options.
+fn ingest(site: &Site, extra: &[&str]) -> (Option<i32>, Vec<Value>) {
+    let out = site
+        .cmd()
+        .args(["ingest", "--json"])
+        .args(extra)
+        .arg(site.drop())
+        .output()
+        .unwrap();
+    assert!(
+        out.stderr.is_empty() || out.status.code() != Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code(), json_lines(&out.stdout))
 }
 
 fn statuses(lines: &[Value]) -> Vec<String> {
@@ -87,7 +44,7 @@ fn summary(lines: &[Value]) -> &Value {
 fn new_duplicate_drift_and_rejected() {
     let site = Site::new();
     site.put_sample("valid/invoic-d96a-unoc-crlf.edi", "a.edi");
-    let (code, lines) = site.ingest(&[]);
+    let (code, lines) = ingest(&site, &[]);
     assert_eq!(code, Some(0));
     assert_eq!(statuses(&lines), ["new"]);
     let l = &lines[0];
@@ -108,7 +65,7 @@ fn new_duplicate_drift_and_rejected() {
     );
 
     // The same file again: a duplicate, nothing written but the sighting.
-    let (code, lines) = site.ingest(&[]);
+    let (code, lines) = ingest(&site, &[]);
     assert_eq!(code, Some(0));
     assert_eq!(statuses(&lines), ["duplicate"]);
     assert_eq!(site.count("SELECT count(*) FROM interchanges"), 1);
@@ -125,7 +82,7 @@ fn new_duplicate_drift_and_rejected() {
     .replace("PO-4711", "PO-4712");
     fs::remove_file(site.drop().join("a.edi")).unwrap();
     site.put("b.edi", changed.as_bytes());
-    let (code, lines) = site.ingest(&[]);
+    let (code, lines) = ingest(&site, &[]);
     assert_eq!(code, Some(3));
     assert_eq!(statuses(&lines), ["drift"]);
     assert_ne!(lines[0]["sha256"], lines[0]["stored_sha256"]);
@@ -138,7 +95,7 @@ fn new_duplicate_drift_and_rejected() {
     // A broken file: rejected with its reason and offset, recorded with its bytes.
     fs::remove_file(site.drop().join("b.edi")).unwrap();
     site.put_sample("broken/unt-count-wrong.edi", "c.edi");
-    let (code, lines) = site.ingest(&[]);
+    let (code, lines) = ingest(&site, &[]);
     assert_eq!(code, Some(3));
     assert_eq!(statuses(&lines), ["rejected"]);
     assert_eq!(lines[0]["offset"], 118);
@@ -153,7 +110,7 @@ fn new_duplicate_drift_and_rejected() {
         1
     );
     // Seen again, it is counted, not stored twice.
-    site.ingest(&[]);
+    ingest(&site, &[]);
     assert_eq!(site.count("SELECT count(*) FROM rejections"), 1);
     assert_eq!(site.count("SELECT times_seen FROM rejections"), 2);
 }
@@ -163,7 +120,7 @@ fn a_redelivery_with_other_line_breaks_is_a_duplicate() {
     let site = Site::new();
     let crlf = fs::read(samples().join("valid/invoic-d96a-unoc-crlf.edi")).unwrap();
     site.put("first.edi", &crlf);
-    assert_eq!(statuses(&site.ingest(&[]).1), ["new"]);
+    assert_eq!(statuses(&ingest(&site, &[]).1), ["new"]);
     fs::remove_file(site.drop().join("first.edi")).unwrap();
     // No line breaks and no UNA at all: the same payload.
     let bare: Vec<u8> = crlf[b"UNA:+.? '".len()..]
@@ -173,7 +130,7 @@ fn a_redelivery_with_other_line_breaks_is_a_duplicate() {
         .collect();
     assert!(bare.starts_with(b"UNB+"));
     site.put("again.edi", &bare);
-    let (code, lines) = site.ingest(&[]);
+    let (code, lines) = ingest(&site, &[]);
     assert_eq!(code, Some(0));
     assert_eq!(statuses(&lines), ["duplicate"]);
 }
@@ -184,12 +141,15 @@ fn several_interchanges_in_one_file_each_decided() {
     site.put_sample("valid/two-interchanges.edi", "two.edi");
     site.put_sample("broken/good-then-bad.edi", "mixed.edi");
     let (archive, failed) = (site.path("archive"), site.path("failed"));
-    let (code, lines) = site.ingest(&[
-        "--archive",
-        archive.to_str().unwrap(),
-        "--quarantine",
-        failed.to_str().unwrap(),
-    ]);
+    let (code, lines) = ingest(
+        &site,
+        &[
+            "--archive",
+            archive.to_str().unwrap(),
+            "--quarantine",
+            failed.to_str().unwrap(),
+        ],
+    );
     assert_eq!(code, Some(3));
     let got: Vec<(String, String)> = lines
         .iter()
@@ -236,12 +196,15 @@ fn archive_and_quarantine_never_overwrite() {
     fs::write(site.path("failed/bad.edi"), "older bad file").unwrap();
     site.put_sample("valid/orders-d01b-no-una.edi", "in.edi");
     site.put_sample("broken/truncated-no-unz.edi", "bad.edi");
-    let (code, _) = site.ingest(&[
-        "--archive",
-        &site.path("archive").to_string_lossy(),
-        "--quarantine",
-        &site.path("failed").to_string_lossy(),
-    ]);
+    let (code, _) = ingest(
+        &site,
+        &[
+            "--archive",
+            &site.path("archive").to_string_lossy(),
+            "--quarantine",
+            &site.path("failed").to_string_lossy(),
+        ],
+    );
     assert_eq!(code, Some(3));
     assert_eq!(site.files_in("drop"), Vec::<String>::new());
     assert_eq!(site.files_in("archive"), ["in.1.edi", "in.edi"]);
@@ -261,7 +224,10 @@ fn archive_and_quarantine_never_overwrite() {
     assert!(reason.contains("at byte 127"), "{reason}");
     // The same interchange delivered again is a duplicate, archived beside the first.
     site.put_sample("valid/orders-d01b-no-una.edi", "in.edi");
-    let (code, lines) = site.ingest(&["--archive", &site.path("archive").to_string_lossy()]);
+    let (code, lines) = ingest(
+        &site,
+        &["--archive", &site.path("archive").to_string_lossy()],
+    );
     assert_eq!(
         (code, statuses(&lines)),
         (Some(0), vec!["duplicate".to_string()])
@@ -273,13 +239,13 @@ fn archive_and_quarantine_never_overwrite() {
 fn a_corrected_resend_after_a_rejection_is_accepted() {
     let site = Site::new();
     site.put_sample("broken/unt-count-wrong.edi", "po.edi");
-    assert_eq!(statuses(&site.ingest(&[]).1), ["rejected"]);
+    assert_eq!(statuses(&ingest(&site, &[]).1), ["rejected"]);
     assert_eq!(site.count("SELECT count(*) FROM inbox"), 0);
     let fixed =
         String::from_utf8_lossy(&fs::read(samples().join("broken/unt-count-wrong.edi")).unwrap())
             .replace("UNT+5+1", "UNT+4+1");
     site.put("po.edi", fixed.as_bytes());
-    let (code, lines) = site.ingest(&[]);
+    let (code, lines) = ingest(&site, &[]);
     assert_eq!((code, statuses(&lines)), (Some(0), vec!["new".to_string()]));
 }
 
@@ -288,7 +254,10 @@ fn young_files_are_skipped_and_left_in_place() {
     let site = Site::new();
     site.put_sample("valid/orders-d01b-no-una.edi", "fresh.edi");
     let archive = site.path("archive");
-    let (code, lines) = site.ingest(&["--min-age", "1h", "--archive", archive.to_str().unwrap()]);
+    let (code, lines) = ingest(
+        &site,
+        &["--min-age", "1h", "--archive", archive.to_str().unwrap()],
+    );
     assert_eq!(code, Some(0));
     assert_eq!(statuses(&lines), ["skipped"]);
     assert_eq!(summary(&lines)["skipped"], 1);
@@ -303,7 +272,7 @@ fn partial_and_hidden_uploads_are_not_touched() {
         site.put_sample("valid/orders-d01b-no-una.edi", name);
     }
     let archive = site.path("archive");
-    let (code, lines) = site.ingest(&["--archive", archive.to_str().unwrap()]);
+    let (code, lines) = ingest(&site, &["--archive", archive.to_str().unwrap()]);
     assert_eq!(code, Some(0));
     assert_eq!(summary(&lines)["files"], 0);
     assert_eq!(site.files_in("drop").len(), 4);

@@ -4,66 +4,30 @@
 mod common;
 
 use std::fs;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime};
 
+use common::site::Site;
 use common::{edi_inbox, json_lines, samples};
 use predicates::prelude::*;
 use serde_json::Value;
 
-struct Site {
-    dir: tempfile::TempDir,
+/// `ingest -q` over the drop folder; its exit status.
+fn ingest(site: &Site) -> i32 {
+    site.cmd()
+        .args(["ingest", "-q"])
+        .arg(site.drop())
+        .output()
+        .unwrap()
+        .status
+        .code()
+        .unwrap()
 }
 
-impl Site {
-    fn new() -> Site {
-        let s = Site {
-            dir: tempfile::tempdir().unwrap(),
-        };
-        fs::create_dir_all(s.path("drop")).unwrap();
-        s
-    }
-    fn path(&self, rel: &str) -> PathBuf {
-        self.dir.path().join(rel)
-    }
-    fn db(&self) -> PathBuf {
-        self.path("inbox.db")
-    }
-    fn cmd(&self) -> assert_cmd::Command {
-        let mut c = edi_inbox();
-        c.arg("--db").arg(self.db());
-        c
-    }
-    fn put_sample(&self, sample: &str, name: &str) {
-        fs::copy(samples().join(sample), self.path("drop").join(name)).unwrap();
-    }
-    fn ingest(&self) -> i32 {
-        self.cmd()
-            .args(["ingest", "-q"])
-            .arg(self.path("drop"))
-            .output()
-            .unwrap()
-            .status
-            .code()
-            .unwrap()
-    }
-    fn sql(&self, sql: &str) {
-        rusqlite::Connection::open(self.db())
-            .unwrap()
-            .execute_batch(sql)
-            .unwrap();
-    }
-    fn count(&self, sql: &str) -> i64 {
-        rusqlite::Connection::open(self.db())
-            .unwrap()
-            .query_row(sql, [], |r| r.get(0))
-            .unwrap()
-    }
-    fn json(&self, args: &[&str]) -> (i32, Vec<Value>) {
-        let out = self.cmd().args(args).output().unwrap();
-        (out.status.code().unwrap(), json_lines(&out.stdout))
-    }
+/// `json` with the exit status unwrapped.
+fn json(site: &Site, args: &[&str]) -> (i32, Vec<Value>) {
+    let (code, lines) = Site::json(site, args);
+    (code.unwrap(), lines)
 }
 
 /// RFC 3339 UTC, as the database stores times, `ago` before now.
@@ -77,7 +41,7 @@ const DAY: Duration = Duration::from_secs(86_400);
 fn purge_rejects_bad_days_and_deletes_nothing() {
     let site = Site::new();
     site.put_sample("valid/orders-d01b-no-una.edi", "a.edi");
-    site.ingest();
+    ingest(&site);
     site.sql(&format!(
         "UPDATE inbox SET received_at = '{}'",
         ago(400 * DAY)
@@ -101,8 +65,8 @@ fn purge_keeps_entries_just_inside_the_window() {
     site.put_sample("valid/orders-d01b-no-una.edi", "a.edi");
     site.put_sample("valid/invrpt-level-b.edi", "b.edi");
     site.put_sample("broken/unt-count-wrong.edi", "c.edi");
-    site.ingest();
-    site.ingest(); // a duplicate sighting of each, and the rejection seen twice
+    ingest(&site);
+    ingest(&site); // a duplicate sighting of each, and the rejection seen twice
     let just_outside = ago(30 * DAY + Duration::from_secs(60));
     let just_inside = ago(30 * DAY - Duration::from_secs(60));
     site.sql(&format!(
@@ -112,13 +76,16 @@ fn purge_keeps_entries_just_inside_the_window() {
          UPDATE rejections SET last_seen_at = '{just_outside}';"
     ));
 
-    let (code, lines) = site.json(&["purge", "--days", "30", "--dry-run", "--json"]);
+    let (code, lines) = json(&site, &["purge", "--days", "30", "--dry-run", "--json"]);
     assert_eq!(code, 0);
     assert_eq!(lines[0]["purged"], 1);
     assert_eq!(lines[0]["dry_run"], true);
     assert_eq!(site.count("SELECT count(*) FROM inbox"), 2);
 
-    let (code, lines) = site.json(&["purge", "--days", "30", "--json", "--batch-size", "1"]);
+    let (code, lines) = json(
+        &site,
+        &["purge", "--days", "30", "--json", "--batch-size", "1"],
+    );
     assert_eq!(code, 0);
     let r = &lines[0];
     assert_eq!(r["purged"], 1);
@@ -144,7 +111,7 @@ fn purge_keeps_entries_just_inside_the_window() {
 fn a_redelivery_after_purge_is_new() {
     let site = Site::new();
     site.put_sample("valid/orders-d01b-no-una.edi", "a.edi");
-    site.ingest();
+    ingest(&site);
     site.sql(&format!(
         "UPDATE inbox SET received_at = '{}'",
         ago(10 * DAY)
@@ -157,11 +124,17 @@ fn a_redelivery_after_purge_is_new() {
             predicate::str::contains("purged 1 inbox entries")
                 .and(predicate::str::contains("the inbox is empty")),
         );
-    let (code, lines) = site.json(&["ingest", "--json", site.path("drop").to_str().unwrap()]);
+    let (code, lines) = json(
+        &site,
+        &["ingest", "--json", site.path("drop").to_str().unwrap()],
+    );
     assert_eq!(code, 0);
     assert_eq!(lines[0]["status"], "new");
     assert_eq!(site.count("SELECT count(*) FROM interchanges"), 2);
-    let (_, shown) = site.json(&["show", "SENDER+ONE", "RECEIVER", "ORD'0042", "--json"]);
+    let (_, shown) = json(
+        &site,
+        &["show", "SENDER+ONE", "RECEIVER", "ORD'0042", "--json"],
+    );
     let copies = shown[0]["interchanges"].as_array().unwrap();
     assert_eq!(copies.len(), 2);
     assert_eq!(copies[0]["in_inbox"], false);
@@ -177,7 +150,7 @@ fn purge_and_ingest_at_the_same_time_both_finish() {
         let data = g.interchange("OLD", "RECIPIENT", &format!("O{n}"), 1, layout);
         fs::write(site.path("drop").join(format!("old{n:04}.edi")), data).unwrap();
     }
-    site.ingest();
+    ingest(&site);
     site.sql(&format!(
         "UPDATE inbox SET received_at = '{}'",
         ago(90 * DAY)
@@ -237,9 +210,9 @@ fn stats_counts_what_an_operator_checks_first() {
     let site = Site::new();
     site.put_sample("valid/two-interchanges.edi", "a.edi");
     site.put_sample("broken/unz-count-wrong.edi", "b.edi");
-    site.ingest();
-    site.ingest();
-    let (code, lines) = site.json(&["stats", "--json"]);
+    ingest(&site);
+    ingest(&site);
+    let (code, lines) = json(&site, &["stats", "--json"]);
     assert_eq!(code, 0);
     let s = &lines[0];
     assert_eq!(s["inbox"], 2);
@@ -282,10 +255,10 @@ fn list_shows_recent_events_newest_first_with_filters() {
     site.put_sample("valid/orders-d01b-no-una.edi", "a.edi");
     site.put_sample("valid/invrpt-level-b.edi", "b.edi");
     site.put_sample("broken/empty.edi", "c.edi");
-    site.ingest();
+    ingest(&site);
     fs::remove_file(site.path("drop/b.edi")).unwrap();
-    site.ingest();
-    let (_, all) = site.json(&["list", "--json"]);
+    ingest(&site);
+    let (_, all) = json(&site, &["list", "--json"]);
     let statuses: Vec<&str> = all.iter().map(|e| e["status"].as_str().unwrap()).collect();
     // The second run saw a.edi again (duplicate) and c.edi again (rejected, counted again);
     // events of the same millisecond may come in either order.
@@ -296,17 +269,20 @@ fn list_shows_recent_events_newest_first_with_filters() {
     let times: Vec<&str> = all.iter().map(|e| e["time"].as_str().unwrap()).collect();
     assert!(times.windows(2).all(|w| w[0] >= w[1]), "{times:?}");
 
-    let (_, rejected) = site.json(&["list", "--json", "--status", "rejected"]);
+    let (_, rejected) = json(&site, &["list", "--json", "--status", "rejected"]);
     assert_eq!(rejected.len(), 1);
     assert!(rejected[0]["error"].as_str().unwrap().contains("empty"));
-    let (_, by_sender) = site.json(&["list", "--json", "--sender", "LEVELBSENDER"]);
+    let (_, by_sender) = json(&site, &["list", "--json", "--sender", "LEVELBSENDER"]);
     assert_eq!(by_sender.len(), 1);
     assert_eq!(by_sender[0]["control_ref"], "LB0001");
-    let (_, limited) = site.json(&["list", "--json", "--limit", "2"]);
+    let (_, limited) = json(&site, &["list", "--json", "--limit", "2"]);
     assert_eq!(limited.len(), 2);
-    let (_, future) = site.json(&["list", "--json", "--since", "2999-01-01"]);
+    let (_, future) = json(&site, &["list", "--json", "--since", "2999-01-01"]);
     assert!(future.is_empty());
-    let (_, past) = site.json(&["list", "--json", "--since", "2000-01-01T00:00:00Z"]);
+    let (_, past) = json(
+        &site,
+        &["list", "--json", "--since", "2000-01-01T00:00:00Z"],
+    );
     assert_eq!(past.len(), 4);
     site.cmd()
         .args(["list", "--status", "lost"])
@@ -331,12 +307,12 @@ fn list_shows_recent_events_newest_first_with_filters() {
 fn show_prints_envelope_messages_sightings_and_raw_bytes() {
     let site = Site::new();
     site.put_sample("valid/orders-d01b-no-una.edi", "a.edi");
-    site.ingest();
+    ingest(&site);
     let changed = fs::read_to_string(samples().join("valid/orders-d01b-no-una.edi"))
         .unwrap()
         .replace("PO-4712", "PO-4713");
     fs::write(site.path("drop/b.edi"), changed).unwrap();
-    site.ingest();
+    ingest(&site);
     site.cmd()
         .args(["show", "SENDER+ONE", "RECEIVER", "ORD'0042"])
         .assert()

@@ -116,6 +116,52 @@ impl Site {
         self.ingest_command(batch).output().unwrap()
     }
 
+    /// Writes a file into the drop folder.
+    pub fn put(&self, name: &str, bytes: &[u8]) -> PathBuf {
+        let p = self.drop().join(name);
+        fs::write(&p, bytes).unwrap();
+        p
+    }
+
+    /// Copies a file of `samples/` into the drop folder under `name`.
+    pub fn put_sample(&self, sample: &str, name: &str) -> PathBuf {
+        self.put(name, &fs::read(super::samples().join(sample)).unwrap())
+    }
+
+    /// The binary with `--db` set, for assertions.
+    pub fn cmd(&self) -> assert_cmd::Command {
+        let mut c = super::edi_inbox();
+        c.arg("--db").arg(self.db());
+        c
+    }
+
+    /// Runs the binary with `args` (after `--db`): exit status and JSON Lines output.
+    pub fn json(&self, args: &[&str]) -> (Option<i32>, Vec<serde_json::Value>) {
+        let out = self.cmd().args(args).output().unwrap();
+        (out.status.code(), super::json_lines(&out.stdout))
+    }
+
+    /// One number from the database.
+    pub fn count(&self, sql: &str) -> i64 {
+        rusqlite::Connection::open(self.db())
+            .unwrap()
+            .query_row(sql, [], |r| r.get(0))
+            .unwrap()
+    }
+
+    /// Runs SQL against the database (to age entries, say).
+    pub fn sql(&self, sql: &str) {
+        rusqlite::Connection::open(self.db())
+            .unwrap()
+            .execute_batch(sql)
+            .unwrap();
+    }
+
+    /// File names in a folder of the site, sorted; empty where it does not exist.
+    pub fn files_in(&self, rel: &str) -> Vec<String> {
+        self.names(rel)
+    }
+
     fn names(&self, rel: &str) -> Vec<String> {
         let mut v: Vec<String> = fs::read_dir(self.path(rel))
             .map(|d| {
