@@ -449,3 +449,24 @@ fn bad_arguments_are_usage_errors_and_touch_nothing() {
     assert!(!site.db().exists());
     assert_eq!(site.files_in("drop"), ["a.edi"]);
 }
+
+#[test]
+fn a_database_from_a_newer_edi_inbox_is_fatal_and_untouched() {
+    let site = Site::new();
+    site.put_sample("valid/orders-d01b-no-una.edi", "a.edi");
+    assert_eq!(ingest(&site, &[]).0, Some(0));
+    site.sql("PRAGMA user_version = 99; PRAGMA wal_checkpoint(TRUNCATE);");
+    let before = common::site::file_hash(&site.db());
+    site.cmd()
+        .args(["ingest", "--archive"])
+        .arg(site.path("archive"))
+        .arg(site.drop())
+        .assert()
+        .code(1)
+        .stderr(
+            predicate::str::contains("schema version 99")
+                .and(predicate::str::contains("newer edi-inbox")),
+        );
+    assert_eq!(common::site::file_hash(&site.db()), before);
+    assert_eq!(site.files_in("drop"), ["a.edi"]);
+}
