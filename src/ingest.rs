@@ -548,7 +548,9 @@ fn decide_prepared(
                 Outcome::decided(&shown, &i, &d)
             }
             Err(e) => {
-                reject(inbox, &shown, &bytes, &e, &when)?;
+                inbox
+                    .reject(&shown, &bytes, &e, &when)
+                    .context("cannot write to the inbox database")?;
                 Outcome::rejected(&shown, e.to_string(), Some(e.offset))
             }
         };
@@ -563,18 +565,6 @@ fn decide_prepared(
         _claim: Some(handle),
         movable: true,
     }))
-}
-
-fn reject(
-    inbox: &mut Inbox,
-    shown: &str,
-    bytes: &[u8],
-    e: &EnvelopeError,
-    when: &str,
-) -> anyhow::Result<()> {
-    inbox
-        .reject(shown, bytes, e, when)
-        .context("cannot write to the inbox database")
 }
 
 impl Run<'_> {

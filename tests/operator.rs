@@ -37,15 +37,17 @@ fn ago(ago: Duration) -> String {
 
 const DAY: Duration = Duration::from_secs(86_400);
 
+/// Makes every inbox entry look received `ago` before now.
+fn age_inbox(site: &Site, ago_by: Duration) {
+    site.sql(&format!("UPDATE inbox SET received_at = '{}'", ago(ago_by)));
+}
+
 #[test]
 fn purge_rejects_bad_days_and_deletes_nothing() {
     let site = Site::new();
     site.put_sample("valid/orders-d01b-no-una.edi", "a.edi");
     ingest(&site);
-    site.sql(&format!(
-        "UPDATE inbox SET received_at = '{}'",
-        ago(400 * DAY)
-    ));
+    age_inbox(&site, 400 * DAY);
     for bad in [
         &["--days", "0"][..],
         &["--days", "-3"],
@@ -112,10 +114,7 @@ fn a_redelivery_after_purge_is_new() {
     let site = Site::new();
     site.put_sample("valid/orders-d01b-no-una.edi", "a.edi");
     ingest(&site);
-    site.sql(&format!(
-        "UPDATE inbox SET received_at = '{}'",
-        ago(10 * DAY)
-    ));
+    age_inbox(&site, 10 * DAY);
     site.cmd()
         .args(["purge", "--days", "7"])
         .assert()
@@ -151,10 +150,7 @@ fn purge_and_ingest_at_the_same_time_both_finish() {
         fs::write(site.path("drop").join(format!("old{n:04}.edi")), data).unwrap();
     }
     ingest(&site);
-    site.sql(&format!(
-        "UPDATE inbox SET received_at = '{}'",
-        ago(90 * DAY)
-    ));
+    age_inbox(&site, 90 * DAY);
     fs::remove_dir_all(site.path("drop")).unwrap();
     fs::create_dir_all(site.path("drop")).unwrap();
     for n in 0..400 {
