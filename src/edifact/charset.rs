@@ -41,8 +41,10 @@ impl Charset {
     /// traffic has them) are read as ISO 8859-1, so the same bytes always give the same text.
     pub fn decode(&self, bytes: &[u8]) -> String {
         // Envelope values are nearly always ASCII, which every repertoire here reads alike.
-        if bytes.is_ascii() {
-            return ascii(bytes);
+        if bytes.is_ascii()
+            && let Ok(text) = std::str::from_utf8(bytes)
+        {
+            return text.to_owned();
         }
         match self {
             Charset::Ascii => latin1(bytes),
@@ -54,10 +56,6 @@ impl Charset {
             Charset::Iso8859(enc) => enc.decode_without_bom_handling(bytes).0.into_owned(),
         }
     }
-}
-
-fn ascii(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// ISO 8859-1 maps each byte to the code point of the same number.

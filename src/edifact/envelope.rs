@@ -9,7 +9,7 @@ use sha2::{Digest, Sha256};
 
 use super::charset::Charset;
 use super::error::{EnvelopeError, ErrorKind, Tag};
-use super::lexer::{RawSegment, read_segment, skip_padding, split_elements, unescape};
+use super::lexer::{Elements, RawSegment, read_segment, skip_padding, split_elements, unescape};
 use super::syntax::{Separators, parse_una};
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
@@ -286,6 +286,11 @@ impl<'a> Interchanges<'a> {
     }
 }
 
+/// References seen so far, to find a duplicate. aHash rather than SipHash: one insert per message
+/// made SipHash a twentieth of the parse, and aHash's keys are random per process too, so a
+/// sender still cannot choose references that collide.
+type RefSet = HashSet<String, ahash::RandomState>;
+
 /// State of one interchange while its segments are read.
 struct Builder {
     seps: Separators,
@@ -295,8 +300,8 @@ struct Builder {
     unb: Unb,
     groups: Vec<Group>,
     messages: Vec<Message>,
-    message_refs: HashSet<String>,
-    group_refs: HashSet<String>,
+    message_refs: RefSet,
+    group_refs: RefSet,
     open_message: Option<OpenMessage>,
     open_group: Option<usize>,
     segments: usize,
@@ -311,29 +316,22 @@ struct OpenMessage {
 
 /// The text of one component of a split segment.
 struct Fields<'a> {
-    elements: Vec<Vec<&'a [u8]>>,
+    elements: Elements<'a>,
     seps: Separators,
     charset: Charset,
 }
 
 impl<'a> Fields<'a> {
-    /// The envelope never reads past element 11 (UNB 0035).
-    const MAX_ELEMENTS: usize = 12;
-
     fn new(seg: &RawSegment<'a>, seps: Separators, charset: Charset) -> Self {
         Fields {
-            elements: split_elements(seg.body, &seps, Self::MAX_ELEMENTS),
+            elements: split_elements(seg.body, &seps),
             seps,
             charset,
         }
     }
 
     fn raw(&self, element: usize, component: usize) -> &'a [u8] {
-        self.elements
-            .get(element)
-            .and_then(|e| e.get(component))
-            .copied()
-            .unwrap_or(b"")
+        self.elements.get(element, component)
     }
 
     /// The decoded text; empty where the element or component is absent.
@@ -346,13 +344,27 @@ impl<'a> Fields<'a> {
         Some(self.text(element, component)).filter(|s| !s.is_empty())
     }
 
-    /// A count such as UNT 0074: digits only, leading zeros allowed.
-    fn count(&self, element: usize) -> Result<u64, String> {
-        let text = self.text(element, 0);
-        if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
-            text.parse::<u64>().map_err(|_| text)
+    /// True where the text is `expected`. Checks run on every UNT, so plain ASCII (nearly every
+    /// reference) is compared as it stands rather than decoded into a new string.
+    fn is(&self, element: usize, component: usize, expected: &str) -> bool {
+        let bytes = unescape(self.raw(element, component), &self.seps);
+        if bytes.is_ascii() {
+            *bytes == *expected.as_bytes()
         } else {
-            Err(text)
+            self.charset.decode(&bytes) == expected
+        }
+    }
+
+    /// A count such as UNT 0074: digits only, leading zeros allowed; the text found otherwise.
+    fn count(&self, element: usize) -> Result<u64, String> {
+        let bytes = unescape(self.raw(element, 0), &self.seps);
+        let digits = !bytes.is_empty() && bytes.iter().all(u8::is_ascii_digit);
+        let n = std::str::from_utf8(&bytes)
+            .ok()
+            .and_then(|s| s.parse().ok());
+        match n {
+            Some(n) if digits => Ok(n),
+            _ => Err(self.text(element, 0)),
         }
     }
 }
@@ -389,8 +401,8 @@ impl Builder {
             unb: parsed,
             groups: Vec::new(),
             messages: Vec::new(),
-            message_refs: HashSet::new(),
-            group_refs: HashSet::new(),
+            message_refs: RefSet::default(),
+            group_refs: RefSet::default(),
             open_message: None,
             open_group: None,
             segments: 0,
@@ -523,10 +535,9 @@ impl Builder {
                 found,
             })),
         }
-        let reference = f.text(2, 0);
-        if reference != message.reference {
+        if !f.is(2, 0, &message.reference) {
             self.fail(seg.error(ErrorKind::UntReference {
-                found: reference,
+                found: f.text(2, 0),
                 expected: message.reference.clone(),
             }));
         }
@@ -584,10 +595,7 @@ impl Builder {
             self.fail(seg.error(ErrorKind::UneWithoutUng));
             return;
         };
-        let (actual, expected) = (
-            self.groups[open].messages,
-            self.groups[open].reference.clone(),
-        );
+        let actual = self.groups[open].messages;
         let f = self.fields(seg);
         match f.count(1) {
             Ok(n) if n == actual as u64 => {}
@@ -600,9 +608,12 @@ impl Builder {
                 found,
             })),
         }
-        let found = f.text(2, 0);
-        if found != expected {
-            self.fail(seg.error(ErrorKind::UneReference { found, expected }));
+        if !f.is(2, 0, &self.groups[open].reference) {
+            let expected = self.groups[open].reference.clone();
+            self.fail(seg.error(ErrorKind::UneReference {
+                found: f.text(2, 0),
+                expected,
+            }));
         }
     }
 
@@ -630,10 +641,12 @@ impl Builder {
                 found,
             })),
         }
-        let found = f.text(2, 0);
-        if found != self.unb.control_ref {
+        if !f.is(2, 0, &self.unb.control_ref) {
             let expected = self.unb.control_ref.clone();
-            self.fail(seg.error(ErrorKind::UnzReference { found, expected }));
+            self.fail(seg.error(ErrorKind::UnzReference {
+                found: f.text(2, 0),
+                expected,
+            }));
         }
     }
 

@@ -57,12 +57,15 @@ pub fn read_segment<'a>(
 ) -> Result<RawSegment<'a>, EnvelopeError> {
     let (end, has_line_breaks) = find_terminator(data, start, seps)?;
     let body = &data[start..end];
-    let tag = read_tag(body, seps).map_err(|found| EnvelopeError {
-        offset: start,
-        segment: Some(number),
-        tag: None,
-        kind: ErrorKind::BadTag { found },
-    })?;
+    let tag = match plain_tag(body, seps) {
+        Some(tag) => tag,
+        None => read_odd_tag(body, seps).map_err(|found| EnvelopeError {
+            offset: start,
+            segment: Some(number),
+            tag: None,
+            kind: ErrorKind::BadTag { found },
+        })?,
+    };
     Ok(RawSegment {
         offset: start,
         number,
@@ -224,15 +227,27 @@ fn unterminated(data: &[u8], start: usize, seps: &Separators) -> EnvelopeError {
 /// The tag: the bytes before the first element or component separator (or the end of `body`),
 /// line breaks left out, which must be one upper-case letter and two upper-case letters or digits.
 fn read_tag(body: &[u8], seps: &Separators) -> Result<Tag, String> {
-    // Nearly every segment starts with its three tag bytes and a separator.
-    if let [a, b, c, rest @ ..] = body
-        && rest
-            .first()
-            .is_none_or(|&d| d == seps.element || d == seps.component)
-        && is_tag(&[*a, *b, *c])
-    {
-        return Ok(Tag([*a, *b, *c]));
-    }
+    plain_tag(body, seps).map_or_else(|| read_odd_tag(body, seps), Ok)
+}
+
+/// The tag of nearly every segment: its first three bytes, followed by a separator or nothing.
+///
+/// Kept apart from [`read_tag`] so the answer fits in a register: returned inside a
+/// `Result<Tag, String>`, the three bytes went through the stack one by one and were read back
+/// as a word, and that stalled load (store forwarding) cost more than the rest of the segment.
+#[inline]
+fn plain_tag(body: &[u8], seps: &Separators) -> Option<Tag> {
+    let &tag = body.first_chunk::<3>()?;
+    let separated = body
+        .get(3)
+        .is_none_or(|&d| d == seps.element || d == seps.component);
+    (separated && is_tag(&tag)).then_some(Tag(tag))
+}
+
+/// [`read_tag`] for a tag that is wrapped, short, long or not one.
+#[cold]
+#[inline(never)]
+fn read_odd_tag(body: &[u8], seps: &Separators) -> Result<Tag, String> {
     let end = body
         .iter()
         .position(|&b| b == seps.element || b == seps.component || b == seps.terminator)
@@ -255,18 +270,48 @@ fn is_tag(tag: &[u8; 3]) -> bool {
             .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit())
 }
 
-/// Splits a service segment's body into elements and those into components, as raw (still
-/// escaped) slices. Index 0 is the tag element.
-///
-/// Stops after `max_elements` elements: the envelope never reads further, and a hostile segment
-/// with a million elements must not cost a million allocations.
-pub fn split_elements<'a>(
-    body: &'a [u8],
-    seps: &Separators,
-    max_elements: usize,
-) -> Vec<Vec<&'a [u8]>> {
-    let mut elements: Vec<Vec<&'a [u8]>> = Vec::with_capacity(max_elements.min(16));
-    let mut components = Vec::new();
+/// The elements and components of a service segment, as raw (still escaped) slices, held
+/// without allocating: the envelope reads at most [`MAX_ELEMENTS`] elements and the first
+/// [`MAX_COMPONENTS`] components of each, so a hostile segment with a million of either costs
+/// nothing more.
+#[derive(Debug, Clone)]
+pub struct Elements<'a> {
+    parts: [[&'a [u8]; MAX_COMPONENTS]; MAX_ELEMENTS],
+    len: usize,
+}
+
+/// Elements read of a service segment, tag element included: UNB's last, 0035, is index 11.
+pub const MAX_ELEMENTS: usize = 12;
+/// Components read of an element: UNH S009's last one the envelope uses, 0057, is index 4.
+pub const MAX_COMPONENTS: usize = 5;
+
+impl<'a> Elements<'a> {
+    /// Number of elements read (index 0 is the tag element).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The raw component; empty where the element or component is absent.
+    pub fn get(&self, element: usize, component: usize) -> &'a [u8] {
+        match self.parts.get(element) {
+            Some(components) if element < self.len => components.get(component).copied(),
+            _ => None,
+        }
+        .unwrap_or(b"")
+    }
+}
+
+/// Splits a service segment's body into elements and those into components (see [`Elements`]).
+pub fn split_elements<'a>(body: &'a [u8], seps: &Separators) -> Elements<'a> {
+    let mut out = Elements {
+        parts: [[b"".as_slice(); MAX_COMPONENTS]; MAX_ELEMENTS],
+        len: 0,
+    };
+    let mut component = 0;
     let mut start = 0;
     let mut i = 0;
     while i < body.len() {
@@ -279,22 +324,27 @@ pub fn split_elements<'a>(
             i += 1;
             continue;
         }
-        if b == seps.component {
-            components.push(&body[start..i]);
+        if b == seps.component || b == seps.element {
+            if let Some(slot) = out.parts[out.len].get_mut(component) {
+                *slot = &body[start..i];
+            }
             start = i + 1;
-        } else if b == seps.element {
-            components.push(&body[start..i]);
-            elements.push(std::mem::take(&mut components));
-            start = i + 1;
-            if elements.len() >= max_elements {
-                return elements;
+            component += 1;
+            if b == seps.element {
+                out.len += 1;
+                component = 0;
+                if out.len == MAX_ELEMENTS {
+                    return out;
+                }
             }
         }
         i += 1;
     }
-    components.push(&body[start.min(body.len())..]);
-    elements.push(components);
-    elements
+    if let Some(slot) = out.parts[out.len].get_mut(component) {
+        *slot = &body[start.min(body.len())..];
+    }
+    out.len += 1;
+    out
 }
 
 /// The value of a raw component: release characters removed, line breaks left out.
@@ -399,9 +449,9 @@ mod tests {
         let s = read_segment(data, 0, 1, &A).unwrap();
         assert_eq!(s.body.len(), data.len() - 1);
         assert!(s.has_line_breaks);
-        let els = split_elements(s.body, &A, 16);
+        let els = split_elements(s.body, &A);
         assert_eq!(els.len(), 2);
-        assert_eq!(unescape(els[1][0], &A).as_ref(), b"a+b");
+        assert_eq!(unescape(els.get(1, 0), &A).as_ref(), b"a+b");
     }
 
     #[test]
@@ -443,13 +493,27 @@ mod tests {
 
     #[test]
     fn splits_elements_and_components() {
-        let els = split_elements(b"UNB+UNOC:3+S?+1:14++1", &A, 16);
+        let els = split_elements(b"UNB+UNOC:3+S?+1:14++1", &A);
         assert_eq!(els.len(), 5);
-        assert_eq!(els[1], vec![&b"UNOC"[..], b"3"]);
-        assert_eq!(els[2], vec![&b"S?+1"[..], b"14"]);
-        assert_eq!(els[3], vec![&b""[..]]);
-        assert_eq!(unescape(els[2][0], &A).as_ref(), b"S+1");
-        assert_eq!(split_elements(b"X+1+2+3+4", &A, 2).len(), 2);
+        assert_eq!((els.get(1, 0), els.get(1, 1)), (&b"UNOC"[..], &b"3"[..]));
+        assert_eq!((els.get(2, 0), els.get(2, 1)), (&b"S?+1"[..], &b"14"[..]));
+        assert_eq!((els.get(3, 0), els.get(3, 1)), (&b""[..], &b""[..]));
+        assert_eq!(els.get(4, 0), b"1");
+        assert_eq!(els.get(5, 0), b"");
+        assert_eq!(unescape(els.get(2, 0), &A).as_ref(), b"S+1");
+    }
+
+    #[test]
+    fn reads_no_further_than_the_envelope_needs() {
+        let many = format!("X{}", "+1".repeat(1000));
+        let els = split_elements(many.as_bytes(), &A);
+        assert_eq!(els.len(), MAX_ELEMENTS);
+        assert_eq!(els.get(MAX_ELEMENTS - 1, 0), b"1");
+        assert_eq!(els.get(MAX_ELEMENTS, 0), b"");
+        let wide = format!("X+{}", ["a", "b", "c", "d", "e", "f", "g"].join(":"));
+        let els = split_elements(wide.as_bytes(), &A);
+        assert_eq!(els.get(1, MAX_COMPONENTS - 1), b"e");
+        assert_eq!(els.get(1, MAX_COMPONENTS), b"");
     }
 
     #[test]
