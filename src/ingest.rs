@@ -85,9 +85,9 @@ impl Outcome {
             Decision::Drift { stored_sha256 } => (Status::Drift, Some(stored_sha256.clone())),
         };
         Outcome {
-            sender: Some(i.unb.sender.clone()),
-            recipient: Some(i.unb.recipient.clone()),
-            control_ref: Some(i.unb.control_ref.clone()),
+            sender: Some(i.unb.sender.to_string()),
+            recipient: Some(i.unb.recipient.to_string()),
+            control_ref: Some(i.unb.control_ref.to_string()),
             messages: Some(i.messages.len()),
             sha256: Some(i.sha256_hex()),
             stored_sha256: stored,

@@ -1,5 +1,6 @@
 //! Character repertoires by syntax identifier (UNB S001 element 0001).
 
+use compact_str::CompactString;
 use encoding_rs::Encoding;
 
 /// How the text of an interchange is decoded, chosen by its syntax identifier (0001).
@@ -39,27 +40,30 @@ impl Charset {
 
     /// Decodes unescaped bytes. Never fails: bytes that the repertoire does not allow (real
     /// traffic has them) are read as ISO 8859-1, so the same bytes always give the same text.
-    pub fn decode(&self, bytes: &[u8]) -> String {
+    ///
+    /// A [`CompactString`] keeps the short values of an envelope (references, qualifiers, message
+    /// types) without allocating.
+    pub fn decode(&self, bytes: &[u8]) -> CompactString {
         // Envelope values are nearly always ASCII, which every repertoire here reads alike.
         if bytes.is_ascii()
             && let Ok(text) = std::str::from_utf8(bytes)
         {
-            return text.to_owned();
+            return CompactString::from(text);
         }
         match self {
             Charset::Ascii => latin1(bytes),
             Charset::Utf8 => match std::str::from_utf8(bytes) {
-                Ok(s) => s.to_owned(),
+                Ok(s) => CompactString::from(s),
                 Err(_) => latin1(bytes),
             },
             Charset::Latin1 => latin1(bytes),
-            Charset::Iso8859(enc) => enc.decode_without_bom_handling(bytes).0.into_owned(),
+            Charset::Iso8859(enc) => CompactString::from(enc.decode_without_bom_handling(bytes).0),
         }
     }
 }
 
 /// ISO 8859-1 maps each byte to the code point of the same number.
-fn latin1(bytes: &[u8]) -> String {
+fn latin1(bytes: &[u8]) -> CompactString {
     bytes.iter().map(|&b| b as char).collect()
 }
 

@@ -30,7 +30,15 @@ pub(super) fn decide(
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
              ON CONFLICT DO NOTHING",
         )?
-        .execute(params![u.sender, u.recipient, u.control_ref, sha, source_file, received_at, id])?;
+        .execute(params![
+            u.sender.as_str(),
+            u.recipient.as_str(),
+            u.control_ref.as_str(),
+            sha,
+            source_file,
+            received_at,
+            id
+        ])?;
     if inserted == 1 {
         crash_point!("after-key-insert");
         write_interchange(conn, id, i, compressed, &sha, source_file, received_at)?;
@@ -41,16 +49,23 @@ pub(super) fn decide(
         .prepare_cached(
             "SELECT sha256 FROM inbox WHERE sender = ?1 AND recipient = ?2 AND control_ref = ?3",
         )?
-        .query_row(params![u.sender, u.recipient, u.control_ref], |r| r.get(0))?;
+        .query_row(
+            params![
+                u.sender.as_str(),
+                u.recipient.as_str(),
+                u.control_ref.as_str()
+            ],
+            |r| r.get(0),
+        )?;
     let drift = stored != sha;
     conn.prepare_cached(
         "INSERT INTO sightings (sender, recipient, control_ref, status, sha256, stored_sha256, source_file, seen_at, payload)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
     )?
     .execute(params![
-        u.sender,
-        u.recipient,
-        u.control_ref,
+        u.sender.as_str(),
+        u.recipient.as_str(),
+        u.control_ref.as_str(),
         if drift { "drift" } else { "duplicate" },
         sha,
         stored,
@@ -94,23 +109,23 @@ fn write_interchange(
          VALUES (?23, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, 'zstd')",
     )?
     .execute(params![
-        u.sender,
-        u.sender_qualifier,
-        u.sender_routing,
-        u.recipient,
-        u.recipient_qualifier,
-        u.recipient_routing,
-        u.control_ref,
-        u.syntax_id,
-        u.syntax_version,
-        u.date,
-        u.time,
-        u.recipient_ref,
-        u.application_ref,
-        u.priority,
-        u.ack_request,
-        u.agreement_id,
-        u.test_indicator,
+        u.sender.as_str(),
+        u.sender_qualifier.as_deref(),
+        u.sender_routing.as_deref(),
+        u.recipient.as_str(),
+        u.recipient_qualifier.as_deref(),
+        u.recipient_routing.as_deref(),
+        u.control_ref.as_str(),
+        u.syntax_id.as_str(),
+        u.syntax_version.as_str(),
+        u.date.as_str(),
+        u.time.as_str(),
+        u.recipient_ref.as_deref(),
+        u.application_ref.as_deref(),
+        u.priority.as_deref(),
+        u.ack_request.as_deref(),
+        u.agreement_id.as_deref(),
+        u.test_indicator.as_deref(),
         sha,
         source_file,
         i.offset as i64,
@@ -127,16 +142,19 @@ fn write_interchange(
         "INSERT INTO outbox (message_id, event_type, created_at) VALUES (?1, ?2, ?3)",
     )?;
     for (n, m) in i.messages.iter().enumerate() {
-        let group = m.group.and_then(|g| i.groups.get(g)).map(|g| &g.reference);
+        let group = m
+            .group
+            .and_then(|g| i.groups.get(g))
+            .map(|g| g.reference.as_str());
         message.execute(params![
             id,
             n as i64 + 1,
-            m.reference,
-            m.message_type,
-            m.version,
-            m.release,
-            m.agency,
-            m.association_code,
+            m.reference.as_str(),
+            m.message_type.as_str(),
+            m.version.as_str(),
+            m.release.as_str(),
+            m.agency.as_str(),
+            m.association_code.as_deref(),
             group,
             m.segments as i64,
             m.span.start as i64,
