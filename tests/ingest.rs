@@ -470,3 +470,70 @@ fn a_database_from_a_newer_edi_inbox_is_fatal_and_untouched() {
     assert_eq!(common::site::file_hash(&site.db()), before);
     assert_eq!(site.files_in("drop"), ["a.edi"]);
 }
+
+/// Messages go in eight rows a statement and the rest one by one: for every count from 1 to 20,
+/// each message has its row (position, reference, type, group, byte range) and one event, in order.
+#[test]
+fn every_message_gets_its_row_and_its_event_however_many() {
+    let site = Site::new();
+    let mut g = Synth::new(7);
+    let mut expected = Vec::new();
+    for count in 1..=20 {
+        let layout = Layout {
+            una: count % 2 == 0,
+            crlf: count % 3 == 0,
+            group: count % 4 == 0,
+        };
+        let control_ref = format!("M{count:03}");
+        let data = g.interchange("SENDER", "RECIPIENT", &control_ref, count, layout);
+        let i = edi_inbox::edifact::interchanges(&data)
+            .next()
+            .unwrap()
+            .unwrap();
+        for (n, m) in i.messages.iter().enumerate() {
+            let group = m.group.map(|k| i.groups[k].reference.to_string());
+            expected.push((
+                control_ref.clone(),
+                n as i64 + 1,
+                m.reference.to_string(),
+                m.message_type.to_string(),
+                group,
+                m.span.start as i64,
+                m.span.end as i64,
+                format!("edifact.{}.received", m.message_type),
+            ));
+        }
+        site.put(&format!("{control_ref}.edi"), &data);
+    }
+    let (code, _) = ingest(&site, &[]);
+    assert_eq!(code, Some(0));
+    let conn = rusqlite::Connection::open(site.db()).unwrap();
+    let mut stmt = conn
+        .prepare(
+            "SELECT i.control_ref, m.position, m.reference, m.message_type, m.group_ref,
+                    m.raw_start, m.raw_end, o.event_type
+             FROM messages m JOIN interchanges i ON i.id = m.interchange_id
+             JOIN outbox o ON o.message_id = m.id
+             ORDER BY i.control_ref, o.id",
+        )
+        .unwrap();
+    let got: Vec<_> = stmt
+        .query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, String>(3)?,
+                r.get::<_, Option<String>>(4)?,
+                r.get::<_, i64>(5)?,
+                r.get::<_, i64>(6)?,
+                r.get::<_, String>(7)?,
+            ))
+        })
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(expected.len(), 210);
+    assert_eq!(got, expected);
+    assert_eq!(site.count("SELECT count(*) FROM outbox"), 210);
+}
