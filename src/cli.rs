@@ -101,8 +101,9 @@ pub struct IngestArgs {
     #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = parse_duration)]
     pub min_age: Duration,
 
-    /// Commit every N interchanges (group commit); each interchange is still atomic on its own.
-    #[arg(long, value_name = "N", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
+    /// Commit every N interchanges or after one second, whichever comes first (group commit);
+    /// each interchange is still atomic on its own.
+    #[arg(long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
     pub batch: u32,
 
     /// Reject files larger than this without reading them (bytes, or with K, M, G, KiB, MiB, GiB).
