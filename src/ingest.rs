@@ -3,6 +3,8 @@
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context;
@@ -13,13 +15,16 @@ use crate::cli::IngestArgs;
 use crate::edifact::{self, EnvelopeError, Interchange};
 use crate::exit;
 use crate::files::{self, Claim};
-use crate::inbox::{Decision, Inbox, KeyProbe};
+use crate::inbox::{Checkpointer, Decision, Inbox, KeyProbe, WAL_RESTART_FRAMES};
 use crate::input::{self, InputFile};
 use crate::metrics::{Metrics, database_size, unix_now};
 use crate::output::{Out, problem};
 
 /// A batch never stays open longer than this, so an overlapping run or a purge waits little.
 const MAX_BATCH_TIME: Duration = Duration::from_secs(1);
+
+/// How often the checkpointing thread copies the WAL into the database file.
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
 
 /// What happened to one interchange (or to a file that gave none).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -216,9 +221,31 @@ pub fn run(db: &Path, busy_timeout: Duration, args: &IngestArgs) -> anyhow::Resu
     // byte budget keep memory flat whatever the run's length.
     let readers = std::thread::available_parallelism().map_or(1, |n| n.get().clamp(1, 4));
     let budget = Budget::new(IN_FLIGHT_BYTES);
-    std::thread::scope(|scope| -> anyhow::Result<()> {
+    // WAL checkpoints on a thread of their own (see `Checkpointer`); where its connection cannot
+    // be had, SQLite's own checkpoints at commit stay on.
+    let checkpointer = Checkpointer::open(db).ok();
+    if checkpointer.is_some() {
+        inbox
+            .set_auto_checkpoint(false)
+            .context("cannot configure the inbox database")?;
+    }
+    let wal_frames = AtomicI64::new(0);
+    let result = std::thread::scope(|scope| -> anyhow::Result<()> {
         let budget = &budget;
+        let wal_frames = &wal_frames;
         let inputs = &inputs;
+        // Dropped when this closure returns, however it returns, which stops the checkpointer.
+        let (_stop_checkpoints, stopped) = std::sync::mpsc::channel::<()>();
+        if let Some(checkpointer) = checkpointer {
+            scope.spawn(move || {
+                while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(CHECKPOINT_EVERY) {
+                    // A failed checkpoint loses nothing: the pages stay in the WAL for the next.
+                    if let Ok(frames) = checkpointer.checkpoint() {
+                        wal_frames.store(frames, Ordering::Relaxed);
+                    }
+                }
+            });
+        }
         let mut channels = Vec::with_capacity(readers);
         for k in 0..readers {
             let (tx, rx) = std::sync::mpsc::sync_channel::<(Prepared, usize)>(32);
@@ -255,6 +282,12 @@ pub fn run(db: &Path, busy_timeout: Duration, args: &IngestArgs) -> anyhow::Resu
                     .context("cannot commit to the inbox database")?;
                 in_batch = 0;
                 run.finish(std::mem::take(&mut pending))?;
+                if wal_frames.load(Ordering::Relaxed) >= WAL_RESTART_FRAMES {
+                    wal_frames.store(0, Ordering::Relaxed);
+                    // Like the checkpointer's, a failed restart loses nothing; a real problem
+                    // with the database shows at the next commit.
+                    let _ = inbox.restart_wal();
+                }
             }
         }
         inbox
@@ -262,7 +295,11 @@ pub fn run(db: &Path, busy_timeout: Duration, args: &IngestArgs) -> anyhow::Resu
             .context("cannot commit to the inbox database")?;
         run.finish(pending)?;
         Ok(())
-    })?;
+    });
+    // Back to SQLite's own checkpoints for what is left; closing checkpoints the rest anyway, so
+    // a failure here costs nothing.
+    let _ = inbox.set_auto_checkpoint(true);
+    result?;
     run.progress.finish_and_clear();
 
     let s = &run.summary;
