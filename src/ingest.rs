@@ -3,6 +3,7 @@
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant, SystemTime};
@@ -222,30 +223,29 @@ pub fn run(db: &Path, busy_timeout: Duration, args: &IngestArgs) -> anyhow::Resu
     let readers = std::thread::available_parallelism().map_or(1, |n| n.get().clamp(1, 4));
     let budget = Budget::new(IN_FLIGHT_BYTES);
     // WAL checkpoints on a thread of their own (see `Checkpointer`); where its connection cannot
-    // be had, SQLite's own checkpoints at commit stay on.
-    let checkpointer = Checkpointer::open(db).ok();
-    if checkpointer.is_some() {
+    // be had, SQLite's own checkpoints at commit stay on. The thread is not waited for at the
+    // end: a checkpoint may be copying another process's writes (a purge's, say), and an
+    // interrupted checkpoint is safe by SQLite's design, so the run does not sit it out.
+    let wal_frames = Arc::new(AtomicI64::new(0));
+    let (stop_checkpoints, stopped) = std::sync::mpsc::channel::<()>();
+    if let Ok(checkpointer) = Checkpointer::open(db) {
         inbox
             .set_auto_checkpoint(false)
             .context("cannot configure the inbox database")?;
+        let wal_frames = Arc::clone(&wal_frames);
+        std::thread::spawn(move || {
+            while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(CHECKPOINT_EVERY) {
+                // A failed checkpoint loses nothing: the pages stay in the WAL for the next.
+                if let Ok(frames) = checkpointer.checkpoint() {
+                    wal_frames.store(frames, Ordering::Relaxed);
+                }
+            }
+        });
     }
-    let wal_frames = AtomicI64::new(0);
     let result = std::thread::scope(|scope| -> anyhow::Result<()> {
         let budget = &budget;
-        let wal_frames = &wal_frames;
+        let wal_frames = &*wal_frames;
         let inputs = &inputs;
-        // Dropped when this closure returns, however it returns, which stops the checkpointer.
-        let (_stop_checkpoints, stopped) = std::sync::mpsc::channel::<()>();
-        if let Some(checkpointer) = checkpointer {
-            scope.spawn(move || {
-                while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(CHECKPOINT_EVERY) {
-                    // A failed checkpoint loses nothing: the pages stay in the WAL for the next.
-                    if let Ok(frames) = checkpointer.checkpoint() {
-                        wal_frames.store(frames, Ordering::Relaxed);
-                    }
-                }
-            });
-        }
         let mut channels = Vec::with_capacity(readers);
         for k in 0..readers {
             let (tx, rx) = std::sync::mpsc::sync_channel::<(Prepared, usize)>(32);
@@ -296,6 +296,7 @@ pub fn run(db: &Path, busy_timeout: Duration, args: &IngestArgs) -> anyhow::Resu
         run.finish(pending)?;
         Ok(())
     });
+    drop(stop_checkpoints);
     // Back to SQLite's own checkpoints for what is left; closing checkpoints the rest anyway, so
     // a failure here costs nothing.
     let _ = inbox.set_auto_checkpoint(true);

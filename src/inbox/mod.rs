@@ -74,6 +74,7 @@ pub enum Decision {
 /// An open inbox database.
 pub struct Inbox {
     conn: Connection,
+    busy_timeout: Duration,
     /// Counter increments of the open batch, written just before it commits.
     pending_counts: std::collections::BTreeMap<&'static str, i64>,
 }
@@ -147,6 +148,7 @@ impl Inbox {
         conn.pragma_update(None, "foreign_keys", "ON")?;
         let mut inbox = Inbox {
             conn,
+            busy_timeout,
             pending_counts: Default::default(),
         };
         if app_id != APPLICATION_ID || (version as usize) < MIGRATIONS.len() {
@@ -340,10 +342,17 @@ impl Inbox {
 
     /// Copies what is left of the WAL and has the next write start it over (a RESTART
     /// checkpoint); between batches, while a [`Checkpointer`] does the rest.
+    ///
+    /// It does not wait: where another process is writing, or a reader is still on the WAL, it
+    /// leaves the WAL as it is for a later try (waiting had an ingest run during a large purge
+    /// sit out the purge's batches).
     pub fn restart_wal(&self) -> Result<(), InboxError> {
-        self.conn
-            .query_row("PRAGMA wal_checkpoint(RESTART)", [], |_| Ok(()))?;
-        Ok(())
+        self.conn.busy_timeout(Duration::ZERO)?;
+        let restarted = self
+            .conn
+            .query_row("PRAGMA wal_checkpoint(RESTART)", [], |_| Ok(()));
+        self.conn.busy_timeout(self.busy_timeout)?;
+        Ok(restarted?)
     }
 
     pub fn connection(&self) -> &Connection {
