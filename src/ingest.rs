@@ -4,7 +4,7 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -226,15 +226,22 @@ pub fn run(db: &Path, busy_timeout: Duration, args: &IngestArgs) -> anyhow::Resu
     // be had, SQLite's own checkpoints at commit stay on. The thread is not waited for at the
     // end: a checkpoint may be copying another process's writes (a purge's, say), and an
     // interrupted checkpoint is safe by SQLite's design, so the run does not sit it out.
+    // It only starts once the run has committed a batch of its own: before that, whatever is in
+    // the WAL is another process's, and copying it only slows that process down while this run
+    // waits for it (a single-file run during a large purge took up to 1.25 s instead of 0.44 s).
     let wal_frames = Arc::new(AtomicI64::new(0));
+    let committed = Arc::new(AtomicBool::new(false));
     let (stop_checkpoints, stopped) = std::sync::mpsc::channel::<()>();
     if let Ok(checkpointer) = Checkpointer::open(db) {
         inbox
             .set_auto_checkpoint(false)
             .context("cannot configure the inbox database")?;
-        let wal_frames = Arc::clone(&wal_frames);
+        let (wal_frames, committed) = (Arc::clone(&wal_frames), Arc::clone(&committed));
         std::thread::spawn(move || {
             while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(CHECKPOINT_EVERY) {
+                if !committed.load(Ordering::Relaxed) {
+                    continue;
+                }
                 // A failed checkpoint loses nothing: the pages stay in the WAL for the next.
                 if let Ok(frames) = checkpointer.checkpoint() {
                     wal_frames.store(frames, Ordering::Relaxed);
@@ -245,6 +252,7 @@ pub fn run(db: &Path, busy_timeout: Duration, args: &IngestArgs) -> anyhow::Resu
     let result = std::thread::scope(|scope| -> anyhow::Result<()> {
         let budget = &budget;
         let wal_frames = &*wal_frames;
+        let committed = &*committed;
         let inputs = &inputs;
         let mut channels = Vec::with_capacity(readers);
         for k in 0..readers {
@@ -281,6 +289,7 @@ pub fn run(db: &Path, busy_timeout: Duration, args: &IngestArgs) -> anyhow::Resu
                     .commit()
                     .context("cannot commit to the inbox database")?;
                 in_batch = 0;
+                committed.store(true, Ordering::Relaxed);
                 run.finish(std::mem::take(&mut pending))?;
                 if wal_frames.load(Ordering::Relaxed) >= WAL_RESTART_FRAMES {
                     wal_frames.store(0, Ordering::Relaxed);
