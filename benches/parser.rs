@@ -4,7 +4,7 @@
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use edi_inbox::edifact::interchanges;
-use edi_inbox::synth::{Layout, Synth};
+use edi_inbox::synth::parser_bench_inputs;
 
 fn parse_all(data: &[u8]) -> usize {
     interchanges(data)
@@ -13,27 +13,8 @@ fn parse_all(data: &[u8]) -> usize {
 }
 
 fn bench(c: &mut Criterion) {
-    let mut g = Synth::new(42);
-    let large = g.interchange(
-        "5412345000013",
-        "4012345000023",
-        "LARGE1",
-        10_000,
-        Layout {
-            una: true,
-            crlf: true,
-            group: false,
-        },
-    );
+    let (large, small) = parser_bench_inputs();
     assert_eq!(parse_all(&large), 10_000);
-
-    let small: Vec<Vec<u8>> = (0..2_000)
-        .map(|n| {
-            let layout = g.layout();
-            let messages = 1 + g.below(3) as usize;
-            g.interchange("SENDER", "RECIPIENT", &format!("S{n:06}"), messages, layout)
-        })
-        .collect();
     let small_bytes: usize = small.iter().map(Vec::len).sum();
 
     let mut group = c.benchmark_group("parser");

@@ -151,6 +151,32 @@ impl Synth {
     }
 }
 
+/// The inputs of the parser benchmark (`benches/parser.rs`), also parsed by
+/// `examples/parse_file.rs` when it is given no file: one interchange of 10,000 messages with
+/// a UNA and CRLF after each segment, and 2,000 small ones of 1 to 3 messages in mixed layouts.
+pub fn parser_bench_inputs() -> (Vec<u8>, Vec<Vec<u8>>) {
+    let mut g = Synth::new(42);
+    let large = g.interchange(
+        "5412345000013",
+        "4012345000023",
+        "LARGE1",
+        10_000,
+        Layout {
+            una: true,
+            crlf: true,
+            group: false,
+        },
+    );
+    let small = (0..2_000)
+        .map(|n| {
+            let layout = g.layout();
+            let messages = 1 + g.below(3) as usize;
+            g.interchange("SENDER", "RECIPIENT", &format!("S{n:06}"), messages, layout)
+        })
+        .collect();
+    (large, small)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
