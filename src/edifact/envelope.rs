@@ -163,6 +163,7 @@ pub fn interchanges(data: &[u8]) -> Interchanges<'_> {
         segment_number: 0,
         started: false,
         done: false,
+        spare: Vec::new(),
     }
 }
 
@@ -175,6 +176,8 @@ pub struct Interchanges<'a> {
     segment_number: usize,
     started: bool,
     done: bool,
+    /// The hash buffer of the last interchange, handed to the next rather than made anew.
+    spare: Vec<u8>,
 }
 
 impl<'a> Iterator for Interchanges<'a> {
@@ -236,7 +239,7 @@ impl<'a> Interchanges<'a> {
         if unb.tag != Tag::UNB {
             return Err(unb.error(ErrorKind::NoInterchange));
         }
-        let mut b = Builder::new(&unb, seps, start);
+        let mut b = Builder::new(&unb, seps, start, std::mem::take(&mut self.spare));
         b.hash(data, &unb);
         let (mut number, mut end) = (unb.number, unb.end());
         loop {
@@ -288,7 +291,9 @@ impl<'a> Interchanges<'a> {
         }
         self.segment_number = number;
         self.pos = end;
-        b.finish(&data[start..end]).map(Some)
+        let (result, spare) = b.finish(&data[start..end]);
+        self.spare = spare;
+        result.map(Some)
     }
 }
 
@@ -303,19 +308,19 @@ struct SegmentHasher {
     len: usize,
 }
 
-impl Default for SegmentHasher {
-    fn default() -> Self {
-        SegmentHasher {
-            sha: Sha256::new(),
-            buf: vec![0; Self::GATHER + Self::STRIDE],
-            len: 0,
-        }
-    }
-}
-
 impl SegmentHasher {
     const GATHER: usize = 8 * 1024;
     const STRIDE: usize = 32;
+
+    /// A hasher gathering into `buf`: a buffer of an earlier interchange, or a new one.
+    fn new(mut buf: Vec<u8>) -> Self {
+        buf.resize(Self::GATHER + Self::STRIDE, 0);
+        SegmentHasher {
+            sha: Sha256::new(),
+            buf,
+            len: 0,
+        }
+    }
 
     /// Appends `data[start..end]`.
     #[inline(always)]
@@ -354,9 +359,10 @@ impl SegmentHasher {
         self.len = 0;
     }
 
-    fn finalize(mut self) -> [u8; 32] {
+    /// The digest, and the buffer for the next interchange.
+    fn finalize(mut self) -> ([u8; 32], Vec<u8>) {
         self.flush();
-        self.sha.finalize().into()
+        (self.sha.finalize().into(), self.buf)
     }
 }
 
@@ -444,7 +450,7 @@ impl<'a> Fields<'a> {
 }
 
 impl Builder {
-    fn new(unb: &RawSegment<'_>, seps: Separators, start: usize) -> Self {
+    fn new(unb: &RawSegment<'_>, seps: Separators, start: usize, hash_buf: Vec<u8>) -> Self {
         let probe = Fields::new(unb, seps, Charset::Latin1);
         let charset = Charset::for_syntax(&probe.text(1, 0));
         let f = Fields { charset, ..probe };
@@ -480,7 +486,7 @@ impl Builder {
             open_message: None,
             open_group: None,
             segments: 0,
-            hasher: SegmentHasher::default(),
+            hasher: SegmentHasher::new(hash_buf),
             first_error: None,
         };
         for (value, element) in [
@@ -731,11 +737,13 @@ impl Builder {
         }
     }
 
-    fn finish<'a>(self, raw: &'a [u8]) -> Result<Interchange<'a>, EnvelopeError> {
+    /// The interchange, or its first error; and the hash buffer, for the next interchange.
+    fn finish<'a>(self, raw: &'a [u8]) -> (Result<Interchange<'a>, EnvelopeError>, Vec<u8>) {
         if let Some(e) = self.first_error {
-            return Err(e);
+            return (Err(e), self.hasher.buf);
         }
-        Ok(Interchange {
+        let (sha256, buf) = self.hasher.finalize();
+        let interchange = Interchange {
             offset: self.start,
             raw: Cow::Borrowed(raw),
             separators: self.seps,
@@ -744,8 +752,9 @@ impl Builder {
             groups: self.groups,
             messages: self.messages,
             segments: self.segments,
-            sha256: self.hasher.finalize(),
-        })
+            sha256,
+        };
+        (Ok(interchange), buf)
     }
 }
 
