@@ -3,6 +3,8 @@
 
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
+
+use sha2::Digest;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -12,7 +14,31 @@ use std::time::{Duration, SystemTime};
 pub struct Claimed {
     /// Kept open for the lock; dropping it lets the other run have the file.
     pub handle: File,
-    pub bytes: Vec<u8>,
+    /// What the path named when it was claimed, to tell later whether it still does.
+    pub identity: Identity,
+}
+
+/// Which bytes a path names: the file (device and inode), its size and its modification time.
+/// A partner's upload under the same name changes at least one of them: an atomic rename gives
+/// another inode, an overwrite in place or an append another size or time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Identity {
+    dev: u64,
+    ino: u64,
+    pub len: u64,
+    mtime: Option<SystemTime>,
+}
+
+impl Identity {
+    pub fn of(meta: &fs::Metadata) -> Identity {
+        let (dev, ino) = dev_ino(meta);
+        Identity {
+            dev,
+            ino,
+            len: meta.len(),
+            mtime: meta.modified().ok(),
+        }
+    }
 }
 
 /// What claiming a file gave.
@@ -27,10 +53,13 @@ pub enum Claim {
     TooLarge(u64),
 }
 
-/// Opens, locks and reads a file. `named` files (given on the command line) that do not exist
-/// are an error; files found in a folder that have gone are [`Claim::Gone`].
+/// Opens and locks a file, without reading it yet. `named` files (given on the command line)
+/// that do not exist are an error; files found in a folder that have gone are [`Claim::Gone`].
+///
+/// A modification time in the future (a partner's clock, or a copy that kept the sender's time)
+/// counts as old enough: skipping it would leave the file in place forever.
 pub fn claim(path: &Path, named: bool, min_age: Duration, max_size: u64) -> io::Result<Claim> {
-    let mut handle = match File::open(path) {
+    let handle = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound && !named => return Ok(Claim::Gone),
         Err(e) => return Err(e),
@@ -50,79 +79,380 @@ pub fn claim(path: &Path, named: bool, min_age: Duration, max_size: u64) -> io::
         Err(e) => return Err(e),
     }
     if !min_age.is_zero() {
-        let age = SystemTime::now()
-            .duration_since(held.modified()?)
-            .unwrap_or(Duration::ZERO);
-        if age < min_age {
+        let modified = held.modified()?;
+        if let Ok(age) = SystemTime::now().duration_since(modified)
+            && age < min_age
+        {
             return Ok(Claim::TooYoung(age));
         }
     }
     if held.len() > max_size {
         return Ok(Claim::TooLarge(held.len()));
     }
-    let mut bytes = Vec::with_capacity(held.len() as usize);
-    handle.read_to_end(&mut bytes)?;
-    Ok(Claim::Taken(Claimed { handle, bytes }))
+    Ok(Claim::Taken(Claimed {
+        handle,
+        identity: Identity::of(&held),
+    }))
+}
+
+/// What reading a claimed file gave.
+#[derive(Debug)]
+pub enum Contents {
+    Bytes(Vec<u8>),
+    /// The file changed while it was read (a partner still writing, or overwriting it in
+    /// place): what was read may be half of one and half of another, so it is not decided.
+    Changed,
+}
+
+impl Claimed {
+    /// Reads the whole file, and checks that it did not change meanwhile.
+    pub fn read(&mut self) -> io::Result<Contents> {
+        let mut bytes = Vec::with_capacity(self.identity.len as usize);
+        (&self.handle).read_to_end(&mut bytes)?;
+        if bytes.len() as u64 != self.identity.len
+            || Identity::of(&self.handle.metadata()?) != self.identity
+        {
+            return Ok(Contents::Changed);
+        }
+        Ok(Contents::Bytes(bytes))
+    }
+
+    /// True while `path` still names the very bytes that were read: the same file, unchanged.
+    /// Checked just before a file is moved, so that a new upload under the same name (which a
+    /// partner reusing fixed names makes) is left for the next run rather than archived unread.
+    pub fn still_at(&self, path: &Path) -> io::Result<bool> {
+        let now = match fs::metadata(path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        Ok(Identity::of(&now) == self.identity
+            && Identity::of(&self.handle.metadata()?) == self.identity)
+    }
+}
+
+fn same_file(a: &fs::Metadata, b: &fs::Metadata) -> bool {
+    dev_ino(a) == dev_ino(b)
 }
 
 #[cfg(unix)]
-fn same_file(a: &fs::Metadata, b: &fs::Metadata) -> bool {
+fn dev_ino(m: &fs::Metadata) -> (u64, u64) {
     use std::os::unix::fs::MetadataExt;
-    a.dev() == b.dev() && a.ino() == b.ino()
+    (m.dev(), m.ino())
 }
 
 #[cfg(not(unix))]
-fn same_file(a: &fs::Metadata, b: &fs::Metadata) -> bool {
-    a.len() == b.len() && a.modified().ok() == b.modified().ok()
+fn dev_ino(_: &fs::Metadata) -> (u64, u64) {
+    (0, 0)
+}
+
+/// The longest file name most file systems take (`NAME_MAX` on Linux, in bytes).
+const NAME_MAX: usize = 255;
+
+/// Room kept after a name for what a move may add: a clash suffix (`.9999`) and, in the
+/// quarantine, the reason's `.error.txt`.
+const SUFFIX_ROOM: usize = ".9999".len() + ".error.txt".len();
+
+/// The name a file gets in the archive or quarantine: its own, byte for byte (names need not be
+/// UTF-8, and rewriting them made two names one); shortened, with a hash of the whole name
+/// to keep it apart from others, only where the suffixes a move may add would make it longer
+/// than a file system takes.
+fn target_name(name: &[u8]) -> Vec<u8> {
+    if name.len() + SUFFIX_ROOM <= NAME_MAX {
+        return name.to_vec();
+    }
+    let tag = format!(
+        "~{}",
+        &crate::edifact::hex(&sha2::Sha256::digest(name))[..12]
+    );
+    let ext = match name.iter().rposition(|&b| b == b'.') {
+        Some(dot) if dot > 0 && name.len() - dot <= 16 => &name[dot..],
+        _ => &[][..],
+    };
+    let mut keep = NAME_MAX - SUFFIX_ROOM - tag.len() - ext.len();
+    // Cut a UTF-8 name between two characters, not inside one.
+    if let Ok(text) = std::str::from_utf8(name) {
+        while keep > 0 && !text.is_char_boundary(keep) {
+            keep -= 1;
+        }
+    }
+    let mut out = name[..keep].to_vec();
+    out.extend_from_slice(tag.as_bytes());
+    out.extend_from_slice(ext);
+    out
 }
 
 /// The name for the `n`th clash: `inv.edi`, `inv.1.edi`, `inv.2.edi`...
-fn candidate(name: &str, n: usize) -> String {
+fn candidate(name: &[u8], n: usize) -> Vec<u8> {
     if n == 0 {
-        return name.to_string();
+        return name.to_vec();
     }
-    match name.rsplit_once('.') {
-        Some((stem, ext)) if !stem.is_empty() => format!("{stem}.{n}.{ext}"),
-        _ => format!("{name}.{n}"),
+    match name.iter().rposition(|&b| b == b'.') {
+        Some(dot) if dot > 0 => {
+            let mut out = name[..dot].to_vec();
+            out.extend_from_slice(format!(".{n}").as_bytes());
+            out.extend_from_slice(&name[dot..]);
+            out
+        }
+        _ => {
+            let mut out = name.to_vec();
+            out.extend_from_slice(format!(".{n}").as_bytes());
+            out
+        }
     }
+}
+
+#[cfg(unix)]
+fn os_bytes(s: &std::ffi::OsStr) -> &[u8] {
+    use std::os::unix::ffi::OsStrExt;
+    s.as_bytes()
+}
+
+#[cfg(unix)]
+fn from_bytes(b: &[u8]) -> std::ffi::OsString {
+    use std::os::unix::ffi::OsStrExt;
+    std::ffi::OsStr::from_bytes(b).to_os_string()
+}
+
+#[cfg(not(unix))]
+fn os_bytes(s: &std::ffi::OsStr) -> &[u8] {
+    s.to_str().unwrap_or("file").as_bytes()
+}
+
+#[cfg(not(unix))]
+fn from_bytes(b: &[u8]) -> std::ffi::OsString {
+    String::from_utf8_lossy(b).into_owned().into()
+}
+
+/// Where a move left a file.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Moved {
+    /// Placed at this path.
+    To(PathBuf),
+    /// An earlier run, interrupted between placing its copy and removing the original, had
+    /// already placed these very bytes at this path; the original is now removed.
+    AlreadyThere(PathBuf),
+    /// The path names other bytes than were read (a new upload under the same name): left in
+    /// place for the next run.
+    Changed,
+}
+
+/// Why a file could not be moved, in words for the operator, and the error behind it.
+#[derive(Debug)]
+pub struct MoveError {
+    pub what: String,
+    pub source: io::Error,
+}
+
+impl std::fmt::Display for MoveError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.what, self.source)
+    }
+}
+
+impl std::error::Error for MoveError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
+}
+
+fn failed(what: impl Into<String>) -> impl FnOnce(io::Error) -> MoveError {
+    let what = what.into();
+    move |source| MoveError { what, source }
 }
 
 /// Moves `src` into `dir` under its own file name (never a path from the input: nothing can land
-/// outside `dir`), adding a numeric suffix where the name is taken. Never overwrites. Across file
-/// systems it copies under a hidden temporary name, syncs, renames, then removes the source.
+/// outside `dir`), adding a numeric suffix where the name is taken. Never overwrites.
+///
+/// With `claim`, only the bytes that were read are moved: where the path names another file
+/// now, or the same one changed, it is left in place ([`Moved::Changed`]); and where a new
+/// upload took the name in the instant between that check and the rename, it is put back.
+///
+/// Across file systems it copies (from the claimed handle, so the very bytes that were read)
+/// under a hidden temporary name, syncs, renames into place, then removes the source; where the
+/// source cannot be removed, the copy is taken back, so that a file is never in both places for
+/// good. A temporary file is locked while it is written, so that [`remove_stale_temporaries`]
+/// knows one that a killed run left.
+///
 /// With a `reason`, `NAME.error.txt` is written beside it first, so that a crash can leave a
 /// reason without its file (the file stays in the drop folder for the next run) but never a
-/// quarantined file without its reason. Returns where the file went.
-pub fn move_into(src: &Path, dir: &Path, reason: Option<&str>) -> io::Result<PathBuf> {
-    fs::create_dir_all(dir)?;
-    let name = src
-        .file_name()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "the path names no file"))?
-        .to_string_lossy()
-        .into_owned();
+/// quarantined file without its reason.
+pub fn move_into(
+    src: &Path,
+    dir: &Path,
+    reason: Option<&str>,
+    claim: Option<&Claimed>,
+) -> Result<Moved, MoveError> {
+    fs::create_dir_all(dir).map_err(failed(format!("cannot create {}", dir.display())))?;
+    let name = src.file_name().ok_or_else(|| MoveError {
+        what: "cannot move it".into(),
+        source: io::Error::new(io::ErrorKind::InvalidInput, "the path names no file"),
+    })?;
+    let name = target_name(os_bytes(name));
+    if let Some(c) = claim
+        && !c.still_at(src).map_err(failed("cannot look at it"))?
+    {
+        return Ok(Moved::Changed);
+    }
     match place(src, dir, &name, reason) {
         Ok(dest) => {
+            if let Some(c) = claim {
+                // Another upload may have taken the name between the check and the rename.
+                if !c
+                    .still_at(&dest)
+                    .map_err(failed("cannot look at the moved file"))?
+                {
+                    return put_back(&dest, src);
+                }
+            }
             sync_dir(dir);
-            Ok(dest)
+            Ok(Moved::To(dest))
         }
         Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {
-            let tmp = dir.join(format!(".{name}.edi-inbox-{}.tmp", std::process::id()));
-            copy_synced(src, &tmp)?;
-            let dest = place(&tmp, dir, &name, reason).inspect_err(|_| {
-                let _ = fs::remove_file(&tmp);
-            })?;
-            sync_dir(dir);
-            fs::remove_file(src)?;
-            Ok(dest)
+            move_across(src, dir, &name, reason, claim)
         }
-        Err(e) => Err(e),
+        Err(e) => Err(MoveError {
+            what: format!("cannot move it into {}", dir.display()),
+            source: e,
+        }),
     }
 }
 
-/// Renames `src` to the first free candidate name in `dir`, after writing its reason beside it.
-fn place(src: &Path, dir: &Path, name: &str, reason: Option<&str>) -> io::Result<PathBuf> {
+/// Undoes a rename that took a new upload rather than the file that was read.
+fn put_back(dest: &Path, src: &Path) -> Result<Moved, MoveError> {
+    let _ = fs::remove_file(reason_path(dest));
+    rename_noreplace(dest, src).map_err(failed(format!(
+        "a new file under its name was moved to {} by mistake and cannot be put back; move it back into the drop folder",
+        dest.display()
+    )))?;
+    Ok(Moved::Changed)
+}
+
+/// The copy-then-remove move between two file systems.
+fn move_across(
+    src: &Path,
+    dir: &Path,
+    name: &[u8],
+    reason: Option<&str>,
+    claim: Option<&Claimed>,
+) -> Result<Moved, MoveError> {
+    if let Some(there) = identical_copy(src, dir, name) {
+        remove_source(src, claim)?;
+        return Ok(Moved::AlreadyThere(there));
+    }
+    let tmp = dir.join(format!(
+        "{TEMP_PREFIX}{}-{}{TEMP_SUFFIX}",
+        std::process::id(),
+        TEMP_COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    // Held (and locked) until the copy is in place, so no other run takes it for stale.
+    let _held = copy_synced(src, claim, &tmp).map_err(|e| {
+        let _ = fs::remove_file(&tmp);
+        MoveError {
+            what: format!(
+                "cannot copy it into {} (nothing was left there)",
+                dir.display()
+            ),
+            source: e,
+        }
+    })?;
+    let dest = place(&tmp, dir, name, reason).map_err(|e| {
+        let _ = fs::remove_file(&tmp);
+        MoveError {
+            what: format!("cannot place its copy in {}", dir.display()),
+            source: e,
+        }
+    })?;
+    sync_dir(dir);
+    crash_point!("after-copy-placed");
+    if let Err(e) = remove_source(src, claim) {
+        // In both places for good is worse than in neither: take the copy back.
+        let _ = fs::remove_file(&dest);
+        let _ = fs::remove_file(reason_path(&dest));
+        sync_dir(dir);
+        return Err(MoveError {
+            what: format!(
+                "copied into {}, but {}; the copy was taken back, and the file stays where it is",
+                dir.display(),
+                e.what
+            ),
+            source: e.source,
+        });
+    }
+    Ok(Moved::To(dest))
+}
+
+/// Removes the source of a copy, where it is still the file that was read.
+fn remove_source(src: &Path, claim: Option<&Claimed>) -> Result<(), MoveError> {
+    // A new upload that took the name is not ours to remove.
+    if let Some(c) = claim
+        && !c
+            .still_at(src)
+            .map_err(failed("cannot look at the original"))?
+    {
+        return Ok(());
+    }
+    fs::remove_file(src).map_err(failed("the original cannot be removed"))?;
+    if let Some(parent) = src.parent() {
+        sync_dir(parent);
+    }
+    Ok(())
+}
+
+/// A file in `dir` under one of the names `name` would get, holding the bytes of `src`: the copy
+/// an interrupted cross-file-system move placed before it could remove its source.
+fn identical_copy(src: &Path, dir: &Path, name: &[u8]) -> Option<PathBuf> {
+    let len = fs::metadata(src).ok()?.len();
+    let mut ours: Option<Vec<u8>> = None;
     for n in 0..10_000 {
-        let dest = dir.join(candidate(name, n));
+        let path = dir.join(from_bytes(&candidate(name, n)));
+        let Ok(meta) = fs::symlink_metadata(&path) else {
+            return None;
+        };
+        if !meta.is_file() || meta.len() != len {
+            continue;
+        }
+        if ours.is_none() {
+            ours = Some(fs::read(src).ok()?);
+        }
+        if fs::read(&path).ok().as_ref() == ours.as_ref() {
+            return Some(path);
+        }
+    }
+    None
+}
+
+/// Hidden names of the temporary copies of cross-file-system moves.
+const TEMP_PREFIX: &str = ".edi-inbox-";
+const TEMP_SUFFIX: &str = ".tmp";
+static TEMP_COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Removes the temporary copies in `dir` that a killed run left (a run holds a lock on each of
+/// its own while it writes it); returns how many went.
+pub fn remove_stale_temporaries(dir: &Path) -> usize {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if !(name.starts_with(TEMP_PREFIX) && name.ends_with(TEMP_SUFFIX)) {
+            continue;
+        }
+        let path = e.path();
+        let Ok(f) = File::open(&path) else { continue };
+        if f.try_lock().is_ok() && fs::remove_file(&path).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
+/// Renames `src` to the first free candidate name in `dir`, after writing its reason beside it.
+fn place(src: &Path, dir: &Path, name: &[u8], reason: Option<&str>) -> io::Result<PathBuf> {
+    for n in 0..10_000 {
+        let dest = dir.join(from_bytes(&candidate(name, n)));
         let reason_file = match reason {
             Some(text) => match write_new(&reason_path(&dest), text) {
                 Ok(p) => {
@@ -148,18 +478,33 @@ fn place(src: &Path, dir: &Path, name: &str, reason: Option<&str>) -> io::Result
     }
     Err(io::Error::new(
         io::ErrorKind::AlreadyExists,
-        format!("10000 files named like {name} are already there"),
+        format!(
+            "10000 files named like {} are already there",
+            String::from_utf8_lossy(name)
+        ),
     ))
 }
 
-fn copy_synced(src: &Path, dest: &Path) -> io::Result<()> {
-    let mut from = File::open(src)?;
+/// Copies the claimed file (or, unclaimed, the file at `src`) to a new file `dest`, locked,
+/// synced; returns the open copy, whose lock marks it as in use.
+fn copy_synced(src: &Path, claim: Option<&Claimed>, dest: &Path) -> io::Result<File> {
     let mut to = fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .open(dest)?;
-    io::copy(&mut from, &mut to)?;
-    to.sync_all()
+    to.lock()?;
+    match claim {
+        Some(c) => {
+            let mut from = &c.handle;
+            io::Seek::seek(&mut from, io::SeekFrom::Start(0))?;
+            io::copy(&mut from, &mut to)?;
+        }
+        None => {
+            io::copy(&mut File::open(src)?, &mut to)?;
+        }
+    }
+    to.sync_all()?;
+    Ok(to)
 }
 
 /// Makes a rename durable: the directory entry is on disk once this returns.
@@ -234,10 +579,11 @@ mod tests {
 
     #[test]
     fn clashing_names_get_a_suffix() {
-        assert_eq!(candidate("inv.edi", 0), "inv.edi");
-        assert_eq!(candidate("inv.edi", 2), "inv.2.edi");
-        assert_eq!(candidate("inv", 1), "inv.1");
-        assert_eq!(candidate(".x", 1), ".x.1");
+        assert_eq!(candidate(b"inv.edi", 0), b"inv.edi");
+        assert_eq!(candidate(b"inv.edi", 2), b"inv.2.edi");
+        assert_eq!(candidate(b"inv", 1), b"inv.1");
+        assert_eq!(candidate(b".x", 1), b".x.1");
+        assert_eq!(candidate(b"a\xff.edi", 1), b"a\xff.1.edi");
     }
 
     #[test]
@@ -247,7 +593,7 @@ mod tests {
         for content in ["one", "two", "three"] {
             let src = dir.path().join("inv.edi");
             fs::write(&src, content).unwrap();
-            move_into(&src, &archive, None).unwrap();
+            move_into(&src, &archive, None, None).unwrap();
             assert!(!src.exists());
         }
         let read = |n: &str| fs::read_to_string(archive.join(n)).unwrap();
@@ -274,7 +620,9 @@ mod tests {
         let src = here.path().join("inv.edi");
         fs::write(&src, "payload").unwrap();
         fs::write(there.path().join("inv.edi"), "older").unwrap();
-        let dest = move_into(&src, there.path(), None).unwrap();
+        let Moved::To(dest) = move_into(&src, there.path(), None, None).unwrap() else {
+            panic!("not moved")
+        };
         assert_eq!(dest, there.path().join("inv.1.edi"));
         assert_eq!(fs::read_to_string(&dest).unwrap(), "payload");
         assert_eq!(

@@ -1,6 +1,7 @@
 //! `edi-inbox ingest`: decide each interchange exactly once, then move its file.
 
 use std::io::IsTerminal;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -15,7 +16,7 @@ use serde::Serialize;
 use crate::cli::IngestArgs;
 use crate::edifact::{self, EnvelopeError, Interchange};
 use crate::exit;
-use crate::files::{self, Claim};
+use crate::files::{self, Claim, Claimed};
 use crate::inbox::{Checkpointer, Decision, Inbox, KeyProbe, WAL_RESTART_FRAMES};
 use crate::input::{self, InputFile};
 use crate::metrics::{Metrics, database_size, unix_now};
@@ -172,8 +173,9 @@ struct Decided {
     path: PathBuf,
     shown: String,
     outcomes: Vec<Outcome>,
-    /// Held until the file is moved, so an overlapping run leaves it alone.
-    _claim: Option<std::fs::File>,
+    /// Held until the file is moved, so an overlapping run leaves it alone; and what the path
+    /// named when it was read, to move only those very bytes.
+    claim: Option<Claimed>,
     /// False for files left in place whatever happens (skipped ones).
     movable: bool,
 }
@@ -260,22 +262,50 @@ pub fn run(db: &Path, busy_timeout: Duration, args: &IngestArgs) -> anyhow::Resu
             channels.push(rx);
             scope.spawn(move || {
                 let probe = KeyProbe::open(db).ok();
-                for file in inputs.iter().skip(k).step_by(readers) {
-                    let prepared = prepare_file(file, args, probe.as_ref());
-                    let size = prepared.size();
-                    if !budget.acquire(size) || tx.send((prepared, size)).is_err() {
+                for (n, file) in inputs.iter().enumerate().skip(k).step_by(readers) {
+                    let Some(prepared) = prepare_file(n, file, args, probe.as_ref(), budget) else {
+                        break;
+                    };
+                    if tx.send(prepared).is_err() {
                         break;
                     }
                 }
             });
         }
-        let in_order = (0..inputs.len()).map_while(|n| channels[n % readers].recv().ok());
-        // Whatever way this thread leaves, the reader must not wait for room forever.
+        // Whatever way this thread leaves, the readers must not wait for room forever.
         let _close = CloseOnDrop(budget);
         let mut pending: Vec<Decided> = Vec::new();
         let mut in_batch = 0usize;
         let mut opened = Instant::now();
-        for (prepared, size) in in_order {
+        for n in 0..inputs.len() {
+            // While the next file is still being read (a large one, a slow disk), the open
+            // batch is committed once it is due rather than holding the write lock meanwhile.
+            let received = loop {
+                let wait = if inbox.in_batch() {
+                    MAX_BATCH_TIME.saturating_sub(opened.elapsed())
+                } else {
+                    MAX_BATCH_TIME
+                };
+                match channels[n % readers].recv_timeout(wait) {
+                    Ok(r) => break Some(r),
+                    Err(RecvTimeoutError::Disconnected) => break None,
+                    Err(RecvTimeoutError::Timeout) => {
+                        if inbox.in_batch() {
+                            commit_batch(
+                                &mut inbox,
+                                &mut run,
+                                &mut pending,
+                                wal_frames,
+                                committed,
+                            )?;
+                            in_batch = 0;
+                        }
+                    }
+                }
+            };
+            let Some((prepared, size)) = received else {
+                break;
+            };
             run.progress.inc(1);
             if !inbox.in_batch() {
                 opened = Instant::now();
@@ -285,18 +315,8 @@ pub fn run(db: &Path, busy_timeout: Duration, args: &IngestArgs) -> anyhow::Resu
             let Some(decided) = decided else { continue };
             pending.push(decided);
             if in_batch >= args.batch as usize || opened.elapsed() >= MAX_BATCH_TIME {
-                inbox
-                    .commit()
-                    .context("cannot commit to the inbox database")?;
+                commit_batch(&mut inbox, &mut run, &mut pending, wal_frames, committed)?;
                 in_batch = 0;
-                committed.store(true, Ordering::Relaxed);
-                run.finish(std::mem::take(&mut pending))?;
-                if wal_frames.load(Ordering::Relaxed) >= WAL_RESTART_FRAMES {
-                    wal_frames.store(0, Ordering::Relaxed);
-                    // Like the checkpointer's, a failed restart loses nothing; a real problem
-                    // with the database shows at the next commit.
-                    let _ = inbox.restart_wal();
-                }
             }
         }
         inbox
@@ -333,6 +353,28 @@ pub fn run(db: &Path, busy_timeout: Duration, args: &IngestArgs) -> anyhow::Resu
     Ok(exit::from_problems(
         s.drift + s.rejected + run.other_problems,
     ))
+}
+
+/// Commits the open batch, then prints and moves its files; restarts the WAL where it has grown.
+fn commit_batch(
+    inbox: &mut Inbox,
+    run: &mut Run<'_>,
+    pending: &mut Vec<Decided>,
+    wal_frames: &AtomicI64,
+    committed: &AtomicBool,
+) -> anyhow::Result<()> {
+    inbox
+        .commit()
+        .context("cannot commit to the inbox database")?;
+    committed.store(true, Ordering::Relaxed);
+    run.finish(std::mem::take(pending))?;
+    if wal_frames.load(Ordering::Relaxed) >= WAL_RESTART_FRAMES {
+        wal_frames.store(0, Ordering::Relaxed);
+        // Like the checkpointer's, a failed restart loses nothing; a real problem with the
+        // database shows at the next commit.
+        let _ = inbox.restart_wal();
+    }
+    Ok(())
 }
 
 /// The run's figures for Prometheus: cumulative counters from the database, the last run's
@@ -412,8 +454,9 @@ fn now() -> String {
 /// read when nothing else is in flight).
 const IN_FLIGHT_BYTES: usize = 64 << 20;
 
-/// An interchange detached from its file, with its bytes compressed where likely to be new.
-type Ready = (Interchange<'static>, Option<Vec<u8>>);
+/// An interchange detached from its file's bytes (with where it stands in them), and those bytes
+/// compressed where it is likely to be new.
+type Ready = (Interchange<'static>, Range<usize>, Option<Vec<u8>>);
 
 /// A file as the reading thread hands it to the deciding one.
 enum Prepared {
@@ -426,70 +469,98 @@ enum Prepared {
     Parsed {
         path: PathBuf,
         shown: String,
-        handle: std::fs::File,
+        claim: Claimed,
         bytes: Vec<u8>,
         items: Vec<Result<Ready, EnvelopeError>>,
     },
 }
 
-impl Prepared {
-    /// The memory it holds, for the byte budget.
-    fn size(&self) -> usize {
-        match self {
-            Prepared::Parsed { bytes, items, .. } => {
-                bytes.len()
-                    + items
-                        .iter()
-                        .flatten()
-                        .map(|(i, c)| i.raw.len() + c.as_ref().map_or(0, Vec::len))
-                        .sum::<usize>()
-            }
-            _ => 0,
-        }
-    }
+/// What a file read ahead holds in memory: its bytes, and each interchange compressed.
+fn held_bytes(bytes: &[u8], items: &[Result<Ready, EnvelopeError>]) -> usize {
+    bytes.len()
+        + items
+            .iter()
+            .flatten()
+            .map(|(_, _, c)| c.as_ref().map_or(0, Vec::len))
+            .sum::<usize>()
 }
 
-/// Bytes in flight between the two threads, bounded.
+/// Bytes read ahead and not yet decided, bounded, and handed out in the order of the files.
+///
+/// Files are admitted strictly in order, each only once every earlier file was, so what is in
+/// flight is always the files the deciding thread takes next: the one it waits for is either
+/// admitted already or admitted as soon as its reader asks, since nothing else can hold the
+/// room then. (Admitted in whatever order readers asked, a later small file could take the room
+/// that an earlier large one waited for, while the deciding thread waited for the large one:
+/// a deadlock, at 0% CPU, with the batch's write lock held.) Room is taken before a file is
+/// read, so the bound holds for what is in memory, not only for what was handed over.
 struct Budget {
-    state: std::sync::Mutex<(usize, bool)>,
+    state: std::sync::Mutex<BudgetState>,
     room: std::sync::Condvar,
     cap: usize,
+}
+
+struct BudgetState {
+    in_flight: usize,
+    /// The index of the next file to be admitted.
+    turn: usize,
+    closed: bool,
 }
 
 impl Budget {
     fn new(cap: usize) -> Self {
         Budget {
-            state: std::sync::Mutex::new((0, false)),
+            state: std::sync::Mutex::new(BudgetState {
+                in_flight: 0,
+                turn: 0,
+                closed: false,
+            }),
             room: std::sync::Condvar::new(),
             cap,
         }
     }
 
-    /// Waits for room for `n` bytes; false once the deciding thread has gone.
-    fn acquire(&self, n: usize) -> bool {
+    /// Waits for file `n`'s turn and room for `bytes` (a file alone may exceed the cap, or it
+    /// could never be read), then takes it. False once the deciding thread has gone.
+    fn admit(&self, n: usize, bytes: usize) -> bool {
         let Ok(mut s) = self.state.lock() else {
             return false;
         };
-        while !s.1 && s.0 > 0 && s.0 + n > self.cap {
+        while !s.closed
+            && (s.turn != n || (bytes > 0 && s.in_flight > 0 && s.in_flight + bytes > self.cap))
+        {
             s = match self.room.wait(s) {
                 Ok(s) => s,
                 Err(_) => return false,
             };
         }
-        s.0 += n;
-        !s.1
+        s.in_flight += bytes;
+        s.turn += 1;
+        let open = !s.closed;
+        drop(s);
+        self.room.notify_all();
+        open
+    }
+
+    /// Gives back `taken - kept` bytes of an admitted file: it needed less than was set aside.
+    fn settle(&self, taken: usize, kept: usize) {
+        if kept < taken {
+            self.release(taken - kept);
+        } else if let Ok(mut s) = self.state.lock() {
+            s.in_flight += kept - taken;
+        }
     }
 
     fn release(&self, n: usize) {
         if let Ok(mut s) = self.state.lock() {
-            s.0 = s.0.saturating_sub(n);
+            s.in_flight = s.in_flight.saturating_sub(n);
         }
         self.room.notify_all();
     }
 
     fn close(&self) {
         if let Ok(mut s) = self.state.lock() {
-            s.1 = true;
+            s.closed = true;
         }
         self.room.notify_all();
     }
@@ -503,22 +574,31 @@ impl Drop for CloseOnDrop<'_> {
     }
 }
 
-/// Claims, reads and parses one file, and compresses the interchanges the inbox does not hold
-/// yet; touches no database but to look.
-fn prepare_file(file: &InputFile, args: &IngestArgs, probe: Option<&KeyProbe>) -> Prepared {
+/// Claims, reads and parses file number `n`, and compresses the interchanges the inbox does
+/// not hold yet; touches no database but to look. Returns the file and the bytes of the budget
+/// it holds.
+fn prepare_file(
+    n: usize,
+    file: &InputFile,
+    args: &IngestArgs,
+    probe: Option<&KeyProbe>,
+    budget: &Budget,
+) -> Option<(Prepared, usize)> {
     let shown = input::display(&file.path);
     let settled = |outcome, movable| {
         Prepared::Settled(Decided {
             path: file.path.clone(),
             shown: shown.clone(),
             outcomes: vec![outcome],
-            _claim: None,
+            claim: None,
             movable,
         })
     };
-    let claimed = match files::claim(&file.path, file.named, args.min_age, args.max_size) {
+    // Whatever happens to it, the file takes its turn, so that later files can be admitted.
+    let pass = |prepared: Prepared| budget.admit(n, 0).then_some((prepared, 0));
+    let mut claimed = match files::claim(&file.path, file.named, args.min_age, args.max_size) {
         Ok(Claim::Taken(c)) => c,
-        Ok(Claim::Gone) => return Prepared::Gone,
+        Ok(Claim::Gone) => return pass(Prepared::Gone),
         Ok(Claim::TooYoung(age)) => {
             let mut o = Outcome::bare(&shown, Status::Skipped);
             o.error = Some(format!(
@@ -526,7 +606,7 @@ fn prepare_file(file: &InputFile, args: &IngestArgs, probe: Option<&KeyProbe>) -
                 age.as_secs(),
                 args.min_age.as_secs()
             ));
-            return settled(o, false);
+            return pass(settled(o, false));
         }
         Ok(Claim::TooLarge(size)) => {
             let o = Outcome::rejected(
@@ -537,12 +617,38 @@ fn prepare_file(file: &InputFile, args: &IngestArgs, probe: Option<&KeyProbe>) -
                 ),
                 None,
             );
-            return settled(o, true);
+            return pass(settled(o, true));
         }
-        Err(e) => return settled(Outcome::rejected(&shown, input::describe(&e), None), false),
+        Err(e) => {
+            return pass(settled(
+                Outcome::rejected(&shown, input::describe(&e), None),
+                false,
+            ));
+        }
+    };
+    // Room for the bytes and, at worst, as much again compressed; settled once known.
+    let len = claimed.identity.len as usize;
+    let taken = len.saturating_mul(2);
+    if !budget.admit(n, taken) {
+        return None;
+    }
+    let bytes = match claimed.read() {
+        Ok(files::Contents::Bytes(bytes)) => bytes,
+        Ok(files::Contents::Changed) => {
+            budget.release(taken);
+            let mut o = Outcome::bare(&shown, Status::Skipped);
+            o.error =
+                Some("changed while it was read (still being written?): left in place".into());
+            return Some((settled(o, false), 0));
+        }
+        Err(e) => {
+            budget.release(taken);
+            let o = Outcome::rejected(&shown, input::describe(&e), None);
+            return Some((settled(o, false), 0));
+        }
     };
     crash_point!("after-read");
-    let items = edifact::interchanges(&claimed.bytes)
+    let items: Vec<_> = edifact::interchanges(&bytes)
         .map(|item| {
             item.map(|i| {
                 let u = &i.unb;
@@ -553,17 +659,21 @@ fn prepare_file(file: &InputFile, args: &IngestArgs, probe: Option<&KeyProbe>) -
                 } else {
                     crate::inbox::compress(&i.raw).ok()
                 };
-                (i.into_owned(), compressed)
+                let (i, span) = i.detach();
+                (i, span, compressed)
             })
         })
         .collect();
-    Prepared::Parsed {
+    let kept = held_bytes(&bytes, &items);
+    budget.settle(taken, kept);
+    let prepared = Prepared::Parsed {
         path: file.path.clone(),
         shown,
-        handle: claimed.handle,
-        bytes: claimed.bytes,
+        claim: claimed,
+        bytes,
         items,
-    }
+    };
+    Some((prepared, kept))
 }
 
 /// Decides the interchanges of a prepared file in the open batch. `None` for a file another
@@ -573,22 +683,23 @@ fn decide_prepared(
     prepared: Prepared,
     in_batch: &mut usize,
 ) -> anyhow::Result<Option<Decided>> {
-    let (path, shown, handle, bytes, items) = match prepared {
+    let (path, shown, claim, bytes, items) = match prepared {
         Prepared::Gone => return Ok(None),
         Prepared::Settled(d) => return Ok(Some(d)),
         Prepared::Parsed {
             path,
             shown,
-            handle,
+            claim,
             bytes,
             items,
-        } => (path, shown, handle, bytes, items),
+        } => (path, shown, claim, bytes, items),
     };
     let mut outcomes = Vec::with_capacity(items.len());
     for item in items {
         let when = now();
         let outcome = match item {
-            Ok((i, compressed)) => {
+            Ok((i, span, compressed)) => {
+                let i = i.reattach(&bytes, span);
                 let d = inbox
                     .decide(&i, compressed.as_deref(), &shown, &when)
                     .context("cannot write to the inbox database")?;
@@ -609,7 +720,7 @@ fn decide_prepared(
         path,
         shown,
         outcomes,
-        _claim: Some(handle),
+        claim: Some(claim),
         movable: true,
     }))
 }
@@ -657,13 +768,22 @@ impl Run<'_> {
                 .map(|o| format!("{}\n", o.human()))
                 .collect::<String>()
         });
-        match files::move_into(&d.path, dir, reason.as_deref()) {
-            Ok(_) => {
+        match files::move_into(&d.path, dir, reason.as_deref(), d.claim.as_ref()) {
+            Ok(files::Moved::To(_) | files::Moved::AlreadyThere(_)) => {
                 crash_point!("after-move");
                 Ok(())
             }
+            // Nothing is lost and nothing is wrong: the new bytes are read by the next run.
+            Ok(files::Moved::Changed) => problem(
+                &mut self.out,
+                &format!(
+                    "{}: note: the file changed after it was read (a new upload under the same name?); not moved to {}, the next run reads it",
+                    d.shown,
+                    dir.display()
+                ),
+            ),
             // Another run moved it first.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) if e.source.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => {
                 self.other_problems += 1;
                 problem(

@@ -1,0 +1,167 @@
+//! The holes that hostile testing found (issue 10): a hang, a silent loss, an inbox that ingested
+//! itself, a disk filled by one file, and the rest. Each test failed before its fix.
+
+mod common;
+
+use std::fs;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::json_lines;
+use common::site::Site;
+use edi_inbox::synth::{Layout, Synth};
+
+/// Runs `cmd` to its end, or kills it after `limit` and fails: a hang must fail the test, not
+/// stop the suite. Returns the output and the child's peak resident memory in bytes, as
+/// `VmHWM` showed it while it ran (`ru_maxrss` would count the test process itself: the child
+/// shares its memory until exec, and Linux keeps that high-water mark across exec).
+// The child is reaped with wait4 by its pid, which the lint cannot see.
+#[allow(clippy::zombie_processes)]
+fn run_limited(cmd: &mut Command, limit: Duration) -> (Output, u64) {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as libc::pid_t;
+    // Drained meanwhile, so that a full pipe never stops the child.
+    let drain = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let stdout = drain(child.stdout.take().map(|p| Box::new(p) as _));
+    let stderr = drain(child.stderr.take().map(|p| Box::new(p) as _));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (tx_done, rx_done) = std::sync::mpsc::channel::<()>();
+    let waiter = std::thread::spawn(move || {
+        let mut status = 0;
+        // SAFETY: rusage is plain data, written by the kernel; pid is our own child.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // WNOWAIT: the child stays a zombie, its /proc entry readable, until it is reaped below.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        let r = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOWAIT,
+            )
+        };
+        assert_eq!(r, 0);
+        let _ = tx.send(());
+        let _ = rx_done.recv();
+        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+        assert_eq!(r, pid);
+        status
+    });
+    let started = Instant::now();
+    let mut peak = 0;
+    let hwm = || -> Option<u64> {
+        let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kib * 1024)
+    };
+    loop {
+        peak = peak.max(hwm().unwrap_or(0));
+        if rx.try_recv().is_ok() {
+            break;
+        }
+        if started.elapsed() > limit {
+            // SAFETY: pid is our own child, not yet reaped.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            let _ = tx_done.send(());
+            let _ = waiter.join();
+            panic!("the run did not finish within {limit:?}: it hangs");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = tx_done.send(());
+    let status = waiter.join().unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    let output = Output {
+        status: std::process::ExitStatus::from_raw(status),
+        stdout: stdout.join().unwrap(),
+        stderr: stderr.join().unwrap(),
+    };
+    (output, peak)
+}
+
+/// A valid interchange of about `mib` MiB.
+fn large_interchange(control_ref: &str, mib: usize) -> Vec<u8> {
+    let layout = Layout {
+        una: true,
+        crlf: false,
+        group: false,
+    };
+    // About 1,450 bytes a message.
+    Synth::new(3).interchange("SENDER", "RECIPIENT", control_ref, mib * 724, layout)
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Item 1: a file larger than half the read-ahead budget, followed by others, deadlocked the
+/// run at 0% CPU with its write lock held.
+#[test]
+fn a_large_file_followed_by_others_is_ingested_without_hanging() {
+    let site = Site::new();
+    let big = large_interchange("BIG1", 36);
+    assert!(big.len() > 34 << 20);
+    site.put("a-big.edi", &big);
+    for n in 0..3 {
+        site.put_sample("valid/orders-d01b-no-una.edi", &format!("b{n}.edi"));
+    }
+    // Garbage over the budget, then another file: the same deadlock without an interchange.
+    site.put("c-garbage.edi", &vec![b'x'; 65 << 20]);
+    site.put_sample("valid/invoic-d96a-unoc-crlf.edi", "d.edi");
+    let (out, _) = run_limited(
+        site.command()
+            .args(["ingest", "--json", "--archive"])
+            .arg(site.path("archive"))
+            .arg(site.drop()),
+        Duration::from_secs(300),
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let lines = json_lines(&out.stdout);
+    let summary = &lines.last().unwrap()["summary"];
+    assert_eq!(summary["files"], 6, "{lines:?}");
+    assert_eq!(summary["new"], 3);
+    assert_eq!(summary["duplicate"], 2);
+    assert_eq!(summary["rejected"], 1);
+    assert_eq!(site.files_in("drop"), ["c-garbage.edi"]);
+}
+
+/// Item 1: the budget bounds what is in memory, not only what was handed over: the files are
+/// admitted before they are read, and one large file is in memory at a time.
+#[test]
+fn reading_ahead_holds_one_large_file_at_a_time() {
+    let site = Site::new();
+    let mut size = 0;
+    for n in 0..4 {
+        let data = large_interchange(&format!("BIG{n}"), 48);
+        size = size.max(data.len() as u64);
+        site.put(&format!("big{n}.edi"), &data);
+    }
+    let (out, peak) = run_limited(
+        site.command().args(["ingest", "-q"]).arg(site.drop()),
+        Duration::from_secs(300),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // One file, its compressed copy and SQLite's copies of that, beside the 64 MiB budget
+    // and the program itself; four files in memory at once are far past it.
+    let bound = 2 * size + (96 << 20);
+    assert!(
+        peak < bound,
+        "peak memory {} MiB with files of {} MiB (bound {} MiB)",
+        peak >> 20,
+        size >> 20,
+        bound >> 20
+    );
+}
