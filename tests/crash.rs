@@ -78,3 +78,84 @@ fn a_crash_at_any_point_then_a_rerun_applies_everything_exactly_once() {
         assert_same(&got, &want, &format!("{point}={action}"));
     }
 }
+
+/// Waits until the inbox at `db` holds `n` entries (the run has committed them).
+fn wait_for_entries(db: &std::path::Path, n: i64) {
+    let started = std::time::Instant::now();
+    loop {
+        let count =
+            rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+                .and_then(|c| {
+                    c.query_row("SELECT count(*) FROM inbox", [], |r| r.get::<_, i64>(0))
+                });
+        if count.is_ok_and(|c| c >= n) {
+            return;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "the run never committed"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Issue 10, item 2: a partner reusing a fixed name replaces the file between its read and its
+/// move (by an atomic upload, an overwrite in place, or an append). The new bytes were never
+/// decided, so the file must stay in the drop folder for the next run, which applies them.
+/// The run is held just before its move by a fail point that sleeps.
+#[test]
+fn a_file_replaced_between_its_read_and_its_move_is_left_for_the_next_run() {
+    let first = std::fs::read(common::samples().join("valid/orders-d01b-no-una.edi")).unwrap();
+    let second = std::fs::read(common::samples().join("valid/invoic-d96a-unoc-crlf.edi")).unwrap();
+    for how in ["rename", "overwrite", "append"] {
+        let site = Site::new();
+        let path = site.put("ORDERS.EDI", &first);
+        let run = site
+            .ingest_command(5)
+            .env("FAILPOINTS", "before-move=sleep(2000)")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_for_entries(&site.db(), 1);
+        let replaced = match how {
+            "rename" => {
+                let tmp = site.drop().join(".ORDERS.EDI.part");
+                std::fs::write(&tmp, &second).unwrap();
+                std::fs::rename(&tmp, &path).unwrap();
+                second.clone()
+            }
+            "overwrite" => {
+                std::fs::write(&path, &second).unwrap();
+                second.clone()
+            }
+            _ => {
+                use std::io::Write;
+                let mut f = std::fs::OpenOptions::new()
+                    .append(true)
+                    .open(&path)
+                    .unwrap();
+                f.write_all(&second).unwrap();
+                [first.clone(), second.clone()].concat()
+            }
+        };
+        let out = run.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{how}: {stderr}");
+        assert!(
+            stderr.contains("changed after it was read"),
+            "{how}: {stderr}"
+        );
+        assert_eq!(site.files_in("archive"), Vec::<String>::new(), "{how}");
+        assert_eq!(std::fs::read(&path).unwrap(), replaced, "{how}");
+
+        let out = site.ingest(5);
+        assert_eq!(out.status.code(), Some(0), "{how}");
+        assert_eq!(site.files_in("archive"), ["ORDERS.EDI"], "{how}");
+        assert_eq!(
+            site.count("SELECT count(*) FROM inbox WHERE control_ref = 'INV0001'"),
+            1,
+            "{how}: the new interchange was never applied"
+        );
+    }
+}
