@@ -194,7 +194,19 @@ pub fn run(db: &Path, busy_timeout: Duration, args: &IngestArgs) -> anyhow::Resu
     let started = Instant::now();
     let mut inbox = Inbox::connect(db, busy_timeout, true)
         .with_context(|| format!("cannot open the inbox database {}", db.display()))?;
-    let (inputs, problems) = input::collect(&args.paths);
+    // Never the inbox's own files, nor what this run moves files into or writes.
+    let mut exclude = input::Exclusions::default();
+    exclude.database(db);
+    if let Some(m) = &args.metrics_file {
+        exclude.file(m, "the --metrics-file");
+    }
+    if let Some(a) = &args.archive {
+        exclude.folder(a, "the --archive folder");
+    }
+    if let Some(q) = &args.quarantine {
+        exclude.folder(q, "the --quarantine folder");
+    }
+    let (inputs, problems) = input::collect(&args.paths, &exclude);
     let progress = if std::io::stderr().is_terminal() && !args.json {
         let bar =
             ProgressBar::with_draw_target(Some(inputs.len() as u64), ProgressDrawTarget::stderr());

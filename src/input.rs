@@ -31,12 +31,91 @@ pub fn is_skipped_name(name: &str) -> bool {
         || name.ends_with(".partial")
 }
 
+/// What a run must never read as input: its own database (and the files SQLite keeps beside it),
+/// its metrics file, and the folders it moves files into.
+#[derive(Debug, Default)]
+pub struct Exclusions {
+    /// Files, by folder and name, so that those not created yet are known too.
+    files: Vec<(PathBuf, std::ffi::OsString, &'static str)>,
+    /// Folders, by device and inode.
+    folders: Vec<((u64, u64), &'static str)>,
+}
+
+impl Exclusions {
+    /// The database at `db` with its `-wal`, `-shm` and `-journal`.
+    pub fn database(&mut self, db: &Path) -> &mut Self {
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            let mut name = db.as_os_str().to_owned();
+            name.push(suffix);
+            self.file(Path::new(&name), "the inbox database");
+        }
+        self
+    }
+
+    /// One file, which need not exist yet.
+    pub fn file(&mut self, path: &Path, what: &'static str) -> &mut Self {
+        if let (Some(folder), Some(name)) = (real_folder(path), path.file_name()) {
+            self.files.push((folder, name.to_owned(), what));
+        }
+        self
+    }
+
+    /// A folder and everything under it; nothing where it does not exist (then it holds nothing).
+    pub fn folder(&mut self, path: &Path, what: &'static str) -> &mut Self {
+        if let Ok(m) = fs::metadata(path) {
+            self.folders.push((dev_ino(&m), what));
+        }
+        self
+    }
+
+    fn excluded_file(&self, path: &Path) -> Option<&'static str> {
+        let name = path.file_name()?;
+        // Only a name that matches pays for resolving its folder.
+        let mut matching = self.files.iter().filter(|(_, n, _)| n == name).peekable();
+        matching.peek()?;
+        let folder = real_folder(path)?;
+        matching
+            .find(|(f, _, _)| *f == folder)
+            .map(|(_, _, what)| *what)
+    }
+
+    fn excluded_folder(&self, meta: &fs::Metadata) -> Option<&'static str> {
+        let id = dev_ino(meta);
+        self.folders
+            .iter()
+            .find(|(f, _)| *f == id)
+            .map(|(_, what)| *what)
+    }
+}
+
+/// The folder of `path` with every link resolved.
+fn real_folder(path: &Path) -> Option<PathBuf> {
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    fs::canonicalize(parent).ok()
+}
+
+#[cfg(unix)]
+fn dev_ino(m: &fs::Metadata) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    (m.dev(), m.ino())
+}
+
+#[cfg(not(unix))]
+fn dev_ino(_: &fs::Metadata) -> (u64, u64) {
+    (u64::MAX, u64::MAX)
+}
+
 /// Collects the files under `paths`, in the order of the arguments and, within a folder, sorted
 /// by name at each level. Folders are walked without following symbolic links.
 ///
 /// A path named on the command line that does not exist is a problem. A file found in a folder
 /// that disappears during the walk was taken by another run, and is passed over quietly.
-pub fn collect(paths: &[PathBuf]) -> (Vec<InputFile>, Vec<InputProblem>) {
+/// What `exclude` names is never taken: found in a folder it is passed over; named on the
+/// command line it is a problem.
+pub fn collect(paths: &[PathBuf], exclude: &Exclusions) -> (Vec<InputFile>, Vec<InputProblem>) {
     let mut files = Vec::new();
     let mut problems = Vec::new();
     let mut seen = std::collections::HashSet::new();
@@ -52,6 +131,13 @@ pub fn collect(paths: &[PathBuf]) -> (Vec<InputFile>, Vec<InputProblem>) {
             }
         };
         if meta.is_file() {
+            if let Some(what) = exclude.excluded_file(path) {
+                problems.push(InputProblem {
+                    path: path.clone(),
+                    message: format!("is {what}: not read"),
+                });
+                continue;
+            }
             if seen.insert(path.clone()) {
                 files.push(InputFile {
                     path: path.clone(),
@@ -67,14 +153,32 @@ pub fn collect(paths: &[PathBuf]) -> (Vec<InputFile>, Vec<InputProblem>) {
             });
             continue;
         }
+        if let Some(what) = exclude.excluded_folder(&meta) {
+            problems.push(InputProblem {
+                path: path.clone(),
+                message: format!("is {what}: files there would be moved onto themselves; not read"),
+            });
+            continue;
+        }
+        // An archive or quarantine folder inside a scanned folder is passed over, or every run
+        // would read what earlier runs moved there (and quarantine the reasons as input).
         let walk = WalkDir::new(path)
             .follow_links(false)
             .sort_by_file_name()
             .into_iter()
-            .filter_entry(|e| e.depth() == 0 || !is_skipped_name(&e.file_name().to_string_lossy()));
+            .filter_entry(|e| {
+                e.depth() == 0
+                    || !(is_skipped_name(&e.file_name().to_string_lossy())
+                        || e.file_type().is_dir()
+                            && e.metadata()
+                                .is_ok_and(|m| exclude.excluded_folder(&m).is_some()))
+            });
         for entry in walk {
             match entry {
                 Ok(e) if e.file_type().is_file() => {
+                    if exclude.excluded_file(e.path()).is_some() {
+                        continue;
+                    }
                     if seen.insert(e.path().to_path_buf()) {
                         files.push(InputFile {
                             path: e.into_path(),

@@ -128,7 +128,7 @@ struct Tally {
 pub fn run(args: &InspectArgs) -> anyhow::Result<ExitCode> {
     let mut out = Out::default();
     let mut tally = Tally::default();
-    let (files, problems) = input::collect(&args.paths);
+    let (files, problems) = input::collect(&args.paths, &input::Exclusions::default());
     for p in &problems {
         let file = input::display(&p.path);
         tally.rejected_files += 1;

@@ -7,8 +7,8 @@ use std::fs;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::json_lines;
 use common::site::Site;
+use common::{json_lines, samples};
 use edi_inbox::synth::{Layout, Synth};
 
 /// Runs `cmd` to its end, or kills it after `limit` and fails: a hang must fail the test, not
@@ -164,4 +164,87 @@ fn reading_ahead_holds_one_large_file_at_a_time() {
         size >> 20,
         bound >> 20
     );
+}
+
+/// Item 3: `ingest .` beside the database, with the archive and quarantine inside the scanned
+/// folder: neither the database (nor its -wal and -shm) nor what earlier runs moved is input.
+#[test]
+fn the_inbox_never_ingests_its_own_files_or_its_archive() {
+    let site = Site::new();
+    let here = site.dir.path();
+    fs::copy(
+        samples().join("valid/orders-d01b-no-una.edi"),
+        here.join("a.edi"),
+    )
+    .unwrap();
+    fs::copy(
+        samples().join("broken/unt-count-wrong.edi"),
+        here.join("b.edi"),
+    )
+    .unwrap();
+    let run = || {
+        common::edi_inbox()
+            .current_dir(here)
+            .args([
+                "--db",
+                "edi-inbox.db",
+                "ingest",
+                "--json",
+                "--archive",
+                "done",
+                "--quarantine",
+                "failed",
+                "--metrics-file",
+                "run.prom",
+                ".",
+            ])
+            .output()
+            .unwrap()
+    };
+    let out = run();
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let files: Vec<String> = json_lines(&out.stdout)
+        .iter()
+        .filter_map(|l| l["file"].as_str().map(String::from))
+        .collect();
+    assert_eq!(files, ["./a.edi", "./b.edi"]);
+    assert!(here.join("edi-inbox.db").is_file());
+    assert_eq!(fs::read_dir(here.join("failed")).unwrap().count(), 2);
+
+    // A redelivery, and two runs more: the archive, the quarantine (with its reasons), the
+    // database and the metrics file stay where they are and are not read.
+    fs::copy(
+        samples().join("valid/orders-d01b-no-una.edi"),
+        here.join("c.edi"),
+    )
+    .unwrap();
+    for round in 0..2 {
+        let out = run();
+        assert_eq!(out.status.code(), Some(0), "{round}: {}", stderr(&out));
+        let lines = json_lines(&out.stdout);
+        let summary = &lines.last().unwrap()["summary"];
+        assert_eq!(summary["files"], 1 - round, "{lines:?}");
+        assert_eq!(summary["rejected"], 0, "{lines:?}");
+    }
+    let mut failed: Vec<String> = fs::read_dir(here.join("failed"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    failed.sort();
+    assert_eq!(failed, ["b.edi", "b.edi.error.txt"]);
+    assert_eq!(fs::read_dir(here.join("done")).unwrap().count(), 2);
+
+    // Named on the command line, the database is refused, not read.
+    let out = common::edi_inbox()
+        .current_dir(here)
+        .args(["--db", "edi-inbox.db", "ingest", "edi-inbox.db"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("is the inbox database: not read"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(here.join("edi-inbox.db").is_file());
 }
