@@ -12,6 +12,7 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
+use sha2::{Digest, Sha256};
 
 use crate::cli::IngestArgs;
 use crate::edifact::{self, EnvelopeError, Interchange};
@@ -484,6 +485,8 @@ enum Prepared {
         claim: Claimed,
         bytes: Vec<u8>,
         items: Vec<Result<Ready, EnvelopeError>>,
+        /// The file's SHA-256, where it holds rejected input (its record is keyed by it).
+        sha256: Option<String>,
     },
 }
 
@@ -678,12 +681,17 @@ fn prepare_file(
         .collect();
     let kept = held_bytes(&bytes, &items);
     budget.settle(taken, kept);
+    let sha256 = items
+        .iter()
+        .any(Result::is_err)
+        .then(|| edifact::hex(&Sha256::digest(&bytes)));
     let prepared = Prepared::Parsed {
         path: file.path.clone(),
         shown,
         claim: claimed,
         bytes,
         items,
+        sha256,
     };
     Some((prepared, kept))
 }
@@ -695,7 +703,7 @@ fn decide_prepared(
     prepared: Prepared,
     in_batch: &mut usize,
 ) -> anyhow::Result<Option<Decided>> {
-    let (path, shown, claim, bytes, items) = match prepared {
+    let (path, shown, claim, bytes, items, sha256) = match prepared {
         Prepared::Gone => return Ok(None),
         Prepared::Settled(d) => return Ok(Some(d)),
         Prepared::Parsed {
@@ -704,9 +712,12 @@ fn decide_prepared(
             claim,
             bytes,
             items,
-        } => (path, shown, claim, bytes, items),
+            sha256,
+        } => (path, shown, claim, bytes, items, sha256),
     };
     let mut outcomes = Vec::with_capacity(items.len());
+    // The file's bytes are recorded once, at its first error; every error points at them.
+    let mut record = None;
     for item in items {
         let when = now();
         let outcome = match item {
@@ -718,9 +729,16 @@ fn decide_prepared(
                 Outcome::decided(&shown, &i, &d)
             }
             Err(e) => {
+                let file = match record.take() {
+                    Some(file) => file,
+                    None => inbox
+                        .rejected_file(&shown, &bytes, sha256.as_deref().unwrap_or(""), &when)
+                        .context("cannot write to the inbox database")?,
+                };
                 inbox
-                    .reject(&shown, &bytes, &e, &when)
+                    .reject(&file, &shown, &e, &when)
                     .context("cannot write to the inbox database")?;
+                record = Some(file);
                 Outcome::rejected(&shown, e.to_string(), Some(e.offset))
             }
         };

@@ -78,7 +78,14 @@ pub fn list(db: &Path, busy_timeout: Duration, args: &ListArgs) -> anyhow::Resul
         } else {
             let what = match (&e.sender, &e.recipient, &e.control_ref) {
                 (Some(s), Some(r), Some(c)) => format!("{s} {r} {c}"),
-                _ => e.error.clone().unwrap_or_default(),
+                _ => match e.errors {
+                    Some(n) if n > 1 => format!(
+                        "{} (and {} more errors in the file)",
+                        e.error.as_deref().unwrap_or_default(),
+                        n - 1
+                    ),
+                    _ => e.error.clone().unwrap_or_default(),
+                },
             };
             out.line(&format!("{}  {:<9}  {}  {what}", e.time, e.status, e.file))?;
         }

@@ -248,3 +248,50 @@ fn the_inbox_never_ingests_its_own_files_or_its_archive() {
     );
     assert!(here.join("edi-inbox.db").is_file());
 }
+
+/// Item 4: every error of a file stored another copy of the whole file (and hashed it again):
+/// 4,000 wrong counts in a 386 KB file grew the database by 1.55 GB. Now the bytes are kept
+/// once, the errors listed against them, and `stats` counts the file once.
+#[test]
+fn a_file_with_thousands_of_errors_is_stored_once() {
+    let site = Site::new();
+    let mut data = Vec::new();
+    for n in 0..4000 {
+        data.extend_from_slice(
+            format!(
+                "UNB+UNOC:3+S+R+240101:1200+R{n}'UNH+1+ORDERS:D:96A:UN'BGM+220+PO{n}+9'UNT+9+1'UNZ+1+R{n}'\n"
+            )
+            .as_bytes(),
+        );
+    }
+    assert!(data.len() > 300_000);
+    site.put("many.edi", &data);
+    let out = site
+        .command()
+        .args(["ingest", "-q"])
+        .arg(site.drop())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        text.lines().filter(|l| l.starts_with("rejected")).count(),
+        4000
+    );
+    let size: u64 = ["inbox.db", "inbox.db-wal"]
+        .iter()
+        .filter_map(|n| fs::metadata(site.path(n)).ok())
+        .map(|m| m.len())
+        .sum();
+    assert!(size < 8 << 20, "the database takes {size} bytes");
+    assert_eq!(site.count("SELECT count(*) FROM rejected_files"), 1);
+    assert_eq!(site.count("SELECT count(*) FROM rejections"), 4000);
+    let (_, stats) = site.json(&["stats", "--json"]);
+    assert_eq!(stats[0]["rejected"], 1);
+    // `list` shows the file once, with its first error and how many more there are.
+    let (_, events) = site.json(&["list", "--json"]);
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0]["errors"], 4000);
+    let first = events[0]["error"].as_str().unwrap();
+    assert!(first.starts_with("UNT at byte 66 "), "{first}");
+}

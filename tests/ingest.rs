@@ -106,13 +106,18 @@ fn new_duplicate_drift_and_rejected() {
             .contains("UNT at byte 118")
     );
     assert_eq!(
-        site.count("SELECT count(*) FROM rejections WHERE byte_offset = 118 AND length(bytes) > 0"),
+        site.count(
+            "SELECT count(*) FROM rejections r JOIN rejected_files f ON f.id = r.file_id
+             WHERE r.byte_offset = 118 AND length(f.bytes) > 0"
+        ),
         1
     );
     // Seen again, it is counted, not stored twice.
     ingest(&site, &[]);
     assert_eq!(site.count("SELECT count(*) FROM rejections"), 1);
     assert_eq!(site.count("SELECT times_seen FROM rejections"), 2);
+    assert_eq!(site.count("SELECT count(*) FROM rejected_files"), 1);
+    assert_eq!(site.count("SELECT times_seen FROM rejected_files"), 2);
 }
 
 #[test]

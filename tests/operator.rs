@@ -75,7 +75,8 @@ fn purge_keeps_entries_just_inside_the_window() {
         "UPDATE inbox SET received_at = '{just_outside}' WHERE control_ref = 'ORD''0042';
          UPDATE inbox SET received_at = '{just_inside}' WHERE control_ref = 'LB0001';
          UPDATE sightings SET seen_at = '{just_outside}' WHERE control_ref = 'ORD''0042';
-         UPDATE rejections SET last_seen_at = '{just_outside}';"
+         UPDATE rejections SET last_seen_at = '{just_outside}';
+         UPDATE rejected_files SET last_seen_at = '{just_outside}';"
     ));
 
     let (code, lines) = json(&site, &["purge", "--days", "30", "--dry-run", "--json"]);
@@ -95,6 +96,8 @@ fn purge_keeps_entries_just_inside_the_window() {
     assert_eq!(r["dry_run"], false);
     assert_eq!(r["sightings_purged"], 1);
     assert_eq!(r["rejections_purged"], 1);
+    assert_eq!(site.count("SELECT count(*) FROM rejected_files"), 0);
+    assert_eq!(site.count("SELECT count(*) FROM rejections"), 0);
     let cutoff = r["cutoff"].as_str().unwrap();
     assert!(cutoff.ends_with('Z') && cutoff.len() == 24, "{cutoff}");
     assert!(just_outside.as_str() < cutoff && cutoff < just_inside.as_str());

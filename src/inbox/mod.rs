@@ -27,6 +27,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("schema.sql"),
     include_str!("0001_counters.sql"),
     include_str!("0002_raw_codec.sql"),
+    include_str!("0003_rejected_files.sql"),
 ];
 
 /// zstd level for stored interchanges: EDIFACT text shrinks about fivefold at level 3, at several
@@ -69,6 +70,14 @@ pub enum Decision {
     Duplicate,
     /// The key was there with another payload hash: nothing applied; the bytes are kept.
     Drift { stored_sha256: String },
+}
+
+/// A rejected file's record, which its errors point at.
+#[derive(Debug, Clone)]
+pub struct RejectedFile {
+    id: i64,
+    sha256: String,
+    size: usize,
 }
 
 /// An open inbox database.
@@ -240,15 +249,34 @@ impl Inbox {
         Ok(d)
     }
 
-    /// Records a rejected piece of input, keeping the file's bytes up to the limit.
-    pub fn reject(
+    /// Records a file that holds rejected input, keeping its bytes (up to the limit) once
+    /// however many errors it has; the same file seen again only counts again. `sha256` is the
+    /// file's hash, made by the caller once. Returns the record, for [`Inbox::reject`].
+    pub fn rejected_file(
         &mut self,
         source_file: &str,
         bytes: &[u8],
+        sha256: &str,
+        seen_at: &str,
+    ) -> Result<RejectedFile, InboxError> {
+        let id = self
+            .in_savepoint(|c| sql::record_rejected_file(c, source_file, bytes, sha256, seen_at))?;
+        Ok(RejectedFile {
+            id,
+            sha256: sha256.to_string(),
+            size: bytes.len(),
+        })
+    }
+
+    /// Records one rejected piece of input against its file's record.
+    pub fn reject(
+        &mut self,
+        file: &RejectedFile,
+        source_file: &str,
         error: &EnvelopeError,
         seen_at: &str,
     ) -> Result<(), InboxError> {
-        self.in_savepoint(|c| sql::record_rejection(c, source_file, bytes, error, seen_at))?;
+        self.in_savepoint(|c| sql::record_rejection(c, file, source_file, error, seen_at))?;
         *self.pending_counts.entry("ingest_rejected").or_default() += 1;
         Ok(())
     }
@@ -643,6 +671,61 @@ UNH+1+ORDERS:D:96A:UN'BGM+220+PO1+9'UNT+3+1'UNH+2+ORDERS:D:96A:UN'UNT+2+2'UNZ+2+
             Inbox::open(&newer),
             Err(InboxError::TooNew { .. })
         ));
+    }
+
+    /// A database made before migration 3 kept a copy of the file per error; opened now, the
+    /// copies become one record that the errors point at.
+    #[test]
+    fn rejected_bytes_are_migrated_to_one_record_per_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.db");
+        {
+            let conn = Connection::open(&path).unwrap();
+            for m in &MIGRATIONS[..3] {
+                conn.execute_batch(m).unwrap();
+            }
+            conn.pragma_update(None, "user_version", 3).unwrap();
+            conn.pragma_update(None, "application_id", APPLICATION_ID)
+                .unwrap();
+            for offset in [10, 20] {
+                conn.execute(
+                    "INSERT INTO rejections (source_file, file_sha256, error, kind, byte_offset,
+                         first_seen_at, last_seen_at, file_size, bytes, truncated)
+                     VALUES ('a.edi', 'abc', 'bad', 'unt-count', ?1, '2026-01-01', '2026-01-02', 3,
+                         x'414243', 0)",
+                    [offset],
+                )
+                .unwrap();
+            }
+        }
+        let inbox = Inbox::open(&path).unwrap();
+        assert_eq!(count(&inbox, "rejected_files"), 1);
+        let (bytes, first, last): (Vec<u8>, String, String) = inbox
+            .connection()
+            .query_row(
+                "SELECT bytes, first_seen_at, last_seen_at FROM rejected_files",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .unwrap();
+        assert_eq!(
+            (bytes.as_slice(), first.as_str(), last.as_str()),
+            (&b"ABC"[..], "2026-01-01", "2026-01-02")
+        );
+        assert_eq!(
+            count(
+                &inbox,
+                "rejections r JOIN rejected_files f ON f.id = r.file_id"
+            ),
+            2
+        );
+        assert!(
+            inbox
+                .connection()
+                .prepare("SELECT bytes FROM rejections")
+                .is_err(),
+            "the per-error copies are gone"
+        );
     }
 
     #[test]

@@ -32,7 +32,7 @@ pub(super) fn stats(conn: &Connection) -> Result<Stats, InboxError> {
         messages: one("SELECT count(*) FROM messages")?,
         duplicates: one("SELECT count(*) FROM sightings WHERE status = 'duplicate'")?,
         drift: one("SELECT count(*) FROM sightings WHERE status = 'drift'")?,
-        rejected: one("SELECT count(*) FROM rejections")?,
+        rejected: one("SELECT count(*) FROM rejected_files")?,
         outbox_unpublished: one("SELECT count(*) FROM outbox WHERE published_at IS NULL")?,
         oldest_entry: oldest,
         newest_entry: newest,
@@ -48,7 +48,10 @@ pub struct Event {
     pub sender: Option<String>,
     pub recipient: Option<String>,
     pub control_ref: Option<String>,
+    /// For a rejected file: its first error (the lowest byte offset).
     pub error: Option<String>,
+    /// For a rejected file: how many errors it has.
+    pub errors: Option<i64>,
 }
 
 /// What `list` asks for.
@@ -63,16 +66,19 @@ pub struct EventFilter {
 
 pub(super) fn events(conn: &Connection, f: &EventFilter) -> Result<Vec<Event>, InboxError> {
     let mut stmt = conn.prepare_cached(
-        "SELECT time, status, file, sender, recipient, control_ref, error FROM (
+        "SELECT time, status, file, sender, recipient, control_ref, error, errors FROM (
              SELECT received_at AS time, 'new' AS status, source_file AS file, sender, recipient,
-                    control_ref, NULL AS error, id AS n
+                    control_ref, NULL AS error, NULL AS errors, id AS n
              FROM interchanges
              UNION ALL
-             SELECT seen_at, status, source_file, sender, recipient, control_ref, NULL, id
+             SELECT seen_at, status, source_file, sender, recipient, control_ref, NULL, NULL, id
              FROM sightings
              UNION ALL
-             SELECT last_seen_at, 'rejected', source_file, NULL, NULL, NULL, error, id
-             FROM rejections
+             SELECT f.last_seen_at, 'rejected', f.source_file, NULL, NULL, NULL,
+                    (SELECT r.error FROM rejections r WHERE r.file_id = f.id
+                     ORDER BY r.byte_offset LIMIT 1),
+                    (SELECT count(*) FROM rejections r WHERE r.file_id = f.id), f.id
+             FROM rejected_files f
          )
          WHERE (?1 IS NULL OR status = ?1)
            AND (?2 IS NULL OR sender = ?2)
@@ -89,6 +95,7 @@ pub(super) fn events(conn: &Connection, f: &EventFilter) -> Result<Vec<Event>, I
             recipient: r.get(4)?,
             control_ref: r.get(5)?,
             error: r.get(6)?,
+            errors: r.get(7)?,
         })
     })?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
@@ -256,7 +263,9 @@ impl PurgeTarget {
         match self {
             PurgeTarget::Inbox => "SELECT count(*) FROM inbox WHERE received_at < ?1",
             PurgeTarget::Sightings => "SELECT count(*) FROM sightings WHERE seen_at < ?1",
-            PurgeTarget::Rejections => "SELECT count(*) FROM rejections WHERE last_seen_at < ?1",
+            PurgeTarget::Rejections => {
+                "SELECT count(*) FROM rejected_files WHERE last_seen_at < ?1"
+            }
         }
     }
 
@@ -272,9 +281,11 @@ impl PurgeTarget {
                 "DELETE FROM sightings WHERE id IN (
                      SELECT id FROM sightings WHERE seen_at < ?1 ORDER BY seen_at LIMIT ?2)"
             }
+            // The files' errors go first (they point at the files), in the same transaction.
             PurgeTarget::Rejections => {
-                "DELETE FROM rejections WHERE id IN (
-                     SELECT id FROM rejections WHERE last_seen_at < ?1 ORDER BY last_seen_at LIMIT ?2)"
+                "DELETE FROM rejected_files WHERE id IN (
+                     SELECT id FROM rejected_files WHERE last_seen_at < ?1
+                     ORDER BY last_seen_at LIMIT ?2)"
             }
         }
     }
@@ -294,6 +305,14 @@ pub(super) fn delete_older(
     cutoff: &str,
     limit: u32,
 ) -> Result<usize, InboxError> {
+    if target == PurgeTarget::Rejections {
+        conn.prepare_cached(
+            "DELETE FROM rejections WHERE file_id IN (
+                 SELECT id FROM rejected_files WHERE last_seen_at < ?1
+                 ORDER BY last_seen_at LIMIT ?2)",
+        )?
+        .execute(params![cutoff, limit])?;
+    }
     Ok(conn
         .prepare_cached(target.delete_sql())?
         .execute(params![cutoff, limit])?)

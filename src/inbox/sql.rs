@@ -2,10 +2,9 @@
 //! savepoint) and never commits; all values are bound parameters.
 
 use rusqlite::{Connection, params};
-use sha2::{Digest, Sha256};
 
-use super::{Decision, InboxError, REJECTED_BYTES_LIMIT};
-use crate::edifact::{EnvelopeError, Interchange, Message, hex};
+use super::{Decision, InboxError, REJECTED_BYTES_LIMIT, RejectedFile};
+use crate::edifact::{EnvelopeError, Interchange, Message};
 
 /// The decision for one interchange: take the key, or find who has it.
 pub(super) fn decide(
@@ -214,33 +213,62 @@ fn bind_message(
     Ok(())
 }
 
-/// Records a rejection; the same file with the same content and error only counts again.
-pub(super) fn record_rejection(
+/// Records a rejected file's bytes once; the same file with the same content only counts again.
+pub(super) fn record_rejected_file(
     conn: &Connection,
     source_file: &str,
     bytes: &[u8],
+    sha256: &str,
+    seen_at: &str,
+) -> Result<i64, InboxError> {
+    let kept = &bytes[..bytes.len().min(REJECTED_BYTES_LIMIT)];
+    Ok(conn
+        .prepare_cached(
+            "INSERT INTO rejected_files (source_file, file_sha256, file_size, bytes, truncated,
+                 first_seen_at, last_seen_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)
+             ON CONFLICT (source_file, file_sha256)
+             DO UPDATE SET last_seen_at = excluded.last_seen_at, times_seen = times_seen + 1
+             RETURNING id",
+        )?
+        .query_row(
+            params![
+                source_file,
+                sha256,
+                bytes.len() as i64,
+                kept,
+                kept.len() < bytes.len(),
+                seen_at,
+            ],
+            |r| r.get(0),
+        )?)
+}
+
+/// Records one error of a rejected file; the same error of the same file only counts again.
+pub(super) fn record_rejection(
+    conn: &Connection,
+    file: &RejectedFile,
+    source_file: &str,
     error: &EnvelopeError,
     seen_at: &str,
 ) -> Result<(), InboxError> {
-    let sha = hex(&Sha256::digest(bytes));
-    let kept = &bytes[..bytes.len().min(REJECTED_BYTES_LIMIT)];
     conn.prepare_cached(
         "INSERT INTO rejections (source_file, file_sha256, error, kind, byte_offset, first_seen_at,
-             last_seen_at, file_size, bytes, truncated)
+             last_seen_at, file_size, truncated, file_id)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7, ?8, ?9)
          ON CONFLICT (source_file, file_sha256, kind, byte_offset)
          DO UPDATE SET last_seen_at = excluded.last_seen_at, times_seen = times_seen + 1",
     )?
     .execute(params![
         source_file,
-        sha,
+        file.sha256,
         error.to_string(),
         error.code(),
         error.offset as i64,
         seen_at,
-        bytes.len() as i64,
-        kept,
-        kept.len() < bytes.len(),
+        file.size as i64,
+        file.size > REJECTED_BYTES_LIMIT,
+        file.id,
     ])?;
     Ok(())
 }
