@@ -295,3 +295,57 @@ fn a_file_with_thousands_of_errors_is_stored_once() {
     let first = events[0]["error"].as_str().unwrap();
     assert!(first.starts_with("UNT at byte 66 "), "{first}");
 }
+
+/// Item 5: with functional groups, UNH 0062 is unique within its group (ISO 9735), so two groups
+/// that both number their first message `1` make a valid interchange; within one group, and
+/// without groups within the interchange, a repeated reference is still rejected.
+#[test]
+fn message_references_repeat_across_groups_but_not_within_one() {
+    let site = Site::new();
+    let grouped = "UNB+UNOC:3+S+R+240101:1200+G'\
+UNG+ORDERS+S+R+240101:1200+G1+UN+D:96A'UNH+1+ORDERS:D:96A:UN'UNT+2+1'UNE+1+G1'\
+UNG+ORDERS+S+R+240101:1200+G2+UN+D:96A'UNH+1+ORDERS:D:96A:UN'UNT+2+1'UNE+1+G2'UNZ+2+G'";
+    site.put("a.edi", grouped.as_bytes());
+    let twice = grouped
+        .replace("+G'", "+H'")
+        .replace("UNZ+2+G'", "UNZ+2+H'")
+        .replace(
+            "UNT+2+1'UNE+1+G1'",
+            "UNT+2+1'UNH+1+ORDERS:D:96A:UN'UNT+2+1'UNE+2+G1'",
+        );
+    site.put("b.edi", twice.as_bytes());
+    let (code, lines) = site.json(&["ingest", "--json", site.drop().to_str().unwrap()]);
+    assert_eq!(code, Some(3));
+    assert_eq!(lines[0]["status"], "new", "{lines:?}");
+    assert_eq!(lines[0]["messages"], 2);
+    assert_eq!(lines[1]["status"], "rejected");
+    let error = lines[1]["error"].as_str().unwrap();
+    assert!(
+        error.contains("repeats message reference 1 (0062) within group G1"),
+        "{error}"
+    );
+    assert_eq!(
+        lines[1]["offset"],
+        twice.find("UNH+1+ORDERS:D:96A:UN'UNT+2+1'UNE+2").unwrap()
+    );
+}
+
+/// Item 6: S001/0002, the syntax version number, is mandatory; `UNB+UNOC+...` was accepted and
+/// shown as `UNOC:`.
+#[test]
+fn a_unb_without_its_syntax_version_is_rejected_with_its_offset() {
+    let site = Site::new();
+    site.put(
+        "a.edi",
+        b"\r\nUNB+UNOC+S+R+240101:1200+X'UNH+1+ORDERS:D:96A:UN'UNT+2+1'UNZ+1+X'",
+    );
+    let (code, lines) = site.json(&["ingest", "--json", site.drop().to_str().unwrap()]);
+    assert_eq!(code, Some(3));
+    assert_eq!(lines[0]["status"], "rejected");
+    assert_eq!(lines[0]["offset"], 2);
+    assert_eq!(
+        lines[0]["error"],
+        "UNB at byte 2 (segment 1) has no syntax version number (S001/0002)"
+    );
+    assert_eq!(site.count("SELECT count(*) FROM inbox"), 0);
+}

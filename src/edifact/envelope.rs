@@ -513,6 +513,11 @@ impl Builder {
             first_error: None,
         };
         for (value, element) in [
+            (b.unb.syntax_id.is_empty(), "syntax identifier (S001/0001)"),
+            (
+                b.unb.syntax_version.is_empty(),
+                "syntax version number (S001/0002)",
+            ),
             (
                 b.unb.sender.is_empty(),
                 "interchange sender identification (0004)",
@@ -597,8 +602,12 @@ impl Builder {
                 element: "message reference number (0062)",
             }));
         } else if !self.message_refs.insert(reference.clone()) {
+            let group = self
+                .open_group
+                .map(|g| self.groups[g].reference.to_string());
             self.fail(seg.error(ErrorKind::DuplicateMessage {
                 reference: reference.to_string(),
+                group,
             }));
         }
         let message_type = f.text(2, 0);
@@ -689,6 +698,9 @@ impl Builder {
                 reference: reference.to_string(),
             }));
         }
+        // ISO 9735: a message reference is unique within its group where groups are used
+        // (and within the interchange otherwise); each group numbers its messages afresh.
+        self.message_refs.clear();
         self.groups.push(Group {
             reference,
             group_id: f.opt(1, 0),
@@ -972,6 +984,8 @@ UNH+1+ORDERS:D:96A:UN'BGM+220+PO1+9'UNT+3+1'UNZ+1+REF1'";
             (replace(ORDERS, "UNZ+1", "UNZ+2"), "unz-count"),
             (replace(ORDERS, "UNZ+1+REF1", "UNZ+1+REF9"), "unz-reference"),
             (replace(ORDERS, "+REF1'", "+'"), "missing-element"),
+            (replace(ORDERS, "UNOC:3", "UNOC"), "missing-element"),
+            (replace(ORDERS, "UNOC:3", ":3"), "missing-element"),
             (replace(ORDERS, "+SENDER:14", "+:14"), "missing-element"),
             (replace(ORDERS, "+RECIPIENT:14", "+"), "missing-element"),
             (replace(ORDERS, "UNH+1+", "UNH++"), "missing-element"),
@@ -1055,6 +1069,31 @@ UNG+ORDERS+S+R+240101:1200+G2+UN+D:96A'UNH+3+ORDERS:D:96A:UN'UNT+2+3'UNE+1+G2'UN
             "UNT+3+1'UNG+O+S+R+1:1+G1+UN+D:96A'UNH+2+ORDERS:D:96A:UN'UNT+2+2'UNE+1+G1'",
         ));
         assert_eq!(e.code(), "mixed-groups", "{e}");
+    }
+
+    /// ISO 9735: with groups, a message reference is unique within its group; each group may
+    /// number its messages from 1. Without groups, within the interchange.
+    #[test]
+    fn message_references_are_unique_within_their_group() {
+        let grouped = b"UNB+UNOC:3+S+R+240101:1200+G'\
+UNG+ORDERS+S+R+240101:1200+G1+UN+D:96A'UNH+1+ORDERS:D:96A:UN'UNT+2+1'UNH+2+ORDERS:D:96A:UN'UNT+2+2'UNE+2+G1'\
+UNG+ORDERS+S+R+240101:1200+G2+UN+D:96A'UNH+1+ORDERS:D:96A:UN'UNT+2+1'UNE+1+G2'UNZ+2+G'";
+        let i = one(grouped);
+        let refs: Vec<_> = i.messages.iter().map(|m| m.reference.as_str()).collect();
+        assert_eq!(refs, ["1", "2", "1"]);
+        let e = err(&replace(
+            grouped,
+            "UNH+2+ORDERS:D:96A:UN'UNT+2+2'",
+            "UNH+1+ORDERS:D:96A:UN'UNT+2+1'",
+        ));
+        assert_eq!(e.code(), "duplicate-message-ref");
+        assert!(e.to_string().contains("within group G1"), "{e}");
+        let e = err(&replace(
+            ORDERS,
+            "UNT+3+1'",
+            "UNT+3+1'UNH+1+ORDERS:D:96A:UN'UNT+2+1'",
+        ));
+        assert!(e.to_string().contains("within the interchange"), "{e}");
     }
 
     #[test]

@@ -104,8 +104,15 @@ pub enum ErrorKind {
     UntCount { declared: String, actual: usize },
     #[error("names message {found}; its UNH names {expected}")]
     UntReference { found: String, expected: String },
-    #[error("repeats message reference {reference} (0062) within the interchange")]
-    DuplicateMessage { reference: String },
+    #[error("repeats message reference {reference} (0062) within {}", match group {
+        Some(g) => format!("group {g}"),
+        None => "the interchange".to_string(),
+    })]
+    DuplicateMessage {
+        reference: String,
+        /// The group (0048) within which references must be unique, where groups are used.
+        group: Option<String>,
+    },
     #[error("repeats group reference {reference} (0048) within the interchange")]
     DuplicateGroup { reference: String },
     #[error("counts {declared} messages; the group has {actual}")]
