@@ -349,3 +349,71 @@ fn a_unb_without_its_syntax_version_is_rejected_with_its_offset() {
     );
     assert_eq!(site.count("SELECT count(*) FROM inbox"), 0);
 }
+
+/// Item 9: the service characters in force are part of the content. The same bytes under
+/// another release character decode to other values, so they are drift, not a duplicate; a UNA
+/// stating the defaults and no UNA stay the same.
+#[test]
+fn the_same_bytes_under_other_service_characters_are_not_a_duplicate() {
+    let site = Site::new();
+    let body = "UNB+UNOC:3+S+R+240101:1200+REL1'UNH+1+ORDERS:D:96A:UN'FTX+AAA+++NET 30?+!+ DAYS'UNT+3+1'UNZ+1+REL1'";
+    site.put("a.edi", format!("UNA:+.? '{body}").as_bytes());
+    site.put("b.edi", body.as_bytes());
+    site.put("c.edi", format!("UNA:+.! '{body}").as_bytes());
+    let (code, lines) = site.json(&["ingest", "--json", site.drop().to_str().unwrap()]);
+    assert_eq!(code, Some(3));
+    let statuses: Vec<_> = lines[..3].iter().map(|l| l["status"].clone()).collect();
+    assert_eq!(statuses, ["new", "duplicate", "drift"]);
+}
+
+/// Item 9: an inbox written before the service characters went into the hash has its stored
+/// hashes computed again from the stored bytes when it is opened (migration 4), so that a
+/// redelivery under non-default separators is still a duplicate, not false drift.
+#[test]
+fn stored_hashes_are_computed_again_so_no_false_drift() {
+    use sha2::Digest;
+    let site = Site::new();
+    let sample = samples().join("valid/two-interchanges.edi");
+    site.put_sample("valid/two-interchanges.edi", "a.edi");
+    site.put_sample("valid/invrpt-level-b.edi", "b.edi");
+    let (code, _) = site.json(&["ingest", "--json", site.drop().to_str().unwrap()]);
+    assert_eq!(code, Some(0));
+    let now: Vec<(String, String)> = {
+        let conn = rusqlite::Connection::open(site.db()).unwrap();
+        let mut stmt = conn
+            .prepare("SELECT control_ref, sha256 FROM inbox ORDER BY control_ref")
+            .unwrap();
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    };
+    // What the hash was before: SHA-256 of the segments alone (these files have no line breaks
+    // inside an interchange's segments; the second interchange of a.edi follows its own UNA).
+    let text = fs::read(&sample).unwrap();
+    let second = text.windows(3).rposition(|w| w == b"UNA").unwrap() + 9;
+    let end = text.iter().rposition(|&b| b == b'#').unwrap() + 1;
+    let old = edi_inbox::edifact::hex(&sha2::Sha256::digest(&text[second..end]));
+    let (control_ref, new) = &now[1];
+    assert_ne!(
+        new, &old,
+        "{control_ref}: the hash should differ for '^|.! #'"
+    );
+    site.sql(&format!(
+        "UPDATE inbox SET sha256 = '{old}' WHERE sha256 = '{new}';
+         UPDATE interchanges SET sha256 = '{old}' WHERE sha256 = '{new}';
+         PRAGMA user_version = 4;"
+    ));
+    site.put_sample("valid/two-interchanges.edi", "again.edi");
+    site.put_sample("valid/invrpt-level-b.edi", "again-b.edi");
+    let (code, lines) = site.json(&["ingest", "--json", site.drop().to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{lines:?}");
+    let statuses: Vec<_> = lines[..3].iter().map(|l| l["status"].clone()).collect();
+    assert_eq!(statuses, ["duplicate", "duplicate", "duplicate"]);
+    assert_eq!(
+        site.count(&format!(
+            "SELECT count(*) FROM interchanges WHERE sha256 = '{new}'"
+        )),
+        1
+    );
+}

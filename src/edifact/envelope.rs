@@ -389,6 +389,27 @@ impl SegmentHasher {
     }
 }
 
+/// What goes into the hash ahead of the segments for service characters other than the level A
+/// defaults: `UNA` and the component separator, element separator, release character (a space
+/// for none) and segment terminator. The segments start with `UNB`, so it can never be mistaken
+/// for them.
+fn hash_preamble(seps: &Separators) -> Option<[u8; 7]> {
+    let l = Separators::LEVEL_A;
+    let same = (seps.component, seps.element, seps.release, seps.terminator)
+        == (l.component, l.element, l.release, l.terminator);
+    (!same).then(|| {
+        [
+            b'U',
+            b'N',
+            b'A',
+            seps.component,
+            seps.element,
+            seps.release.unwrap_or(b' '),
+            seps.terminator,
+        ]
+    })
+}
+
 /// References seen so far, to find a duplicate. aHash rather than SipHash: one insert per message
 /// made SipHash a twentieth of the parse, and aHash's keys are random per process too, so a
 /// sender still cannot choose references that collide.
@@ -512,6 +533,15 @@ impl Builder {
             hasher: SegmentHasher::new(hash_buf),
             first_error: None,
         };
+        // The same bytes under other service characters decode to other values (a `?+` is a
+        // released `+` under `?`, data and a separator under `!`), so the characters in force
+        // go into the hash, ahead of the segments, wherever they are not the level A defaults:
+        // a UNA stating the defaults and no UNA still hash the same, as do the hashes stored
+        // before. The decimal mark and the repetition separator are left out: the envelope never
+        // uses them, and syntax version 4 has `*` for the latter whether a UNA says so or not.
+        if let Some(preamble) = hash_preamble(&seps) {
+            b.hasher.push_exact(&preamble);
+        }
         for (value, element) in [
             (b.unb.syntax_id.is_empty(), "syntax identifier (S001/0001)"),
             (
@@ -857,6 +887,23 @@ UNH+1+ORDERS:D:96A:UN'BGM+220+PO1+9'UNT+3+1'UNZ+1+REF1'";
         assert_eq!(one(&wrapped).sha256, base);
         let padded = replace(ORDERS, "'UNZ", "' \t UNZ");
         assert_eq!(one(&padded).sha256, base);
+    }
+
+    /// The same bytes under another release character decode to other values: not a duplicate.
+    #[test]
+    fn hash_changes_with_the_service_characters_in_force() {
+        let body = "UNB+UNOC:3+S+R+240101:1200+REF1'UNH+1+ORDERS:D:96A:UN'FTX+AAA+++A?+B!+C'UNT+3+1'UNZ+1+REF1'";
+        let question = one(format!("UNA:+.? '{body}").as_bytes()).sha256;
+        let bang = one(format!("UNA:+.! '{body}").as_bytes()).sha256;
+        assert_ne!(question, bang);
+        // The defaults stated or not, the decimal mark, the repetition separator: the same.
+        assert_eq!(question, one(body.as_bytes()).sha256);
+        assert_eq!(question, one(format!("UNA:+,? '{body}").as_bytes()).sha256);
+        assert_eq!(question, one(format!("UNA:+.?*'{body}").as_bytes()).sha256);
+        assert_eq!(
+            bang,
+            <[u8; 32]>::from(Sha256::digest(format!("UNA:+!'{body}").as_bytes()))
+        );
     }
 
     #[test]

@@ -22,12 +22,20 @@ pub use report::{Event, EventFilter, KeyHistory, PurgeTarget, Sighting, Stats, S
 /// file is never mistaken for one.
 pub const APPLICATION_ID: i32 = 0x4544_4978;
 
+/// One step of the schema: SQL, or code where rows must be computed again.
+enum Migration {
+    Sql(&'static str),
+    Code(fn(&Connection) -> Result<(), InboxError>),
+}
+
 /// The schema, as an append-only list of migrations: entry N takes `user_version` from N to N+1.
-const MIGRATIONS: &[&str] = &[
-    include_str!("schema.sql"),
-    include_str!("0001_counters.sql"),
-    include_str!("0002_raw_codec.sql"),
-    include_str!("0003_rejected_files.sql"),
+const MIGRATIONS: &[Migration] = &[
+    Migration::Sql(include_str!("schema.sql")),
+    Migration::Sql(include_str!("0001_counters.sql")),
+    Migration::Sql(include_str!("0002_raw_codec.sql")),
+    Migration::Sql(include_str!("0003_rejected_files.sql")),
+    // 4: the hash takes the service characters in force where they are not the defaults.
+    Migration::Code(sql::rehash),
 ];
 
 /// zstd level for stored interchanges: EDIFACT text shrinks about fivefold at level 3, at several
@@ -181,7 +189,10 @@ impl Inbox {
             });
         }
         for (n, migration) in MIGRATIONS.iter().enumerate().skip(version as usize) {
-            tx.execute_batch(migration)?;
+            match migration {
+                Migration::Sql(sql) => tx.execute_batch(sql)?,
+                Migration::Code(f) => f(&tx)?,
+            }
             tx.pragma_update(None, "user_version", n as i64 + 1)?;
         }
         tx.pragma_update(None, "application_id", APPLICATION_ID)?;
@@ -682,7 +693,10 @@ UNH+1+ORDERS:D:96A:UN'BGM+220+PO1+9'UNT+3+1'UNH+2+ORDERS:D:96A:UN'UNT+2+2'UNZ+2+
         {
             let conn = Connection::open(&path).unwrap();
             for m in &MIGRATIONS[..3] {
-                conn.execute_batch(m).unwrap();
+                let Migration::Sql(sql) = m else {
+                    unreachable!()
+                };
+                conn.execute_batch(sql).unwrap();
             }
             conn.pragma_update(None, "user_version", 3).unwrap();
             conn.pragma_update(None, "application_id", APPLICATION_ID)

@@ -272,3 +272,78 @@ pub(super) fn record_rejection(
     ])?;
     Ok(())
 }
+
+/// Migration 4: every stored hash computed again from the stored bytes, now that the service
+/// characters in force go into it where they are not the defaults. Only interchanges with other
+/// service characters get another hash; without this, their redeliveries would be false drift.
+pub(super) fn rehash(conn: &Connection) -> Result<(), InboxError> {
+    let mut changed: Vec<(i64, String, String)> = Vec::new();
+    {
+        let mut stmt = conn.prepare("SELECT id, sha256, raw, raw_codec FROM interchanges")?;
+        let mut rows = stmt.query([])?;
+        while let Some(r) = rows.next()? {
+            let (id, old, raw, codec): (i64, String, Vec<u8>, String) =
+                (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?);
+            let raw = if codec == "zstd" {
+                zstd::stream::decode_all(raw.as_slice())?
+            } else {
+                raw
+            };
+            if let Some(new) = hash_of(&raw).filter(|new| *new != old) {
+                changed.push((id, old, new));
+            }
+        }
+    }
+    for (id, old, new) in &changed {
+        conn.execute(
+            "UPDATE interchanges SET sha256 = ?2 WHERE id = ?1",
+            params![id, new],
+        )?;
+        conn.execute(
+            "UPDATE inbox SET sha256 = ?2 WHERE interchange_id = ?1 AND sha256 = ?3",
+            params![id, new, old],
+        )?;
+        // Sightings of that key: what they were compared with, and the duplicates' own hash
+        // (they were the same bytes).
+        conn.execute(
+            "UPDATE sightings SET stored_sha256 = ?2
+             WHERE stored_sha256 = ?3 AND (sender, recipient, control_ref) =
+                   (SELECT sender, recipient, control_ref FROM interchanges WHERE id = ?1)",
+            params![id, new, old],
+        )?;
+        conn.execute(
+            "UPDATE sightings SET sha256 = ?2
+             WHERE status = 'duplicate' AND sha256 = ?3 AND (sender, recipient, control_ref) =
+                   (SELECT sender, recipient, control_ref FROM interchanges WHERE id = ?1)",
+            params![id, new, old],
+        )?;
+    }
+    // Drifted copies keep their bytes: their own hash is computed again too.
+    let mut drifted: Vec<(i64, String)> = Vec::new();
+    {
+        let mut stmt =
+            conn.prepare("SELECT id, sha256, payload FROM sightings WHERE payload IS NOT NULL")?;
+        let mut rows = stmt.query([])?;
+        while let Some(r) = rows.next()? {
+            let (id, old, payload): (i64, String, Vec<u8>) = (r.get(0)?, r.get(1)?, r.get(2)?);
+            if let Some(new) = hash_of(&payload).filter(|new| *new != old) {
+                drifted.push((id, new));
+            }
+        }
+    }
+    for (id, new) in drifted {
+        conn.execute(
+            "UPDATE sightings SET sha256 = ?2 WHERE id = ?1",
+            params![id, new],
+        )?;
+    }
+    Ok(())
+}
+
+/// The hash of the first interchange in `raw`, as the parser makes it now.
+fn hash_of(raw: &[u8]) -> Option<String> {
+    crate::edifact::interchanges(raw)
+        .next()?
+        .ok()
+        .map(|i| i.sha256_hex())
+}
