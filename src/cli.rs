@@ -180,7 +180,8 @@ pub struct ListArgs {
     #[arg(long, value_name = "ID")]
     pub sender: Option<String>,
 
-    /// Only events at or after this time: 2026-11-01 or 2026-11-01T08:00:00Z (UTC).
+    /// Only events at or after this time: 2026-11-01 (UTC), 2026-11-01T08:00:00Z or
+    /// 2026-11-01T10:00:00+02:00.
     #[arg(long, value_name = "DATE", value_parser = parse_since)]
     pub since: Option<String>,
 
@@ -224,17 +225,10 @@ pub struct CompletionsArgs {
     pub shell: CompletionShell,
 }
 
-/// `2026-11-01` (midnight UTC) or an RFC 3339 time, as the RFC 3339 UTC text stored in the
-/// database, so that it compares as text.
+/// `2026-11-01` (midnight UTC) or an RFC 3339 time (`Z`, an offset, or none for UTC), as the
+/// RFC 3339 UTC text stored in the database, so that it compares as text.
 pub fn parse_since(text: &str) -> Result<String, String> {
-    let full = if text.len() == 10 {
-        format!("{text}T00:00:00Z")
-    } else {
-        text.to_string()
-    };
-    let t = humantime::parse_rfc3339_weak(&full)
-        .map_err(|e| format!("{e} (try 2026-11-01 or 2026-11-01T08:00:00Z)"))?;
-    Ok(humantime::format_rfc3339_millis(t).to_string())
+    crate::clock::parse_since(text)
 }
 
 /// `30s`, `5m`, `1h30m`, or a plain number of seconds.

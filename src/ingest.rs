@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::mpsc::RecvTimeoutError;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -193,6 +193,13 @@ struct Run<'a> {
 /// Runs `ingest`.
 pub fn run(db: &Path, busy_timeout: Duration, args: &IngestArgs) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
+    // Every decision records when it was made, and purge goes by those times: recorded as 1970,
+    // they would all be purged at once, and every redelivery applied again.
+    if crate::clock::before_1970() {
+        anyhow::bail!(
+            "the system clock reads a time before 1970; nothing was read or decided: set the clock, then run again"
+        );
+    }
     let mut inbox = Inbox::connect(db, busy_timeout, true)
         .with_context(|| format!("cannot open the inbox database {}", db.display()))?;
     // Never the inbox's own files, nor what this run moves files into or writes.
@@ -460,7 +467,7 @@ fn write_metrics(
 }
 
 fn now() -> String {
-    humantime::format_rfc3339_millis(SystemTime::now()).to_string()
+    crate::clock::now()
 }
 
 /// At most this many bytes of files read ahead and not yet decided (one larger file may still be

@@ -17,6 +17,7 @@ macro_rules! crash_point {
 }
 
 pub mod cli;
+pub mod clock;
 pub mod edifact;
 pub mod exit;
 pub mod files;

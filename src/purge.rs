@@ -2,7 +2,7 @@
 
 use std::path::Path;
 use std::process::ExitCode;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use serde::Serialize;
@@ -31,8 +31,8 @@ pub struct PurgeReport {
 pub fn run(db: &Path, busy_timeout: Duration, args: &PurgeArgs) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let mut inbox = Inbox::connect(db, busy_timeout, false)?;
-    let cutoff_time = SystemTime::now() - Duration::from_secs(u64::from(args.days) * 86_400);
-    let cutoff = humantime::format_rfc3339_millis(cutoff_time).to_string();
+    // Clamped at 1970: --days 36500 purges everything older than that, which is nothing.
+    let cutoff = crate::clock::days_ago(args.days);
     let mut counts = [0i64; 3];
     let targets = [
         PurgeTarget::Inbox,

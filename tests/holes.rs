@@ -417,3 +417,90 @@ fn stored_hashes_are_computed_again_so_no_false_drift() {
         1
     );
 }
+
+/// Item 7: `purge --days N` past 1970 panicked (exit 101); the cutoff is clamped at 1970 and
+/// nothing is purged.
+#[test]
+fn purge_days_past_1970_purges_nothing_and_does_not_panic() {
+    let site = Site::new();
+    site.put_sample("valid/orders-d01b-no-una.edi", "a.edi");
+    site.json(&["ingest", "--json", site.drop().to_str().unwrap()]);
+    for days in ["36500", "4294967295"] {
+        let (code, lines) = site.json(&["purge", "--days", days, "--json"]);
+        assert_eq!(code, Some(0), "--days {days}");
+        assert_eq!(lines[0]["cutoff"], "1970-01-01T00:00:00.000Z");
+        assert_eq!(lines[0]["purged"], 0);
+    }
+    assert_eq!(site.count("SELECT count(*) FROM inbox"), 1);
+}
+
+/// Item 7: under a clock before 1970, `ingest` panicked. It now refuses to decide anything
+/// (recorded as 1970, every decision would be purged at once) with a clear message, exit 1.
+/// Needs `faketime` (Debian's package, which `.ci/run` installs).
+#[test]
+fn ingest_under_a_clock_before_1970_refuses_clearly() {
+    let found = Command::new("faketime").arg("--version").output().is_ok();
+    if !found {
+        assert!(
+            std::env::var_os("EDI_INBOX_REQUIRE_FAKETIME").is_none(),
+            "faketime is missing, and EDI_INBOX_REQUIRE_FAKETIME is set"
+        );
+        eprintln!("faketime is not installed: not checked");
+        return;
+    }
+    let site = Site::new();
+    site.put_sample("valid/orders-d01b-no-una.edi", "a.edi");
+    let out = Command::new("faketime")
+        .arg("1960-01-01 00:00:00")
+        .arg(assert_cmd::cargo::cargo_bin("edi-inbox"))
+        .arg("--db")
+        .arg(site.db())
+        .arg("ingest")
+        .arg(site.drop())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("clock reads a time before 1970"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(site.files_in("drop"), ["a.edi"]);
+}
+
+/// Item 8: a file whose modification time is in the future was skipped forever as "modified 0s
+/// ago", hidden by `-q`, exit 0. It is old enough.
+#[test]
+fn a_file_modified_in_the_future_is_not_skipped() {
+    let site = Site::new();
+    let path = site.put_sample("valid/orders-d01b-no-una.edi", "a.edi");
+    fs::File::options()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() + Duration::from_secs(86_400))
+        .unwrap();
+    let (code, lines) = site.json(&[
+        "ingest",
+        "--json",
+        "--min-age",
+        "30s",
+        site.drop().to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0));
+    assert_eq!(lines[0]["status"], "new", "{lines:?}");
+}
+
+/// Item 17: `list --since` refused RFC 3339 offsets (`+02:00`).
+#[test]
+fn list_since_takes_an_rfc3339_offset() {
+    let site = Site::new();
+    site.put_sample("valid/orders-d01b-no-una.edi", "a.edi");
+    site.json(&["ingest", "--json", site.drop().to_str().unwrap()]);
+    let (code, lines) = site.json(&["list", "--json", "--since", "2000-01-01T10:00:00+02:00"]);
+    assert_eq!(code, Some(0));
+    assert_eq!(lines.len(), 1);
+    let (code, lines) = site.json(&["list", "--json", "--since", "2999-01-01T00:00:00-05:00"]);
+    assert_eq!(code, Some(0));
+    assert!(lines.is_empty());
+}
