@@ -449,6 +449,30 @@ pub fn remove_stale_temporaries(dir: &Path) -> usize {
     removed
 }
 
+/// Makes sure files can be moved into `dir` before anything is decided: it exists (or is
+/// created) as a folder, and a file can be created in it and removed again. Temporary copies
+/// that a killed run left there are removed on the way. A misconfigured folder was noticed only
+/// file by file, after the decisions were committed.
+pub fn check_target(dir: &Path) -> io::Result<()> {
+    fs::create_dir_all(dir)?;
+    if !fs::metadata(dir)?.is_dir() {
+        return Err(io::Error::new(
+            io::ErrorKind::NotADirectory,
+            "it is not a folder",
+        ));
+    }
+    remove_stale_temporaries(dir);
+    let probe = dir.join(format!(
+        "{TEMP_PREFIX}{}-check{TEMP_SUFFIX}",
+        std::process::id()
+    ));
+    fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)?;
+    fs::remove_file(&probe)
+}
+
 /// Renames `src` to the first free candidate name in `dir`, after writing its reason beside it.
 fn place(src: &Path, dir: &Path, name: &[u8], reason: Option<&str>) -> io::Result<PathBuf> {
     for n in 0..10_000 {
@@ -584,6 +608,34 @@ mod tests {
         assert_eq!(candidate(b"inv", 1), b"inv.1");
         assert_eq!(candidate(b".x", 1), b".x.1");
         assert_eq!(candidate(b"a\xff.edi", 1), b"a\xff.1.edi");
+    }
+
+    #[test]
+    fn long_names_are_shortened_keeping_extension_and_characters() {
+        let short = b"inv.edi".to_vec();
+        assert_eq!(target_name(&short), short);
+        let long = format!("{}.edi", "é".repeat(200));
+        let t = target_name(long.as_bytes());
+        assert!(t.len() + SUFFIX_ROOM <= NAME_MAX, "{}", t.len());
+        let text = String::from_utf8(t).expect("cut between characters");
+        assert!(text.ends_with(".edi") && text.contains('~'), "{text}");
+        let other = format!("{}.edi", "é".repeat(201));
+        assert_ne!(target_name(other.as_bytes()), text.as_bytes());
+    }
+
+    #[test]
+    fn only_temporaries_nobody_holds_are_stale() {
+        let dir = tempfile::tempdir().unwrap();
+        let held = dir.path().join(".edi-inbox-1-1.tmp");
+        let left = dir.path().join(".edi-inbox-2-1.tmp");
+        let other = dir.path().join("a.tmp");
+        for p in [&held, &left, &other] {
+            fs::write(p, "x").unwrap();
+        }
+        let lock = File::open(&held).unwrap();
+        lock.lock().unwrap();
+        assert_eq!(remove_stale_temporaries(dir.path()), 1);
+        assert!(held.exists() && !left.exists() && other.exists());
     }
 
     #[test]

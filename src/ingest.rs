@@ -200,6 +200,19 @@ pub fn run(db: &Path, busy_timeout: Duration, args: &IngestArgs) -> anyhow::Resu
             "the system clock reads a time before 1970; nothing was read or decided: set the clock, then run again"
         );
     }
+    for (dir, option) in [
+        (&args.archive, "--archive"),
+        (&args.quarantine, "--quarantine"),
+    ] {
+        if let Some(dir) = dir {
+            files::check_target(dir).with_context(|| {
+                format!(
+                    "{option} {} cannot take files; nothing was read or decided",
+                    dir.display()
+                )
+            })?;
+        }
+    }
     let mut inbox = Inbox::connect(db, busy_timeout, true)
         .with_context(|| format!("cannot open the inbox database {}", db.display()))?;
     // Never the inbox's own files, nor what this run moves files into or writes.
@@ -641,10 +654,13 @@ fn prepare_file(
             );
             return pass(settled(o, true));
         }
+        // A file that cannot be read can still be moved where its folder allows it: into the
+        // quarantine, with its reason, rather than reported on every run for ever.
         Err(e) => {
+            let movable = e.kind() != std::io::ErrorKind::NotFound;
             return pass(settled(
                 Outcome::rejected(&shown, input::describe(&e), None),
-                false,
+                movable,
             ));
         }
     };
@@ -666,7 +682,14 @@ fn prepare_file(
         Err(e) => {
             budget.release(taken);
             let o = Outcome::rejected(&shown, input::describe(&e), None);
-            return Some((settled(o, false), 0));
+            let d = Decided {
+                path: file.path.clone(),
+                shown,
+                outcomes: vec![o],
+                claim: Some(claimed),
+                movable: true,
+            };
+            return Some((Prepared::Settled(d), 0));
         }
     };
     crash_point!("after-read");

@@ -159,3 +159,41 @@ fn a_file_replaced_between_its_read_and_its_move_is_left_for_the_next_run() {
         );
     }
 }
+
+/// Issue 10, item 10: across file systems, a kill between placing the copy and removing the
+/// source left the file in both places, and the next run archived it a second time. The next run
+/// now finds its copy already there and only removes the source.
+#[test]
+fn a_kill_between_placing_a_copy_and_removing_its_source_leaves_one_file() {
+    let site = Site::new();
+    let Some(dropfs) = common::site::Tmpfs::mount(&site.path("dropfs"), "4m") else {
+        return;
+    };
+    std::fs::copy(
+        common::samples().join("valid/orders-d01b-no-una.edi"),
+        dropfs.path.join("a.edi"),
+    )
+    .unwrap();
+    let run = |failpoints: &str| {
+        site.command()
+            .env("FAILPOINTS", failpoints)
+            .args(["ingest", "-q", "--archive"])
+            .arg(site.path("archive"))
+            .arg(&dropfs.path)
+            .output()
+            .unwrap()
+    };
+    let out = run("after-copy-placed=return");
+    assert_eq!(out.status.code(), None, "the run was not stopped");
+    assert_eq!(site.files_in("archive"), ["a.edi"]);
+    assert!(dropfs.path.join("a.edi").exists());
+    let out = run("");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(site.files_in("archive"), ["a.edi"]);
+    assert!(!dropfs.path.join("a.edi").exists());
+}

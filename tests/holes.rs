@@ -7,7 +7,7 @@ use std::fs;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::site::Site;
+use common::site::{Site, Tmpfs};
 use common::{json_lines, samples};
 use edi_inbox::synth::{Layout, Synth};
 
@@ -503,4 +503,188 @@ fn list_since_takes_an_rfc3339_offset() {
     let (code, lines) = site.json(&["list", "--json", "--since", "2999-01-01T00:00:00-05:00"]);
     assert_eq!(code, Some(0));
     assert!(lines.is_empty());
+}
+
+fn names(dir: &std::path::Path) -> Vec<std::ffi::OsString> {
+    let mut v: Vec<_> = fs::read_dir(dir)
+        .map(|d| d.map(|e| e.unwrap().file_name()).collect())
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// Item 10: across file systems, a source that cannot be removed (a read-only drop folder) left
+/// the file in both places, and every run archived it again. Now the copy is taken back, the
+/// message says so, and the archive stays as it was, run after run.
+#[test]
+fn a_file_that_cannot_be_removed_after_its_copy_is_not_archived_again_and_again() {
+    let site = Site::new();
+    let Some(dropfs) = Tmpfs::mount(&site.path("dropfs"), "4m") else {
+        return;
+    };
+    fs::copy(
+        samples().join("valid/orders-d01b-no-una.edi"),
+        dropfs.path.join("a.edi"),
+    )
+    .unwrap();
+    dropfs.remount("ro");
+    for round in 0..2 {
+        let out = site
+            .command()
+            .args(["ingest", "-q", "--archive"])
+            .arg(site.path("archive"))
+            .arg(&dropfs.path)
+            .output()
+            .unwrap();
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(3), "{round}: {err}");
+        assert!(
+            err.contains("the original cannot be removed")
+                && err.contains("the copy was taken back"),
+            "{round}: {err}"
+        );
+        assert_eq!(
+            names(&site.path("archive")),
+            Vec::<std::ffi::OsString>::new(),
+            "{round}"
+        );
+    }
+    assert_eq!(names(&dropfs.path), ["a.edi"]);
+}
+
+/// Item 10: a copy that fails (a full archive file system) left a hidden temporary file that
+/// no run ever removed. Now it is removed at once, and one that a killed run left is removed by
+/// the next run.
+#[test]
+fn a_failed_copy_leaves_no_temporary_file() {
+    let site = Site::new();
+    let Some(archive) = Tmpfs::mount(&site.path("archivefs"), "64k") else {
+        return;
+    };
+    // Left by a run killed while it copied: nobody holds its lock.
+    fs::write(archive.path.join(".edi-inbox-4242-0.tmp"), b"half a copy").unwrap();
+    let big = large_interchange("FULL1", 1);
+    assert!(big.len() > 256 << 10);
+    site.put("a.edi", &big);
+    let out = site
+        .command()
+        .args(["ingest", "-q", "--archive"])
+        .arg(&archive.path)
+        .arg(site.drop())
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("cannot copy it into") && err.contains("No space left"),
+        "{err}"
+    );
+    assert_eq!(names(&archive.path), Vec::<std::ffi::OsString>::new());
+    assert_eq!(site.files_in("drop"), ["a.edi"]);
+}
+
+/// Item 11: a name of 246 bytes or more could never be quarantined (`NAME.error.txt` is too
+/// long for the file system); it is shortened, keeping its extension, with a hash of the whole
+/// name so that two long names stay apart.
+#[test]
+fn a_long_name_is_quarantined_under_a_shortened_name() {
+    let site = Site::new();
+    let broken = fs::read(samples().join("broken/unt-count-wrong.edi")).unwrap();
+    let long_a = format!("{}a.edi", "x".repeat(246));
+    let long_b = format!("{}b.edi", "x".repeat(246));
+    site.put(&long_a, &broken);
+    site.put(&long_b, &broken);
+    let out = site.ingest(10);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("not moved"), "{}", stderr(&out));
+    assert_eq!(site.files_in("drop"), Vec::<String>::new());
+    let failed = site.files_in("failed");
+    assert_eq!(failed.len(), 4, "{failed:?}");
+    for name in &failed {
+        assert!(name.len() <= 255, "{name}");
+        assert!(name.starts_with("xxxxxxxx") && name.contains('~'), "{name}");
+        assert!(
+            name.ends_with(".edi") || name.ends_with(".edi.error.txt"),
+            "{name}"
+        );
+    }
+}
+
+/// Item 11: names that are not UTF-8 were rewritten with U+FFFD, so two names became one (and
+/// one got a suffix). They keep their bytes.
+#[test]
+fn names_that_are_not_utf8_keep_their_bytes() {
+    use std::os::unix::ffi::OsStrExt;
+    let site = Site::new();
+    let good = fs::read(samples().join("valid/orders-d01b-no-una.edi")).unwrap();
+    let a = std::ffi::OsStr::from_bytes(b"a\xff.edi");
+    let b = std::ffi::OsStr::from_bytes(b"a\xfe.edi");
+    fs::write(site.drop().join(a), &good).unwrap();
+    fs::write(site.drop().join(b), &good).unwrap();
+    let out = site.ingest(10);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(names(&site.path("archive")), [b, a]);
+}
+
+/// Runs `cmd` as an unprivileged user where the tests run as root (who reads every file), so
+/// that permissions apply; as anyone else, as that user.
+fn unprivileged(cmd: &mut Command) -> &mut Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        cmd.uid(65534).gid(65534);
+    }
+    cmd
+}
+
+/// Opens a temporary site to every user (the tests' folders are private to their owner).
+fn open_to_all(site: &Site) {
+    use std::os::unix::fs::PermissionsExt;
+    for dir in [site.dir.path().to_path_buf(), site.drop()] {
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o777)).unwrap();
+    }
+}
+
+/// Item 11: a file that cannot be read, in a folder that can be written, was reported on every
+/// run and never moved. It is quarantined with its reason.
+#[test]
+fn an_unreadable_file_is_quarantined() {
+    use std::os::unix::fs::PermissionsExt;
+    let site = Site::new();
+    open_to_all(&site);
+    let path = site.put_sample("valid/orders-d01b-no-una.edi", "secret.edi");
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o000)).unwrap();
+    let out = unprivileged(&mut site.ingest_command(10)).output().unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("permission denied"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert_eq!(site.files_in("drop"), Vec::<String>::new());
+    assert_eq!(
+        site.files_in("failed"),
+        ["secret.edi", "secret.edi.error.txt"]
+    );
+}
+
+/// Item 17: a misconfigured `--archive` was noticed file by file, after every decision was
+/// committed. It is checked before anything is read.
+#[test]
+fn a_misconfigured_archive_is_noticed_before_anything_is_decided() {
+    let site = Site::new();
+    site.put_sample("valid/orders-d01b-no-una.edi", "a.edi");
+    fs::write(site.path("archive"), b"a file, not a folder").unwrap();
+    let out = site.ingest(10);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("--archive") && err.contains("nothing was read or decided"),
+        "{err}"
+    );
+    assert!(
+        !site.db().exists(),
+        "the database was opened before the check"
+    );
+    assert_eq!(site.files_in("drop"), ["a.edi"]);
 }
