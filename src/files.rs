@@ -466,11 +466,17 @@ pub fn check_target(dir: &Path) -> io::Result<()> {
         "{TEMP_PREFIX}{}-check{TEMP_SUFFIX}",
         std::process::id()
     ));
-    fs::OpenOptions::new()
+    let held = fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .open(&probe)?;
-    fs::remove_file(&probe)
+    // Locked like a copy in progress, so that an overlapping run's clean-up leaves it; one that
+    // took it all the same has removed it already.
+    let _ = held.lock();
+    match fs::remove_file(&probe) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
 }
 
 /// Renames `src` to the first free candidate name in `dir`, after writing its reason beside it.
