@@ -21,7 +21,7 @@ use crate::files::{self, Claim, Claimed};
 use crate::inbox::{Checkpointer, Decision, Inbox, KeyProbe, WAL_RESTART_FRAMES};
 use crate::input::{self, InputFile};
 use crate::metrics::{Metrics, database_size, unix_now};
-use crate::output::{Out, problem};
+use crate::output::{Out, escape, problem};
 
 /// A batch never stays open longer than this, so an overlapping run or a purge waits little.
 const MAX_BATCH_TIME: Duration = Duration::from_secs(1);
@@ -248,7 +248,7 @@ pub fn run(db: &Path, busy_timeout: Duration, args: &IngestArgs) -> anyhow::Resu
     for p in &problems {
         let shown = input::display(&p.path);
         run.summary.files += 1;
-        run.report(&Outcome::rejected(&shown, p.message.clone(), None))?;
+        run.report(&Outcome::rejected(&shown, p.message.clone(), None));
     }
 
     // Several threads, so that every core works: this one decides (SQL, commits, moves) while
@@ -355,7 +355,7 @@ pub fn run(db: &Path, busy_timeout: Duration, args: &IngestArgs) -> anyhow::Resu
         inbox
             .commit()
             .context("cannot commit to the inbox database")?;
-        run.finish(pending)?;
+        run.finish(pending);
         Ok(())
     });
     drop(stop_checkpoints);
@@ -371,20 +371,27 @@ pub fn run(db: &Path, busy_timeout: Duration, args: &IngestArgs) -> anyhow::Resu
         struct Last<'a> {
             summary: &'a Summary,
         }
-        run.out.json(&Last { summary: s })?;
+        run.out.json(&Last { summary: s });
     } else {
         run.out.line(&format!(
             "{} files: {} new, {} duplicate, {} drift, {} rejected, {} skipped",
             s.files, s.new, s.duplicate, s.drift, s.rejected, s.skipped
-        ))?;
+        ));
     }
-    run.out.flush()?;
-    if let Some(path) = &args.metrics_file {
-        write_metrics(path, &inbox, db, &run.summary, started)
-            .with_context(|| format!("cannot write the metrics file {}", path.display()))?;
+    run.out.flush();
+    // The run is done and committed; a metrics file that cannot be written is a problem to
+    // report, not a failure of the run (exit 3, not 1).
+    if let Some(path) = &args.metrics_file
+        && let Err(e) = write_metrics(path, &inbox, db, &run.summary, started)
+    {
+        run.other_problems += 1;
+        problem(
+            &mut run.out,
+            &format!("cannot write the metrics file {}: {e:#}", path.display()),
+        );
     }
     Ok(exit::from_problems(
-        s.drift + s.rejected + run.other_problems,
+        s.drift + s.rejected + run.other_problems + usize::from(run.out.failed()),
     ))
 }
 
@@ -400,7 +407,7 @@ fn commit_batch(
         .commit()
         .context("cannot commit to the inbox database")?;
     committed.store(true, Ordering::Relaxed);
-    run.finish(std::mem::take(pending))?;
+    run.finish(std::mem::take(pending));
     if wal_frames.load(Ordering::Relaxed) >= WAL_RESTART_FRAMES {
         wal_frames.store(0, Ordering::Relaxed);
         // Like the checkpointer's, a failed restart loses nothing; a real problem with the
@@ -786,52 +793,49 @@ fn decide_prepared(
 }
 
 impl Run<'_> {
-    fn report(&mut self, o: &Outcome) -> anyhow::Result<()> {
+    fn report(&mut self, o: &Outcome) {
         self.summary.count(o.status);
         if self.args.json {
-            self.out.json(o)
+            self.out.json(o);
         } else if !self.args.quiet || o.status.is_problem() {
             let line = o.human();
-            self.progress.suspend(|| self.out.line(&line))
-        } else {
-            Ok(())
+            self.progress.suspend(|| self.out.line(&line));
         }
     }
 
     /// After a commit: print each file's outcomes, then move it.
-    fn finish(&mut self, decided: Vec<Decided>) -> anyhow::Result<()> {
+    fn finish(&mut self, decided: Vec<Decided>) {
         for d in decided {
             self.summary.files += 1;
             for o in &d.outcomes {
-                self.report(o)?;
+                self.report(o);
             }
             if d.movable {
-                self.move_file(&d)?;
+                self.move_file(&d);
             }
         }
-        Ok(())
     }
 
-    fn move_file(&mut self, d: &Decided) -> anyhow::Result<()> {
+    fn move_file(&mut self, d: &Decided) {
         let bad = d.outcomes.iter().any(|o| o.status.is_problem());
         let target = if bad {
             self.args.quarantine.as_deref()
         } else {
             self.args.archive.as_deref()
         };
-        let Some(dir) = target else { return Ok(()) };
+        let Some(dir) = target else { return };
         crash_point!("before-move");
+        // Escaped like every human line: the reason file is read on a terminal too.
         let reason = bad.then(|| {
             d.outcomes
                 .iter()
                 .filter(|o| o.status.is_problem())
-                .map(|o| format!("{}\n", o.human()))
+                .map(|o| format!("{}\n", escape(&o.human())))
                 .collect::<String>()
         });
         match files::move_into(&d.path, dir, reason.as_deref(), d.claim.as_ref()) {
             Ok(files::Moved::To(_) | files::Moved::AlreadyThere(_)) => {
                 crash_point!("after-move");
-                Ok(())
             }
             // Nothing is lost and nothing is wrong: the new bytes are read by the next run.
             Ok(files::Moved::Changed) => problem(
@@ -843,7 +847,7 @@ impl Run<'_> {
                 ),
             ),
             // Another run moved it first.
-            Err(e) if e.source.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) if e.source.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => {
                 self.other_problems += 1;
                 problem(
@@ -853,7 +857,7 @@ impl Run<'_> {
                         d.shown,
                         dir.display()
                     ),
-                )
+                );
             }
         }
     }

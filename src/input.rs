@@ -224,14 +224,38 @@ pub fn describe(e: &io::Error) -> String {
     }
 }
 
-/// The path as text for output; names that are not UTF-8 are shown with replacement characters.
+/// The path as text for output and the database; bytes that are not UTF-8 are shown as `\xNN`,
+/// so that two names that differ only there stay apart (replacement characters made them one).
 pub fn display(path: &Path) -> String {
-    path.to_string_lossy().into_owned()
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let mut s = String::new();
+        for chunk in path.as_os_str().as_bytes().utf8_chunks() {
+            s.push_str(chunk.valid());
+            for b in chunk.invalid() {
+                s.push_str(&format!("\\x{b:02X}"));
+            }
+        }
+        s
+    }
+    #[cfg(not(unix))]
+    {
+        path.to_string_lossy().into_owned()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn names_that_are_not_utf8_show_their_bytes() {
+        use std::os::unix::ffi::OsStrExt;
+        let name = std::ffi::OsStr::from_bytes(b"d/inv\xff\xfe\xc3\xbc.edi");
+        assert_eq!(display(Path::new(name)), "d/inv\\xFF\\xFE\u{fc}.edi");
+    }
 
     #[test]
     fn skips_hidden_and_partial_names() {

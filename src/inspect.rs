@@ -133,9 +133,9 @@ pub fn run(args: &InspectArgs) -> anyhow::Result<ExitCode> {
         let file = input::display(&p.path);
         tally.rejected_files += 1;
         if args.json {
-            out.json(&ErrorJson::io(&file, p.message.clone()))?;
+            out.json(&ErrorJson::io(&file, p.message.clone()));
         } else {
-            problem(&mut out, &format!("{file}: {}", p.message))?;
+            problem(&mut out, &format!("{file}: {}", p.message));
         }
     }
     for f in &files {
@@ -145,10 +145,12 @@ pub fn run(args: &InspectArgs) -> anyhow::Result<ExitCode> {
         out.line(&format!(
             "{} files, {} interchanges, {} messages; {} files rejected",
             tally.files, tally.interchanges, tally.messages, tally.rejected_files
-        ))?;
+        ));
     }
-    out.flush()?;
-    Ok(exit::from_problems(tally.rejected_files))
+    out.flush();
+    Ok(exit::from_problems(
+        tally.rejected_files + usize::from(out.failed()),
+    ))
 }
 
 fn inspect_file(f: &InputFile, json: bool, out: &mut Out, tally: &mut Tally) -> anyhow::Result<()> {
@@ -160,9 +162,9 @@ fn inspect_file(f: &InputFile, json: bool, out: &mut Out, tally: &mut Tally) -> 
             tally.rejected_files += 1;
             let message = input::describe(&e);
             if json {
-                out.json(&ErrorJson::io(&file, message))?;
+                out.json(&ErrorJson::io(&file, message));
             } else {
-                problem(out, &format!("{file}: {message}"))?;
+                problem(out, &format!("{file}: {message}"));
             }
             return Ok(());
         }
@@ -175,7 +177,7 @@ fn inspect_file(f: &InputFile, json: bool, out: &mut Out, tally: &mut Tally) -> 
                 tally.interchanges += 1;
                 tally.messages += i.messages.len();
                 if json {
-                    out.json(&InterchangeJson::new(&file, &i))?;
+                    out.json(&InterchangeJson::new(&file, &i));
                 } else {
                     print_human(out, &file, &i)?;
                 }
@@ -183,9 +185,9 @@ fn inspect_file(f: &InputFile, json: bool, out: &mut Out, tally: &mut Tally) -> 
             Err(e) => {
                 rejected = true;
                 if json {
-                    out.json(&ErrorJson::envelope(&file, &e))?;
+                    out.json(&ErrorJson::envelope(&file, &e));
                 } else {
-                    problem(out, &format!("{file}: rejected: {e}"))?;
+                    problem(out, &format!("{file}: rejected: {e}"));
                 }
             }
         }
@@ -227,7 +229,7 @@ fn print_human(out: &mut Out, file: &str, i: &Interchange<'_>) -> anyhow::Result
         format!("  messages   {}", i.messages.len()),
     ];
     for l in &lines {
-        out.line(l)?;
+        out.line(l);
     }
     for m in &i.messages {
         let group = m
@@ -238,7 +240,7 @@ fn print_human(out: &mut Out, file: &str, i: &Interchange<'_>) -> anyhow::Result
         out.line(&format!(
             "    {:<14} {} {}:{}:{}  {} segments{group}",
             m.reference, m.message_type, m.version, m.release, m.agency, m.segments
-        ))?;
+        ));
     }
     Ok(())
 }

@@ -45,8 +45,14 @@ fn completions(args: &cli::CompletionsArgs) -> anyhow::Result<ExitCode> {
         cli::CompletionShell::Fish => Shell::Fish,
     };
     let mut cmd = cli::Cli::command();
-    clap_complete::generate(shell, &mut cmd, "edi-inbox", &mut std::io::stdout());
-    Ok(ExitCode::SUCCESS)
+    // Generated into memory first: written straight to a closed pipe (`| head`), the generator
+    // panics.
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut cmd, "edi-inbox", &mut script);
+    let mut out = output::Out::default();
+    out.raw(&script);
+    out.flush();
+    Ok(exit::from_problems(usize::from(out.failed())))
 }
 
 /// Parses the command line, runs the command and turns its outcome into an exit status.
@@ -66,7 +72,7 @@ pub fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("edi-inbox: error: {e:#}");
+            output::warn(&format!("error: {e:#}"));
             let busy = e.chain().any(|c| {
                 let sqlite = match c.downcast_ref::<inbox::InboxError>() {
                     Some(inbox::InboxError::Sqlite(e)) => Some(e),
@@ -82,10 +88,10 @@ pub fn main() -> ExitCode {
                 })
             });
             if busy {
-                eprintln!(
-                    "edi-inbox: another process held the database longer than --busy-timeout ({}); nothing was left half-done",
+                output::warn(&format!(
+                    "another process held the database longer than --busy-timeout ({}); nothing was left half-done",
                     humantime::format_duration(cli.busy_timeout)
-                );
+                ));
             }
             ExitCode::from(exit::FATAL)
         }

@@ -1,50 +1,156 @@
-//! Buffered standard output that ends the run quietly when the reader goes away (`| head`).
+//! Standard output and standard error for every command: human lines with control characters
+//! escaped, and a closed or failing output that never ends a run half-way.
 
+use std::borrow::Cow;
+use std::fmt::Write as _;
 use std::io::{self, BufWriter, Stdout, Write};
 
-/// Standard output, buffered and locked for the run.
+/// What became of standard output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum State {
+    Open,
+    /// The reader went away (`| head`): nothing more is written, and nothing is wrong.
+    Closed,
+    /// Writing failed otherwise (a full disk, an I/O error): nothing more is written, and the
+    /// command's exit status says so.
+    Failed,
+}
+
+/// Standard output, buffered for the run.
+///
+/// A write that fails does not end the command: a closed pipe or a full log file after the
+/// first batch must not leave most files unread, nor hide drift found later. Output stops; the
+/// work goes on; the exit status tells the truth ([`Out::failed`]).
 pub struct Out {
     inner: BufWriter<Stdout>,
+    state: State,
 }
 
 impl Default for Out {
     fn default() -> Self {
         Out {
             inner: BufWriter::new(io::stdout()),
+            state: State::Open,
         }
     }
 }
 
 impl Out {
-    /// Writes one line. A closed pipe ends the process with status 0, as for `grep | head`.
-    pub fn line(&mut self, text: &str) -> anyhow::Result<()> {
+    /// Writes one human line, its control characters escaped (see [`escape`]).
+    pub fn line(&mut self, text: &str) {
+        if !self.is_open() {
+            return;
+        }
+        let text = escape(text);
         let r = writeln!(self.inner, "{text}");
-        self.check(r)
+        self.check(r);
     }
 
-    /// Writes one JSON object on a line of its own.
-    pub fn json<T: serde::Serialize>(&mut self, value: &T) -> anyhow::Result<()> {
-        let text = serde_json::to_string(value)?;
-        self.line(&text)
+    /// Writes one JSON object on a line of its own (JSON escapes control characters itself).
+    pub fn json<T: serde::Serialize>(&mut self, value: &T) {
+        if !self.is_open() {
+            return;
+        }
+        // Serialising these plain structures cannot fail (no maps with non-string keys).
+        if let Ok(text) = serde_json::to_string(value) {
+            let r = writeln!(self.inner, "{text}");
+            self.check(r);
+        }
+    }
+
+    /// Writes bytes as they are (`show --raw`).
+    pub fn raw(&mut self, bytes: &[u8]) {
+        if !self.is_open() {
+            return;
+        }
+        let r = self.inner.write_all(bytes);
+        self.check(r);
     }
 
     /// Flushes, so that a message on standard error comes after what was printed before it.
-    pub fn flush(&mut self) -> anyhow::Result<()> {
+    pub fn flush(&mut self) {
+        if !self.is_open() {
+            return;
+        }
         let r = self.inner.flush();
-        self.check(r)
+        self.check(r);
     }
 
-    fn check(&mut self, r: io::Result<()>) -> anyhow::Result<()> {
-        match r {
-            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => std::process::exit(0),
-            other => Ok(other?),
+    /// True where standard output failed for another reason than its reader going away.
+    pub fn failed(&self) -> bool {
+        self.state == State::Failed
+    }
+
+    fn check(&mut self, r: io::Result<()>) {
+        let Err(e) = r else { return };
+        if self.state != State::Open {
+            return;
         }
+        if e.kind() == io::ErrorKind::BrokenPipe {
+            self.state = State::Closed;
+        } else {
+            self.state = State::Failed;
+            warn(&format!(
+                "cannot write to standard output ({e}); the run goes on without printing, and its exit status will say so"
+            ));
+        }
+    }
+
+    fn is_open(&self) -> bool {
+        self.state == State::Open
     }
 }
 
 /// Prints a problem on standard error, after flushing what came before it on standard output.
-pub fn problem(out: &mut Out, text: &str) -> anyhow::Result<()> {
-    out.flush()?;
-    eprintln!("edi-inbox: {text}");
-    Ok(())
+pub fn problem(out: &mut Out, text: &str) {
+    out.flush();
+    warn(text);
+}
+
+/// Prints `edi-inbox: TEXT` on standard error, escaped. A standard error that cannot be written
+/// (a dead logger) is not a reason to stop, nor to panic as `eprintln!` does.
+pub fn warn(text: &str) {
+    let _ = writeln!(io::stderr().lock(), "edi-inbox: {}", escape(text));
+}
+
+/// Text for a terminal or a log: control characters (C0, DEL, C1) and the Unicode controls that
+/// reorder what is shown become `\xNN` or `\u{NNNN}`, so that a file name or a partner's
+/// identifier can neither start a new line (forging an outcome in a cron log) nor send an
+/// escape sequence to the operator's terminal.
+pub fn escape(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(needs_escape) {
+        return Cow::Borrowed(text);
+    }
+    let mut s = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if !needs_escape(c) {
+            s.push(c);
+        } else if (c as u32) < 0x80 {
+            let _ = write!(s, "\\x{:02X}", c as u32);
+        } else {
+            let _ = write!(s, "\\u{{{:04X}}}", c as u32);
+        }
+    }
+    Cow::Owned(s)
+}
+
+fn needs_escape(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'
+        )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_are_escaped() {
+        assert_eq!(escape("plain ünïcode"), "plain ünïcode");
+        assert_eq!(escape("a\nb\rc\x1b[31m"), "a\\x0Ab\\x0Dc\\x1B[31m");
+        assert_eq!(escape("\u{85}\u{202E}x"), "\\u{0085}\\u{202E}x");
+        assert_eq!(escape("tab\there\x7f"), "tab\\x09here\\x7F");
+    }
 }

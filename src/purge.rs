@@ -8,9 +8,10 @@ use anyhow::Context;
 use serde::Serialize;
 
 use crate::cli::PurgeArgs;
+use crate::exit;
 use crate::inbox::{Inbox, PurgeTarget};
 use crate::metrics::{Metrics, unix_now};
-use crate::output::Out;
+use crate::output::{Out, problem};
 
 /// What `purge --json` prints.
 #[derive(Debug, Serialize)]
@@ -70,7 +71,7 @@ pub fn run(db: &Path, busy_timeout: Duration, args: &PurgeArgs) -> anyhow::Resul
     };
     let mut out = Out::default();
     if args.json {
-        out.json(&report)?;
+        out.json(&report);
     } else {
         let verb = if args.dry_run {
             "would purge"
@@ -80,15 +81,16 @@ pub fn run(db: &Path, busy_timeout: Duration, args: &PurgeArgs) -> anyhow::Resul
         out.line(&format!(
             "{verb} {} inbox entries received before {} ({} days), {} sightings, {} rejected-file records",
             report.purged, report.cutoff, report.days, report.sightings_purged, report.rejections_purged
-        ))?;
+        ));
         if !args.dry_run {
             out.line(&match &report.oldest_kept {
                 Some(t) => format!("oldest entry kept: {t}"),
                 None => "the inbox is empty".to_string(),
-            })?;
+            });
         }
     }
-    out.flush()?;
+    out.flush();
+    let mut metrics_failed = false;
     if let Some(path) = &args.metrics_file {
         let mut m = Metrics::default();
         m.single(
@@ -115,8 +117,17 @@ pub fn run(db: &Path, busy_timeout: Duration, args: &PurgeArgs) -> anyhow::Resul
             "Unix time at which the last purge run finished.",
             unix_now(),
         );
-        m.write_to(path)
-            .with_context(|| format!("cannot write the metrics file {}", path.display()))?;
+        if let Err(e) = m.write_to(path) {
+            metrics_failed = true;
+            problem(
+                &mut out,
+                &format!("cannot write the metrics file {}: {e}", path.display()),
+            );
+        }
     }
-    Ok(ExitCode::SUCCESS)
+    // The purge is done; a report or metrics file that could not be written is told by the
+    // status (3), not taken for a failed purge (1).
+    Ok(exit::from_problems(
+        usize::from(out.failed()) + usize::from(metrics_failed),
+    ))
 }

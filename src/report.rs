@@ -1,6 +1,5 @@
 //! `edi-inbox stats`, `list` and `show`: what the inbox holds, for the operator.
 
-use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -29,7 +28,7 @@ pub fn stats(db: &Path, busy_timeout: Duration, args: &StatsArgs) -> anyhow::Res
     };
     let mut out = Out::default();
     if args.json {
-        out.json(&s)?;
+        out.json(&s);
     } else {
         let t = &s.stats;
         let none = || "-".to_string();
@@ -55,11 +54,11 @@ pub fn stats(db: &Path, busy_timeout: Duration, args: &StatsArgs) -> anyhow::Res
                 t.newest_entry.clone().unwrap_or_else(none)
             ),
         ] {
-            out.line(&line)?;
+            out.line(&line);
         }
     }
-    out.flush()?;
-    Ok(ExitCode::SUCCESS)
+    out.flush();
+    Ok(reported(&out))
 }
 
 /// Runs `list`.
@@ -74,7 +73,7 @@ pub fn list(db: &Path, busy_timeout: Duration, args: &ListArgs) -> anyhow::Resul
     let mut out = Out::default();
     for e in &events {
         if args.json {
-            out.json(e)?;
+            out.json(e);
         } else {
             let what = match (&e.sender, &e.recipient, &e.control_ref) {
                 (Some(s), Some(r), Some(c)) => format!("{s} {r} {c}"),
@@ -87,11 +86,11 @@ pub fn list(db: &Path, busy_timeout: Duration, args: &ListArgs) -> anyhow::Resul
                     _ => e.error.clone().unwrap_or_default(),
                 },
             };
-            out.line(&format!("{}  {:<9}  {}  {what}", e.time, e.status, e.file))?;
+            out.line(&format!("{}  {:<9}  {}  {what}", e.time, e.status, e.file));
         }
     }
-    out.flush()?;
-    Ok(ExitCode::SUCCESS)
+    out.flush();
+    Ok(reported(&out))
 }
 
 /// Runs `show`.
@@ -109,7 +108,7 @@ pub fn show(db: &Path, busy_timeout: Duration, args: &ShowArgs) -> anyhow::Resul
                 args.control_ref,
                 db.display()
             ),
-        )?;
+        );
         return Ok(ExitCode::from(exit::REJECTED));
     }
     if args.raw {
@@ -119,17 +118,15 @@ pub fn show(db: &Path, busy_timeout: Duration, args: &ShowArgs) -> anyhow::Resul
             .find(|i| i.in_inbox)
             .or(h.interchanges.last());
         if let Some(i) = pick {
-            out.flush()?;
-            let mut stdout = std::io::stdout().lock();
-            stdout.write_all(&i.raw)?;
-            stdout.flush()?;
+            out.raw(&i.raw);
         }
-        return Ok(ExitCode::SUCCESS);
+        out.flush();
+        return Ok(reported(&out));
     }
     if args.json {
-        out.json(&h)?;
-        out.flush()?;
-        return Ok(ExitCode::SUCCESS);
+        out.json(&h);
+        out.flush();
+        return Ok(reported(&out));
     }
     for i in &h.interchanges {
         let q = |id: &str, q: &Option<String>| match q {
@@ -163,7 +160,7 @@ pub fn show(db: &Path, busy_timeout: Duration, args: &ShowArgs) -> anyhow::Resul
             format!("  first seen   {} in {}", i.received_at, i.source_file),
             format!("  messages     {}", i.messages.len()),
         ] {
-            out.line(&line)?;
+            out.line(&line);
         }
         for m in &i.messages {
             out.line(&format!(
@@ -177,10 +174,10 @@ pub fn show(db: &Path, busy_timeout: Duration, args: &ShowArgs) -> anyhow::Resul
                 m.outbox_published_at
                     .as_deref()
                     .map_or("unpublished".to_string(), |t| format!("published {t}"))
-            ))?;
+            ));
         }
     }
-    out.line(&format!("sightings    {}", h.sightings.len()))?;
+    out.line(&format!("sightings    {}", h.sightings.len()));
     for s in &h.sightings {
         let detail = if s.status == "drift" {
             format!("sha256 {} (first accepted {})", s.sha256, s.stored_sha256)
@@ -190,8 +187,18 @@ pub fn show(db: &Path, busy_timeout: Duration, args: &ShowArgs) -> anyhow::Resul
         out.line(&format!(
             "  {}  {:<9}  {}  {detail}",
             s.seen_at, s.status, s.source_file
-        ))?;
+        ));
     }
-    out.flush()?;
-    Ok(ExitCode::SUCCESS)
+    out.flush();
+    Ok(reported(&out))
+}
+
+/// The status of a report: its output is its whole work, so output that could not be written
+/// (other than to a reader that went away, as `| head` does) is a failure.
+fn reported(out: &Out) -> ExitCode {
+    if out.failed() {
+        ExitCode::from(exit::FATAL)
+    } else {
+        ExitCode::SUCCESS
+    }
 }

@@ -688,3 +688,140 @@ fn a_misconfigured_archive_is_noticed_before_anything_is_decided() {
     );
     assert_eq!(site.files_in("drop"), ["a.edi"]);
 }
+
+/// Item 12: a standard output closed by its reader (`ingest | head`, a dead logger) ended the
+/// run after its first batch with exit 0: most files unread, drift found later never reported.
+/// The run now goes on without printing, and its exit status tells the truth.
+#[test]
+fn a_closed_standard_output_does_not_end_the_run() {
+    let reference = Site::new();
+    reference.fill(120, 4);
+    let want_code = reference.ingest(5).status.code();
+    let want = reference.state();
+    assert_eq!(want_code, Some(3), "the corpus has drift and broken files");
+
+    let site = Site::new();
+    site.fill(120, 4);
+    let mut child = site
+        .command()
+        .args(["ingest", "--batch", "5", "--archive"])
+        .arg(site.path("archive"))
+        .arg("--quarantine")
+        .arg(site.path("failed"))
+        .arg(site.drop())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), want_code, "{}", stderr(&out));
+    assert!(out.stderr.is_empty(), "{}", stderr(&out));
+    let got = site.state();
+    site.assert_all_placed(&got, 120);
+    common::site::assert_same(&got, &want, "with standard output closed");
+}
+
+/// Item 12: a full standard output (a log on a full disk) was a bare "No space left on device"
+/// and exit 1, with the decided files left unmoved. Now the run finishes, says what failed, and
+/// exits 3.
+#[test]
+fn a_full_standard_output_is_named_and_the_run_finishes() {
+    let site = Site::new();
+    site.put_sample("valid/orders-d01b-no-una.edi", "a.edi");
+    let out = site
+        .ingest_command(5)
+        .stdout(fs::File::create("/dev/full").unwrap())
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("cannot write to standard output (No space left on device"),
+        "{err}"
+    );
+    assert_eq!(site.files_in("archive"), ["a.edi"]);
+}
+
+/// Item 12: `completions bash | head` panicked and `show --raw | head -c` exited 1; a reader
+/// that stops reading is not an error.
+#[test]
+fn reports_to_a_closed_pipe_exit_0() {
+    let site = Site::new();
+    site.put_sample("valid/invoic-d96a-unoc-crlf.edi", "a.edi");
+    site.ingest(5);
+    let closed = |args: &[&str]| {
+        let mut child = site
+            .command()
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        child.wait_with_output().unwrap()
+    };
+    for args in [
+        &["completions", "bash"][..],
+        &["show", "--raw", "5412345000013", "4012345000023", "INV0001"],
+        &["list"],
+        &["stats"],
+        &["inspect", "--json", site.path("archive").to_str().unwrap()],
+    ] {
+        let out = closed(args);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+        assert!(out.stderr.is_empty(), "{args:?}: {}", stderr(&out));
+    }
+}
+
+/// Item 13: file names and UNB identifiers were printed raw: a newline in a name forged an
+/// outcome line in the cron log, an ESC in a sender id drove the operator's terminal. Every
+/// human output escapes control characters: the lines, `list`, `show`, and `NAME.error.txt`.
+#[test]
+fn control_characters_from_the_input_are_escaped_in_human_output() {
+    let site = Site::new();
+    let good = fs::read_to_string(samples().join("valid/orders-d01b-no-una.edi")).unwrap();
+    site.put("evil\nnew        forged.edi", good.as_bytes());
+    let escaped_sender = good.replace("SENDER?+ONE", "EVIL\x1b[2J");
+    site.put(
+        "sender.edi",
+        escaped_sender.replace("ORD?'0042", "ESC1").as_bytes(),
+    );
+    let broken = fs::read(samples().join("broken/unt-count-wrong.edi")).unwrap();
+    site.put("bad\x1b[31m.edi", &broken);
+    let out = site
+        .command()
+        .args(["ingest", "--quarantine"])
+        .arg(site.path("failed"))
+        .arg(site.drop())
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout.clone()).unwrap();
+    let all = [text.as_str(), &stderr(&out)].concat();
+    assert!(!all.contains('\x1b'), "{all:?}");
+    assert_eq!(text.lines().count(), 4, "{text}");
+    assert!(
+        !text.lines().any(|l| l.starts_with("new        forged")),
+        "{text}"
+    );
+    assert!(text.contains("evil\\x0Anew        forged.edi"), "{text}");
+    assert!(text.contains("EVIL\\x1B[2J"), "{text}");
+    let reason = fs::read_to_string(site.path("failed").join("bad\x1b[31m.edi.error.txt")).unwrap();
+    assert!(
+        reason.contains("bad\\x1B[31m.edi") && !reason.contains('\x1b'),
+        "{reason}"
+    );
+    for args in [
+        &["list"][..],
+        &["show", "EVIL\x1b[2J", "RECEIVER", "ESC1"],
+        &["stats"],
+    ] {
+        let out = site.cmd().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            !text.contains('\x1b') && !text.contains("\nnew        forged"),
+            "{args:?}: {text}"
+        );
+    }
+}

@@ -182,10 +182,5 @@ fn non_utf8_file_names_are_shown_not_fatal() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0));
     let lines = json_lines(&out.stdout);
-    assert!(
-        lines[0]["file"]
-            .as_str()
-            .unwrap()
-            .ends_with("inv\u{fffd}.edi")
-    );
+    assert!(lines[0]["file"].as_str().unwrap().ends_with("inv\\xFF.edi"));
 }
