@@ -21,7 +21,7 @@ use crate::files::{self, Claim, Claimed};
 use crate::inbox::{Checkpointer, Decision, Inbox, KeyProbe, WAL_RESTART_FRAMES};
 use crate::input::{self, InputFile};
 use crate::metrics::{Metrics, database_size, unix_now};
-use crate::output::{Out, escape, problem};
+use crate::output::{Out, count, escape, problem};
 
 /// A batch never stays open longer than this, so an overlapping run or a purge waits little.
 const MAX_BATCH_TIME: Duration = Duration::from_secs(1);
@@ -115,11 +115,11 @@ impl Outcome {
         match self.status {
             Status::New | Status::Duplicate | Status::Drift => {
                 let key = format!(
-                    "{} -> {}  ref {}  {} messages",
+                    "{} -> {}  ref {}  {}",
                     self.sender.as_deref().unwrap_or(""),
                     self.recipient.as_deref().unwrap_or(""),
                     self.control_ref.as_deref().unwrap_or(""),
-                    self.messages.unwrap_or(0)
+                    count(self.messages.unwrap_or(0) as u64, "message", "messages")
                 );
                 match self.status {
                     Status::New => format!("new        {}  {key}", self.file),
@@ -374,8 +374,13 @@ pub fn run(db: &Path, busy_timeout: Duration, args: &IngestArgs) -> anyhow::Resu
         run.out.json(&Last { summary: s });
     } else {
         run.out.line(&format!(
-            "{} files: {} new, {} duplicate, {} drift, {} rejected, {} skipped",
-            s.files, s.new, s.duplicate, s.drift, s.rejected, s.skipped
+            "{}: {} new, {} duplicate, {} drift, {} rejected, {} skipped",
+            count(s.files as u64, "file", "files"),
+            s.new,
+            s.duplicate,
+            s.drift,
+            s.rejected,
+            s.skipped
         ));
     }
     run.out.flush();

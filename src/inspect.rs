@@ -8,7 +8,7 @@ use crate::cli::InspectArgs;
 use crate::edifact::{self, EnvelopeError, Interchange};
 use crate::exit;
 use crate::input::{self, InputFile};
-use crate::output::{Out, problem};
+use crate::output::{Out, count, problem};
 
 /// One message, as `inspect --json` prints it.
 #[derive(Debug, Serialize)]
@@ -143,8 +143,11 @@ pub fn run(args: &InspectArgs) -> anyhow::Result<ExitCode> {
     }
     if !args.json {
         out.line(&format!(
-            "{} files, {} interchanges, {} messages; {} files rejected",
-            tally.files, tally.interchanges, tally.messages, tally.rejected_files
+            "{}, {}, {}; {} rejected",
+            count(tally.files as u64, "file", "files"),
+            count(tally.interchanges as u64, "interchange", "interchanges"),
+            count(tally.messages as u64, "message", "messages"),
+            count(tally.rejected_files as u64, "file", "files"),
         ));
     }
     out.flush();

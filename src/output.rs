@@ -113,6 +113,15 @@ pub fn warn(text: &str) {
     let _ = writeln!(io::stderr().lock(), "edi-inbox: {}", escape(text));
 }
 
+/// `1 message`, `2 messages`: a count and its noun, singular for one.
+pub fn count<N: Into<u64> + Copy>(n: N, singular: &str, plural: &str) -> String {
+    if n.into() == 1 {
+        format!("1 {singular}")
+    } else {
+        format!("{} {plural}", n.into())
+    }
+}
+
 /// Text for a terminal or a log: control characters (C0, DEL, C1) and the Unicode controls that
 /// reorder what is shown become `\xNN` or `\u{NNNN}`, so that a file name or a partner's
 /// identifier can neither start a new line (forging an outcome in a cron log) nor send an
@@ -145,6 +154,16 @@ fn needs_escape(c: char) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counts_are_singular_for_one() {
+        assert_eq!(count(1u32, "message", "messages"), "1 message");
+        assert_eq!(count(0u32, "message", "messages"), "0 messages");
+        assert_eq!(
+            count(2u64, "inbox entry", "inbox entries"),
+            "2 inbox entries"
+        );
+    }
 
     #[test]
     fn control_characters_are_escaped() {

@@ -11,7 +11,7 @@ use crate::cli::PurgeArgs;
 use crate::exit;
 use crate::inbox::{Inbox, PurgeTarget};
 use crate::metrics::{Metrics, unix_now};
-use crate::output::{Out, problem};
+use crate::output::{Out, count, problem};
 
 /// What `purge --json` prints.
 #[derive(Debug, Serialize)]
@@ -78,9 +78,18 @@ pub fn run(db: &Path, busy_timeout: Duration, args: &PurgeArgs) -> anyhow::Resul
         } else {
             "purged"
         };
+        let n = |v: i64| v.max(0) as u64;
         out.line(&format!(
-            "{verb} {} inbox entries received before {} ({} days), {} sightings, {} rejected-file records",
-            report.purged, report.cutoff, report.days, report.sightings_purged, report.rejections_purged
+            "{verb} {} received before {} ({} days), {}, {}",
+            count(n(report.purged), "inbox entry", "inbox entries"),
+            report.cutoff,
+            report.days,
+            count(n(report.sightings_purged), "sighting", "sightings"),
+            count(
+                n(report.rejections_purged),
+                "rejected-file record",
+                "rejected-file records"
+            )
         ));
         if !args.dry_run {
             out.line(&match &report.oldest_kept {

@@ -321,7 +321,7 @@ fn the_database_comes_from_edi_inbox_db_or_the_current_folder() {
         .args(["ingest", "-q", "drop"])
         .assert()
         .code(0)
-        .stdout("1 files: 1 new, 0 duplicate, 0 drift, 0 rejected, 0 skipped\n");
+        .stdout("1 file: 1 new, 0 duplicate, 0 drift, 0 rejected, 0 skipped\n");
 }
 
 #[test]
@@ -341,7 +341,7 @@ fn human_output_has_a_line_per_interchange_and_quiet_only_problems() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains("new        ")
-            && text.contains("SENDER+ONE -> RECEIVER  ref ORD'0042  1 messages"),
+            && text.contains("SENDER+ONE -> RECEIVER  ref ORD'0042  1 message"),
         "{text}"
     );
     assert!(

@@ -73,7 +73,7 @@ fn human_output_names_the_envelope() {
                 .and(predicate::str::contains("ORDERS D:01B:UN  10 segments"))
                 .and(predicate::str::contains("sha256"))
                 .and(predicate::str::contains(
-                    "1 files, 1 interchanges, 1 messages; 0 files rejected",
+                    "1 file, 1 interchange, 1 message; 0 files rejected",
                 )),
         );
 }

@@ -123,7 +123,7 @@ fn a_redelivery_after_purge_is_new() {
         .assert()
         .code(0)
         .stdout(
-            predicate::str::contains("purged 1 inbox entries")
+            predicate::str::contains("purged 1 inbox entry received")
                 .and(predicate::str::contains("the inbox is empty")),
         );
     let (code, lines) = json(
