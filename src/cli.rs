@@ -9,18 +9,17 @@ use clap::{Parser, Subcommand};
 ///
 /// Exit status: 0 all input was good; 3 the run finished but some input was rejected;
 /// 1 a fatal error stopped the run; 2 a usage error.
+/// The database used where neither `--db` nor `EDI_INBOX_DB` names one.
+pub const DEFAULT_DB: &str = "edi-inbox.db";
+
 #[derive(Debug, Parser)]
 #[command(name = "edi-inbox", version, about, long_about = None)]
 pub struct Cli {
-    /// The inbox database (SQLite), created with its schema on first use.
-    #[arg(
-        long,
-        global = true,
-        env = "EDI_INBOX_DB",
-        default_value = "edi-inbox.db",
-        value_name = "PATH"
-    )]
-    pub db: PathBuf,
+    /// The inbox database (SQLite). `ingest` creates it with its schema on first use, only where
+    /// it is named here or in EDI_INBOX_DB; without either, edi-inbox.db in the current folder is
+    /// used if it exists.
+    #[arg(long, global = true, env = "EDI_INBOX_DB", value_name = "PATH")]
+    pub db: Option<PathBuf>,
 
     /// How long to wait for another run's lock on the database before giving up (exit 1).
     #[arg(long, global = true, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]

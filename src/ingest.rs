@@ -18,7 +18,7 @@ use crate::cli::IngestArgs;
 use crate::edifact::{self, EnvelopeError, Interchange};
 use crate::exit;
 use crate::files::{self, Claim, Claimed};
-use crate::inbox::{Checkpointer, Decision, Inbox, KeyProbe, WAL_RESTART_FRAMES};
+use crate::inbox::{Access, Checkpointer, Decision, Inbox, KeyProbe, WAL_RESTART_FRAMES};
 use crate::input::{self, InputFile};
 use crate::metrics::{Metrics, database_size, unix_now};
 use crate::output::{Out, count, escape, problem};
@@ -191,8 +191,24 @@ struct Run<'a> {
 }
 
 /// Runs `ingest`.
-pub fn run(db: &Path, busy_timeout: Duration, args: &IngestArgs) -> anyhow::Result<ExitCode> {
+///
+/// `named` is true where `--db` or `EDI_INBOX_DB` named the database: only then may it be
+/// created. A new inbox knows no interchange, so every redelivery in the drop folder would be
+/// applied again; a cron job started in the wrong folder must not do that silently.
+pub fn run(
+    db: &Path,
+    named: bool,
+    busy_timeout: Duration,
+    args: &IngestArgs,
+) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
+    if !named && !db.exists() {
+        crate::output::warn(&format!(
+            "there is no inbox database {} in this folder, and a new one is created only where --db or EDI_INBOX_DB names it (a new inbox would apply every redelivery again); nothing was read",
+            db.display()
+        ));
+        return Ok(ExitCode::from(exit::USAGE));
+    }
     // Every decision records when it was made, and purge goes by those times: recorded as 1970,
     // they would all be purged at once, and every redelivery applied again.
     if crate::clock::before_1970() {
@@ -213,7 +229,7 @@ pub fn run(db: &Path, busy_timeout: Duration, args: &IngestArgs) -> anyhow::Resu
             })?;
         }
     }
-    let mut inbox = Inbox::connect(db, busy_timeout, true)
+    let mut inbox = Inbox::connect(db, busy_timeout, Access::Create)
         .with_context(|| format!("cannot open the inbox database {}", db.display()))?;
     // Never the inbox's own files, nor what this run moves files into or writes.
     let mut exclude = input::Exclusions::default();
@@ -363,6 +379,9 @@ pub fn run(db: &Path, busy_timeout: Duration, args: &IngestArgs) -> anyhow::Resu
     // a failure here costs nothing.
     let _ = inbox.set_auto_checkpoint(true);
     result?;
+    // Not a failure of the run where it cannot finish (another run is writing): that run's own
+    // end empties the WAL.
+    let _ = inbox.checkpoint_all();
     run.progress.finish_and_clear();
 
     let s = &run.summary;

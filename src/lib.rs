@@ -60,13 +60,18 @@ pub fn main() -> ExitCode {
     #[cfg(feature = "failpoints")]
     let _scenario = fail::FailScenario::setup();
     let cli = cli::Cli::parse();
+    let named = cli.db.is_some();
+    let db = cli
+        .db
+        .clone()
+        .unwrap_or_else(|| std::path::PathBuf::from(cli::DEFAULT_DB));
     let result = match &cli.command {
         cli::Command::Inspect(args) => inspect::run(args),
-        cli::Command::Ingest(args) => ingest::run(&cli.db, cli.busy_timeout, args),
-        cli::Command::Purge(args) => purge::run(&cli.db, cli.busy_timeout, args),
-        cli::Command::Stats(args) => report::stats(&cli.db, cli.busy_timeout, args),
-        cli::Command::List(args) => report::list(&cli.db, cli.busy_timeout, args),
-        cli::Command::Show(args) => report::show(&cli.db, cli.busy_timeout, args),
+        cli::Command::Ingest(args) => ingest::run(&db, named, cli.busy_timeout, args),
+        cli::Command::Purge(args) => purge::run(&db, cli.busy_timeout, args),
+        cli::Command::Stats(args) => report::stats(&db, cli.busy_timeout, args),
+        cli::Command::List(args) => report::list(&db, cli.busy_timeout, args),
+        cli::Command::Show(args) => report::show(&db, cli.busy_timeout, args),
         cli::Command::Completions(args) => completions(args),
     };
     match result {

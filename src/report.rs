@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::cli::{ListArgs, ShowArgs, StatsArgs};
 use crate::exit;
-use crate::inbox::{EventFilter, Inbox};
+use crate::inbox::{Access, EventFilter, Inbox};
 use crate::metrics::database_size;
 use crate::output::{Out, problem};
 
@@ -21,7 +21,7 @@ struct StatsJson {
 
 /// Runs `stats`.
 pub fn stats(db: &Path, busy_timeout: Duration, args: &StatsArgs) -> anyhow::Result<ExitCode> {
-    let inbox = Inbox::connect(db, busy_timeout, false)?;
+    let inbox = Inbox::connect(db, busy_timeout, Access::Read)?;
     let s = StatsJson {
         stats: inbox.stats()?,
         database_bytes: database_size(db),
@@ -63,7 +63,7 @@ pub fn stats(db: &Path, busy_timeout: Duration, args: &StatsArgs) -> anyhow::Res
 
 /// Runs `list`.
 pub fn list(db: &Path, busy_timeout: Duration, args: &ListArgs) -> anyhow::Result<ExitCode> {
-    let inbox = Inbox::connect(db, busy_timeout, false)?;
+    let inbox = Inbox::connect(db, busy_timeout, Access::Read)?;
     let events = inbox.events(&EventFilter {
         status: args.status.map(|s| s.as_str().to_string()),
         sender: args.sender.clone(),
@@ -95,7 +95,7 @@ pub fn list(db: &Path, busy_timeout: Duration, args: &ListArgs) -> anyhow::Resul
 
 /// Runs `show`.
 pub fn show(db: &Path, busy_timeout: Duration, args: &ShowArgs) -> anyhow::Result<ExitCode> {
-    let inbox = Inbox::connect(db, busy_timeout, false)?;
+    let inbox = Inbox::connect(db, busy_timeout, Access::Read)?;
     let h = inbox.key_history(&args.sender, &args.recipient, &args.control_ref)?;
     let mut out = Out::default();
     if h.interchanges.is_empty() && h.sightings.is_empty() {

@@ -825,3 +825,143 @@ fn control_characters_from_the_input_are_escaped_in_human_output() {
         );
     }
 }
+
+/// Item 15: a one-byte file that is not SQLite was overwritten by `ingest`; `stats` and `list`
+/// wrote the schema into an empty file. The header is checked before SQLite sees the file, and
+/// the reports never create or change a database.
+#[test]
+fn a_file_that_is_not_a_database_is_never_written() {
+    let site = Site::new();
+    site.put_sample("valid/orders-d01b-no-una.edi", "a.edi");
+    fs::write(site.db(), b"x").unwrap();
+    let out = site.ingest(10);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("is not an SQLite database"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(fs::read(site.db()).unwrap(), b"x");
+
+    fs::write(site.db(), b"").unwrap();
+    for args in [
+        &["stats"][..],
+        &["list"],
+        &["show", "A", "B", "C"],
+        &["purge", "--days", "1"],
+    ] {
+        let out = site.cmd().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(
+            stderr(&out).contains("there is no inbox database"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+        assert_eq!(
+            fs::metadata(site.db()).unwrap().len(),
+            0,
+            "{args:?} wrote to it"
+        );
+    }
+    let beside: Vec<_> = names(site.dir.path())
+        .into_iter()
+        .filter(|n| n.to_string_lossy().starts_with("inbox.db"))
+        .collect();
+    assert_eq!(beside, ["inbox.db"], "no -wal or -shm either");
+}
+
+/// Item 15: the reports open the database read-only: they work for a user who may only read it
+/// (they failed with SQLITE_READONLY_DIRECTORY), and never migrate or change it.
+#[test]
+fn reports_work_for_a_user_who_may_only_read() {
+    use std::os::unix::fs::PermissionsExt;
+    let site = Site::new();
+    site.put_sample("valid/invoic-d96a-unoc-crlf.edi", "a.edi");
+    assert_eq!(site.ingest(10).status.code(), Some(0));
+    // Everyone may enter the folder and read the database; only its owner may write there.
+    fs::set_permissions(site.dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let before = common::site::file_hash(&site.db());
+    let reports = |what: &str| {
+        for args in [
+            &["stats", "--json"][..],
+            &["list"],
+            &["show", "5412345000013", "4012345000023", "INV0001"],
+        ] {
+            let mut cmd = site.command();
+            let out = unprivileged(cmd.args(args)).output().unwrap();
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{what} {args:?}: {}",
+                stderr(&out)
+            );
+        }
+    };
+    reports("beside its -wal and -shm");
+    // As an older edi-inbox left it (or a copy): no -wal, no -shm beside it.
+    for suffix in ["-wal", "-shm"] {
+        let _ = fs::remove_file(site.path(&format!("inbox.db{suffix}")));
+    }
+    reports("alone");
+    assert_eq!(common::site::file_hash(&site.db()), before);
+
+    // A database from an older edi-inbox is not migrated by a report.
+    site.sql("PRAGMA user_version = 3");
+    let before = common::site::file_hash(&site.db());
+    let out = site.cmd().args(["stats"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("run ingest or purge once"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(common::site::file_hash(&site.db()), before);
+}
+
+/// Item 16: the WAL was left holding the run's commits (whenever the run's connection was not
+/// the last one open: its checkpointing thread's, or a monitoring tool's), so `cp inbox.db
+/// backup/` copied an empty shell. A run ends with the WAL copied into the database file.
+#[test]
+fn the_database_file_alone_holds_every_commit_after_a_run() {
+    let site = Site::new();
+    site.put_sample("valid/orders-d01b-no-una.edi", "first.edi");
+    assert_eq!(site.ingest(1000).status.code(), Some(0));
+    // Another reader of the database, idle while the run goes on, as a dashboard would be.
+    let reader = rusqlite::Connection::open(site.db()).unwrap();
+    reader
+        .query_row("SELECT count(*) FROM inbox", [], |r| r.get::<_, i64>(0))
+        .unwrap();
+    site.fill(300, 12);
+    let out = site.ingest(1000);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let want = site.count("SELECT count(*) FROM interchanges");
+    assert!(want > 200);
+    let backup = site.path("backup.db");
+    fs::copy(site.db(), &backup).unwrap();
+    let got: i64 = rusqlite::Connection::open(&backup)
+        .unwrap()
+        .query_row("SELECT count(*) FROM interchanges", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(got, want);
+    drop(reader);
+}
+
+/// Item 17: `--db` naming a folder said "unable to open database file".
+#[test]
+fn a_db_that_is_a_folder_is_named_as_such() {
+    let site = Site::new();
+    for args in [&["stats"][..], &["ingest", "drop"]] {
+        let out = common::edi_inbox()
+            .current_dir(site.dir.path())
+            .args(["--db", "drop"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(
+            stderr(&out).contains("drop is a folder"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+}

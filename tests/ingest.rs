@@ -305,6 +305,10 @@ fn a_file_that_is_not_a_database_is_fatal_and_untouched() {
     assert!(!site.path("inbox.db-wal").exists());
 }
 
+/// Issue 10, item 14: leaving out `--db` silently started a new inbox in the current folder,
+/// which applied every redelivery as new. A database is created only where `--db` or
+/// `EDI_INBOX_DB` names it; without either, `edi-inbox.db` in the current folder is used if it
+/// is there, and its absence is a usage error that touches nothing.
 #[test]
 fn the_database_comes_from_edi_inbox_db_or_the_current_folder() {
     let site = Site::new();
@@ -313,8 +317,12 @@ fn the_database_comes_from_edi_inbox_db_or_the_current_folder() {
         .current_dir(site.dir.path())
         .args(["ingest", "drop"])
         .assert()
-        .code(0);
-    assert!(site.path("edi-inbox.db").is_file());
+        .code(2)
+        .stdout("")
+        .stderr(predicate::str::contains(
+            "a new one is created only where --db or EDI_INBOX_DB names it",
+        ));
+    assert!(!site.path("edi-inbox.db").exists());
     edi_inbox()
         .current_dir(site.dir.path())
         .env("EDI_INBOX_DB", site.path("other.db"))
@@ -322,6 +330,18 @@ fn the_database_comes_from_edi_inbox_db_or_the_current_folder() {
         .assert()
         .code(0)
         .stdout("1 file: 1 new, 0 duplicate, 0 drift, 0 rejected, 0 skipped\n");
+    edi_inbox()
+        .current_dir(site.dir.path())
+        .args(["--db", "edi-inbox.db", "ingest", "-q", "drop"])
+        .assert()
+        .code(0);
+    // Once it is there, the current folder's database is used without naming it.
+    edi_inbox()
+        .current_dir(site.dir.path())
+        .args(["ingest", "-q", "drop"])
+        .assert()
+        .code(0)
+        .stdout("1 file: 0 new, 1 duplicate, 0 drift, 0 rejected, 0 skipped\n");
 }
 
 #[test]

@@ -48,6 +48,17 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(60);
 /// How much of a rejected file is kept in the database.
 pub const REJECTED_BYTES_LIMIT: usize = 4 << 20;
 
+/// How a command opens the inbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// `ingest`: created with its schema where missing (or an empty file).
+    Create,
+    /// `purge`: read and written, never created.
+    Write,
+    /// `stats`, `list`, `show`: read only, never created or changed.
+    Read,
+}
+
 /// Errors of the storage layer.
 #[derive(Debug, thiserror::Error)]
 pub enum InboxError {
@@ -63,6 +74,16 @@ pub enum InboxError {
     },
     #[error("there is no inbox database at {path}: name it with --db or EDI_INBOX_DB")]
     Missing { path: String },
+    #[error("{path} is a folder: --db names the database file")]
+    IsAFolder { path: String },
+    #[error(
+        "{path} has schema version {found} of {known}, from an older edi-inbox: a report does not change the database; run ingest or purge once to bring it up to date"
+    )]
+    Outdated {
+        path: String,
+        found: i64,
+        known: usize,
+    },
     #[error(transparent)]
     Sqlite(#[from] rusqlite::Error),
     #[error("stored interchange bytes cannot be (de)compressed: {0}")]
@@ -99,55 +120,36 @@ pub struct Inbox {
 impl Inbox {
     /// Opens the database at `path` with the default busy timeout, creating it on first use.
     pub fn open(path: &Path) -> Result<Inbox, InboxError> {
-        Inbox::connect(path, BUSY_TIMEOUT, true)
+        Inbox::connect(path, BUSY_TIMEOUT, Access::Create)
     }
 
-    /// Opens the database at `path`, waiting up to `busy_timeout` for another run's lock. With
-    /// `create`, a missing file is created with its schema; without it (the reporting commands)
-    /// a missing file is an error.
+    /// Opens the database at `path`, waiting up to `busy_timeout` for another run's lock.
     ///
-    /// A file that is not an SQLite database, or another program's, or one written by a newer
-    /// edi-inbox, is an error and is left untouched. An up-to-date database is not written to.
-    pub fn connect(path: &Path, busy_timeout: Duration, create: bool) -> Result<Inbox, InboxError> {
+    /// A file that is not an SQLite database (checked by its header before SQLite sees it, so
+    /// that not even a one-byte file is written to), or another program's, or one written by a
+    /// newer edi-inbox, is an error and is left untouched. An up-to-date database is not written
+    /// to; with [`Access::Read`] none is, nor created.
+    pub fn connect(
+        path: &Path,
+        busy_timeout: Duration,
+        access: Access,
+    ) -> Result<Inbox, InboxError> {
         let shown = path.display().to_string();
-        if !create && !path.is_file() {
-            return Err(InboxError::Missing { path: shown });
+        precheck(path, &shown, access)?;
+        if access == Access::Read {
+            return Inbox::connect_read_only(path, &shown, busy_timeout);
         }
-        let conn = Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_WRITE
-                | OpenFlags::SQLITE_OPEN_CREATE
-                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )?;
+        let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        if access == Access::Create {
+            flags |= OpenFlags::SQLITE_OPEN_CREATE;
+        }
+        let conn = Connection::open_with_flags(path, flags)?;
         conn.busy_timeout(busy_timeout)?;
         // Read before anything writes: a file that is not a database fails here, unchanged.
-        let (app_id, version, tables) = match retry_while_busy(busy_timeout, || identify(&conn)) {
-            Ok(found) => found,
-            Err(rusqlite::Error::SqliteFailure(e, _))
-                if e.code == rusqlite::ErrorCode::NotADatabase =>
-            {
-                return Err(InboxError::NotAnInbox {
-                    path: shown,
-                    reason: ": the file is not an SQLite database".into(),
-                });
-            }
-            Err(e) => return Err(e.into()),
-        };
+        let (app_id, version, tables) = identify_inbox(&conn, &shown, busy_timeout)?;
         let fresh = app_id == 0 && version == 0 && tables == 0;
-        if !fresh && app_id != APPLICATION_ID {
-            return Err(InboxError::NotAnInbox {
-                path: shown,
-                reason: format!(
-                    " (SQLite application_id {app_id}, {tables} tables of another program)"
-                ),
-            });
-        }
-        if version as usize > MIGRATIONS.len() {
-            return Err(InboxError::TooNew {
-                path: shown,
-                found: version,
-                known: MIGRATIONS.len(),
-            });
+        if fresh && access != Access::Create {
+            return Err(InboxError::Missing { path: shown });
         }
         // Switching a new file to WAL needs an exclusive lock, and SQLite answers "busy" at once,
         // without the busy handler, while another run is creating the same file; so wait here.
@@ -155,6 +157,7 @@ impl Inbox {
             let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
             Ok(mode)
         })?;
+        persist_wal(&conn);
         conn.pragma_update(None, "synchronous", "FULL")?;
         // The savepoint of each decision journals the pages it changes; in memory, not in a
         // temporary file (measured: 8% of an ingest).
@@ -172,6 +175,67 @@ impl Inbox {
             inbox.migrate(&shown)?;
         }
         Ok(inbox)
+    }
+
+    /// The reporting commands' connection: read-only, so it never creates, migrates or changes
+    /// the database, and works for a user who may only read it.
+    fn connect_read_only(
+        path: &Path,
+        shown: &str,
+        busy_timeout: Duration,
+    ) -> Result<Inbox, InboxError> {
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(path, flags)?;
+        conn.busy_timeout(busy_timeout)?;
+        let found = match identify_inbox(&conn, shown, busy_timeout) {
+            Err(InboxError::Sqlite(e)) if cannot_share_wal(&e) && !wal_path(path).exists() => {
+                // A WAL database read by a user who can create neither its -shm nor its -wal
+                // (a folder they may not write), with no -wal there: everything is in the
+                // database file, which is then read as it stands.
+                drop(conn);
+                return Inbox::connect_immutable(path, shown, busy_timeout);
+            }
+            other => other?,
+        };
+        Inbox::read_only(conn, shown, busy_timeout, found)
+    }
+
+    fn connect_immutable(
+        path: &Path,
+        shown: &str,
+        busy_timeout: Duration,
+    ) -> Result<Inbox, InboxError> {
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_URI;
+        let conn = Connection::open_with_flags(format!("{}?immutable=1", file_uri(path)), flags)?;
+        let found = identify_inbox(&conn, shown, busy_timeout)?;
+        Inbox::read_only(conn, shown, busy_timeout, found)
+    }
+
+    fn read_only(
+        conn: Connection,
+        shown: &str,
+        busy_timeout: Duration,
+        (app_id, version, tables): (i32, i64, i64),
+    ) -> Result<Inbox, InboxError> {
+        if app_id == 0 && version == 0 && tables == 0 {
+            return Err(InboxError::Missing {
+                path: shown.to_string(),
+            });
+        }
+        if (version as usize) < MIGRATIONS.len() {
+            return Err(InboxError::Outdated {
+                path: shown.to_string(),
+                found: version,
+                known: MIGRATIONS.len(),
+            });
+        }
+        Ok(Inbox {
+            conn,
+            busy_timeout,
+            pending_counts: Default::default(),
+        })
     }
 
     /// Applies the migrations this database has not had, in one transaction, so that two runs
@@ -379,6 +443,22 @@ impl Inbox {
         Ok(())
     }
 
+    /// Copies everything in the WAL into the database file and empties it (a TRUNCATE
+    /// checkpoint), at the end of a run, so that the database file alone holds every commit (a
+    /// plain `cp inbox.db backup/` then copies all of it). Waits a little for another process's
+    /// transaction, no more: a run that overlaps another leaves the rest to that one. Returns
+    /// whether the WAL is empty.
+    pub fn checkpoint_all(&self) -> Result<bool, InboxError> {
+        self.conn.busy_timeout(Duration::from_secs(2))?;
+        let done = self
+            .conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+                Ok(r.get::<_, i64>(0)? == 0)
+            });
+        self.conn.busy_timeout(self.busy_timeout)?;
+        Ok(done?)
+    }
+
     /// Copies what is left of the WAL and has the next write start it over (a RESTART
     /// checkpoint); between batches, while a [`Checkpointer`] does the rest.
     ///
@@ -484,6 +564,135 @@ impl KeyProbe {
     }
 }
 
+/// What must be true of the file at `path` before SQLite may open it: SQLite writes a header
+/// into any file of fewer than 512 bytes, and creates what is missing.
+fn precheck(path: &Path, shown: &str, access: Access) -> Result<(), InboxError> {
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return match access {
+                Access::Create => Ok(()),
+                _ => Err(InboxError::Missing {
+                    path: shown.to_string(),
+                }),
+            };
+        }
+        Err(e) => return Err(InboxError::Codec(e)),
+    };
+    if meta.is_dir() {
+        return Err(InboxError::IsAFolder {
+            path: shown.to_string(),
+        });
+    }
+    if meta.len() == 0 {
+        // An empty file is a database not created yet: ingest creates it, nothing else reads it.
+        return match access {
+            Access::Create => Ok(()),
+            _ => Err(InboxError::Missing {
+                path: shown.to_string(),
+            }),
+        };
+    }
+    let mut header = [0u8; 16];
+    let read =
+        std::fs::File::open(path).and_then(|mut f| std::io::Read::read_exact(&mut f, &mut header));
+    if read.is_err() || meta.len() < 100 || &header != b"SQLite format 3\0" {
+        if let Err(e) = read
+            && e.kind() == std::io::ErrorKind::PermissionDenied
+        {
+            return Err(InboxError::Codec(e));
+        }
+        return Err(InboxError::NotAnInbox {
+            path: shown.to_string(),
+            reason: ": the file is not an SQLite database".into(),
+        });
+    }
+    Ok(())
+}
+
+/// `(application_id, user_version, number of tables)`, or why the file is not an inbox.
+fn identify_inbox(
+    conn: &Connection,
+    shown: &str,
+    busy_timeout: Duration,
+) -> Result<(i32, i64, i64), InboxError> {
+    let (app_id, version, tables) = match retry_while_busy(busy_timeout, || identify(conn)) {
+        Ok(found) => found,
+        Err(rusqlite::Error::SqliteFailure(e, _))
+            if e.code == rusqlite::ErrorCode::NotADatabase =>
+        {
+            return Err(InboxError::NotAnInbox {
+                path: shown.to_string(),
+                reason: ": the file is not an SQLite database".into(),
+            });
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let fresh = app_id == 0 && version == 0 && tables == 0;
+    if !fresh && app_id != APPLICATION_ID {
+        return Err(InboxError::NotAnInbox {
+            path: shown.to_string(),
+            reason: format!(
+                " (SQLite application_id {app_id}, {tables} tables of another program)"
+            ),
+        });
+    }
+    if version as usize > MIGRATIONS.len() {
+        return Err(InboxError::TooNew {
+            path: shown.to_string(),
+            found: version,
+            known: MIGRATIONS.len(),
+        });
+    }
+    Ok((app_id, version, tables))
+}
+
+/// True for the errors of a read-only connection that can neither open nor create a WAL
+/// database's -shm file.
+fn cannot_share_wal(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::CannotOpen | rusqlite::ErrorCode::ReadOnly)
+    )
+}
+
+/// `PATH-wal`.
+fn wal_path(path: &Path) -> std::path::PathBuf {
+    let mut p = path.as_os_str().to_owned();
+    p.push("-wal");
+    p.into()
+}
+
+/// A `file:` URI for `path`, with the characters a URI gives a meaning escaped.
+fn file_uri(path: &Path) -> String {
+    let mut uri = String::from("file:");
+    for b in path.as_os_str().as_encoded_bytes() {
+        match b {
+            b'%' | b'?' | b'#' | 0..=0x20 | 0x7F.. => uri.push_str(&format!("%{b:02X}")),
+            _ => uri.push(*b as char),
+        }
+    }
+    uri
+}
+
+/// Keeps the -wal and -shm files when the last connection closes. Without them a user who may
+/// read the database but not write its folder cannot read it at all (SQLite would have to create
+/// them); with them, such a user reads it like anyone else. The WAL is emptied at the end of each
+/// run instead ([`Inbox::checkpoint_all`]).
+fn persist_wal(conn: &Connection) {
+    let mut on: std::os::raw::c_int = 1;
+    // SAFETY: the handle is a live connection owned by `conn`; "main" is a NUL-terminated
+    // schema name, and the file control reads and writes one int through the pointer.
+    unsafe {
+        rusqlite::ffi::sqlite3_file_control(
+            conn.handle(),
+            c"main".as_ptr(),
+            rusqlite::ffi::SQLITE_FCNTL_PERSIST_WAL,
+            (&mut on as *mut std::os::raw::c_int).cast(),
+        );
+    }
+}
+
 /// Runs `f` again while the database answers "busy" or "locked", for up to the busy timeout.
 fn retry_while_busy<T>(
     timeout: Duration,
@@ -534,7 +743,7 @@ UNH+1+ORDERS:D:96A:UN'BGM+220+PO1+9'UNT+3+1'UNH+2+ORDERS:D:96A:UN'UNT+2+2'UNZ+2+
         use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("inbox.db");
-        let inbox = Inbox::connect(&path, Duration::from_secs(30), true).unwrap();
+        let inbox = Inbox::connect(&path, Duration::from_secs(30), Access::Create).unwrap();
         inbox.set_auto_checkpoint(false).unwrap();
         inbox
             .connection()
