@@ -965,3 +965,30 @@ fn a_db_that_is_a_folder_is_named_as_such() {
         );
     }
 }
+
+/// Item 17: a `--metrics-file` that could not be written turned a finished, committed ingest
+/// into exit 1 ("the job broke"); it is said, and the status is 3. The same for purge.
+#[test]
+fn a_metrics_file_that_cannot_be_written_is_exit_3() {
+    let site = Site::new();
+    site.put_sample("valid/orders-d01b-no-una.edi", "a.edi");
+    fs::write(site.path("not-a-folder"), b"").unwrap();
+    let metrics = site.path("not-a-folder/edi.prom");
+    let out = site
+        .ingest_command(10)
+        .arg("--metrics-file")
+        .arg(&metrics)
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("cannot write the metrics file"), "{err}");
+    assert_eq!(site.files_in("archive"), ["a.edi"]);
+    let out = site
+        .command()
+        .args(["purge", "--days", "1", "--metrics-file"])
+        .arg(&metrics)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+}
