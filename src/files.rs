@@ -12,8 +12,9 @@ use std::time::{Duration, SystemTime};
 /// has been decided and moved.
 #[derive(Debug)]
 pub struct Claimed {
-    /// Kept open for the lock; dropping it lets the other run have the file.
-    pub handle: File,
+    /// Kept open for the lock; dropping it lets the other run have the file. `None` for a file
+    /// that cannot be opened (no lock to take; it is only ever moved, never read).
+    handle: Option<File>,
     /// What the path named when it was claimed, to tell later whether it still does.
     pub identity: Identity,
 }
@@ -30,6 +31,11 @@ pub struct Identity {
 }
 
 impl Identity {
+    /// Device and inode.
+    pub fn file_id(&self) -> (u64, u64) {
+        (self.dev, self.ino)
+    }
+
     pub fn of(meta: &fs::Metadata) -> Identity {
         let (dev, ino) = dev_ino(meta);
         Identity {
@@ -49,19 +55,31 @@ pub enum Claim {
     Gone,
     /// Modified more recently than `--min-age`: a partner may still be writing it.
     TooYoung(Duration),
-    /// Larger than `--max-size`; not read.
-    TooLarge(u64),
+    /// Larger than `--max-size`; not read, but held, so that it is moved only as it was.
+    TooLarge(Claimed),
+    /// It cannot be opened (permission denied): not read, but known by its identity, so that
+    /// it can be quarantined as it was, once old enough.
+    Unreadable(Claimed, io::Error),
 }
 
 /// Opens and locks a file, without reading it yet. `named` files (given on the command line)
 /// that do not exist are an error; files found in a folder that have gone are [`Claim::Gone`].
-///
-/// A modification time in the future (a partner's clock, or a copy that kept the sender's time)
-/// counts as old enough: skipping it would leave the file in place forever.
 pub fn claim(path: &Path, named: bool, min_age: Duration, max_size: u64) -> io::Result<Claim> {
     let handle = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound && !named => return Ok(Claim::Gone),
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+            // Its age and identity can still be had from its folder.
+            let meta = fs::metadata(path)?;
+            if let Some(age) = too_young(&meta, min_age)? {
+                return Ok(Claim::TooYoung(age));
+            }
+            let claimed = Claimed {
+                handle: None,
+                identity: Identity::of(&meta),
+            };
+            return Ok(Claim::Unreadable(claimed, e));
+        }
         Err(e) => return Err(e),
     };
     match handle.try_lock() {
@@ -78,21 +96,31 @@ pub fn claim(path: &Path, named: bool, min_age: Duration, max_size: u64) -> io::
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Claim::Gone),
         Err(e) => return Err(e),
     }
-    if !min_age.is_zero() {
-        let modified = held.modified()?;
-        if let Ok(age) = SystemTime::now().duration_since(modified)
-            && age < min_age
-        {
-            return Ok(Claim::TooYoung(age));
-        }
+    if let Some(age) = too_young(&held, min_age)? {
+        return Ok(Claim::TooYoung(age));
     }
-    if held.len() > max_size {
-        return Ok(Claim::TooLarge(held.len()));
-    }
-    Ok(Claim::Taken(Claimed {
-        handle,
+    let claimed = Claimed {
+        handle: Some(handle),
         identity: Identity::of(&held),
-    }))
+    };
+    if held.len() > max_size {
+        return Ok(Claim::TooLarge(claimed));
+    }
+    Ok(Claim::Taken(claimed))
+}
+
+/// The file's age where it is younger than `min_age`. A modification time in the future (a
+/// partner's clock, or a copy that kept the sender's time) counts as old enough: skipping it
+/// would leave the file in place forever.
+fn too_young(meta: &fs::Metadata, min_age: Duration) -> io::Result<Option<Duration>> {
+    if min_age.is_zero() {
+        return Ok(None);
+    }
+    let modified = meta.modified()?;
+    Ok(SystemTime::now()
+        .duration_since(modified)
+        .ok()
+        .filter(|age| *age < min_age))
 }
 
 /// What reading a claimed file gave.
@@ -107,10 +135,13 @@ pub enum Contents {
 impl Claimed {
     /// Reads the whole file, and checks that it did not change meanwhile.
     pub fn read(&mut self) -> io::Result<Contents> {
+        let Some(handle) = &self.handle else {
+            return Err(io::ErrorKind::PermissionDenied.into());
+        };
         let mut bytes = Vec::with_capacity(self.identity.len as usize);
-        (&self.handle).read_to_end(&mut bytes)?;
+        (&*handle).read_to_end(&mut bytes)?;
         if bytes.len() as u64 != self.identity.len
-            || Identity::of(&self.handle.metadata()?) != self.identity
+            || Identity::of(&handle.metadata()?) != self.identity
         {
             return Ok(Contents::Changed);
         }
@@ -126,8 +157,11 @@ impl Claimed {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
             Err(e) => return Err(e),
         };
-        Ok(Identity::of(&now) == self.identity
-            && Identity::of(&self.handle.metadata()?) == self.identity)
+        let held = match &self.handle {
+            Some(h) => Identity::of(&h.metadata()?) == self.identity,
+            None => true,
+        };
+        Ok(held && Identity::of(&now) == self.identity)
     }
 }
 
@@ -235,6 +269,8 @@ pub enum Moved {
     /// The path names other bytes than were read (a new upload under the same name): left in
     /// place for the next run.
     Changed,
+    /// The path names nothing any more (the partner took the file back): nothing to move.
+    Gone,
 }
 
 /// Why a file could not be moved, in words for the operator, and the error behind it.
@@ -289,6 +325,9 @@ pub fn move_into(
         source: io::Error::new(io::ErrorKind::InvalidInput, "the path names no file"),
     })?;
     let name = target_name(os_bytes(name));
+    if fs::symlink_metadata(src).is_err_and(|e| e.kind() == io::ErrorKind::NotFound) {
+        return Ok(Moved::Gone);
+    }
     if let Some(c) = claim
         && !c.still_at(src).map_err(failed("cannot look at it"))?
     {
@@ -427,6 +466,9 @@ const TEMP_PREFIX: &str = ".edi-inbox-";
 const TEMP_SUFFIX: &str = ".tmp";
 static TEMP_COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
+/// How old an unlocked temporary copy must be to be taken for a killed run's.
+const STALE_AFTER: Duration = Duration::from_secs(60);
+
 /// Removes the temporary copies in `dir` that a killed run left (a run holds a lock on each of
 /// its own while it writes it); returns how many went.
 pub fn remove_stale_temporaries(dir: &Path) -> usize {
@@ -441,6 +483,14 @@ pub fn remove_stale_temporaries(dir: &Path) -> usize {
             continue;
         }
         let path = e.path();
+        // A run creates its copy and locks it an instant later: one that young is left alone.
+        let young = e
+            .metadata()
+            .and_then(|m| m.modified())
+            .is_ok_and(|t| SystemTime::now().duration_since(t).unwrap_or_default() < STALE_AFTER);
+        if young {
+            continue;
+        }
         let Ok(f) = File::open(&path) else { continue };
         if f.try_lock().is_ok() && fs::remove_file(&path).is_ok() {
             removed += 1;
@@ -523,9 +573,8 @@ fn copy_synced(src: &Path, claim: Option<&Claimed>, dest: &Path) -> io::Result<F
         .create_new(true)
         .open(dest)?;
     to.lock()?;
-    match claim {
-        Some(c) => {
-            let mut from = &c.handle;
+    match claim.and_then(|c| c.handle.as_ref()) {
+        Some(mut from) => {
             io::Seek::seek(&mut from, io::SeekFrom::Start(0))?;
             io::copy(&mut from, &mut to)?;
         }
@@ -635,13 +684,25 @@ mod tests {
         let held = dir.path().join(".edi-inbox-1-1.tmp");
         let left = dir.path().join(".edi-inbox-2-1.tmp");
         let other = dir.path().join("a.tmp");
-        for p in [&held, &left, &other] {
+        let young = dir.path().join(".edi-inbox-3-1.tmp");
+        let old = SystemTime::now() - 2 * STALE_AFTER;
+        for p in [&held, &left, &other, &young] {
             fs::write(p, "x").unwrap();
+            if p != &young {
+                File::options()
+                    .write(true)
+                    .open(p)
+                    .unwrap()
+                    .set_modified(old)
+                    .unwrap();
+            }
         }
         let lock = File::open(&held).unwrap();
         lock.lock().unwrap();
         assert_eq!(remove_stale_temporaries(dir.path()), 1);
         assert!(held.exists() && !left.exists() && other.exists());
+        // One created an instant ago may be a live run's, about to be locked.
+        assert!(young.exists());
     }
 
     #[test]
@@ -710,7 +771,7 @@ mod tests {
         ));
         assert!(matches!(
             claim(&path, false, Duration::ZERO, 0).unwrap(),
-            Claim::TooLarge(1)
+            Claim::TooLarge(c) if c.identity.len == 1
         ));
         assert!(matches!(
             claim(&path, false, Duration::from_secs(3600), 1).unwrap(),

@@ -305,6 +305,7 @@ pub fn run(
         let wal_frames = &*wal_frames;
         let committed = &*committed;
         let inputs = &inputs;
+        let exclude = &exclude;
         let mut channels = Vec::with_capacity(readers);
         for k in 0..readers {
             let (tx, rx) = std::sync::mpsc::sync_channel::<(Prepared, usize)>(32);
@@ -312,7 +313,9 @@ pub fn run(
             scope.spawn(move || {
                 let probe = KeyProbe::open(db).ok();
                 for (n, file) in inputs.iter().enumerate().skip(k).step_by(readers) {
-                    let Some(prepared) = prepare_file(n, file, args, probe.as_ref(), budget) else {
+                    let Some(prepared) =
+                        prepare_file(n, file, args, exclude, probe.as_ref(), budget)
+                    else {
                         break;
                     };
                     if tx.send(prepared).is_err() {
@@ -647,22 +650,31 @@ fn prepare_file(
     n: usize,
     file: &InputFile,
     args: &IngestArgs,
+    exclude: &input::Exclusions,
     probe: Option<&KeyProbe>,
     budget: &Budget,
 ) -> Option<(Prepared, usize)> {
     let shown = input::display(&file.path);
-    let settled = |outcome, movable| {
+    // Settled without reading: moved (as it was claimed) only where a claim is given.
+    let settled = |outcome, claim: Option<Claimed>| {
         Prepared::Settled(Decided {
             path: file.path.clone(),
             shown: shown.clone(),
             outcomes: vec![outcome],
-            claim: None,
-            movable,
+            movable: claim.is_some(),
+            claim,
         })
     };
     // Whatever happens to it, the file takes its turn, so that later files can be admitted.
     let pass = |prepared: Prepared| budget.admit(n, 0).then_some((prepared, 0));
-    let mut claimed = match files::claim(&file.path, file.named, args.min_age, args.max_size) {
+    let claim = files::claim(&file.path, file.named, args.min_age, args.max_size);
+    // The inbox's own files under another name (a link, a hard link, a bind mount).
+    if let Ok(Claim::Taken(c) | Claim::TooLarge(c) | Claim::Unreadable(c, _)) = &claim
+        && exclude.excluded_id(c.identity.file_id()).is_some()
+    {
+        return pass(Prepared::Gone);
+    }
+    let mut claimed = match claim {
         Ok(Claim::Taken(c)) => c,
         Ok(Claim::Gone) => return pass(Prepared::Gone),
         Ok(Claim::TooYoung(age)) => {
@@ -672,26 +684,32 @@ fn prepare_file(
                 age.as_secs(),
                 args.min_age.as_secs()
             ));
-            return pass(settled(o, false));
+            return pass(settled(o, None));
         }
-        Ok(Claim::TooLarge(size)) => {
+        Ok(Claim::TooLarge(c)) => {
             let o = Outcome::rejected(
                 &shown,
                 format!(
-                    "is {size} bytes, larger than --max-size {}: not read",
-                    args.max_size
+                    "is {} bytes, larger than --max-size {}: not read",
+                    c.identity.len, args.max_size
                 ),
                 None,
             );
-            return pass(settled(o, true));
+            return pass(settled(o, Some(c)));
         }
-        // A file that cannot be read can still be moved where its folder allows it: into the
+        // A file that may not be read can still be moved where its folder allows it: into the
         // quarantine, with its reason, rather than reported on every run for ever.
-        Err(e) => {
-            let movable = e.kind() != std::io::ErrorKind::NotFound;
+        Ok(Claim::Unreadable(c, e)) => {
             return pass(settled(
                 Outcome::rejected(&shown, input::describe(&e), None),
-                movable,
+                Some(c),
+            ));
+        }
+        // Anything else (an I/O error, a lock the file system refuses): left where it is.
+        Err(e) => {
+            return pass(settled(
+                Outcome::rejected(&shown, input::describe(&e), None),
+                None,
             ));
         }
     };
@@ -708,7 +726,7 @@ fn prepare_file(
             let mut o = Outcome::bare(&shown, Status::Skipped);
             o.error =
                 Some("changed while it was read (still being written?): left in place".into());
-            return Some((settled(o, false), 0));
+            return Some((settled(o, None), 0));
         }
         Err(e) => {
             budget.release(taken);
@@ -858,6 +876,7 @@ impl Run<'_> {
                 .collect::<String>()
         });
         match files::move_into(&d.path, dir, reason.as_deref(), d.claim.as_ref()) {
+            Ok(files::Moved::Gone) => {}
             Ok(files::Moved::To(_) | files::Moved::AlreadyThere(_)) => {
                 crash_point!("after-move");
             }
@@ -870,8 +889,6 @@ impl Run<'_> {
                     dir.display()
                 ),
             ),
-            // Another run moved it first.
-            Err(e) if e.source.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => {
                 self.other_problems += 1;
                 problem(

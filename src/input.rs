@@ -39,15 +39,22 @@ pub struct Exclusions {
     files: Vec<(PathBuf, std::ffi::OsString, &'static str)>,
     /// Folders, by device and inode.
     folders: Vec<((u64, u64), &'static str)>,
+    /// Files, by device and inode, where they exist: a link, a bind mount or a hard link gives
+    /// the same file another name.
+    ids: Vec<((u64, u64), &'static str)>,
 }
 
 impl Exclusions {
-    /// The database at `db` with its `-wal`, `-shm` and `-journal`.
+    /// The database at `db` with its `-wal`, `-shm` and `-journal`, under the name given and,
+    /// where that is a symbolic link, where SQLite keeps them: beside the file it links to.
     pub fn database(&mut self, db: &Path) -> &mut Self {
-        for suffix in ["", "-wal", "-shm", "-journal"] {
-            let mut name = db.as_os_str().to_owned();
-            name.push(suffix);
-            self.file(Path::new(&name), "the inbox database");
+        let real = fs::canonicalize(db).ok();
+        for base in std::iter::once(db).chain(real.as_deref()) {
+            for suffix in ["", "-wal", "-shm", "-journal"] {
+                let mut name = base.as_os_str().to_owned();
+                name.push(suffix);
+                self.file(Path::new(&name), "the inbox database");
+            }
         }
         self
     }
@@ -57,13 +64,25 @@ impl Exclusions {
         if let (Some(folder), Some(name)) = (real_folder(path), path.file_name()) {
             self.files.push((folder, name.to_owned(), what));
         }
+        if let Some(id) = fs::metadata(path).ok().as_ref().and_then(dev_ino) {
+            self.ids.push((id, what));
+        }
         self
+    }
+
+    /// What the file with this device and inode is, where it is one of the excluded files: a
+    /// reader checks each file it claims, whatever name it was found under.
+    pub fn excluded_id(&self, id: (u64, u64)) -> Option<&'static str> {
+        self.ids
+            .iter()
+            .find(|(i, _)| *i == id)
+            .map(|(_, what)| *what)
     }
 
     /// A folder and everything under it; nothing where it does not exist (then it holds nothing).
     pub fn folder(&mut self, path: &Path, what: &'static str) -> &mut Self {
-        if let Ok(m) = fs::metadata(path) {
-            self.folders.push((dev_ino(&m), what));
+        if let Some(id) = fs::metadata(path).ok().as_ref().and_then(dev_ino) {
+            self.folders.push((id, what));
         }
         self
     }
@@ -80,7 +99,7 @@ impl Exclusions {
     }
 
     fn excluded_folder(&self, meta: &fs::Metadata) -> Option<&'static str> {
-        let id = dev_ino(meta);
+        let id = dev_ino(meta)?;
         self.folders
             .iter()
             .find(|(f, _)| *f == id)
@@ -98,14 +117,15 @@ fn real_folder(path: &Path) -> Option<PathBuf> {
 }
 
 #[cfg(unix)]
-fn dev_ino(m: &fs::Metadata) -> (u64, u64) {
+fn dev_ino(m: &fs::Metadata) -> Option<(u64, u64)> {
     use std::os::unix::fs::MetadataExt;
-    (m.dev(), m.ino())
+    Some((m.dev(), m.ino()))
 }
 
+/// Elsewhere files have no device and inode here: only names are compared.
 #[cfg(not(unix))]
-fn dev_ino(_: &fs::Metadata) -> (u64, u64) {
-    (u64::MAX, u64::MAX)
+fn dev_ino(_: &fs::Metadata) -> Option<(u64, u64)> {
+    None
 }
 
 /// Collects the files under `paths`, in the order of the arguments and, within a folder, sorted

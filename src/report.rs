@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::cli::{ListArgs, ShowArgs, StatsArgs};
 use crate::exit;
-use crate::inbox::{Access, EventFilter, Inbox};
+use crate::inbox::{Access, EventFilter, Inbox, InboxError};
 use crate::metrics::database_size;
 use crate::output::{Out, problem};
 
@@ -21,7 +21,7 @@ struct StatsJson {
 
 /// Runs `stats`.
 pub fn stats(db: &Path, busy_timeout: Duration, args: &StatsArgs) -> anyhow::Result<ExitCode> {
-    let inbox = Inbox::connect(db, busy_timeout, Access::Read)?;
+    let inbox = open(db, busy_timeout)?;
     let s = StatsJson {
         stats: inbox.stats()?,
         database_bytes: database_size(db),
@@ -63,7 +63,7 @@ pub fn stats(db: &Path, busy_timeout: Duration, args: &StatsArgs) -> anyhow::Res
 
 /// Runs `list`.
 pub fn list(db: &Path, busy_timeout: Duration, args: &ListArgs) -> anyhow::Result<ExitCode> {
-    let inbox = Inbox::connect(db, busy_timeout, Access::Read)?;
+    let inbox = open(db, busy_timeout)?;
     let events = inbox.events(&EventFilter {
         status: args.status.map(|s| s.as_str().to_string()),
         sender: args.sender.clone(),
@@ -95,7 +95,7 @@ pub fn list(db: &Path, busy_timeout: Duration, args: &ListArgs) -> anyhow::Resul
 
 /// Runs `show`.
 pub fn show(db: &Path, busy_timeout: Duration, args: &ShowArgs) -> anyhow::Result<ExitCode> {
-    let inbox = Inbox::connect(db, busy_timeout, Access::Read)?;
+    let inbox = open(db, busy_timeout)?;
     let h = inbox.key_history(&args.sender, &args.recipient, &args.control_ref)?;
     let mut out = Out::default();
     if h.interchanges.is_empty() && h.sightings.is_empty() {
@@ -201,4 +201,13 @@ fn reported(out: &Out) -> ExitCode {
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// Opens the database for a report; SQLite's own errors say which file they concern.
+fn open(db: &Path, busy_timeout: Duration) -> anyhow::Result<Inbox> {
+    Inbox::connect(db, busy_timeout, Access::Read).map_err(|e| match e {
+        InboxError::Sqlite(_) => anyhow::Error::new(e)
+            .context(format!("cannot read the inbox database {}", db.display())),
+        other => other.into(),
+    })
 }

@@ -234,6 +234,28 @@ fn the_inbox_never_ingests_its_own_files_or_its_archive() {
     assert_eq!(failed, ["b.edi", "b.edi.error.txt"]);
     assert_eq!(fs::read_dir(here.join("done")).unwrap().count(), 2);
 
+    // Through a symbolic link, the database and its -wal and -shm are known beside the file the
+    // link names, wherever a walk finds them.
+    fs::create_dir(here.join("etc")).unwrap();
+    std::os::unix::fs::symlink(here.join("edi-inbox.db"), here.join("etc/inbox.db")).unwrap();
+    let out = common::edi_inbox()
+        .current_dir(here)
+        .args([
+            "--db",
+            "etc/inbox.db",
+            "ingest",
+            "--json",
+            "--archive",
+            "done",
+        ])
+        .args(["--quarantine", "failed", "--metrics-file", "run.prom", "."])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let lines = json_lines(&out.stdout);
+    assert_eq!(lines.last().unwrap()["summary"]["files"], 0, "{lines:?}");
+    assert!(here.join("edi-inbox.db").is_file());
+
     // Named on the command line, the database is refused, not read.
     let out = common::edi_inbox()
         .current_dir(here)
@@ -562,7 +584,14 @@ fn a_failed_copy_leaves_no_temporary_file() {
         return;
     };
     // Left by a run killed while it copied: nobody holds its lock.
-    fs::write(archive.path.join(".edi-inbox-4242-0.tmp"), b"half a copy").unwrap();
+    let stale = archive.path.join(".edi-inbox-4242-0.tmp");
+    fs::write(&stale, b"half a copy").unwrap();
+    fs::File::options()
+        .write(true)
+        .open(&stale)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() - Duration::from_secs(3600))
+        .unwrap();
     let big = large_interchange("FULL1", 1);
     assert!(big.len() > 256 << 10);
     site.put("a.edi", &big);
@@ -654,6 +683,12 @@ fn an_unreadable_file_is_quarantined() {
     open_to_all(&site);
     let path = site.put_sample("valid/orders-d01b-no-una.edi", "secret.edi");
     fs::set_permissions(&path, fs::Permissions::from_mode(0o000)).unwrap();
+    // Still young, it may still be uploading (as another user, before a chmod): left alone.
+    let out = unprivileged(site.ingest_command(10).args(["--min-age", "1h"]))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(site.files_in("drop"), ["secret.edi"]);
     let out = unprivileged(&mut site.ingest_command(10)).output().unwrap();
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     assert!(
@@ -903,6 +938,9 @@ fn reports_work_for_a_user_who_may_only_read() {
         let _ = fs::remove_file(site.path(&format!("inbox.db{suffix}")));
     }
     reports("alone");
+    // Or with an empty -wal kept, and no -shm.
+    fs::write(site.path("inbox.db-wal"), b"").unwrap();
+    reports("beside an empty -wal");
     assert_eq!(common::site::file_hash(&site.db()), before);
 
     // A database from an older edi-inbox is not migrated by a report.

@@ -76,6 +76,11 @@ pub enum InboxError {
     Missing { path: String },
     #[error("{path} is a folder: --db names the database file")]
     IsAFolder { path: String },
+    #[error("cannot open {path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
     #[error(
         "{path} has schema version {found} of {known}, from an older edi-inbox: a report does not change the database; run ingest or purge once to bring it up to date"
     )]
@@ -188,10 +193,10 @@ impl Inbox {
         let conn = Connection::open_with_flags(path, flags)?;
         conn.busy_timeout(busy_timeout)?;
         let found = match identify_inbox(&conn, shown, busy_timeout) {
-            Err(InboxError::Sqlite(e)) if cannot_share_wal(&e) && !wal_path(path).exists() => {
+            Err(InboxError::Sqlite(e)) if cannot_share_wal(&e) && wal_is_empty(path) => {
                 // A WAL database read by a user who can create neither its -shm nor its -wal
-                // (a folder they may not write), with no -wal there: everything is in the
-                // database file, which is then read as it stands.
+                // (a folder they may not write), with no -wal there or an empty one: every
+                // commit is in the database file, which is then read as it stands.
                 drop(conn);
                 return Inbox::connect_immutable(path, shown, busy_timeout);
             }
@@ -577,7 +582,12 @@ fn precheck(path: &Path, shown: &str, access: Access) -> Result<(), InboxError> 
                 }),
             };
         }
-        Err(e) => return Err(InboxError::Codec(e)),
+        Err(e) => {
+            return Err(InboxError::Io {
+                path: shown.to_string(),
+                source: e,
+            });
+        }
     };
     if meta.is_dir() {
         return Err(InboxError::IsAFolder {
@@ -600,7 +610,10 @@ fn precheck(path: &Path, shown: &str, access: Access) -> Result<(), InboxError> 
         if let Err(e) = read
             && e.kind() == std::io::ErrorKind::PermissionDenied
         {
-            return Err(InboxError::Codec(e));
+            return Err(InboxError::Io {
+                path: shown.to_string(),
+                source: e,
+            });
         }
         return Err(InboxError::NotAnInbox {
             path: shown.to_string(),
@@ -656,11 +669,11 @@ fn cannot_share_wal(e: &rusqlite::Error) -> bool {
     )
 }
 
-/// `PATH-wal`.
-fn wal_path(path: &Path) -> std::path::PathBuf {
-    let mut p = path.as_os_str().to_owned();
-    p.push("-wal");
-    p.into()
+/// True where `PATH-wal` is missing or empty: every commit is in the database file.
+fn wal_is_empty(path: &Path) -> bool {
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    std::fs::metadata(wal).map_or(true, |m| m.len() == 0)
 }
 
 /// A `file:` URI for `path`, with the characters a URI gives a meaning escaped.
