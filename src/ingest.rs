@@ -330,6 +330,7 @@ pub fn run(
         let mut in_batch = 0usize;
         let mut opened = Instant::now();
         for n in 0..inputs.len() {
+            budget.needed(n);
             // While the next file is still being read (a large one, a slow disk), the open
             // batch is committed once it is due rather than holding the write lock meanwhile.
             let received = loop {
@@ -554,15 +555,16 @@ fn held_bytes(bytes: &[u8], items: &[Result<Ready, EnvelopeError>]) -> usize {
             .sum::<usize>()
 }
 
-/// Bytes read ahead and not yet decided, bounded, and handed out in the order of the files.
+/// Bytes read ahead and not yet decided, bounded.
 ///
-/// Files are admitted strictly in order, each only once every earlier file was, so what is in
-/// flight is always the files the deciding thread takes next: the one it waits for is either
-/// admitted already or admitted as soon as its reader asks, since nothing else can hold the
-/// room then. (Admitted in whatever order readers asked, a later small file could take the room
-/// that an earlier large one waited for, while the deciding thread waited for the large one:
-/// a deadlock, at 0% CPU, with the batch's write lock held.) Room is taken before a file is
-/// read, so the bound holds for what is in memory, not only for what was handed over.
+/// A file takes room before it is read, so the bound holds for what is in memory, not only for
+/// what was handed over. The file the deciding thread needs next always gets through, room or
+/// not: it waits for no other file, and every file before it has been decided and given its room
+/// back. (Without that, a later small file could take the room that an earlier large one waited
+/// for while the deciding thread waited for the large one: a deadlock, at 0% CPU, with the
+/// batch's write lock held.) So memory stays within the budget plus one file, and a file larger
+/// than the budget is read alone. Admitting files strictly in their order would do too, but
+/// ties the readers to each other's pace: 11% slower on 20,000 files.
 struct Budget {
     state: std::sync::Mutex<BudgetState>,
     room: std::sync::Condvar,
@@ -571,8 +573,8 @@ struct Budget {
 
 struct BudgetState {
     in_flight: usize,
-    /// The index of the next file to be admitted.
-    turn: usize,
+    /// The index of the file the deciding thread waits for (or decides) now.
+    needed: usize,
     closed: bool,
 }
 
@@ -581,7 +583,7 @@ impl Budget {
         Budget {
             state: std::sync::Mutex::new(BudgetState {
                 in_flight: 0,
-                turn: 0,
+                needed: 0,
                 closed: false,
             }),
             room: std::sync::Condvar::new(),
@@ -589,26 +591,29 @@ impl Budget {
         }
     }
 
-    /// Waits for file `n`'s turn and room for `bytes` (a file alone may exceed the cap, or it
-    /// could never be read), then takes it. False once the deciding thread has gone.
+    /// Waits for room for `bytes` of file `n` (or for `n` to be the file the deciding thread
+    /// needs: a file larger than the budget is read only then, and alone), then takes it. False
+    /// once the deciding thread has gone.
     fn admit(&self, n: usize, bytes: usize) -> bool {
         let Ok(mut s) = self.state.lock() else {
             return false;
         };
-        while !s.closed
-            && (s.turn != n || (bytes > 0 && s.in_flight > 0 && s.in_flight + bytes > self.cap))
-        {
+        while !s.closed && bytes > 0 && n > s.needed && s.in_flight + bytes > self.cap {
             s = match self.room.wait(s) {
                 Ok(s) => s,
                 Err(_) => return false,
             };
         }
         s.in_flight += bytes;
-        s.turn += 1;
-        let open = !s.closed;
-        drop(s);
+        !s.closed
+    }
+
+    /// The deciding thread now waits for file `n`.
+    fn needed(&self, n: usize) {
+        if let Ok(mut s) = self.state.lock() {
+            s.needed = n;
+        }
         self.room.notify_all();
-        open
     }
 
     /// Gives back `taken - kept` bytes of an admitted file: it needed less than was set aside.
@@ -665,8 +670,7 @@ fn prepare_file(
             claim,
         })
     };
-    // Whatever happens to it, the file takes its turn, so that later files can be admitted.
-    let pass = |prepared: Prepared| budget.admit(n, 0).then_some((prepared, 0));
+    let pass = |prepared: Prepared| Some((prepared, 0));
     let claim = files::claim(&file.path, file.named, args.min_age, args.max_size);
     // The inbox's own files under another name (a link, a hard link, a bind mount).
     if let Ok(Claim::Taken(c) | Claim::TooLarge(c) | Claim::Unreadable(c, _)) = &claim
