@@ -350,6 +350,11 @@ pub fn move_into(
         Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {
             move_across(src, dir, &name, reason, claim)
         }
+        // Taken meanwhile (an overlapping run quarantining a file nobody may open, which no lock
+        // keeps to one run).
+        Err(e) if e.kind() == io::ErrorKind::NotFound && fs::symlink_metadata(src).is_err() => {
+            Ok(Moved::Gone)
+        }
         Err(e) => Err(MoveError {
             what: format!("cannot move it into {}", dir.display()),
             source: e,
