@@ -776,9 +776,9 @@ impl Builder {
             self.fail(seg.error(ErrorKind::GroupNotClosed { open: open.into() }));
         }
         let (actual, what) = if self.groups.is_empty() {
-            (self.messages.len(), "messages")
+            (self.messages.len(), ("message", "messages"))
         } else {
-            (self.groups.len(), "groups")
+            (self.groups.len(), ("group", "groups"))
         };
         let f = self.fields(seg);
         match f.count(1) {

@@ -54,6 +54,15 @@ pub fn show_bytes(bytes: &[u8]) -> String {
     s
 }
 
+/// The noun for a count as the file states it: `1 message`, `01 message`, `2 messages`.
+fn noun(count: &str, one: &'static str, many: &'static str) -> &'static str {
+    if count.trim_start_matches('0') == "1" {
+        one
+    } else {
+        many
+    }
+}
+
 /// What went wrong, one variant per rule of the envelope.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ErrorKind {
@@ -100,7 +109,10 @@ pub enum ErrorKind {
     UneWithoutUng,
     #[error("message stands outside a group in an interchange that uses groups")]
     MixedGroups,
-    #[error("counts {declared} segments; the message has {actual}")]
+    #[error(
+        "counts {declared} {}; the message has {actual}",
+        noun(declared, "segment", "segments")
+    )]
     UntCount { declared: String, actual: usize },
     #[error("names message {found}; its UNH names {expected}")]
     UntReference { found: String, expected: String },
@@ -115,15 +127,19 @@ pub enum ErrorKind {
     },
     #[error("repeats group reference {reference} (0048) within the interchange")]
     DuplicateGroup { reference: String },
-    #[error("counts {declared} messages; the group has {actual}")]
+    #[error(
+        "counts {declared} {}; the group has {actual}",
+        noun(declared, "message", "messages")
+    )]
     UneCount { declared: String, actual: usize },
     #[error("names group {found}; its UNG names {expected}")]
     UneReference { found: String, expected: String },
-    #[error("counts {declared} {what}; the interchange has {actual}")]
+    #[error("counts {declared} {}; the interchange has {actual}", noun(declared, what.0, what.1))]
     UnzCount {
         declared: String,
         actual: usize,
-        what: &'static str,
+        /// What UNZ 0036 counts: messages, or groups where groups are used.
+        what: (&'static str, &'static str),
     },
     #[error("names interchange {found}; its UNB names {expected}")]
     UnzReference { found: String, expected: String },
@@ -240,6 +256,11 @@ mod tests {
             e.to_string(),
             "UNT at byte 412 (segment 11) counts 12 segments; the message has 11"
         );
+        let one = ErrorKind::UneCount {
+            declared: "01".into(),
+            actual: 2,
+        };
+        assert_eq!(one.to_string(), "counts 01 message; the group has 2");
         assert_eq!(
             EnvelopeError::at(9, ErrorKind::Empty).to_string(),
             "at byte 9: the file is empty: it holds no interchange"
