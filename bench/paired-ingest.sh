@@ -11,16 +11,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 old=$1; new=$2; rounds=${3:-7}
-BENCH_DIR=${BENCH_DIR:-/tmp/edi-inbox-bench}
+. bench/corpus.sh
 files=${FILES:-20000}
-mkdir -p "$BENCH_DIR"
 cargo build --release --quiet --example gen_corpus
-corpus="$BENCH_DIR/corpus-$files"
-if [ ! -f "$corpus/.done" ]; then
-  rm -rf "$corpus"
-  target/release/examples/gen_corpus "$corpus" "$files" 1 2>/dev/null
-  touch "$corpus/.done"
-fi
+corpus=$(bench_corpus "$files")
 find "$corpus" -name '*.edi' -print0 | xargs -0 cat >/dev/null
 db="$BENCH_DIR/paired-builds.db"
 run() {

@@ -9,21 +9,15 @@
 # FILES (default 20000) picks the corpus, generated and cached as bench/e2e.sh does.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BENCH_DIR=${BENCH_DIR:-/tmp/edi-inbox-bench}
+. bench/corpus.sh
 files=${FILES:-20000}
 rounds=${1:-5}
 shift || true
 [ "${1:-}" = "--" ] && shift
-mkdir -p "$BENCH_DIR"
 cargo build --release --quiet --bin edi-inbox --example gen_corpus --example storage_floor
 bin=target/release/edi-inbox
 floor=target/release/examples/storage_floor
-corpus="$BENCH_DIR/corpus-$files"
-if [ ! -f "$corpus/.done" ]; then
-  rm -rf "$corpus"
-  target/release/examples/gen_corpus "$corpus" "$files" 1 2>/dev/null
-  touch "$corpus/.done"
-fi
+corpus=$(bench_corpus "$files")
 find "$corpus" -name '*.edi' -print0 | xargs -0 cat >/dev/null
 db="$BENCH_DIR/paired.db"; floor_db="$BENCH_DIR/paired-floor.db"
 seconds() { /usr/bin/time -f %e -o "$BENCH_DIR/.t" "$@" >/dev/null 2>&1 || true; tail -1 "$BENCH_DIR/.t"; }
