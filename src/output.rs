@@ -122,8 +122,8 @@ pub fn count<N: Into<u64> + Copy>(n: N, singular: &str, plural: &str) -> String 
     }
 }
 
-/// Text for a terminal or a log: control characters (C0, DEL, C1) and the Unicode controls that
-/// reorder what is shown become `\xNN` or `\u{NNNN}`, so that a file name or a partner's
+/// Text for a terminal or a log: control characters (C0, DEL, C1), the Unicode line and
+/// paragraph separators, and the Unicode controls that reorder what is shown become `\xNN` or `\u{NNNN}`, so that a file name or a partner's
 /// identifier can neither start a new line (forging an outcome in a cron log) nor send an
 /// escape sequence to the operator's terminal.
 pub fn escape(text: &str) -> Cow<'_, str> {
@@ -147,7 +147,11 @@ fn needs_escape(c: char) -> bool {
     c.is_control()
         || matches!(
             c,
-            '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'
+            '\u{061C}'
+                | '\u{200E}'
+                | '\u{200F}'
+                | '\u{2028}'..='\u{202E}'
+                | '\u{2066}'..='\u{2069}'
         )
 }
 
@@ -170,6 +174,7 @@ mod tests {
         assert_eq!(escape("plain ünïcode"), "plain ünïcode");
         assert_eq!(escape("a\nb\rc\x1b[31m"), "a\\x0Ab\\x0Dc\\x1B[31m");
         assert_eq!(escape("\u{85}\u{202E}x"), "\\u{0085}\\u{202E}x");
+        assert_eq!(escape("a\u{2028}b"), "a\\u{2028}b");
         assert_eq!(escape("tab\there\x7f"), "tab\\x09here\\x7F");
     }
 }
