@@ -4,8 +4,6 @@ use std::io::IsTerminal;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
@@ -18,16 +16,13 @@ use crate::cli::IngestArgs;
 use crate::edifact::{self, EnvelopeError, Interchange};
 use crate::exit;
 use crate::files::{self, Claim, Claimed};
-use crate::inbox::{Access, Checkpointer, Decision, Inbox, KeyProbe, WAL_RESTART_FRAMES};
+use crate::inbox::{self, Access, Decision, Inbox, KeyProbe};
 use crate::input::{self, InputFile};
-use crate::metrics::{Metrics, database_size, unix_now};
+use crate::metrics::{Metrics, unix_now};
 use crate::output::{Out, count, escape, problem};
 
 /// A batch never stays open longer than this, so an overlapping run or a purge waits little.
 const MAX_BATCH_TIME: Duration = Duration::from_secs(1);
-
-/// How often the checkpointing thread copies the WAL into the database file.
-const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
 
 /// What happened to one interchange (or to a file that gave none).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -229,7 +224,7 @@ pub fn run(
             })?;
         }
     }
-    let mut inbox = Inbox::connect(db, busy_timeout, Access::Create)
+    let mut inbox = inbox::open(db, Access::Create, busy_timeout)
         .with_context(|| format!("cannot open the inbox database {}", db.display()))?;
     // Never the inbox's own files, nor what this run moves files into or writes.
     let mut exclude = input::Exclusions::default();
@@ -273,48 +268,21 @@ pub fn run(
     // byte budget keep memory flat whatever the run's length.
     let readers = std::thread::available_parallelism().map_or(1, |n| n.get().clamp(1, 4));
     let budget = Budget::new(IN_FLIGHT_BYTES);
-    // WAL checkpoints on a thread of their own (see `Checkpointer`); where its connection cannot
-    // be had, SQLite's own checkpoints at commit stay on. The thread is not waited for at the
-    // end: a checkpoint may be copying another process's writes (a purge's, say), and an
-    // interrupted checkpoint is safe by SQLite's design, so the run does not sit it out.
-    // It only starts once the run has committed a batch of its own: before that, whatever is in
-    // the WAL is another process's, and copying it only slows that process down while this run
-    // waits for it (a single-file run during a large purge took up to 1.25 s instead of 0.44 s).
-    let wal_frames = Arc::new(AtomicI64::new(0));
-    let committed = Arc::new(AtomicBool::new(false));
-    let (stop_checkpoints, stopped) = std::sync::mpsc::channel::<()>();
-    if let Ok(checkpointer) = Checkpointer::open(db) {
-        inbox
-            .set_auto_checkpoint(false)
-            .context("cannot configure the inbox database")?;
-        let (wal_frames, committed) = (Arc::clone(&wal_frames), Arc::clone(&committed));
-        std::thread::spawn(move || {
-            while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(CHECKPOINT_EVERY) {
-                if !committed.load(Ordering::Relaxed) {
-                    continue;
-                }
-                // A failed checkpoint loses nothing: the pages stay in the WAL for the next.
-                if let Ok(frames) = checkpointer.checkpoint() {
-                    wal_frames.store(frames, Ordering::Relaxed);
-                }
-            }
-        });
-    }
+    inbox.start_run();
+    // One look at the inbox per reader, made here: the inbox itself stays on this thread.
+    let probes: Vec<_> = (0..readers).map(|_| inbox.probe()).collect();
     let result = std::thread::scope(|scope| -> anyhow::Result<()> {
         let budget = &budget;
-        let wal_frames = &*wal_frames;
-        let committed = &*committed;
         let inputs = &inputs;
         let exclude = &exclude;
         let mut channels = Vec::with_capacity(readers);
-        for k in 0..readers {
+        for (k, probe) in probes.into_iter().enumerate() {
             let (tx, rx) = std::sync::mpsc::sync_channel::<(Prepared, usize)>(32);
             channels.push(rx);
             scope.spawn(move || {
-                let probe = KeyProbe::open(db).ok();
                 for (n, file) in inputs.iter().enumerate().skip(k).step_by(readers) {
                     let Some(prepared) =
-                        prepare_file(n, file, args, exclude, probe.as_ref(), budget)
+                        prepare_file(n, file, args, exclude, probe.as_deref(), budget)
                     else {
                         break;
                     };
@@ -344,13 +312,7 @@ pub fn run(
                     Err(RecvTimeoutError::Disconnected) => break None,
                     Err(RecvTimeoutError::Timeout) => {
                         if inbox.in_batch() {
-                            commit_batch(
-                                &mut inbox,
-                                &mut run,
-                                &mut pending,
-                                wal_frames,
-                                committed,
-                            )?;
+                            commit_batch(&mut *inbox, &mut run, &mut pending)?;
                             in_batch = 0;
                         }
                     }
@@ -363,12 +325,12 @@ pub fn run(
             if !inbox.in_batch() {
                 opened = Instant::now();
             }
-            let decided = decide_prepared(&mut inbox, prepared, &mut in_batch)?;
+            let decided = decide_prepared(&mut *inbox, prepared, &mut in_batch)?;
             budget.release(size);
             let Some(decided) = decided else { continue };
             pending.push(decided);
             if in_batch >= args.batch as usize || opened.elapsed() >= MAX_BATCH_TIME {
-                commit_batch(&mut inbox, &mut run, &mut pending, wal_frames, committed)?;
+                commit_batch(&mut *inbox, &mut run, &mut pending)?;
                 in_batch = 0;
             }
         }
@@ -378,14 +340,8 @@ pub fn run(
         run.finish(pending);
         Ok(())
     });
-    drop(stop_checkpoints);
-    // Back to SQLite's own checkpoints for what is left; closing checkpoints the rest anyway, so
-    // a failure here costs nothing.
-    let _ = inbox.set_auto_checkpoint(true);
     result?;
-    // Not a failure of the run where it cannot finish (another run is writing): that run's own
-    // end empties the WAL.
-    let _ = inbox.checkpoint_all();
+    inbox.end_run();
     run.progress.finish_and_clear();
 
     let s = &run.summary;
@@ -410,7 +366,7 @@ pub fn run(
     // The run is done and committed; a metrics file that cannot be written is a problem to
     // report, not a failure of the run (exit 3, not 1).
     if let Some(path) = &args.metrics_file
-        && let Err(e) = write_metrics(path, &inbox, db, &run.summary, started)
+        && let Err(e) = write_metrics(path, &*inbox, &run.summary, started)
     {
         run.other_problems += 1;
         problem(
@@ -423,25 +379,16 @@ pub fn run(
     ))
 }
 
-/// Commits the open batch, then prints and moves its files; restarts the WAL where it has grown.
+/// Commits the open batch, then prints and moves its files.
 fn commit_batch(
-    inbox: &mut Inbox,
+    inbox: &mut dyn Inbox,
     run: &mut Run<'_>,
     pending: &mut Vec<Decided>,
-    wal_frames: &AtomicI64,
-    committed: &AtomicBool,
 ) -> anyhow::Result<()> {
     inbox
         .commit()
         .context("cannot commit to the inbox database")?;
-    committed.store(true, Ordering::Relaxed);
     run.finish(std::mem::take(pending));
-    if wal_frames.load(Ordering::Relaxed) >= WAL_RESTART_FRAMES {
-        wal_frames.store(0, Ordering::Relaxed);
-        // Like the checkpointer's, a failed restart loses nothing; a real problem with the
-        // database shows at the next commit.
-        let _ = inbox.restart_wal();
-    }
     Ok(())
 }
 
@@ -449,8 +396,7 @@ fn commit_batch(
 /// outcomes, its duration and end, and the inbox's size.
 fn write_metrics(
     path: &Path,
-    inbox: &Inbox,
-    db: &Path,
+    inbox: &dyn Inbox,
     s: &Summary,
     started: Instant,
 ) -> anyhow::Result<()> {
@@ -508,7 +454,7 @@ fn write_metrics(
         "edi_inbox_database_size_bytes",
         "gauge",
         "Size of the inbox database file and its write-ahead log.",
-        database_size(db) as f64,
+        inbox.size_bytes() as f64,
     );
     m.write_to(path)?;
     Ok(())
@@ -656,7 +602,7 @@ fn prepare_file(
     file: &InputFile,
     args: &IngestArgs,
     exclude: &input::Exclusions,
-    probe: Option<&KeyProbe>,
+    probe: Option<&(dyn KeyProbe + Send)>,
     budget: &Budget,
 ) -> Option<(Prepared, usize)> {
     let shown = input::display(&file.path);
@@ -782,7 +728,7 @@ fn prepare_file(
 /// Decides the interchanges of a prepared file in the open batch. `None` for a file another
 /// run took.
 fn decide_prepared(
-    inbox: &mut Inbox,
+    inbox: &mut dyn Inbox,
     prepared: Prepared,
     in_batch: &mut usize,
 ) -> anyhow::Result<Option<Decided>> {

@@ -79,18 +79,8 @@ pub fn main() -> ExitCode {
         Err(e) => {
             output::warn(&format!("error: {e:#}"));
             let busy = e.chain().any(|c| {
-                let sqlite = match c.downcast_ref::<inbox::InboxError>() {
-                    Some(inbox::InboxError::Sqlite(e)) => Some(e),
-                    _ => c.downcast_ref::<rusqlite::Error>(),
-                };
-                sqlite.is_some_and(|e| {
-                    matches!(
-                        e.sqlite_error_code(),
-                        Some(
-                            rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
-                        )
-                    )
-                })
+                c.downcast_ref::<inbox::InboxError>()
+                    .is_some_and(inbox::InboxError::is_busy)
             });
             if busy {
                 output::warn(&format!(

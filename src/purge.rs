@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use crate::cli::PurgeArgs;
 use crate::exit;
-use crate::inbox::{Access, Inbox, PurgeTarget};
+use crate::inbox::{self, Access, PurgeTarget};
 use crate::metrics::{Metrics, unix_now};
 use crate::output::{Out, count, problem};
 
@@ -31,7 +31,7 @@ pub struct PurgeReport {
 /// Runs `purge`.
 pub fn run(db: &Path, busy_timeout: Duration, args: &PurgeArgs) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
-    let mut inbox = Inbox::connect(db, busy_timeout, Access::Write)?;
+    let mut inbox = inbox::open(db, Access::Write, busy_timeout)?;
     // Clamped at 1970: --days 36500 purges everything older than that, which is nothing.
     let cutoff = crate::clock::days_ago(args.days);
     let mut counts = [0i64; 3];
@@ -56,8 +56,8 @@ pub fn run(db: &Path, busy_timeout: Duration, args: &PurgeArgs) -> anyhow::Resul
         }
     }
     if !args.dry_run {
-        // The database file alone then holds everything (a copy of it is a whole backup).
-        let _ = inbox.checkpoint_all();
+        // The store then holds everything (a copy of the database file is a whole backup).
+        inbox.end_run();
     }
     let oldest_kept = if args.dry_run {
         None

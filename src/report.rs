@@ -8,8 +8,7 @@ use serde::Serialize;
 
 use crate::cli::{ListArgs, ShowArgs, StatsArgs};
 use crate::exit;
-use crate::inbox::{Access, EventFilter, Inbox, InboxError};
-use crate::metrics::database_size;
+use crate::inbox::{self, Access, EventFilter, Inbox, InboxError};
 use crate::output::{Out, problem};
 
 #[derive(Debug, Serialize)]
@@ -24,7 +23,7 @@ pub fn stats(db: &Path, busy_timeout: Duration, args: &StatsArgs) -> anyhow::Res
     let inbox = open(db, busy_timeout)?;
     let s = StatsJson {
         stats: inbox.stats()?,
-        database_bytes: database_size(db),
+        database_bytes: inbox.size_bytes(),
     };
     let mut out = Out::default();
     if args.json {
@@ -203,10 +202,10 @@ fn reported(out: &Out) -> ExitCode {
     }
 }
 
-/// Opens the database for a report; SQLite's own errors say which file they concern.
-fn open(db: &Path, busy_timeout: Duration) -> anyhow::Result<Inbox> {
-    Inbox::connect(db, busy_timeout, Access::Read).map_err(|e| match e {
-        InboxError::Sqlite(_) => anyhow::Error::new(e)
+/// Opens the inbox for a report; the backend's own errors are told which inbox they concern.
+fn open(db: &Path, busy_timeout: Duration) -> anyhow::Result<Box<dyn Inbox>> {
+    inbox::open(db, Access::Read, busy_timeout).map_err(|e| match e {
+        InboxError::Backend(_) | InboxError::Busy(_) => anyhow::Error::new(e)
             .context(format!("cannot read the inbox database {}", db.display())),
         other => other.into(),
     })

@@ -1,23 +1,10 @@
 //! Read-only queries behind `stats`, `list` and `show`, and the batched deletes of `purge`.
 
+use crate::inbox::{
+    Event, EventFilter, InboxError, KeyHistory, PurgeTarget, Sighting, Stats, StoredInterchange,
+    StoredMessage,
+};
 use rusqlite::{Connection, OptionalExtension, params};
-use serde::Serialize;
-
-use super::InboxError;
-
-/// The figures `stats` prints.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct Stats {
-    pub inbox: i64,
-    pub interchanges: i64,
-    pub messages: i64,
-    pub duplicates: i64,
-    pub drift: i64,
-    pub rejected: i64,
-    pub outbox_unpublished: i64,
-    pub oldest_entry: Option<String>,
-    pub newest_entry: Option<String>,
-}
 
 pub(super) fn stats(conn: &Connection) -> Result<Stats, InboxError> {
     let one = |sql: &str| -> rusqlite::Result<i64> { conn.query_row(sql, [], |r| r.get(0)) };
@@ -37,31 +24,6 @@ pub(super) fn stats(conn: &Connection) -> Result<Stats, InboxError> {
         oldest_entry: oldest,
         newest_entry: newest,
     })
-}
-
-/// One line of `list`.
-#[derive(Debug, Clone, Serialize)]
-pub struct Event {
-    pub time: String,
-    pub status: String,
-    pub file: String,
-    pub sender: Option<String>,
-    pub recipient: Option<String>,
-    pub control_ref: Option<String>,
-    /// For a rejected file: its first error (the lowest byte offset).
-    pub error: Option<String>,
-    /// For a rejected file: how many errors it has.
-    pub errors: Option<i64>,
-}
-
-/// What `list` asks for.
-#[derive(Debug, Clone, Default)]
-pub struct EventFilter {
-    pub status: Option<String>,
-    pub sender: Option<String>,
-    /// RFC 3339 UTC, compared as text with the stored times (same format).
-    pub since: Option<String>,
-    pub limit: u32,
 }
 
 pub(super) fn events(conn: &Connection, f: &EventFilter) -> Result<Vec<Event>, InboxError> {
@@ -101,63 +63,6 @@ pub(super) fn events(conn: &Connection, f: &EventFilter) -> Result<Vec<Event>, I
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
-/// A stored interchange, as `show` prints it.
-#[derive(Debug, Clone, Serialize)]
-pub struct StoredInterchange {
-    pub id: i64,
-    pub sender: String,
-    pub sender_qualifier: Option<String>,
-    pub recipient: String,
-    pub recipient_qualifier: Option<String>,
-    pub control_ref: String,
-    pub syntax: String,
-    pub date: String,
-    pub time: String,
-    pub test_indicator: Option<String>,
-    pub application_ref: Option<String>,
-    pub sha256: String,
-    pub source_file: String,
-    pub received_at: String,
-    /// True while the inbox holds this copy's key (not purged).
-    pub in_inbox: bool,
-    pub messages: Vec<StoredMessage>,
-    /// The interchange's bytes as they stood in the file (decompressed).
-    #[serde(skip)]
-    pub raw: Vec<u8>,
-    #[serde(skip)]
-    raw_codec: String,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct StoredMessage {
-    pub reference: String,
-    pub message_type: String,
-    pub version: String,
-    pub release: String,
-    pub agency: String,
-    pub segments: i64,
-    pub group_ref: Option<String>,
-    pub outbox_published_at: Option<String>,
-}
-
-/// A later sighting of a key.
-#[derive(Debug, Clone, Serialize)]
-pub struct Sighting {
-    pub status: String,
-    pub sha256: String,
-    pub stored_sha256: String,
-    pub source_file: String,
-    pub seen_at: String,
-}
-
-/// Everything stored under one key: the accepted copies (more than one only where the key was
-/// purged and delivered again) and every later sighting.
-#[derive(Debug, Clone, Serialize)]
-pub struct KeyHistory {
-    pub interchanges: Vec<StoredInterchange>,
-    pub sightings: Vec<Sighting>,
-}
-
 pub(super) fn key_history(
     conn: &Connection,
     sender: &str,
@@ -177,10 +82,11 @@ pub(super) fn key_history(
                 application_ref, sha256, source_file, received_at, raw, raw_codec
          FROM interchanges WHERE sender = ?1 AND recipient = ?2 AND control_ref = ?3 ORDER BY id",
     )?;
-    let mut interchanges = stmt
+    let stored = stmt
         .query_map(params![sender, recipient, control_ref], |r| {
             let id: i64 = r.get(0)?;
-            Ok(StoredInterchange {
+            let codec: String = r.get(15)?;
+            let interchange = StoredInterchange {
                 id,
                 sender: r.get(1)?,
                 sender_qualifier: r.get(2)?,
@@ -198,15 +104,16 @@ pub(super) fn key_history(
                 in_inbox: current == Some(id),
                 messages: Vec::new(),
                 raw: r.get(14)?,
-                raw_codec: r.get(15)?,
-            })
+            };
+            Ok((interchange, codec))
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
-    for i in &mut interchanges {
-        if i.raw_codec == "zstd" {
+    let mut interchanges = Vec::with_capacity(stored.len());
+    for (mut i, codec) in stored {
+        if codec == "zstd" {
             i.raw = zstd::stream::decode_all(i.raw.as_slice())?;
-            i.raw_codec = "none".into();
         }
+        interchanges.push(i);
     }
     let mut messages = conn.prepare_cached(
         "SELECT m.reference, m.message_type, m.version, m.release, m.agency, m.segments, m.group_ref,
@@ -250,15 +157,13 @@ pub(super) fn key_history(
     })
 }
 
-/// Which table a purge step deletes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PurgeTarget {
-    Inbox,
-    Sightings,
-    Rejections,
+/// The SQL of each purge target.
+trait PurgeSql {
+    fn count_sql(self) -> &'static str;
+    fn delete_sql(self) -> &'static str;
 }
 
-impl PurgeTarget {
+impl PurgeSql for PurgeTarget {
     fn count_sql(self) -> &'static str {
         match self {
             PurgeTarget::Inbox => "SELECT count(*) FROM inbox WHERE received_at < ?1",

@@ -3,12 +3,13 @@
 
 use rusqlite::{Connection, params};
 
-use super::{Decision, InboxError, REJECTED_BYTES_LIMIT, RejectedFile};
 use crate::edifact::{EnvelopeError, Interchange, Message};
+use crate::inbox::{Decision, InboxError, REJECTED_BYTES_LIMIT, RejectedFile};
 
 /// The decision for one interchange: take the key, or find who has it.
 pub(super) fn decide(
     conn: &Connection,
+    id: i64,
     i: &Interchange<'_>,
     compressed: Option<&[u8]>,
     source_file: &str,
@@ -16,13 +17,8 @@ pub(super) fn decide(
 ) -> Result<Decision, InboxError> {
     let u = &i.unb;
     let sha = i.sha256_hex();
-    // The interchange row comes first so that the inbox row can name it; both go or stay
-    // together with the savepoint.
-    // The id the interchange row will get if the key is new. The batch holds the write lock
-    // (BEGIN IMMEDIATE), so no other writer can take it meanwhile; an unused id costs nothing.
-    let id: i64 = conn
-        .prepare_cached("SELECT coalesce(max(id), 0) + 1 FROM interchanges")?
-        .query_row([], |r| r.get(0))?;
+    // `id` is the sequence's next: the interchange row gets it if the key is new, and an
+    // unused one costs nothing.
     let inserted = conn
         .prepare_cached(
             "INSERT INTO inbox (sender, recipient, control_ref, sha256, source_file, received_at, interchange_id)
@@ -96,7 +92,7 @@ fn write_interchange(
     let stored = match compressed {
         Some(c) => c,
         None => {
-            own = super::compress(&i.raw)?;
+            own = crate::inbox::compress(&i.raw)?;
             &own[..]
         }
     };

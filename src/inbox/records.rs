@@ -1,0 +1,125 @@
+//! What the inbox hands back: decisions, figures, events and stored interchanges, the same
+//! whatever backend stores them.
+
+use serde::Serialize;
+
+/// What the inbox decided for one interchange.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// The key was new: the interchange, its messages and their outbox events were written.
+    New { interchange_id: i64 },
+    /// The key was there with the same payload hash: nothing written but the sighting.
+    Duplicate,
+    /// The key was there with another payload hash: nothing applied; the bytes are kept.
+    Drift { stored_sha256: String },
+}
+
+/// A rejected file's record, which its errors point at.
+#[derive(Debug, Clone)]
+pub struct RejectedFile {
+    pub(crate) id: i64,
+    pub(crate) sha256: String,
+    pub(crate) size: usize,
+}
+
+/// The figures `stats` prints.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Stats {
+    pub inbox: i64,
+    pub interchanges: i64,
+    pub messages: i64,
+    pub duplicates: i64,
+    pub drift: i64,
+    pub rejected: i64,
+    pub outbox_unpublished: i64,
+    pub oldest_entry: Option<String>,
+    pub newest_entry: Option<String>,
+}
+
+/// One line of `list`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Event {
+    pub time: String,
+    pub status: String,
+    pub file: String,
+    pub sender: Option<String>,
+    pub recipient: Option<String>,
+    pub control_ref: Option<String>,
+    /// For a rejected file: its first error (the lowest byte offset).
+    pub error: Option<String>,
+    /// For a rejected file: how many errors it has.
+    pub errors: Option<i64>,
+}
+
+/// What `list` asks for.
+#[derive(Debug, Clone, Default)]
+pub struct EventFilter {
+    pub status: Option<String>,
+    pub sender: Option<String>,
+    /// RFC 3339 UTC, compared as text with the stored times (same format).
+    pub since: Option<String>,
+    pub limit: u32,
+}
+
+/// A stored interchange, as `show` prints it.
+#[derive(Debug, Clone, Serialize)]
+pub struct StoredInterchange {
+    pub id: i64,
+    pub sender: String,
+    pub sender_qualifier: Option<String>,
+    pub recipient: String,
+    pub recipient_qualifier: Option<String>,
+    pub control_ref: String,
+    pub syntax: String,
+    pub date: String,
+    pub time: String,
+    pub test_indicator: Option<String>,
+    pub application_ref: Option<String>,
+    pub sha256: String,
+    pub source_file: String,
+    pub received_at: String,
+    /// True while the inbox holds this copy's key (not purged).
+    pub in_inbox: bool,
+    pub messages: Vec<StoredMessage>,
+    /// The interchange's bytes as they stood in the file (decompressed).
+    #[serde(skip)]
+    pub raw: Vec<u8>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StoredMessage {
+    pub reference: String,
+    pub message_type: String,
+    pub version: String,
+    pub release: String,
+    pub agency: String,
+    pub segments: i64,
+    pub group_ref: Option<String>,
+    pub outbox_published_at: Option<String>,
+}
+
+/// A later sighting of a key.
+#[derive(Debug, Clone, Serialize)]
+pub struct Sighting {
+    pub status: String,
+    pub sha256: String,
+    pub stored_sha256: String,
+    pub source_file: String,
+    pub seen_at: String,
+}
+
+/// Everything stored under one key: the accepted copies (more than one only where the key was
+/// purged and delivered again) and every later sighting.
+#[derive(Debug, Clone, Serialize)]
+pub struct KeyHistory {
+    pub interchanges: Vec<StoredInterchange>,
+    pub sightings: Vec<Sighting>,
+}
+
+/// Which table a purge step deletes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PurgeTarget {
+    Inbox,
+    Sightings,
+    Rejections,
+}
