@@ -3,7 +3,6 @@
 use std::io::IsTerminal;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
@@ -195,14 +194,14 @@ pub fn run(
     named: bool,
     busy_timeout: Duration,
     args: &IngestArgs,
-) -> anyhow::Result<ExitCode> {
+) -> anyhow::Result<exit::Status> {
     let started = Instant::now();
     if !named && !db.exists() {
         crate::output::warn(&format!(
             "there is no inbox database {} in this folder, and a new one is created only where --db or EDI_INBOX_DB names it (a new inbox would apply every redelivery again); nothing was read",
             db.display()
         ));
-        return Ok(ExitCode::from(exit::USAGE));
+        return Ok(exit::Status::Usage);
     }
     // Every decision records when it was made, and purge goes by those times: recorded as 1970,
     // they would all be purged at once, and every redelivery applied again.
@@ -374,7 +373,7 @@ pub fn run(
             &format!("cannot write the metrics file {}: {e:#}", path.display()),
         );
     }
-    Ok(exit::from_problems(
+    Ok(exit::Status::from_problems(
         s.drift + s.rejected + run.other_problems + usize::from(run.out.failed()),
     ))
 }

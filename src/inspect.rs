@@ -1,12 +1,10 @@
 //! `edi-inbox inspect`: print each interchange's envelope, touching no database.
 
-use std::process::ExitCode;
-
 use serde::Serialize;
 
 use crate::cli::InspectArgs;
 use crate::edifact::{self, EnvelopeError, Interchange};
-use crate::exit;
+use crate::exit::Status;
 use crate::input::{self, InputFile};
 use crate::output::{Out, count, problem};
 
@@ -125,7 +123,7 @@ struct Tally {
 }
 
 /// Runs `inspect`.
-pub fn run(args: &InspectArgs) -> anyhow::Result<ExitCode> {
+pub fn run(args: &InspectArgs) -> anyhow::Result<Status> {
     let mut out = Out::default();
     let mut tally = Tally::default();
     let (files, problems) = input::collect(&args.paths, &input::Exclusions::default());
@@ -151,7 +149,7 @@ pub fn run(args: &InspectArgs) -> anyhow::Result<ExitCode> {
         ));
     }
     out.flush();
-    Ok(exit::from_problems(
+    Ok(Status::from_problems(
         tally.rejected_files + usize::from(out.failed()),
     ))
 }

@@ -35,8 +35,10 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+use crate::exit::Status;
+
 /// Prints a completion script for the shell.
-fn completions(args: &cli::CompletionsArgs) -> anyhow::Result<ExitCode> {
+fn completions(args: &cli::CompletionsArgs) -> anyhow::Result<Status> {
     use clap::CommandFactory;
     use clap_complete::Shell;
     let shell = match args.shell {
@@ -52,7 +54,7 @@ fn completions(args: &cli::CompletionsArgs) -> anyhow::Result<ExitCode> {
     let mut out = output::Out::default();
     out.raw(&script);
     out.flush();
-    Ok(exit::from_problems(usize::from(out.failed())))
+    Ok(Status::from_problems(usize::from(out.failed())))
 }
 
 /// Parses the command line, runs the command and turns its outcome into an exit status.
@@ -74,8 +76,8 @@ pub fn main() -> ExitCode {
         cli::Command::Show(args) => report::show(&db, cli.busy_timeout, args),
         cli::Command::Completions(args) => completions(args),
     };
-    match result {
-        Ok(code) => code,
+    let status = match result {
+        Ok(status) => status,
         Err(e) => {
             output::warn(&format!("error: {e:#}"));
             let busy = e.chain().any(|c| {
@@ -88,7 +90,8 @@ pub fn main() -> ExitCode {
                     humantime::format_duration(cli.busy_timeout)
                 ));
             }
-            ExitCode::from(exit::FATAL)
+            Status::Fatal
         }
-    }
+    };
+    status.into()
 }

@@ -1,13 +1,12 @@
 //! `edi-inbox stats`, `list` and `show`: what the inbox holds, for the operator.
 
 use std::path::Path;
-use std::process::ExitCode;
 use std::time::Duration;
 
 use serde::Serialize;
 
 use crate::cli::{ListArgs, ShowArgs, StatsArgs};
-use crate::exit;
+use crate::exit::Status;
 use crate::inbox::{self, Access, EventFilter, Inbox, InboxError};
 use crate::output::{Out, problem};
 
@@ -19,7 +18,7 @@ struct StatsJson {
 }
 
 /// Runs `stats`.
-pub fn stats(db: &Path, busy_timeout: Duration, args: &StatsArgs) -> anyhow::Result<ExitCode> {
+pub fn stats(db: &Path, busy_timeout: Duration, args: &StatsArgs) -> anyhow::Result<Status> {
     let inbox = open(db, busy_timeout)?;
     let s = StatsJson {
         stats: inbox.stats()?,
@@ -61,7 +60,7 @@ pub fn stats(db: &Path, busy_timeout: Duration, args: &StatsArgs) -> anyhow::Res
 }
 
 /// Runs `list`.
-pub fn list(db: &Path, busy_timeout: Duration, args: &ListArgs) -> anyhow::Result<ExitCode> {
+pub fn list(db: &Path, busy_timeout: Duration, args: &ListArgs) -> anyhow::Result<Status> {
     let inbox = open(db, busy_timeout)?;
     let events = inbox.events(&EventFilter {
         status: args.status.map(|s| s.as_str().to_string()),
@@ -93,7 +92,7 @@ pub fn list(db: &Path, busy_timeout: Duration, args: &ListArgs) -> anyhow::Resul
 }
 
 /// Runs `show`.
-pub fn show(db: &Path, busy_timeout: Duration, args: &ShowArgs) -> anyhow::Result<ExitCode> {
+pub fn show(db: &Path, busy_timeout: Duration, args: &ShowArgs) -> anyhow::Result<Status> {
     let inbox = open(db, busy_timeout)?;
     let h = inbox.key_history(&args.sender, &args.recipient, &args.control_ref)?;
     let mut out = Out::default();
@@ -108,7 +107,7 @@ pub fn show(db: &Path, busy_timeout: Duration, args: &ShowArgs) -> anyhow::Resul
                 db.display()
             ),
         );
-        return Ok(ExitCode::from(exit::REJECTED));
+        return Ok(Status::Problems);
     }
     if args.raw {
         let pick = h
@@ -194,11 +193,11 @@ pub fn show(db: &Path, busy_timeout: Duration, args: &ShowArgs) -> anyhow::Resul
 
 /// The status of a report: its output is its whole work, so output that could not be written
 /// (other than to a reader that went away, as `| head` does) is a failure.
-fn reported(out: &Out) -> ExitCode {
+fn reported(out: &Out) -> Status {
     if out.failed() {
-        ExitCode::from(exit::FATAL)
+        Status::Fatal
     } else {
-        ExitCode::SUCCESS
+        Status::Success
     }
 }
 
