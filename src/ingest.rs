@@ -184,7 +184,9 @@ struct Run<'a> {
     progress: ProgressBar,
 }
 
-/// Runs `ingest`.
+/// Runs `ingest`, in stages: check what must hold before anything is read; open the inbox;
+/// walk the paths; then read ahead and decide (readers claim, read, parse, hash and compress
+/// while this thread decides, commits each batch, and moves its files); then report.
 ///
 /// `named` is true where `--db` or `EDI_INBOX_DB` named the database: only then may it be
 /// created. A new inbox knows no interchange, so every redelivery in the drop folder would be
@@ -196,12 +198,57 @@ pub fn run(
     args: &IngestArgs,
 ) -> anyhow::Result<exit::Status> {
     let started = Instant::now();
+    if let Some(status) = check_before_reading(db, named, args)? {
+        return Ok(status);
+    }
+    let mut inbox = inbox::open(db, Access::Create, busy_timeout)
+        .with_context(|| format!("cannot open the inbox database {}", db.display()))?;
+    let exclude = exclusions(db, args);
+    let (inputs, problems) = input::collect(&args.paths, &exclude);
+    let mut run = Run::new(args, inputs.len());
+    for p in &problems {
+        run.summary.files += 1;
+        run.report(&Outcome::rejected(
+            &input::display(&p.path),
+            p.message.clone(),
+            None,
+        ));
+    }
+    inbox.start_run();
+    read_and_decide(&mut *inbox, &mut run, &inputs, &exclude)?;
+    inbox.end_run();
+    run.progress.finish_and_clear();
+    run.summarise();
+    // The run is done and committed; a metrics file that cannot be written is a problem to
+    // report, not a failure of the run (exit 3, not 1).
+    if let Some(path) = &args.metrics_file
+        && let Err(e) = write_metrics(path, &*inbox, &run.summary, started)
+    {
+        run.other_problems += 1;
+        problem(
+            &mut run.out,
+            &format!("cannot write the metrics file {}: {e:#}", path.display()),
+        );
+    }
+    let s = &run.summary;
+    Ok(exit::Status::from_problems(
+        s.drift + s.rejected + run.other_problems + usize::from(run.out.failed()),
+    ))
+}
+
+/// What must hold before anything is read: a database that may be created or exists, a clock
+/// after 1970, archive and quarantine folders that can take files. `Some` status to stop with.
+fn check_before_reading(
+    db: &Path,
+    named: bool,
+    args: &IngestArgs,
+) -> anyhow::Result<Option<exit::Status>> {
     if !named && !db.exists() {
         crate::output::warn(&format!(
             "there is no inbox database {} in this folder, and a new one is created only where --db or EDI_INBOX_DB names it (a new inbox would apply every redelivery again); nothing was read",
             db.display()
         ));
-        return Ok(exit::Status::Usage);
+        return Ok(Some(exit::Status::Usage));
     }
     // Every decision records when it was made, and purge goes by those times: recorded as 1970,
     // they would all be purged at once, and every redelivery applied again.
@@ -223,9 +270,11 @@ pub fn run(
             })?;
         }
     }
-    let mut inbox = inbox::open(db, Access::Create, busy_timeout)
-        .with_context(|| format!("cannot open the inbox database {}", db.display()))?;
-    // Never the inbox's own files, nor what this run moves files into or writes.
+    Ok(None)
+}
+
+/// What the walk passes over: the inbox's own files, what this run moves files into or writes.
+fn exclusions(db: &Path, args: &IngestArgs) -> input::Exclusions {
     let mut exclude = input::Exclusions::default();
     exclude.database(db);
     if let Some(m) = &args.metrics_file {
@@ -237,43 +286,29 @@ pub fn run(
     if let Some(q) = &args.quarantine {
         exclude.folder(q, "the --quarantine folder");
     }
-    let (inputs, problems) = input::collect(&args.paths, &exclude);
-    let progress = if std::io::stderr().is_terminal() && !args.json {
-        let bar =
-            ProgressBar::with_draw_target(Some(inputs.len() as u64), ProgressDrawTarget::stderr());
-        if let Ok(style) = ProgressStyle::with_template("{bar:40} {pos}/{len} files {msg}") {
-            bar.set_style(style);
-        }
-        bar
-    } else {
-        ProgressBar::hidden()
-    };
-    let mut run = Run {
-        args,
-        out: Out::default(),
-        summary: Summary::default(),
-        other_problems: 0,
-        progress,
-    };
-    for p in &problems {
-        let shown = input::display(&p.path);
-        run.summary.files += 1;
-        run.report(&Outcome::rejected(&shown, p.message.clone(), None));
-    }
+    exclude
+}
 
-    // Several threads, so that every core works: this one decides (SQL, commits, moves) while
-    // readers claim, read, parse, hash and compress the next files, reader k taking every
-    // READERS-th file so that this thread can take them back in order. Bounded channels and a
-    // byte budget keep memory flat whatever the run's length.
+/// Reads the files ahead on every core and decides them in their order on this thread.
+///
+/// Reader k claims, reads, parses, hashes and compresses every k-th file and hands it over on a
+/// channel of its own, so that this thread takes them back in order; bounded channels and the
+/// byte budget keep memory flat whatever the run's length. This thread decides each file, commits
+/// a batch every `--batch` interchanges or second, and after each commit prints and moves the
+/// batch's files.
+fn read_and_decide(
+    inbox: &mut dyn Inbox,
+    run: &mut Run<'_>,
+    inputs: &[InputFile],
+    exclude: &input::Exclusions,
+) -> anyhow::Result<()> {
+    let args = run.args;
     let readers = std::thread::available_parallelism().map_or(1, |n| n.get().clamp(1, 4));
     let budget = Budget::new(IN_FLIGHT_BYTES);
-    inbox.start_run();
     // One look at the inbox per reader, made here: the inbox itself stays on this thread.
     let probes: Vec<_> = (0..readers).map(|_| inbox.probe()).collect();
-    let result = std::thread::scope(|scope| -> anyhow::Result<()> {
+    std::thread::scope(|scope| -> anyhow::Result<()> {
         let budget = &budget;
-        let inputs = &inputs;
-        let exclude = &exclude;
         let mut channels = Vec::with_capacity(readers);
         for (k, probe) in probes.into_iter().enumerate() {
             let (tx, rx) = std::sync::mpsc::sync_channel::<(Prepared, usize)>(32);
@@ -311,7 +346,7 @@ pub fn run(
                     Err(RecvTimeoutError::Disconnected) => break None,
                     Err(RecvTimeoutError::Timeout) => {
                         if inbox.in_batch() {
-                            commit_batch(&mut *inbox, &mut run, &mut pending)?;
+                            commit_batch(inbox, run, &mut pending)?;
                             in_batch = 0;
                         }
                     }
@@ -324,58 +359,17 @@ pub fn run(
             if !inbox.in_batch() {
                 opened = Instant::now();
             }
-            let decided = decide_prepared(&mut *inbox, prepared, &mut in_batch)?;
+            let decided = decide_prepared(inbox, prepared, &mut in_batch)?;
             budget.release(size);
             let Some(decided) = decided else { continue };
             pending.push(decided);
             if in_batch >= args.batch as usize || opened.elapsed() >= MAX_BATCH_TIME {
-                commit_batch(&mut *inbox, &mut run, &mut pending)?;
+                commit_batch(inbox, run, &mut pending)?;
                 in_batch = 0;
             }
         }
-        inbox
-            .commit()
-            .context("cannot commit to the inbox database")?;
-        run.finish(pending);
-        Ok(())
-    });
-    result?;
-    inbox.end_run();
-    run.progress.finish_and_clear();
-
-    let s = &run.summary;
-    if args.json {
-        #[derive(Serialize)]
-        struct Last<'a> {
-            summary: &'a Summary,
-        }
-        run.out.json(&Last { summary: s });
-    } else {
-        run.out.line(&format!(
-            "{}: {} new, {} duplicate, {} drift, {} rejected, {} skipped",
-            count(s.files as u64, "file", "files"),
-            s.new,
-            s.duplicate,
-            s.drift,
-            s.rejected,
-            s.skipped
-        ));
-    }
-    run.out.flush();
-    // The run is done and committed; a metrics file that cannot be written is a problem to
-    // report, not a failure of the run (exit 3, not 1).
-    if let Some(path) = &args.metrics_file
-        && let Err(e) = write_metrics(path, &*inbox, &run.summary, started)
-    {
-        run.other_problems += 1;
-        problem(
-            &mut run.out,
-            &format!("cannot write the metrics file {}: {e:#}", path.display()),
-        );
-    }
-    Ok(exit::Status::from_problems(
-        s.drift + s.rejected + run.other_problems + usize::from(run.out.failed()),
-    ))
+        commit_batch(inbox, run, &mut pending)
+    })
 }
 
 /// Commits the open batch, then prints and moves its files.
@@ -783,7 +777,50 @@ fn decide_prepared(
     }))
 }
 
-impl Run<'_> {
+impl<'a> Run<'a> {
+    fn new(args: &'a IngestArgs, files: usize) -> Run<'a> {
+        let progress = if std::io::stderr().is_terminal() && !args.json {
+            let bar =
+                ProgressBar::with_draw_target(Some(files as u64), ProgressDrawTarget::stderr());
+            if let Ok(style) = ProgressStyle::with_template("{bar:40} {pos}/{len} files {msg}") {
+                bar.set_style(style);
+            }
+            bar
+        } else {
+            ProgressBar::hidden()
+        };
+        Run {
+            args,
+            out: Out::default(),
+            summary: Summary::default(),
+            other_problems: 0,
+            progress,
+        }
+    }
+
+    /// The summary line (or object), last.
+    fn summarise(&mut self) {
+        let s = &self.summary;
+        if self.args.json {
+            #[derive(Serialize)]
+            struct Last<'a> {
+                summary: &'a Summary,
+            }
+            self.out.json(&Last { summary: s });
+        } else {
+            self.out.line(&format!(
+                "{}: {} new, {} duplicate, {} drift, {} rejected, {} skipped",
+                count(s.files as u64, "file", "files"),
+                s.new,
+                s.duplicate,
+                s.drift,
+                s.rejected,
+                s.skipped
+            ));
+        }
+        self.out.flush();
+    }
+
     fn report(&mut self, o: &Outcome) {
         self.summary.count(o.status);
         if self.args.json {
