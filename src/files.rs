@@ -195,10 +195,7 @@ fn target_name(name: &[u8]) -> Vec<u8> {
     if name.len() + SUFFIX_ROOM <= NAME_MAX {
         return name.to_vec();
     }
-    let tag = format!(
-        "~{}",
-        &crate::edifact::hex(&sha2::Sha256::digest(name))[..12]
-    );
+    let tag = format!("~{}", &hex::encode(sha2::Sha256::digest(name))[..12]);
     let ext = match name.iter().rposition(|&b| b == b'.') {
         Some(dot) if dot > 0 && name.len() - dot <= 16 => &name[dot..],
         _ => &[][..],

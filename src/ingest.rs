@@ -706,7 +706,7 @@ fn prepare_file(
     let sha256 = items
         .iter()
         .any(Result::is_err)
-        .then(|| edifact::hex(&Sha256::digest(&bytes)));
+        .then(|| hex::encode(Sha256::digest(&bytes)));
     let prepared = Prepared::Parsed {
         path: file.path.clone(),
         shown,

@@ -416,7 +416,7 @@ fn stored_hashes_are_computed_again_so_no_false_drift() {
     let text = fs::read(&sample).unwrap();
     let second = text.windows(3).rposition(|w| w == b"UNA").unwrap() + 9;
     let end = text.iter().rposition(|&b| b == b'#').unwrap() + 1;
-    let old = edi_inbox::edifact::hex(&sha2::Sha256::digest(&text[second..end]));
+    let old = hex::encode(sha2::Sha256::digest(&text[second..end]));
     let (control_ref, new) = &now[1];
     assert_ne!(
         new, &old,

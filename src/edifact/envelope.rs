@@ -1,414 +1,17 @@
-//! The interchange envelope: UNB..UNZ, UNG..UNE and UNH..UNT, read and checked in one pass.
+//! The checks of the envelope: UNB..UNZ, UNG..UNE and UNH..UNT, read and checked in one pass
+//! as the segments come.
 
 use std::borrow::Cow;
 use std::collections::HashSet;
-use std::ops::Range;
 
 use compact_str::CompactString;
-use serde::Serialize;
-use sha2::{Digest, Sha256};
 
 use super::charset::Charset;
 use super::error::{EnvelopeError, ErrorKind, Tag};
-use super::lexer::{Elements, RawSegment, read_segment, skip_padding, split_elements, unescape};
-use super::syntax::{Separators, parse_una};
-
-const BOM: &[u8] = b"\xEF\xBB\xBF";
-
-/// UNB, the interchange header (ISO 9735 syntax versions 1 to 4). Text is decoded by the syntax
-/// identifier and has its release characters removed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Unb {
-    /// S001/0001 syntax identifier, such as `UNOC`.
-    pub syntax_id: CompactString,
-    /// S001/0002 syntax version number, `1` to `4`.
-    pub syntax_version: CompactString,
-    /// S002/0004 interchange sender identification.
-    pub sender: CompactString,
-    /// S002/0007 partner identification code qualifier of the sender.
-    pub sender_qualifier: Option<CompactString>,
-    /// S002/0008 address for reverse routing.
-    pub sender_routing: Option<CompactString>,
-    /// S003/0010 interchange recipient identification.
-    pub recipient: CompactString,
-    /// S003/0007 partner identification code qualifier of the recipient.
-    pub recipient_qualifier: Option<CompactString>,
-    /// S003/0014 routing address.
-    pub recipient_routing: Option<CompactString>,
-    /// S004/0017 date of preparation: YYMMDD before version 4, CCYYMMDD in version 4.
-    pub date: CompactString,
-    /// S004/0019 time of preparation, HHMM.
-    pub time: CompactString,
-    /// 0020 interchange control reference.
-    pub control_ref: CompactString,
-    /// S005/0022 recipient's reference or password.
-    pub recipient_ref: Option<CompactString>,
-    /// 0026 application reference.
-    pub application_ref: Option<CompactString>,
-    /// 0029 processing priority code.
-    pub priority: Option<CompactString>,
-    /// 0031 acknowledgement request.
-    pub ack_request: Option<CompactString>,
-    /// 0032 interchange agreement identifier.
-    pub agreement_id: Option<CompactString>,
-    /// 0035 test indicator (`1` marks a test interchange).
-    pub test_indicator: Option<CompactString>,
-}
-
-impl Unb {
-    /// `UNOC:3`, as the syntax identifier and version stand in S001.
-    pub fn syntax(&self) -> String {
-        format!("{}:{}", self.syntax_id, self.syntax_version)
-    }
-
-    /// True where 0035 marks the interchange as a test.
-    pub fn is_test(&self) -> bool {
-        self.test_indicator.as_deref() == Some("1")
-    }
-}
-
-/// UNG..UNE, a functional group.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Group {
-    /// 0048 group reference number.
-    pub reference: CompactString,
-    /// 0038 message group identification.
-    pub group_id: Option<CompactString>,
-    /// S006/0040 application sender identification.
-    pub sender: Option<CompactString>,
-    /// S007/0044 application recipient identification.
-    pub recipient: Option<CompactString>,
-    /// The number of messages in the group (UNE 0060 was checked against it).
-    pub messages: usize,
-}
-
-/// UNH..UNT, one message.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Message {
-    /// 0062 message reference number.
-    pub reference: CompactString,
-    /// S009/0065 message type, such as `INVOIC`.
-    pub message_type: CompactString,
-    /// S009/0052 message version number, such as `D`.
-    pub version: CompactString,
-    /// S009/0054 message release number, such as `96A`.
-    pub release: CompactString,
-    /// S009/0051 controlling agency, such as `UN`.
-    pub agency: CompactString,
-    /// S009/0057 association assigned code, such as `EAN008`.
-    pub association_code: Option<CompactString>,
-    /// Segments from UNH to UNT inclusive (UNT 0074 was checked against it).
-    pub segments: usize,
-    /// Index into [`Interchange::groups`] of the group it belongs to.
-    pub group: Option<usize>,
-    /// Where UNH..UNT stand within [`Interchange::raw`], terminator of UNT included.
-    pub span: Range<usize>,
-}
-
-/// One interchange, valid in every rule of its envelope.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Interchange<'a> {
-    /// Byte offset in the file of its first byte (its UNA, or its UNB).
-    pub offset: usize,
-    /// Its bytes as they stand in the file, from UNA (or UNB) to the terminator of UNZ: borrowed
-    /// from the input, or owned once [`Interchange::into_owned`] has detached it.
-    pub raw: Cow<'a, [u8]>,
-    pub separators: Separators,
-    /// True where a UNA stated the separators.
-    pub has_una: bool,
-    pub unb: Unb,
-    pub groups: Vec<Group>,
-    pub messages: Vec<Message>,
-    /// Segments from UNB to UNZ inclusive.
-    pub segments: usize,
-    /// SHA-256 over its segments from UNB to UNZ, each with its terminator, CR and LF left out.
-    pub sha256: [u8; 32],
-}
-
-impl Interchange<'_> {
-    /// The same interchange owning its bytes, so that it can outlive the input (and be handed
-    /// to another thread).
-    pub fn into_owned(self) -> Interchange<'static> {
-        Interchange {
-            raw: Cow::Owned(self.raw.into_owned()),
-            ..self
-        }
-    }
-
-    /// The same interchange without its bytes, and where they stand in the input it was read
-    /// from, so that it can be handed to another thread beside that input rather than with a
-    /// copy of its bytes (a copy doubled the memory a large file takes).
-    pub fn detach(self) -> (Interchange<'static>, Range<usize>) {
-        let span = self.offset..self.offset + self.raw.len();
-        (
-            Interchange {
-                raw: Cow::Borrowed(&[]),
-                ..self
-            },
-            span,
-        )
-    }
-
-    /// The interchange with its bytes again: `span` of `data`, as [`Interchange::detach`] gave
-    /// them.
-    pub fn reattach<'b>(self, data: &'b [u8], span: Range<usize>) -> Interchange<'b> {
-        Interchange {
-            raw: Cow::Borrowed(data.get(span).unwrap_or_default()),
-            ..self
-        }
-    }
-
-    /// The SHA-256 as 64 lower-case hex digits.
-    pub fn sha256_hex(&self) -> String {
-        hex(&self.sha256)
-    }
-}
-
-/// Lower-case hex of a digest.
-pub fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(s, "{b:02x}");
-    }
-    s
-}
-
-/// Reads the interchanges of a file one after another.
-///
-/// Yields each interchange, or the first envelope error within it. After an error that leaves
-/// the structure intact (a wrong count or reference) it goes on with the next interchange; after
-/// one that does not (a lexical error, a missing UNZ) it stops.
-pub fn interchanges(data: &[u8]) -> Interchanges<'_> {
-    Interchanges {
-        data,
-        pos: 0,
-        segment_number: 0,
-        started: false,
-        done: false,
-        spare: Vec::new(),
-    }
-}
-
-/// Iterator returned by [`interchanges`].
-#[derive(Debug, Clone)]
-pub struct Interchanges<'a> {
-    data: &'a [u8],
-    pos: usize,
-    /// Number of the last segment read, counted from the start of the file.
-    segment_number: usize,
-    started: bool,
-    done: bool,
-    /// The hash buffer of the last interchange, handed to the next rather than made anew.
-    spare: Vec<u8>,
-}
-
-impl<'a> Iterator for Interchanges<'a> {
-    type Item = Result<Interchange<'a>, EnvelopeError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.done {
-            return None;
-        }
-        match self.read_one() {
-            Ok(Some(i)) => Some(Ok(i)),
-            Ok(None) => {
-                self.done = true;
-                None
-            }
-            Err(e) => {
-                if !e.is_recoverable() {
-                    self.done = true;
-                }
-                Some(Err(e))
-            }
-        }
-    }
-}
-
-impl<'a> Interchanges<'a> {
-    fn read_one(&mut self) -> Result<Option<Interchange<'a>>, EnvelopeError> {
-        let data = self.data;
-        let mut pos = self.pos;
-        if pos == 0 && data.starts_with(BOM) {
-            pos = BOM.len();
-        }
-        pos = skip_padding(data, pos, &Separators::LEVEL_A);
-        if pos >= data.len() {
-            if self.started {
-                return Ok(None);
-            }
-            self.done = true;
-            return Err(EnvelopeError::at(pos, ErrorKind::Empty));
-        }
-        self.started = true;
-        let start = pos;
-        let seps = if data[pos..].starts_with(b"UNA") {
-            let (seps, _) = parse_una(&data[pos..], pos)?;
-            pos = skip_padding(data, pos + 9, &seps);
-            seps
-        } else {
-            Separators::default_for(&data[pos..])
-        };
-        if pos >= data.len() {
-            return Err(EnvelopeError {
-                offset: start,
-                segment: None,
-                tag: Some(Tag::UNA),
-                kind: ErrorKind::NoInterchange,
-            });
-        }
-        let unb = read_segment(data, pos, self.segment_number + 1, &seps)?;
-        if unb.tag != Tag::UNB {
-            return Err(unb.error(ErrorKind::NoInterchange));
-        }
-        let mut b = Builder::new(&unb, seps, start, std::mem::take(&mut self.spare));
-        b.hash(data, &unb);
-        let (mut number, mut end) = (unb.number, unb.end());
-        loop {
-            pos = skip_padding(data, end, &seps);
-            let fatal = if pos >= data.len() {
-                Some(EnvelopeError::at(
-                    data.len(),
-                    ErrorKind::MissingUnz {
-                        control_ref: b.unb.control_ref.to_string(),
-                    },
-                ))
-            } else if data[pos..].starts_with(b"UNA") {
-                Some(EnvelopeError {
-                    offset: pos,
-                    segment: None,
-                    tag: Some(Tag::UNA),
-                    kind: ErrorKind::UnbBeforeUnz {
-                        control_ref: b.unb.control_ref.to_string(),
-                    },
-                })
-            } else {
-                // Looked at where it was returned rather than moved into a variable that
-                // outlives the iteration: that move read the freshly stored tag back as part of
-                // a wider word, and the stalled load cost a tenth of the parse.
-                let next = read_segment(data, pos, number + 1, &seps);
-                match &next {
-                    Ok(seg) if seg.tag == Tag::UNB => Some(seg.error(ErrorKind::UnbBeforeUnz {
-                        control_ref: b.unb.control_ref.to_string(),
-                    })),
-                    Ok(seg) => {
-                        (number, end) = (seg.number, seg.end());
-                        b.hash(data, seg);
-                        if seg.tag == Tag::UNZ {
-                            b.unz(seg);
-                            break;
-                        }
-                        b.segment(seg);
-                        None
-                    }
-                    Err(_) => next.err(),
-                }
-            };
-            if let Some(e) = fatal {
-                // The first error found is the one reported; the iterator stops either way.
-                self.segment_number = number;
-                self.done = true;
-                return Err(b.first_error.unwrap_or(e));
-            }
-        }
-        self.segment_number = number;
-        self.pos = end;
-        let (result, spare) = b.finish(&data[start..end]);
-        self.spare = spare;
-        result.map(Some)
-    }
-}
-
-/// SHA-256 over segments gathered into a buffer first. Handed to the hash one by one, each
-/// segment of a few dozen bytes cost a call that copied it into the hash's block buffer, nearly
-/// as much time as hashing it; gathered, the hash takes many blocks per call, and the copy is done
-/// in fixed strides that compile to a few vector moves.
-struct SegmentHasher {
-    sha: Sha256,
-    /// `GATHER` bytes to fill, then `STRIDE` bytes of room for the last stride to overrun into.
-    buf: Vec<u8>,
-    len: usize,
-}
-
-impl SegmentHasher {
-    const GATHER: usize = 8 * 1024;
-    const STRIDE: usize = 32;
-
-    /// A hasher gathering into `buf`: a buffer of an earlier interchange, or a new one.
-    fn new(mut buf: Vec<u8>) -> Self {
-        buf.resize(Self::GATHER + Self::STRIDE, 0);
-        SegmentHasher {
-            sha: Sha256::new(),
-            buf,
-            len: 0,
-        }
-    }
-
-    /// Appends `data[start..end]`.
-    #[inline(always)]
-    fn push(&mut self, data: &[u8], start: usize, end: usize) {
-        let mut at = start;
-        while at < end {
-            if self.len >= Self::GATHER {
-                self.flush();
-            }
-            let take = (end - at).min(Self::STRIDE);
-            let room = &mut self.buf[self.len..self.len + Self::STRIDE];
-            match data.get(at..at + Self::STRIDE) {
-                // The bytes past `take` are copied too and overwritten by the next push; `len`
-                // never counts them.
-                Some(stride) => room.copy_from_slice(stride),
-                None => room[..take].copy_from_slice(&data[at..at + take]),
-            }
-            self.len += take;
-            at += take;
-        }
-    }
-
-    /// Appends bytes of any length, copied exactly (pieces of a wrapped segment).
-    fn push_exact(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(Self::STRIDE) {
-            if self.len >= Self::GATHER {
-                self.flush();
-            }
-            self.buf[self.len..self.len + chunk.len()].copy_from_slice(chunk);
-            self.len += chunk.len();
-        }
-    }
-
-    fn flush(&mut self) {
-        self.sha.update(&self.buf[..self.len]);
-        self.len = 0;
-    }
-
-    /// The digest, and the buffer for the next interchange.
-    fn finalize(mut self) -> ([u8; 32], Vec<u8>) {
-        self.flush();
-        (self.sha.finalize().into(), self.buf)
-    }
-}
-
-/// What goes into the hash ahead of the segments for service characters other than the level A
-/// defaults: `UNA` and the component separator, element separator, release character (a space
-/// for none) and segment terminator. The segments start with `UNB`, so it can never be mistaken
-/// for them.
-fn hash_preamble(seps: &Separators) -> Option<[u8; 7]> {
-    let l = Separators::LEVEL_A;
-    let same = (seps.component, seps.element, seps.release, seps.terminator)
-        == (l.component, l.element, l.release, l.terminator);
-    (!same).then(|| {
-        [
-            b'U',
-            b'N',
-            b'A',
-            seps.component,
-            seps.element,
-            seps.release.unwrap_or(b' '),
-            seps.terminator,
-        ]
-    })
-}
+use super::hash::{SegmentHasher, hash_preamble};
+use super::lexer::{Elements, RawSegment, split_elements, unescape};
+use super::model::{Group, Interchange, Message, Unb};
+use super::syntax::Separators;
 
 /// References seen so far, to find a duplicate. aHash rather than SipHash: one insert per message
 /// made SipHash a twentieth of the parse, and aHash's keys are random per process too, so a
@@ -416,12 +19,12 @@ fn hash_preamble(seps: &Separators) -> Option<[u8; 7]> {
 type RefSet = HashSet<CompactString, ahash::RandomState>;
 
 /// State of one interchange while its segments are read.
-struct Builder {
+pub(super) struct Builder {
     seps: Separators,
     charset: Charset,
     start: usize,
     has_una: bool,
-    unb: Unb,
+    pub(super) unb: Unb,
     groups: Vec<Group>,
     messages: Vec<Message>,
     message_refs: RefSet,
@@ -430,7 +33,7 @@ struct Builder {
     open_group: Option<usize>,
     segments: usize,
     hasher: SegmentHasher,
-    first_error: Option<EnvelopeError>,
+    pub(super) first_error: Option<EnvelopeError>,
 }
 
 struct OpenMessage {
@@ -494,7 +97,12 @@ impl<'a> Fields<'a> {
 }
 
 impl Builder {
-    fn new(unb: &RawSegment<'_>, seps: Separators, start: usize, hash_buf: Vec<u8>) -> Self {
+    pub(super) fn new(
+        unb: &RawSegment<'_>,
+        seps: Separators,
+        start: usize,
+        hash_buf: Vec<u8>,
+    ) -> Self {
         let probe = Fields::new(unb, seps, Charset::Latin1);
         let charset = Charset::for_syntax(&probe.text(1, 0));
         let f = Fields { charset, ..probe };
@@ -575,7 +183,7 @@ impl Builder {
     }
 
     #[inline]
-    fn hash(&mut self, data: &[u8], seg: &RawSegment<'_>) {
+    pub(super) fn hash(&mut self, data: &[u8], seg: &RawSegment<'_>) {
         self.segments += 1;
         if seg.has_line_breaks {
             self.hash_wrapped(seg);
@@ -599,7 +207,7 @@ impl Builder {
     }
 
     /// Any segment but the UNB and the UNZ.
-    fn segment(&mut self, seg: &RawSegment<'_>) {
+    pub(super) fn segment(&mut self, seg: &RawSegment<'_>) {
         match seg.tag {
             Tag::UNB => {} // the first segment, read by `new`
             Tag::UNH => self.unh(seg),
@@ -769,7 +377,7 @@ impl Builder {
         }
     }
 
-    fn unz(&mut self, seg: &RawSegment<'_>) {
+    pub(super) fn unz(&mut self, seg: &RawSegment<'_>) {
         self.close_open_message(seg);
         if let Some(open) = self.open_group.take() {
             let open = self.groups[open].reference.clone();
@@ -803,7 +411,10 @@ impl Builder {
     }
 
     /// The interchange, or its first error; and the hash buffer, for the next interchange.
-    fn finish<'a>(self, raw: &'a [u8]) -> (Result<Interchange<'a>, EnvelopeError>, Vec<u8>) {
+    pub(super) fn finish<'a>(
+        self,
+        raw: &'a [u8],
+    ) -> (Result<Interchange<'a>, EnvelopeError>, Vec<u8>) {
         if let Some(e) = self.first_error {
             return (Err(e), self.hasher.buf);
         }
@@ -826,6 +437,7 @@ impl Builder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::edifact::interchanges;
 
     const ORDERS: &[u8] = b"UNB+UNOC:3+SENDER:14+RECIPIENT:14+240101:1200+REF1'\
 UNH+1+ORDERS:D:96A:UN'BGM+220+PO1+9'UNT+3+1'UNZ+1+REF1'";
@@ -871,86 +483,6 @@ UNH+1+ORDERS:D:96A:UN'BGM+220+PO1+9'UNT+3+1'UNZ+1+REF1'";
         );
         assert_eq!(i.segments, 5);
         assert_eq!(&*i.raw, ORDERS);
-    }
-
-    #[test]
-    fn hash_ignores_line_breaks_and_a_default_una() {
-        let base = one(ORDERS).sha256;
-        let crlf = String::from_utf8(ORDERS.to_vec())
-            .unwrap()
-            .replace('\'', "'\r\n");
-        assert_eq!(one(crlf.as_bytes()).sha256, base);
-        let mut with_una = b"UNA:+.? '\n".to_vec();
-        with_una.extend_from_slice(ORDERS);
-        assert_eq!(one(&with_una).sha256, base);
-        let wrapped = replace(ORDERS, "ORDERS:D", "ORD\r\nERS:D");
-        assert_eq!(one(&wrapped).sha256, base);
-        let padded = replace(ORDERS, "'UNZ", "' \t UNZ");
-        assert_eq!(one(&padded).sha256, base);
-    }
-
-    /// The same bytes under another release character decode to other values: not a duplicate.
-    #[test]
-    fn hash_changes_with_the_service_characters_in_force() {
-        let body = "UNB+UNOC:3+S+R+240101:1200+REF1'UNH+1+ORDERS:D:96A:UN'FTX+AAA+++A?+B!+C'UNT+3+1'UNZ+1+REF1'";
-        let question = one(format!("UNA:+.? '{body}").as_bytes()).sha256;
-        let bang = one(format!("UNA:+.! '{body}").as_bytes()).sha256;
-        assert_ne!(question, bang);
-        // The defaults stated or not, the decimal mark, the repetition separator: the same.
-        assert_eq!(question, one(body.as_bytes()).sha256);
-        assert_eq!(question, one(format!("UNA:+,? '{body}").as_bytes()).sha256);
-        assert_eq!(question, one(format!("UNA:+.?*'{body}").as_bytes()).sha256);
-        assert_eq!(
-            bang,
-            <[u8; 32]>::from(Sha256::digest(format!("UNA:+!'{body}").as_bytes()))
-        );
-    }
-
-    #[test]
-    fn hash_changes_with_any_other_byte() {
-        let base = one(ORDERS).sha256;
-        assert_ne!(one(&replace(ORDERS, "PO1", "PO2")).sha256, base);
-        assert_ne!(one(&replace(ORDERS, "PO1", "PO 1")).sha256, base);
-    }
-
-    #[test]
-    fn hash_is_sha256_of_the_segments() {
-        let i = one(ORDERS);
-        assert_eq!(i.sha256_hex(), hex(&Sha256::digest(ORDERS)));
-    }
-
-    /// Segments of every length from 0 to 200 bytes of text, some wrapped, gathered across many
-    /// buffer fills and ending at the very end of the input (where a whole stride cannot be read).
-    #[test]
-    fn hash_is_the_same_however_the_segments_are_gathered() {
-        let mut data = b"UNB+UNOC:3+S+R+240101:1200+REF1'UNH+1+ORDERS:D:96A:UN'".to_vec();
-        let mut segments = 2;
-        for round in 0..60 {
-            for len in 0..=200 {
-                data.extend_from_slice(b"FTX+AAA+++");
-                let text = vec![b'a' + (len % 26) as u8; len];
-                if round % 7 == 0 && len > 2 {
-                    data.extend_from_slice(&text[..len / 2]);
-                    data.extend_from_slice(b"\r\n");
-                    data.extend_from_slice(&text[len / 2..]);
-                } else {
-                    data.extend_from_slice(&text);
-                }
-                data.extend_from_slice(if len % 3 == 0 { b"'\r\n" } else { b"'" });
-                segments += 1;
-            }
-        }
-        data.extend_from_slice(format!("UNT+{}+1'UNZ+1+REF1'", segments).as_bytes());
-        let expected: Vec<u8> = data
-            .iter()
-            .copied()
-            .filter(|&b| b != b'\r' && b != b'\n')
-            .collect();
-        assert!(expected.len() > 20 * SegmentHasher::GATHER);
-        assert_eq!(
-            one(&data).sha256,
-            <[u8; 32]>::from(Sha256::digest(&expected))
-        );
     }
 
     #[test]

@@ -1,15 +1,20 @@
 //! UN/EDIFACT (ISO 9735) envelopes, read from raw bytes.
 //!
 //! Pure functions over `&[u8]`: nothing here knows of files, databases or output. [`syntax`] reads
-//! the UNA, [`lexer`] finds segments, [`envelope`] checks UNB..UNZ and hashes the interchange.
+//! the UNA, [`lexer`] finds segments, `interchanges` walks a file's interchanges, `envelope`
+//! checks UNB..UNZ, `hash` hashes each interchange, `model` is what comes out.
 
 pub mod charset;
-pub mod envelope;
+mod envelope;
 pub mod error;
+mod hash;
+mod interchanges;
 pub mod lexer;
+mod model;
 pub mod syntax;
 
 pub use charset::Charset;
-pub use envelope::{Group, Interchange, Interchanges, Message, Unb, hex, interchanges};
 pub use error::{EnvelopeError, ErrorKind, Tag};
+pub use interchanges::{Interchanges, interchanges};
+pub use model::{Group, Interchange, Message, Unb};
 pub use syntax::Separators;
