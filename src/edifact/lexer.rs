@@ -273,83 +273,6 @@ fn is_tag(tag: &[u8; 3]) -> bool {
             .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit())
 }
 
-/// The elements and components of a service segment, as raw (still escaped) slices, held
-/// without allocating: the envelope reads at most [`MAX_ELEMENTS`] elements and the first
-/// [`MAX_COMPONENTS`] components of each, so a hostile segment with a million of either costs
-/// nothing more.
-#[derive(Debug, Clone)]
-pub struct Elements<'a> {
-    parts: [[&'a [u8]; MAX_COMPONENTS]; MAX_ELEMENTS],
-    len: usize,
-}
-
-/// Elements read of a service segment, tag element included: UNB's last, 0035, is index 11.
-pub const MAX_ELEMENTS: usize = 12;
-/// Components read of an element: UNH S009's last one the envelope uses, 0057, is index 4.
-pub const MAX_COMPONENTS: usize = 5;
-
-impl<'a> Elements<'a> {
-    /// Number of elements read (index 0 is the tag element).
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// The raw component; empty where the element or component is absent.
-    pub fn get(&self, element: usize, component: usize) -> &'a [u8] {
-        match self.parts.get(element) {
-            Some(components) if element < self.len => components.get(component).copied(),
-            _ => None,
-        }
-        .unwrap_or(b"")
-    }
-}
-
-/// Splits a service segment's body into elements and those into components (see [`Elements`]).
-pub fn split_elements<'a>(body: &'a [u8], seps: &Separators) -> Elements<'a> {
-    let mut out = Elements {
-        parts: [[b"".as_slice(); MAX_COMPONENTS]; MAX_ELEMENTS],
-        len: 0,
-    };
-    let mut component = 0;
-    let mut start = 0;
-    let mut i = 0;
-    while i < body.len() {
-        let b = body[i];
-        if Some(b) == seps.release {
-            i += 1;
-            while i < body.len() && seps.is_line_break(body[i]) {
-                i += 1;
-            }
-            i += 1;
-            continue;
-        }
-        if b == seps.component || b == seps.element {
-            if let Some(slot) = out.parts[out.len].get_mut(component) {
-                *slot = &body[start..i];
-            }
-            start = i + 1;
-            component += 1;
-            if b == seps.element {
-                out.len += 1;
-                component = 0;
-                if out.len == MAX_ELEMENTS {
-                    return out;
-                }
-            }
-        }
-        i += 1;
-    }
-    if let Some(slot) = out.parts[out.len].get_mut(component) {
-        *slot = &body[start.min(body.len())..];
-    }
-    out.len += 1;
-    out
-}
-
 /// The value of a raw component: release characters removed, line breaks left out.
 ///
 /// Borrows where there is nothing to remove, which is nearly always.
@@ -452,9 +375,7 @@ mod tests {
         let s = read_segment(data, 0, 1, &A).unwrap();
         assert_eq!(s.body.len(), data.len() - 1);
         assert!(s.has_line_breaks);
-        let els = split_elements(s.body, &A);
-        assert_eq!(els.len(), 2);
-        assert_eq!(unescape(els.get(1, 0), &A).as_ref(), b"a+b");
+        assert_eq!(unescape(&s.body[4..], &A).as_ref(), b"a+b");
     }
 
     #[test]
@@ -492,31 +413,6 @@ mod tests {
     fn tag_may_be_wrapped_and_carry_components() {
         let s = read_segment(b"U\nNH:1+1'", 0, 1, &A).unwrap();
         assert_eq!(s.tag, Tag::UNH);
-    }
-
-    #[test]
-    fn splits_elements_and_components() {
-        let els = split_elements(b"UNB+UNOC:3+S?+1:14++1", &A);
-        assert_eq!(els.len(), 5);
-        assert_eq!((els.get(1, 0), els.get(1, 1)), (&b"UNOC"[..], &b"3"[..]));
-        assert_eq!((els.get(2, 0), els.get(2, 1)), (&b"S?+1"[..], &b"14"[..]));
-        assert_eq!((els.get(3, 0), els.get(3, 1)), (&b""[..], &b""[..]));
-        assert_eq!(els.get(4, 0), b"1");
-        assert_eq!(els.get(5, 0), b"");
-        assert_eq!(unescape(els.get(2, 0), &A).as_ref(), b"S+1");
-    }
-
-    #[test]
-    fn reads_no_further_than_the_envelope_needs() {
-        let many = format!("X{}", "+1".repeat(1000));
-        let els = split_elements(many.as_bytes(), &A);
-        assert_eq!(els.len(), MAX_ELEMENTS);
-        assert_eq!(els.get(MAX_ELEMENTS - 1, 0), b"1");
-        assert_eq!(els.get(MAX_ELEMENTS, 0), b"");
-        let wide = format!("X+{}", ["a", "b", "c", "d", "e", "f", "g"].join(":"));
-        let els = split_elements(wide.as_bytes(), &A);
-        assert_eq!(els.get(1, MAX_COMPONENTS - 1), b"e");
-        assert_eq!(els.get(1, MAX_COMPONENTS), b"");
     }
 
     #[test]

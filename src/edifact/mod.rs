@@ -11,6 +11,7 @@ mod hash;
 mod interchanges;
 pub mod lexer;
 mod model;
+mod segments;
 pub mod syntax;
 
 pub use charset::Charset;
