@@ -4,7 +4,11 @@
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use edi_inbox::edifact::interchanges;
-use edi_inbox::synth::parser_bench_inputs;
+#[path = "../tests/it/common/synth.rs"]
+#[allow(dead_code)] // each uses a part of it
+mod synth;
+
+use synth::parser_bench_inputs;
 
 fn parse_all(data: &[u8]) -> usize {
     interchanges(data)

@@ -6,7 +6,11 @@
 
 use std::path::PathBuf;
 
-use edi_inbox::synth::Synth;
+#[path = "../tests/it/common/synth.rs"]
+#[allow(dead_code)] // each uses a part of it
+mod synth;
+
+use synth::Synth;
 
 fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);

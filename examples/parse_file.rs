@@ -3,6 +3,10 @@
 //! of `benches/parser.rs` (the large interchange, then the small ones as one file), which is how
 //! BENCHMARKS.md compares two builds in paired runs.
 
+#[path = "../tests/it/common/synth.rs"]
+#[allow(dead_code)] // each uses a part of it
+mod synth;
+
 fn main() -> anyhow::Result<()> {
     let mut inputs: Vec<(String, Vec<u8>)> = Vec::new();
     for path in std::env::args_os().skip(1) {
@@ -10,7 +14,7 @@ fn main() -> anyhow::Result<()> {
         inputs.push((path.to_string_lossy().into_owned(), data));
     }
     if inputs.is_empty() {
-        let (large, small) = edi_inbox::synth::parser_bench_inputs();
+        let (large, small) = synth::parser_bench_inputs();
         inputs.push(("large interchange".into(), large));
         inputs.push(("small interchanges".into(), small.concat()));
     }

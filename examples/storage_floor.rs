@@ -1,4 +1,4 @@
-//! The storage floor for `bench/e2e.sh`: what writing the same rows costs with no parsing at all.
+//! The storage floor for `benches/scripts/e2e.sh`: what writing the same rows costs with no parsing at all.
 //! Reads every file of a folder and inserts, in one transaction, an inbox row (keyed by the file
 //! name), an interchange row with the file's bytes, and one message row per `UNH`, into a fresh
 //! database with the same settings as edi-inbox (WAL, synchronous=FULL).

@@ -1,10 +1,13 @@
 //! edi-inbox: the receiving half of the transactional inbox pattern for UN/EDIFACT interchanges.
 //!
-//! [`edifact`] reads envelopes from raw bytes; the commands live beside it.
+//! [`edifact`] reads envelopes from raw bytes, and is all the library offers: the rest is the
+//! program (`main`), built with the `cli` feature (on by default; the fuzz target leaves it out,
+//! and with it the command line, the progress bar and SQLite).
 
 /// A place where the crash tests may stop the process dead (abort, not unwind), as a power cut
 /// or `kill -9` would. Armed by `FAILPOINTS=<name>=return` (or `<n>*off->return` for the n+1th
 /// pass) in a build with the `failpoints` feature; compiled to nothing otherwise.
+#[cfg(feature = "cli")]
 macro_rules! crash_point {
     ($name:expr) => {
         #[cfg(feature = "failpoints")]
@@ -16,82 +19,26 @@ macro_rules! crash_point {
     };
 }
 
-pub mod cli;
-pub mod clock;
 pub mod edifact;
-pub mod exit;
-pub mod files;
-pub mod inbox;
-pub mod ingest;
-pub mod input;
-pub mod inspect;
-pub mod metrics;
-pub mod output;
-pub mod purge;
-pub mod report;
-pub mod synth;
 
-use std::process::ExitCode;
+#[cfg(feature = "cli")]
+mod cli;
+#[cfg(feature = "cli")]
+mod clock;
+#[cfg(feature = "cli")]
+mod commands;
+#[cfg(feature = "cli")]
+mod exit;
+#[cfg(feature = "cli")]
+mod filing;
+#[cfg(feature = "cli")]
+mod inbox;
+#[cfg(feature = "cli")]
+mod metrics;
+#[cfg(feature = "cli")]
+mod output;
+#[cfg(feature = "cli")]
+mod walk;
 
-use clap::Parser;
-
-use crate::exit::Status;
-
-/// Prints a completion script for the shell.
-fn completions(args: &cli::CompletionsArgs) -> anyhow::Result<Status> {
-    use clap::CommandFactory;
-    use clap_complete::Shell;
-    let shell = match args.shell {
-        cli::CompletionShell::Bash => Shell::Bash,
-        cli::CompletionShell::Zsh => Shell::Zsh,
-        cli::CompletionShell::Fish => Shell::Fish,
-    };
-    let mut cmd = cli::Cli::command();
-    // Generated into memory first: written straight to a closed pipe (`| head`), the generator
-    // panics.
-    let mut script = Vec::new();
-    clap_complete::generate(shell, &mut cmd, "edi-inbox", &mut script);
-    let mut out = output::Out::default();
-    out.raw(&script);
-    out.flush();
-    Ok(Status::from_problems(usize::from(out.failed())))
-}
-
-/// Parses the command line, runs the command and turns its outcome into an exit status.
-pub fn main() -> ExitCode {
-    #[cfg(feature = "failpoints")]
-    let _scenario = fail::FailScenario::setup();
-    let cli = cli::Cli::parse();
-    let named = cli.db.is_some();
-    let db = cli
-        .db
-        .clone()
-        .unwrap_or_else(|| std::path::PathBuf::from(cli::DEFAULT_DB));
-    let result = match &cli.command {
-        cli::Command::Inspect(args) => inspect::run(args),
-        cli::Command::Ingest(args) => ingest::run(&db, named, cli.busy_timeout, args),
-        cli::Command::Purge(args) => purge::run(&db, cli.busy_timeout, args),
-        cli::Command::Stats(args) => report::stats(&db, cli.busy_timeout, args),
-        cli::Command::List(args) => report::list(&db, cli.busy_timeout, args),
-        cli::Command::Show(args) => report::show(&db, cli.busy_timeout, args),
-        cli::Command::Completions(args) => completions(args),
-    };
-    let status = match result {
-        Ok(status) => status,
-        Err(e) => {
-            output::warn(&format!("error: {e:#}"));
-            let busy = e.chain().any(|c| {
-                c.downcast_ref::<inbox::InboxError>()
-                    .is_some_and(inbox::InboxError::is_busy)
-            });
-            if busy {
-                output::warn(&format!(
-                    "another process held the database longer than --busy-timeout ({}); nothing was left half-done",
-                    humantime::format_duration(cli.busy_timeout)
-                ));
-            }
-            Status::Fatal
-        }
-    };
-    status.into()
-}
+#[cfg(feature = "cli")]
+pub use commands::main;

@@ -41,6 +41,7 @@ impl Metrics {
         self.family(name, kind, help).sample(name, &[], value)
     }
 
+    #[cfg(test)]
     pub fn text(&self) -> &str {
         &self.text
     }
@@ -80,17 +81,6 @@ pub fn unix_now() -> f64 {
         .duration_since(SystemTime::UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
         .unwrap_or(0.0)
-}
-
-/// The size of the database file and its WAL, in bytes.
-pub fn database_size(db: &Path) -> u64 {
-    let mut wal = db.as_os_str().to_owned();
-    wal.push("-wal");
-    [db.to_path_buf(), wal.into()]
-        .iter()
-        .filter_map(|p| fs::metadata(p).ok())
-        .map(|m| m.len())
-        .sum()
 }
 
 #[cfg(test)]

@@ -29,9 +29,6 @@ pub use records::{
 /// (about 0.4x the input, with the rows) for less CPU (see BENCHMARKS.md).
 pub const ZSTD_LEVEL: i32 = 1;
 
-/// How long a writer waits for another run's transaction before giving up.
-pub const BUSY_TIMEOUT: Duration = Duration::from_secs(60);
-
 /// How much of a rejected file is kept.
 pub const REJECTED_BYTES_LIMIT: usize = 4 << 20;
 
@@ -99,9 +96,6 @@ impl InboxError {
 
 /// An inbox, whatever stores it.
 pub trait Inbox {
-    /// Where it is, for messages: the file, or the server and database.
-    fn location(&self) -> String;
-
     /// True while a batch holds decisions not yet committed.
     fn in_batch(&self) -> bool;
 
@@ -138,9 +132,6 @@ pub trait Inbox {
 
     /// Makes every decision of the batch durable at once.
     fn commit(&mut self) -> Result<(), InboxError>;
-
-    /// Drops every decision of the open batch.
-    fn rollback(&mut self) -> Result<(), InboxError>;
 
     /// A run of many batches begins: the backend may start what helps it keep up.
     fn start_run(&mut self);

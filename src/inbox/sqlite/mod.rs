@@ -7,7 +7,7 @@
 //! checkpoints and ids stay here.
 
 mod decide;
-mod report;
+mod queries;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -315,13 +315,21 @@ impl SqliteInbox {
     fn connection(&self) -> &Connection {
         &self.conn
     }
+
+    /// Drops every decision of the open batch (a run that fails drops the inbox instead, which
+    /// rolls the batch back).
+    #[cfg(test)]
+    fn rollback(&mut self) -> Result<(), InboxError> {
+        self.pending_counts.clear();
+        self.next_id = None;
+        if self.in_batch() {
+            self.conn.execute_batch("ROLLBACK")?;
+        }
+        Ok(())
+    }
 }
 
 impl Inbox for SqliteInbox {
-    fn location(&self) -> String {
-        self.path.display().to_string()
-    }
-
     fn in_batch(&self) -> bool {
         !self.conn.is_autocommit()
     }
@@ -384,7 +392,7 @@ impl Inbox for SqliteInbox {
     fn commit(&mut self) -> Result<(), InboxError> {
         if self.in_batch() {
             for (name, by) in std::mem::take(&mut self.pending_counts) {
-                report::add_counter(&self.conn, name, by)?;
+                queries::add_counter(&self.conn, name, by)?;
             }
             if let Some(next) = self.next_id.take() {
                 self.conn.execute(
@@ -404,15 +412,6 @@ impl Inbox for SqliteInbox {
                 // the database shows at the next commit.
                 let _ = self.restart_wal();
             }
-        }
-        Ok(())
-    }
-
-    fn rollback(&mut self) -> Result<(), InboxError> {
-        self.pending_counts.clear();
-        self.next_id = None;
-        if self.in_batch() {
-            self.conn.execute_batch("ROLLBACK")?;
         }
         Ok(())
     }
@@ -449,7 +448,7 @@ impl Inbox for SqliteInbox {
     }
 
     fn stats(&self) -> Result<Stats, InboxError> {
-        report::stats(&self.conn)
+        queries::stats(&self.conn)
     }
 
     /// The database file and its write-ahead log.
@@ -464,7 +463,7 @@ impl Inbox for SqliteInbox {
     }
 
     fn events(&self, filter: &EventFilter) -> Result<Vec<Event>, InboxError> {
-        report::events(&self.conn, filter)
+        queries::events(&self.conn, filter)
     }
 
     fn key_history(
@@ -473,11 +472,11 @@ impl Inbox for SqliteInbox {
         recipient: &str,
         control_ref: &str,
     ) -> Result<KeyHistory, InboxError> {
-        report::key_history(&self.conn, sender, recipient, control_ref)
+        queries::key_history(&self.conn, sender, recipient, control_ref)
     }
 
     fn count_older(&self, target: PurgeTarget, cutoff: &str) -> Result<i64, InboxError> {
-        report::count_older(&self.conn, target, cutoff)
+        queries::count_older(&self.conn, target, cutoff)
     }
 
     fn purge_step(
@@ -489,20 +488,20 @@ impl Inbox for SqliteInbox {
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let n = report::delete_older(&tx, target, cutoff, limit)?;
+        let n = queries::delete_older(&tx, target, cutoff, limit)?;
         if target == PurgeTarget::Inbox && n > 0 {
-            report::add_counter(&tx, "purge_entries", n as i64)?;
+            queries::add_counter(&tx, "purge_entries", n as i64)?;
         }
         tx.commit()?;
         Ok(n)
     }
 
     fn oldest_entry(&self) -> Result<Option<String>, InboxError> {
-        report::oldest_entry(&self.conn)
+        queries::oldest_entry(&self.conn)
     }
 
     fn counter(&self, name: &str) -> Result<i64, InboxError> {
-        report::counter(&self.conn, name)
+        queries::counter(&self.conn, name)
     }
 }
 
@@ -791,7 +790,7 @@ mod tests {
     use super::*;
 
     fn open(path: &Path) -> Result<SqliteInbox, InboxError> {
-        SqliteInbox::connect(path, crate::inbox::BUSY_TIMEOUT, Access::Create)
+        SqliteInbox::connect(path, Duration::from_secs(60), Access::Create)
     }
     use crate::edifact::interchanges;
 

@@ -1,13 +1,11 @@
 //! The promises in the README's "Guarantees" section, each tried hard: overlapping runs,
 //! `kill -9` at random moments, hostile input, storage faults, and the drift defence.
 
-mod common;
-
 use std::fs;
 use std::process::{Child, Stdio};
 use std::time::Duration;
 
-use common::site::{Site, assert_same, copy_dir};
+use crate::common::site::{Site, assert_same, copy_dir};
 
 fn wait_all(children: Vec<Child>) -> Vec<std::process::Output> {
     children
@@ -85,7 +83,7 @@ fn kill_9_at_random_moments_then_finish() {
 
     let site = Site::new();
     site.fill(2000, 21);
-    let mut rng = edi_inbox::synth::Synth::new(99);
+    let mut rng = crate::common::synth::Synth::new(99);
     let mut kills = 0;
     for _ in 0..25 {
         let mut child = site
@@ -118,7 +116,7 @@ fn kill_9_at_random_moments_then_finish() {
     assert!(kills >= 5, "only {kills} runs were killed mid-way");
 }
 
-use common::site::{Tmpfs, file_hash};
+use crate::common::site::{Tmpfs, file_hash};
 
 #[test]
 fn a_full_disk_stops_the_run_and_the_next_run_with_room_completes() {
@@ -244,7 +242,7 @@ fn a_corrupt_database_is_a_clear_error_and_left_untouched() {
     assert_eq!(file_hash(&site.db()), before);
 }
 
-use common::{json_lines, samples};
+use crate::common::{json_lines, samples};
 
 #[test]
 fn hostile_input_is_rejected_with_file_and_byte_and_the_run_goes_on() {

@@ -1,10 +1,8 @@
 //! `edi-inbox inspect` driven as a user runs it.
 
-mod common;
-
 use std::fs;
 
-use common::{edi_inbox, json_lines, samples};
+use crate::common::{edi_inbox, json_lines, samples};
 use predicates::prelude::*;
 
 #[test]

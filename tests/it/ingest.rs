@@ -1,14 +1,12 @@
 //! `edi-inbox ingest` driven as cron runs it, in a temporary folder.
 
-mod common;
-
 use std::fs;
 use std::path::Path;
 use std::process::Stdio;
 
-use common::site::Site;
-use common::{edi_inbox, json_lines, samples};
-use edi_inbox::synth::{Layout, Synth};
+use crate::common::site::Site;
+use crate::common::synth::{Layout, Synth};
+use crate::common::{edi_inbox, json_lines, samples};
 use predicates::prelude::*;
 use serde_json::Value;
 
@@ -481,7 +479,7 @@ fn a_database_from_a_newer_edi_inbox_is_fatal_and_untouched() {
     site.put_sample("valid/orders-d01b-no-una.edi", "a.edi");
     assert_eq!(ingest(&site, &[]).0, Some(0));
     site.sql("PRAGMA user_version = 99; PRAGMA wal_checkpoint(TRUNCATE);");
-    let before = common::site::file_hash(&site.db());
+    let before = crate::common::site::file_hash(&site.db());
     site.cmd()
         .args(["ingest", "--archive"])
         .arg(site.path("archive"))
@@ -492,7 +490,7 @@ fn a_database_from_a_newer_edi_inbox_is_fatal_and_untouched() {
             predicate::str::contains("schema version 99")
                 .and(predicate::str::contains("newer edi-inbox")),
         );
-    assert_eq!(common::site::file_hash(&site.db()), before);
+    assert_eq!(crate::common::site::file_hash(&site.db()), before);
     assert_eq!(site.files_in("drop"), ["a.edi"]);
 }
 

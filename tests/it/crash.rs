@@ -2,11 +2,8 @@
 //! reading a file and moving it, then ingest runs again. Every interchange must end up applied
 //! exactly once and every file in the archive or the quarantine, as after a run never
 //! interrupted. Needs the fail points: `cargo test --features failpoints --test crash`.
-#![cfg(feature = "failpoints")]
 
-mod common;
-
-use common::site::{Site, assert_same};
+use crate::common::site::{Site, assert_same};
 
 const FILES: usize = 60;
 
@@ -105,8 +102,10 @@ fn wait_for_entries(db: &std::path::Path, n: i64) {
 /// The run is held just before its move by a fail point that sleeps.
 #[test]
 fn a_file_replaced_between_its_read_and_its_move_is_left_for_the_next_run() {
-    let first = std::fs::read(common::samples().join("valid/orders-d01b-no-una.edi")).unwrap();
-    let second = std::fs::read(common::samples().join("valid/invoic-d96a-unoc-crlf.edi")).unwrap();
+    let first =
+        std::fs::read(crate::common::samples().join("valid/orders-d01b-no-una.edi")).unwrap();
+    let second =
+        std::fs::read(crate::common::samples().join("valid/invoic-d96a-unoc-crlf.edi")).unwrap();
     for how in ["rename", "overwrite", "append"] {
         let site = Site::new();
         let path = site.put("ORDERS.EDI", &first);
@@ -166,11 +165,11 @@ fn a_file_replaced_between_its_read_and_its_move_is_left_for_the_next_run() {
 #[test]
 fn a_kill_between_placing_a_copy_and_removing_its_source_leaves_one_file() {
     let site = Site::new();
-    let Some(dropfs) = common::site::Tmpfs::mount(&site.path("dropfs"), "4m") else {
+    let Some(dropfs) = crate::common::site::Tmpfs::mount(&site.path("dropfs"), "4m") else {
         return;
     };
     std::fs::copy(
-        common::samples().join("valid/orders-d01b-no-una.edi"),
+        crate::common::samples().join("valid/orders-d01b-no-una.edi"),
         dropfs.path.join("a.edi"),
     )
     .unwrap();

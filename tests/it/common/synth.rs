@@ -176,25 +176,3 @@ pub fn parser_bench_inputs() -> (Vec<u8>, Vec<Vec<u8>>) {
         .collect();
     (large, small)
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::edifact::interchanges;
-
-    #[test]
-    fn generated_interchanges_are_valid_and_deterministic() {
-        for seed in 0..50 {
-            let mut g = Synth::new(seed);
-            let layout = g.layout();
-            let n = 1 + g.below(20) as usize;
-            let data = g.interchange("SENDER", "RECIPIENT", &format!("R{seed}"), n, layout);
-            let i = interchanges(&data).next().unwrap().unwrap();
-            assert_eq!(i.messages.len(), n);
-            assert_eq!(i.groups.len(), usize::from(layout.group));
-            let again = Synth::new(seed).interchange("SENDER", "RECIPIENT", "X", 0, layout);
-            let first = Synth::new(seed).interchange("SENDER", "RECIPIENT", "X", 0, layout);
-            assert_eq!(again, first);
-        }
-    }
-}

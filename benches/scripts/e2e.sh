@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end benchmark of edi-inbox ingest against its floor, in one run, on this machine.
 #
-#   bench/e2e.sh [N ...]          (default: 1000 20000)
+#   benches/scripts/e2e.sh [N ...]          (default: 1000 20000)
 #
 # For each N it generates N files with examples/gen_corpus (seed 1; cached under $BENCH_DIR),
 # then times, with the page cache warm for all of them:
@@ -12,7 +12,7 @@
 # and prints seconds, files/s, MB/s, peak RSS (/usr/bin/time) and database size per 1,000
 # interchanges, with the ratios the targets in BENCHMARKS.md are stated in.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 BENCH_DIR=${BENCH_DIR:-/tmp/edi-inbox-bench}
 mkdir -p "$BENCH_DIR"
 cargo build --release --quiet --bin edi-inbox --example gen_corpus --example storage_floor

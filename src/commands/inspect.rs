@@ -5,8 +5,8 @@ use serde::Serialize;
 use crate::cli::InspectArgs;
 use crate::edifact::{self, EnvelopeError, Interchange};
 use crate::exit::Status;
-use crate::input::{self, InputFile};
 use crate::output::{Out, count, problem};
+use crate::walk::{self, InputFile};
 
 /// One message, as `inspect --json` prints it.
 #[derive(Debug, Serialize)]
@@ -126,9 +126,9 @@ struct Tally {
 pub fn run(args: &InspectArgs) -> anyhow::Result<Status> {
     let mut out = Out::default();
     let mut tally = Tally::default();
-    let (files, problems) = input::collect(&args.paths, &input::Exclusions::default());
+    let (files, problems) = walk::collect(&args.paths, &walk::Exclusions::default());
     for p in &problems {
-        let file = input::display(&p.path);
+        let file = walk::display(&p.path);
         tally.rejected_files += 1;
         if args.json {
             out.json(&ErrorJson::io(&file, p.message.clone()));
@@ -155,13 +155,13 @@ pub fn run(args: &InspectArgs) -> anyhow::Result<Status> {
 }
 
 fn inspect_file(f: &InputFile, json: bool, out: &mut Out, tally: &mut Tally) -> anyhow::Result<()> {
-    let file = input::display(&f.path);
-    let data = match input::read(f) {
+    let file = walk::display(&f.path);
+    let data = match walk::read(f) {
         Ok(Some(d)) => d,
         Ok(None) => return Ok(()),
         Err(e) => {
             tally.rejected_files += 1;
-            let message = input::describe(&e);
+            let message = walk::describe(&e);
             if json {
                 out.json(&ErrorJson::io(&file, message));
             } else {

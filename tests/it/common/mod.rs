@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod site;
+pub mod synth;
 
 use std::path::{Path, PathBuf};
 

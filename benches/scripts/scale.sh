@@ -2,9 +2,9 @@
 # Scale benchmark: ingest speed with 1,000,000 entries already in the inbox against an empty one,
 # and how long ingest runs wait for the lock while a purge deletes 1,000,000 entries.
 #
-#   bench/scale.sh [ENTRIES]      (default 1000000; needs the sqlite3 command-line shell)
+#   benches/scripts/scale.sh [ENTRIES]      (default 1000000; needs the sqlite3 command-line shell)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 BENCH_DIR=${BENCH_DIR:-/tmp/edi-inbox-bench}
 entries=${1:-1000000}
 mkdir -p "$BENCH_DIR"

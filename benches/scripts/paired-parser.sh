@@ -5,7 +5,7 @@
 #
 #   cargo build --release --example parse_file && cp target/release/examples/parse_file /tmp/new
 #   (the same at the older commit, to /tmp/old)
-#   bench/paired-parser.sh /tmp/old /tmp/new [ROUNDS]        (default 16 rounds)
+#   benches/scripts/paired-parser.sh /tmp/old /tmp/new [ROUNDS]        (default 16 rounds)
 set -euo pipefail
 old=$1; new=$2; rounds=${3:-16}
 speeds() { "$1" | sed 's/.* \([0-9.]*\) MB\/s/\1/'; } # one line per input

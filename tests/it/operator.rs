@@ -1,14 +1,12 @@
 //! `purge`, `stats`, `list`, `show`, `--metrics-file` and `completions`, driven as an operator
 //! runs them.
 
-mod common;
-
 use std::fs;
 use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime};
 
-use common::site::Site;
-use common::{edi_inbox, json_lines, samples};
+use crate::common::site::Site;
+use crate::common::{edi_inbox, json_lines, samples};
 use predicates::prelude::*;
 use serde_json::Value;
 
@@ -146,7 +144,7 @@ fn a_redelivery_after_purge_is_new() {
 #[test]
 fn purge_and_ingest_at_the_same_time_both_finish() {
     let site = Site::new();
-    let mut g = edi_inbox::synth::Synth::new(3);
+    let mut g = crate::common::synth::Synth::new(3);
     for n in 0..400 {
         let layout = g.layout();
         let data = g.interchange("OLD", "RECIPIENT", &format!("O{n}"), 1, layout);

@@ -14,11 +14,11 @@ use sha2::{Digest, Sha256};
 use crate::cli::IngestArgs;
 use crate::edifact::{self, EnvelopeError, Interchange};
 use crate::exit;
-use crate::files::{self, Claim, Claimed};
+use crate::filing::{self, Claim, Claimed};
 use crate::inbox::{self, Access, Decision, Inbox, KeyProbe};
-use crate::input::{self, InputFile};
 use crate::metrics::{Metrics, unix_now};
 use crate::output::{Out, count, escape, problem};
+use crate::walk::{self, InputFile};
 
 /// A batch never stays open longer than this, so an overlapping run or a purge waits little.
 const MAX_BATCH_TIME: Duration = Duration::from_secs(1);
@@ -204,12 +204,12 @@ pub fn run(
     let mut inbox = inbox::open(db, Access::Create, busy_timeout)
         .with_context(|| format!("cannot open the inbox database {}", db.display()))?;
     let exclude = exclusions(db, args);
-    let (inputs, problems) = input::collect(&args.paths, &exclude);
+    let (inputs, problems) = walk::collect(&args.paths, &exclude);
     let mut run = Run::new(args, inputs.len());
     for p in &problems {
         run.summary.files += 1;
         run.report(&Outcome::rejected(
-            &input::display(&p.path),
+            &walk::display(&p.path),
             p.message.clone(),
             None,
         ));
@@ -262,7 +262,7 @@ fn check_before_reading(
         (&args.quarantine, "--quarantine"),
     ] {
         if let Some(dir) = dir {
-            files::check_target(dir).with_context(|| {
+            filing::check_target(dir).with_context(|| {
                 format!(
                     "{option} {} cannot take files; nothing was read or decided",
                     dir.display()
@@ -274,8 +274,8 @@ fn check_before_reading(
 }
 
 /// What the walk passes over: the inbox's own files, what this run moves files into or writes.
-fn exclusions(db: &Path, args: &IngestArgs) -> input::Exclusions {
-    let mut exclude = input::Exclusions::default();
+fn exclusions(db: &Path, args: &IngestArgs) -> walk::Exclusions {
+    let mut exclude = walk::Exclusions::default();
     exclude.database(db);
     if let Some(m) = &args.metrics_file {
         exclude.file(m, "the --metrics-file");
@@ -300,7 +300,7 @@ fn read_and_decide(
     inbox: &mut dyn Inbox,
     run: &mut Run<'_>,
     inputs: &[InputFile],
-    exclude: &input::Exclusions,
+    exclude: &walk::Exclusions,
 ) -> anyhow::Result<()> {
     let args = run.args;
     let readers = std::thread::available_parallelism().map_or(1, |n| n.get().clamp(1, 4));
@@ -594,11 +594,11 @@ fn prepare_file(
     n: usize,
     file: &InputFile,
     args: &IngestArgs,
-    exclude: &input::Exclusions,
+    exclude: &walk::Exclusions,
     probe: Option<&(dyn KeyProbe + Send)>,
     budget: &Budget,
 ) -> Option<(Prepared, usize)> {
-    let shown = input::display(&file.path);
+    let shown = walk::display(&file.path);
     // Settled without reading: moved (as it was claimed) only where a claim is given.
     let settled = |outcome, claim: Option<Claimed>| {
         Prepared::Settled(Decided {
@@ -610,7 +610,7 @@ fn prepare_file(
         })
     };
     let pass = |prepared: Prepared| Some((prepared, 0));
-    let claim = files::claim(&file.path, file.named, args.min_age, args.max_size);
+    let claim = filing::claim(&file.path, file.named, args.min_age, args.max_size);
     // The inbox's own files under another name (a link, a hard link, a bind mount).
     if let Ok(Claim::Taken(c) | Claim::TooLarge(c) | Claim::Unreadable(c, _)) = &claim
         && exclude.excluded_id(c.identity.file_id()).is_some()
@@ -644,14 +644,14 @@ fn prepare_file(
         // quarantine, with its reason, rather than reported on every run for ever.
         Ok(Claim::Unreadable(c, e)) => {
             return pass(settled(
-                Outcome::rejected(&shown, input::describe(&e), None),
+                Outcome::rejected(&shown, walk::describe(&e), None),
                 Some(c),
             ));
         }
         // Anything else (an I/O error, a lock the file system refuses): left where it is.
         Err(e) => {
             return pass(settled(
-                Outcome::rejected(&shown, input::describe(&e), None),
+                Outcome::rejected(&shown, walk::describe(&e), None),
                 None,
             ));
         }
@@ -663,8 +663,8 @@ fn prepare_file(
         return None;
     }
     let bytes = match claimed.read() {
-        Ok(files::Contents::Bytes(bytes)) => bytes,
-        Ok(files::Contents::Changed) => {
+        Ok(filing::Contents::Bytes(bytes)) => bytes,
+        Ok(filing::Contents::Changed) => {
             budget.release(taken);
             let mut o = Outcome::bare(&shown, Status::Skipped);
             o.error =
@@ -673,7 +673,7 @@ fn prepare_file(
         }
         Err(e) => {
             budget.release(taken);
-            let o = Outcome::rejected(&shown, input::describe(&e), None);
+            let o = Outcome::rejected(&shown, walk::describe(&e), None);
             let d = Decided {
                 path: file.path.clone(),
                 shown,
@@ -861,13 +861,13 @@ impl<'a> Run<'a> {
                 .map(|o| format!("{}\n", escape(&o.human())))
                 .collect::<String>()
         });
-        match files::move_into(&d.path, dir, reason.as_deref(), d.claim.as_ref()) {
-            Ok(files::Moved::Gone) => {}
-            Ok(files::Moved::To(_) | files::Moved::AlreadyThere(_)) => {
+        match filing::move_into(&d.path, dir, reason.as_deref(), d.claim.as_ref()) {
+            Ok(filing::Moved::Gone) => {}
+            Ok(filing::Moved::To(_) | filing::Moved::AlreadyThere(_)) => {
                 crash_point!("after-move");
             }
             // Nothing is lost and nothing is wrong: the new bytes are read by the next run.
-            Ok(files::Moved::Changed) => problem(
+            Ok(filing::Moved::Changed) => problem(
                 &mut self.out,
                 &format!(
                     "{}: note: the file changed after it was read (a new upload under the same name?); not moved to {}, the next run reads it",

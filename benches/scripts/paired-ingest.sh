@@ -5,13 +5,13 @@
 # with each build's peak memory.
 #
 #   cp target/release/edi-inbox /tmp/new     (and the same at the older commit, to /tmp/old)
-#   bench/paired-ingest.sh /tmp/old /tmp/new [ROUNDS]      (default 7 rounds, 20,000 files)
+#   benches/scripts/paired-ingest.sh /tmp/old /tmp/new [ROUNDS]      (default 7 rounds, 20,000 files)
 #
-# FILES (default 20000) picks the corpus, generated and cached as bench/e2e.sh does.
+# FILES (default 20000) picks the corpus, generated and cached as benches/scripts/e2e.sh does.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 old=$1; new=$2; rounds=${3:-7}
-. bench/corpus.sh
+. benches/scripts/corpus.sh
 files=${FILES:-20000}
 cargo build --release --quiet --example gen_corpus
 corpus=$(bench_corpus "$files")

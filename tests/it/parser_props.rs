@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
+use crate::common::synth::{Layout, Synth};
 use edi_inbox::edifact::{Interchange, interchanges};
-use edi_inbox::synth::{Layout, Synth};
 use proptest::prelude::*;
 
 /// Reads every interchange and error of `data`, checking what must hold for any input.
@@ -239,4 +239,22 @@ fn a_segment_with_a_million_elements_is_read() {
     let all = read_all(&data);
     assert_eq!(all.len(), 1);
     assert!(all[0].is_ok(), "{all:?}");
+}
+
+/// The synthetic interchanges the tests and benchmarks are made of are valid, and the same for a
+/// seed.
+#[test]
+fn generated_interchanges_are_valid_and_deterministic() {
+    for seed in 0..50 {
+        let mut g = Synth::new(seed);
+        let layout = g.layout();
+        let n = 1 + g.below(20) as usize;
+        let data = g.interchange("SENDER", "RECIPIENT", &format!("R{seed}"), n, layout);
+        let i = interchanges(&data).next().unwrap().unwrap();
+        assert_eq!(i.messages.len(), n);
+        assert_eq!(i.groups.len(), usize::from(layout.group));
+        let again = Synth::new(seed).interchange("SENDER", "RECIPIENT", "X", 0, layout);
+        let first = Synth::new(seed).interchange("SENDER", "RECIPIENT", "X", 0, layout);
+        assert_eq!(again, first);
+    }
 }

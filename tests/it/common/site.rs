@@ -7,7 +7,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use edi_inbox::synth::Synth;
+use super::synth::Synth;
 
 pub struct Site {
     pub dir: tempfile::TempDir,

@@ -3,13 +3,13 @@
 # minute to the next: each round runs the floor and a fresh ingest one right after the other
 # (alternating which goes first) and the median of the rounds' time ratios is printed.
 #
-#   bench/paired.sh [ROUNDS] [-- INGEST OPTIONS...]     (default 5 rounds, 20,000 files)
-#   bench/paired.sh 5 -- --batch 100
+#   benches/scripts/paired.sh [ROUNDS] [-- INGEST OPTIONS...]     (default 5 rounds, 20,000 files)
+#   benches/scripts/paired.sh 5 -- --batch 100
 #
-# FILES (default 20000) picks the corpus, generated and cached as bench/e2e.sh does.
+# FILES (default 20000) picks the corpus, generated and cached as benches/scripts/e2e.sh does.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-. bench/corpus.sh
+cd "$(dirname "$0")/../.."
+. benches/scripts/corpus.sh
 files=${FILES:-20000}
 rounds=${1:-5}
 shift || true

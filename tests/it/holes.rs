@@ -1,15 +1,13 @@
 //! The holes that hostile testing found (issue 10): a hang, a silent loss, an inbox that ingested
 //! itself, a disk filled by one file, and the rest. Each test failed before its fix.
 
-mod common;
-
 use std::fs;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::site::{Site, Tmpfs};
-use common::{json_lines, samples};
-use edi_inbox::synth::{Layout, Synth};
+use crate::common::site::{Site, Tmpfs};
+use crate::common::synth::{Layout, Synth};
+use crate::common::{json_lines, samples};
 
 /// Runs `cmd` to its end, or kills it after `limit` and fails: a hang must fail the test, not
 /// stop the suite. Returns the output and the child's peak resident memory in bytes, as
@@ -183,7 +181,7 @@ fn the_inbox_never_ingests_its_own_files_or_its_archive() {
     )
     .unwrap();
     let run = || {
-        common::edi_inbox()
+        crate::common::edi_inbox()
             .current_dir(here)
             .args([
                 "--db",
@@ -238,7 +236,7 @@ fn the_inbox_never_ingests_its_own_files_or_its_archive() {
     // link names, wherever a walk finds them.
     fs::create_dir(here.join("etc")).unwrap();
     std::os::unix::fs::symlink(here.join("edi-inbox.db"), here.join("etc/inbox.db")).unwrap();
-    let out = common::edi_inbox()
+    let out = crate::common::edi_inbox()
         .current_dir(here)
         .args([
             "--db",
@@ -257,7 +255,7 @@ fn the_inbox_never_ingests_its_own_files_or_its_archive() {
     assert!(here.join("edi-inbox.db").is_file());
 
     // Named on the command line, the database is refused, not read.
-    let out = common::edi_inbox()
+    let out = crate::common::edi_inbox()
         .current_dir(here)
         .args(["--db", "edi-inbox.db", "ingest", "edi-inbox.db"])
         .output()
@@ -756,7 +754,7 @@ fn a_closed_standard_output_does_not_end_the_run() {
     assert!(out.stderr.is_empty(), "{}", stderr(&out));
     let got = site.state();
     site.assert_all_placed(&got, 120);
-    common::site::assert_same(&got, &want, "with standard output closed");
+    crate::common::site::assert_same(&got, &want, "with standard output closed");
 }
 
 /// Item 12: a full standard output (a log on a full disk) was a bare "No space left on device"
@@ -917,7 +915,7 @@ fn reports_work_for_a_user_who_may_only_read() {
     assert_eq!(site.ingest(10).status.code(), Some(0));
     // Everyone may enter the folder and read the database; only its owner may write there.
     fs::set_permissions(site.dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
-    let before = common::site::file_hash(&site.db());
+    let before = crate::common::site::file_hash(&site.db());
     let reports = |what: &str| {
         for args in [
             &["stats", "--json"][..],
@@ -943,11 +941,11 @@ fn reports_work_for_a_user_who_may_only_read() {
     // Or with an empty -wal kept, and no -shm.
     fs::write(site.path("inbox.db-wal"), b"").unwrap();
     reports("beside an empty -wal");
-    assert_eq!(common::site::file_hash(&site.db()), before);
+    assert_eq!(crate::common::site::file_hash(&site.db()), before);
 
     // A database from an older edi-inbox is not migrated by a report.
     site.sql("PRAGMA user_version = 3");
-    let before = common::site::file_hash(&site.db());
+    let before = crate::common::site::file_hash(&site.db());
     let out = site.cmd().args(["stats"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(
@@ -955,7 +953,7 @@ fn reports_work_for_a_user_who_may_only_read() {
         "{}",
         stderr(&out)
     );
-    assert_eq!(common::site::file_hash(&site.db()), before);
+    assert_eq!(crate::common::site::file_hash(&site.db()), before);
 }
 
 /// Item 16: the WAL was left holding the run's commits (whenever the run's connection was not
@@ -991,7 +989,7 @@ fn the_database_file_alone_holds_every_commit_after_a_run() {
 fn a_db_that_is_a_folder_is_named_as_such() {
     let site = Site::new();
     for args in [&["stats"][..], &["ingest", "drop"]] {
-        let out = common::edi_inbox()
+        let out = crate::common::edi_inbox()
             .current_dir(site.dir.path())
             .args(["--db", "drop"])
             .args(args)

@@ -6,12 +6,10 @@
 //! does when it exists); without it the test looks beside the checkout and passes over a machine
 //! that has none.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use common::{edi_inbox, json_lines};
+use crate::common::{edi_inbox, json_lines};
 
 fn corpus() -> Option<PathBuf> {
     if let Some(dir) = std::env::var_os("EDI_INBOX_CORPUS") {

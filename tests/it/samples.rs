@@ -1,10 +1,8 @@
 //! Every file in samples/ is read by `inspect`, with the outcome samples/README.md promises.
 
-mod common;
-
 use std::collections::BTreeSet;
 
-use common::{edi_inbox, json_lines, samples};
+use crate::common::{edi_inbox, json_lines, samples};
 
 /// What `inspect --json` prints for a sample.
 enum Expect {

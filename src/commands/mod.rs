@@ -1,0 +1,73 @@
+//! The commands: each a short function over the parser ([`crate::edifact`]) and the inbox
+//! ([`crate::inbox`]), and [`main`], which runs the one the command line names.
+
+mod ingest;
+mod inspect;
+mod purge;
+mod reports;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::exit::Status;
+use crate::{cli, inbox, output};
+
+/// Prints a completion script for the shell.
+fn completions(args: &cli::CompletionsArgs) -> anyhow::Result<Status> {
+    use clap::CommandFactory;
+    use clap_complete::Shell;
+    let shell = match args.shell {
+        cli::CompletionShell::Bash => Shell::Bash,
+        cli::CompletionShell::Zsh => Shell::Zsh,
+        cli::CompletionShell::Fish => Shell::Fish,
+    };
+    let mut cmd = cli::Cli::command();
+    // Generated into memory first: written straight to a closed pipe (`| head`), the generator
+    // panics.
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut cmd, "edi-inbox", &mut script);
+    let mut out = output::Out::default();
+    out.raw(&script);
+    out.flush();
+    Ok(Status::from_problems(usize::from(out.failed())))
+}
+
+/// Parses the command line, runs the command and turns its outcome into an exit status.
+pub fn main() -> ExitCode {
+    #[cfg(feature = "failpoints")]
+    let _scenario = fail::FailScenario::setup();
+    let cli = cli::Cli::parse();
+    let named = cli.db.is_some();
+    let db = cli
+        .db
+        .clone()
+        .unwrap_or_else(|| std::path::PathBuf::from(cli::DEFAULT_DB));
+    let result = match &cli.command {
+        cli::Command::Inspect(args) => inspect::run(args),
+        cli::Command::Ingest(args) => ingest::run(&db, named, cli.busy_timeout, args),
+        cli::Command::Purge(args) => purge::run(&db, cli.busy_timeout, args),
+        cli::Command::Stats(args) => reports::stats(&db, cli.busy_timeout, args),
+        cli::Command::List(args) => reports::list(&db, cli.busy_timeout, args),
+        cli::Command::Show(args) => reports::show(&db, cli.busy_timeout, args),
+        cli::Command::Completions(args) => completions(args),
+    };
+    let status = match result {
+        Ok(status) => status,
+        Err(e) => {
+            output::warn(&format!("error: {e:#}"));
+            let busy = e.chain().any(|c| {
+                c.downcast_ref::<inbox::InboxError>()
+                    .is_some_and(inbox::InboxError::is_busy)
+            });
+            if busy {
+                output::warn(&format!(
+                    "another process held the database longer than --busy-timeout ({}); nothing was left half-done",
+                    humantime::format_duration(cli.busy_timeout)
+                ));
+            }
+            Status::Fatal
+        }
+    };
+    status.into()
+}
