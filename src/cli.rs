@@ -149,31 +149,11 @@ pub struct StatsArgs {
     pub json: bool,
 }
 
-/// Event kinds `list` can filter on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum EventStatus {
-    New,
-    Duplicate,
-    Drift,
-    Rejected,
-}
-
-impl EventStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventStatus::New => "new",
-            EventStatus::Duplicate => "duplicate",
-            EventStatus::Drift => "drift",
-            EventStatus::Rejected => "rejected",
-        }
-    }
-}
-
 #[derive(Debug, clap::Args)]
 pub struct ListArgs {
     /// Only events of this kind.
     #[arg(long, value_enum)]
-    pub status: Option<EventStatus>,
+    pub status: Option<crate::status::Status>,
 
     /// Only events of this sender (UNB 0004).
     #[arg(long, value_name = "ID")]

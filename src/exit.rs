@@ -5,7 +5,7 @@ use std::process::ExitCode;
 /// How a command ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
-pub enum Status {
+pub enum ExitStatus {
     /// Every input was good.
     Success = 0,
     /// A fatal error stopped the run (a database that cannot be opened or written).
@@ -17,19 +17,19 @@ pub enum Status {
     Problems = 3,
 }
 
-impl Status {
+impl ExitStatus {
     /// The status of a finished run with `problems` things that need a look.
-    pub fn from_problems(problems: usize) -> Status {
+    pub fn from_problems(problems: usize) -> ExitStatus {
         if problems == 0 {
-            Status::Success
+            ExitStatus::Success
         } else {
-            Status::Problems
+            ExitStatus::Problems
         }
     }
 }
 
-impl From<Status> for ExitCode {
-    fn from(s: Status) -> ExitCode {
+impl From<ExitStatus> for ExitCode {
+    fn from(s: ExitStatus) -> ExitCode {
         ExitCode::from(s as u8)
     }
 }
@@ -42,15 +42,15 @@ mod tests {
     fn statuses_are_the_documented_numbers() {
         assert_eq!(
             [
-                Status::Success,
-                Status::Fatal,
-                Status::Usage,
-                Status::Problems
+                ExitStatus::Success,
+                ExitStatus::Fatal,
+                ExitStatus::Usage,
+                ExitStatus::Problems
             ]
             .map(|s| s as u8),
             [0, 1, 2, 3]
         );
-        assert_eq!(Status::from_problems(0), Status::Success);
-        assert_eq!(Status::from_problems(7), Status::Problems);
+        assert_eq!(ExitStatus::from_problems(0), ExitStatus::Success);
+        assert_eq!(ExitStatus::from_problems(7), ExitStatus::Problems);
     }
 }

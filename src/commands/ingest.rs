@@ -13,32 +13,16 @@ use sha2::{Digest, Sha256};
 
 use crate::cli::IngestArgs;
 use crate::edifact::{self, EnvelopeError, Interchange};
-use crate::exit;
+use crate::exit::ExitStatus;
 use crate::filing::{self, Claim, Claimed};
 use crate::inbox::{self, Access, Decision, Inbox, KeyProbe};
 use crate::metrics::{Metrics, unix_now};
 use crate::output::{Out, count, escape, problem};
+use crate::status::Status;
 use crate::walk::{self, InputFile};
 
 /// A batch never stays open longer than this, so an overlapping run or a purge waits little.
 const MAX_BATCH_TIME: Duration = Duration::from_secs(1);
-
-/// What happened to one interchange (or to a file that gave none).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Status {
-    New,
-    Duplicate,
-    Drift,
-    Rejected,
-    Skipped,
-}
-
-impl Status {
-    fn is_problem(self) -> bool {
-        matches!(self, Status::Drift | Status::Rejected)
-    }
-}
 
 /// One line of the report, as `--json` prints it.
 #[derive(Debug, Clone, Serialize)]
@@ -116,23 +100,21 @@ impl Outcome {
                     count(self.messages.unwrap_or(0) as u64, "message", "messages")
                 );
                 match self.status {
-                    Status::New => format!("new        {}  {key}", self.file),
-                    Status::Duplicate => format!("duplicate  {}  {key}", self.file),
+                    Status::New | Status::Duplicate => {
+                        format!("{}  {}  {key}", self.status.label(), self.file)
+                    }
                     _ => format!(
-                        "DRIFT      {}  {key}: same key, other content (sha256 {}, first accepted {}); NOT applied, kept for review",
+                        "{}  {}  {key}: same key, other content (sha256 {}, first accepted {}); NOT applied, kept for review",
+                        self.status.label(),
                         self.file,
                         self.sha256.as_deref().unwrap_or(""),
                         self.stored_sha256.as_deref().unwrap_or("")
                     ),
                 }
             }
-            Status::Rejected => format!(
-                "rejected   {}  {}",
-                self.file,
-                self.error.as_deref().unwrap_or("")
-            ),
-            Status::Skipped => format!(
-                "skipped    {}  {}",
+            Status::Rejected | Status::Skipped => format!(
+                "{}  {}  {}",
+                self.status.label(),
                 self.file,
                 self.error.as_deref().unwrap_or("")
             ),
@@ -196,7 +178,7 @@ pub fn run(
     named: bool,
     busy_timeout: Duration,
     args: &IngestArgs,
-) -> anyhow::Result<exit::Status> {
+) -> anyhow::Result<ExitStatus> {
     let started = Instant::now();
     if let Some(status) = check_before_reading(db, named, args)? {
         return Ok(status);
@@ -231,7 +213,7 @@ pub fn run(
         );
     }
     let s = &run.summary;
-    Ok(exit::Status::from_problems(
+    Ok(ExitStatus::from_problems(
         s.drift + s.rejected + run.other_problems + usize::from(run.out.failed()),
     ))
 }
@@ -242,13 +224,13 @@ fn check_before_reading(
     db: &Path,
     named: bool,
     args: &IngestArgs,
-) -> anyhow::Result<Option<exit::Status>> {
+) -> anyhow::Result<Option<ExitStatus>> {
     if !named && !db.exists() {
         crate::output::warn(&format!(
             "there is no inbox database {} in this folder, and a new one is created only where --db or EDI_INBOX_DB names it (a new inbox would apply every redelivery again); nothing was read",
             db.display()
         ));
-        return Ok(Some(exit::Status::Usage));
+        return Ok(Some(ExitStatus::Usage));
     }
     // Every decision records when it was made, and purge goes by those times: recorded as 1970,
     // they would all be purged at once, and every redelivery applied again.

@@ -4,7 +4,7 @@ use serde::Serialize;
 
 use crate::cli::InspectArgs;
 use crate::edifact::{self, EnvelopeError, Interchange};
-use crate::exit::Status;
+use crate::exit::ExitStatus;
 use crate::output::{Out, count, problem};
 use crate::walk::{self, InputFile};
 
@@ -123,7 +123,7 @@ struct Tally {
 }
 
 /// Runs `inspect`.
-pub fn run(args: &InspectArgs) -> anyhow::Result<Status> {
+pub fn run(args: &InspectArgs) -> anyhow::Result<ExitStatus> {
     let mut out = Out::default();
     let mut tally = Tally::default();
     let (files, problems) = walk::collect(&args.paths, &walk::Exclusions::default());
@@ -149,7 +149,7 @@ pub fn run(args: &InspectArgs) -> anyhow::Result<Status> {
         ));
     }
     out.flush();
-    Ok(Status::from_problems(
+    Ok(ExitStatus::from_problems(
         tally.rejected_files + usize::from(out.failed()),
     ))
 }

@@ -10,11 +10,11 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::exit::Status;
+use crate::exit::ExitStatus;
 use crate::{cli, inbox, output};
 
 /// Prints a completion script for the shell.
-fn completions(args: &cli::CompletionsArgs) -> anyhow::Result<Status> {
+fn completions(args: &cli::CompletionsArgs) -> anyhow::Result<ExitStatus> {
     use clap::CommandFactory;
     use clap_complete::Shell;
     let shell = match args.shell {
@@ -30,7 +30,7 @@ fn completions(args: &cli::CompletionsArgs) -> anyhow::Result<Status> {
     let mut out = output::Out::default();
     out.raw(&script);
     out.flush();
-    Ok(Status::from_problems(usize::from(out.failed())))
+    Ok(ExitStatus::from_problems(usize::from(out.failed())))
 }
 
 /// Parses the command line, runs the command and turns its outcome into an exit status.
@@ -66,7 +66,7 @@ pub fn main() -> ExitCode {
                     humantime::format_duration(cli.busy_timeout)
                 ));
             }
-            Status::Fatal
+            ExitStatus::Fatal
         }
     };
     status.into()

@@ -7,7 +7,7 @@ use anyhow::Context;
 use serde::Serialize;
 
 use crate::cli::PurgeArgs;
-use crate::exit::Status;
+use crate::exit::ExitStatus;
 use crate::inbox::{self, Access, PurgeTarget};
 use crate::metrics::{Metrics, unix_now};
 use crate::output::{Out, count, problem};
@@ -28,7 +28,7 @@ pub struct PurgeReport {
 }
 
 /// Runs `purge`.
-pub fn run(db: &Path, busy_timeout: Duration, args: &PurgeArgs) -> anyhow::Result<Status> {
+pub fn run(db: &Path, busy_timeout: Duration, args: &PurgeArgs) -> anyhow::Result<ExitStatus> {
     let started = Instant::now();
     let mut inbox = inbox::open(db, Access::Write, busy_timeout)?;
     // Clamped at 1970: --days 36500 purges everything older than that, which is nothing.
@@ -139,7 +139,7 @@ pub fn run(db: &Path, busy_timeout: Duration, args: &PurgeArgs) -> anyhow::Resul
     }
     // The purge is done; a report or metrics file that could not be written is told by the
     // status (3), not taken for a failed purge (1).
-    Ok(Status::from_problems(
+    Ok(ExitStatus::from_problems(
         usize::from(out.failed()) + usize::from(metrics_failed),
     ))
 }

@@ -6,9 +6,10 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::cli::{ListArgs, ShowArgs, StatsArgs};
-use crate::exit::Status;
+use crate::exit::ExitStatus;
 use crate::inbox::{self, Access, EventFilter, Inbox, InboxError};
 use crate::output::{Out, problem};
+use crate::status::Status;
 
 #[derive(Debug, Serialize)]
 struct StatsJson {
@@ -18,7 +19,7 @@ struct StatsJson {
 }
 
 /// Runs `stats`.
-pub fn stats(db: &Path, busy_timeout: Duration, args: &StatsArgs) -> anyhow::Result<Status> {
+pub fn stats(db: &Path, busy_timeout: Duration, args: &StatsArgs) -> anyhow::Result<ExitStatus> {
     let inbox = open(db, busy_timeout)?;
     let s = StatsJson {
         stats: inbox.stats()?,
@@ -60,10 +61,10 @@ pub fn stats(db: &Path, busy_timeout: Duration, args: &StatsArgs) -> anyhow::Res
 }
 
 /// Runs `list`.
-pub fn list(db: &Path, busy_timeout: Duration, args: &ListArgs) -> anyhow::Result<Status> {
+pub fn list(db: &Path, busy_timeout: Duration, args: &ListArgs) -> anyhow::Result<ExitStatus> {
     let inbox = open(db, busy_timeout)?;
     let events = inbox.events(&EventFilter {
-        status: args.status.map(|s| s.as_str().to_string()),
+        status: args.status,
         sender: args.sender.clone(),
         since: args.since.clone(),
         limit: args.limit,
@@ -84,7 +85,12 @@ pub fn list(db: &Path, busy_timeout: Duration, args: &ListArgs) -> anyhow::Resul
                     _ => e.error.clone().unwrap_or_default(),
                 },
             };
-            out.line(&format!("{}  {:<9}  {}  {what}", e.time, e.status, e.file));
+            out.line(&format!(
+                "{}  {}  {}  {what}",
+                e.time,
+                e.status.label(),
+                e.file
+            ));
         }
     }
     out.flush();
@@ -92,7 +98,7 @@ pub fn list(db: &Path, busy_timeout: Duration, args: &ListArgs) -> anyhow::Resul
 }
 
 /// Runs `show`.
-pub fn show(db: &Path, busy_timeout: Duration, args: &ShowArgs) -> anyhow::Result<Status> {
+pub fn show(db: &Path, busy_timeout: Duration, args: &ShowArgs) -> anyhow::Result<ExitStatus> {
     let inbox = open(db, busy_timeout)?;
     let h = inbox.key_history(&args.sender, &args.recipient, &args.control_ref)?;
     let mut out = Out::default();
@@ -107,7 +113,7 @@ pub fn show(db: &Path, busy_timeout: Duration, args: &ShowArgs) -> anyhow::Resul
                 db.display()
             ),
         );
-        return Ok(Status::Problems);
+        return Ok(ExitStatus::Problems);
     }
     if args.raw {
         let pick = h
@@ -146,14 +152,7 @@ pub fn show(db: &Path, busy_timeout: Duration, args: &ShowArgs) -> anyhow::Resul
             format!("  recipient    {}", q(&i.recipient, &i.recipient_qualifier)),
             format!("  syntax       {}", i.syntax),
             format!("  prepared     {} {}", i.date, i.time),
-            format!(
-                "  test         {}",
-                if i.test_indicator.as_deref() == Some("1") {
-                    "yes"
-                } else {
-                    "no"
-                }
-            ),
+            format!("  test         {}", if i.test { "yes" } else { "no" }),
             format!("  sha256       {}", i.sha256),
             format!("  first seen   {} in {}", i.received_at, i.source_file),
             format!("  messages     {}", i.messages.len()),
@@ -177,14 +176,16 @@ pub fn show(db: &Path, busy_timeout: Duration, args: &ShowArgs) -> anyhow::Resul
     }
     out.line(&format!("sightings    {}", h.sightings.len()));
     for s in &h.sightings {
-        let detail = if s.status == "drift" {
+        let detail = if s.status == Status::Drift {
             format!("sha256 {} (first accepted {})", s.sha256, s.stored_sha256)
         } else {
             format!("sha256 {}", s.sha256)
         };
         out.line(&format!(
-            "  {}  {:<9}  {}  {detail}",
-            s.seen_at, s.status, s.source_file
+            "  {}  {}  {}  {detail}",
+            s.seen_at,
+            s.status.label(),
+            s.source_file
         ));
     }
     out.flush();
@@ -193,11 +194,11 @@ pub fn show(db: &Path, busy_timeout: Duration, args: &ShowArgs) -> anyhow::Resul
 
 /// The status of a report: its output is its whole work, so output that could not be written
 /// (other than to a reader that went away, as `| head` does) is a failure.
-fn reported(out: &Out) -> Status {
+fn reported(out: &Out) -> ExitStatus {
     if out.failed() {
-        Status::Fatal
+        ExitStatus::Fatal
     } else {
-        Status::Success
+        ExitStatus::Success
     }
 }
 

@@ -3,6 +3,8 @@
 
 use serde::Serialize;
 
+use crate::status::Status;
+
 /// What the inbox decided for one interchange.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
@@ -40,7 +42,7 @@ pub struct Stats {
 #[derive(Debug, Clone, Serialize)]
 pub struct Event {
     pub time: String,
-    pub status: String,
+    pub status: Status,
     pub file: String,
     pub sender: Option<String>,
     pub recipient: Option<String>,
@@ -54,14 +56,15 @@ pub struct Event {
 /// What `list` asks for.
 #[derive(Debug, Clone, Default)]
 pub struct EventFilter {
-    pub status: Option<String>,
+    pub status: Option<Status>,
     pub sender: Option<String>,
     /// RFC 3339 UTC, compared as text with the stored times (same format).
     pub since: Option<String>,
     pub limit: u32,
 }
 
-/// A stored interchange, as `show` prints it.
+/// A stored interchange, as `show` prints it. JSON names are those of `inspect --json` for the
+/// same things.
 #[derive(Debug, Clone, Serialize)]
 pub struct StoredInterchange {
     pub id: i64,
@@ -73,9 +76,11 @@ pub struct StoredInterchange {
     pub syntax: String,
     pub date: String,
     pub time: String,
-    pub test_indicator: Option<String>,
+    /// UNB 0035 is `1`.
+    pub test: bool,
     pub application_ref: Option<String>,
     pub sha256: String,
+    #[serde(rename = "file")]
     pub source_file: String,
     pub received_at: String,
     /// True while the inbox holds this copy's key (not purged).
@@ -88,12 +93,15 @@ pub struct StoredInterchange {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct StoredMessage {
+    #[serde(rename = "ref")]
     pub reference: String,
+    #[serde(rename = "type")]
     pub message_type: String,
     pub version: String,
     pub release: String,
     pub agency: String,
     pub segments: i64,
+    #[serde(rename = "group")]
     pub group_ref: Option<String>,
     pub outbox_published_at: Option<String>,
 }
@@ -101,9 +109,10 @@ pub struct StoredMessage {
 /// A later sighting of a key.
 #[derive(Debug, Clone, Serialize)]
 pub struct Sighting {
-    pub status: String,
+    pub status: Status,
     pub sha256: String,
     pub stored_sha256: String,
+    #[serde(rename = "file")]
     pub source_file: String,
     pub seen_at: String,
 }

@@ -325,10 +325,24 @@ fn show_prints_envelope_messages_sightings_and_raw_bytes() {
                 .and(predicate::str::contains("sightings    2"))
                 .and(predicate::str::contains("duplicate"))
                 .and(
-                    predicate::str::contains("drift")
+                    predicate::str::contains("DRIFT")
                         .and(predicate::str::contains("first accepted")),
                 ),
         );
+    // The JSON names the same things as `inspect --json` does.
+    let (_, shown) = json(
+        &site,
+        &["show", "SENDER+ONE", "RECEIVER", "ORD'0042", "--json"],
+    );
+    let i = &shown[0]["interchanges"][0];
+    let m = &i["messages"][0];
+    assert_eq!(
+        (&m["ref"], &m["type"], &m["group"]),
+        (&"ORD1".into(), &"ORDERS".into(), &Value::Null)
+    );
+    assert_eq!(i["test"], false);
+    assert!(i["file"].as_str().unwrap().ends_with("a.edi"));
+    assert_eq!(shown[0]["sightings"][1]["status"], "drift");
     let raw = site
         .cmd()
         .args(["show", "SENDER+ONE", "RECEIVER", "ORD'0042", "--raw"])

@@ -4,6 +4,7 @@ use crate::inbox::{
     Event, EventFilter, InboxError, KeyHistory, PurgeTarget, Sighting, Stats, StoredInterchange,
     StoredMessage,
 };
+use crate::status::Status;
 use rusqlite::{Connection, OptionalExtension, params};
 
 pub(super) fn stats(conn: &Connection) -> Result<Stats, InboxError> {
@@ -48,10 +49,11 @@ pub(super) fn events(conn: &Connection, f: &EventFilter) -> Result<Vec<Event>, I
          ORDER BY time DESC, n DESC
          LIMIT ?4",
     )?;
-    let rows = stmt.query_map(params![f.status, f.sender, f.since, f.limit], |r| {
+    let status = f.status.map(Status::as_str);
+    let rows = stmt.query_map(params![status, f.sender, f.since, f.limit], |r| {
         Ok(Event {
             time: r.get(0)?,
-            status: r.get(1)?,
+            status: stored_status(r, 1)?,
             file: r.get(2)?,
             sender: r.get(3)?,
             recipient: r.get(4)?,
@@ -96,7 +98,7 @@ pub(super) fn key_history(
                 syntax: r.get(6)?,
                 date: r.get(7)?,
                 time: r.get(8)?,
-                test_indicator: r.get(9)?,
+                test: r.get::<_, Option<String>>(9)?.as_deref() == Some("1"),
                 application_ref: r.get(10)?,
                 sha256: r.get(11)?,
                 source_file: r.get(12)?,
@@ -143,7 +145,7 @@ pub(super) fn key_history(
     let sightings = stmt
         .query_map(params![sender, recipient, control_ref], |r| {
             Ok(Sighting {
-                status: r.get(0)?,
+                status: stored_status(r, 0)?,
                 sha256: r.get(1)?,
                 stored_sha256: r.get(2)?,
                 source_file: r.get(3)?,
@@ -225,6 +227,18 @@ pub(super) fn delete_older(
 
 pub(super) fn oldest_entry(conn: &Connection) -> Result<Option<String>, InboxError> {
     Ok(conn.query_row("SELECT min(received_at) FROM inbox", [], |r| r.get(0))?)
+}
+
+/// A status word of the database as a [`Status`].
+fn stored_status(row: &rusqlite::Row<'_>, column: usize) -> rusqlite::Result<Status> {
+    let word: String = row.get(column)?;
+    Status::from_stored(&word).ok_or_else(|| {
+        rusqlite::Error::FromSqlConversionFailure(
+            column,
+            rusqlite::types::Type::Text,
+            format!("{word:?} is not a status").into(),
+        )
+    })
 }
 
 pub(super) fn add_counter(conn: &Connection, name: &str, by: i64) -> Result<(), InboxError> {
