@@ -344,7 +344,7 @@ pub fn move_into(
             sync_dir(dir);
             Ok(Moved::To(dest))
         }
-        Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {
+        Err(e) if e.kind() == io::ErrorKind::CrossesDevices => {
             move_across(src, dir, &name, reason, claim)
         }
         // Taken meanwhile (an overlapping run quarantining a file nobody may open, which no lock
@@ -598,31 +598,13 @@ fn sync_dir(dir: &Path) {
 /// An atomic rename that fails with `AlreadyExists` rather than replace `dest`.
 #[cfg(target_os = "linux")]
 fn rename_noreplace(src: &Path, dest: &Path) -> io::Result<()> {
-    use std::ffi::CString;
-    use std::os::unix::ffi::OsStrExt;
-    let c = |p: &Path| {
-        CString::new(p.as_os_str().as_bytes())
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in a path"))
-    };
-    let (s, d) = (c(src)?, c(dest)?);
-    // SAFETY: both are valid NUL-terminated paths that live across the call.
-    let r = unsafe {
-        libc::renameat2(
-            libc::AT_FDCWD,
-            s.as_ptr(),
-            libc::AT_FDCWD,
-            d.as_ptr(),
-            libc::RENAME_NOREPLACE,
-        )
-    };
-    if r == 0 {
-        return Ok(());
-    }
-    let e = io::Error::last_os_error();
-    match e.raw_os_error() {
+    use rustix::fs::{CWD, RenameFlags, renameat_with};
+    use rustix::io::Errno;
+    match renameat_with(CWD, src, CWD, dest, RenameFlags::NOREPLACE) {
+        Ok(()) => Ok(()),
         // File systems without RENAME_NOREPLACE: a hard link is just as exclusive.
-        Some(libc::EINVAL) | Some(libc::ENOSYS) => link_then_unlink(src, dest),
-        _ => Err(e),
+        Err(Errno::INVAL | Errno::NOSYS) => link_then_unlink(src, dest),
+        Err(e) => Err(e.into()),
     }
 }
 
