@@ -10,23 +10,6 @@ use crate::common::{edi_inbox, json_lines, samples};
 use predicates::prelude::*;
 use serde_json::Value;
 
-/// `ingest --json` over the drop folder with `extra` options.
-fn ingest(site: &Site, extra: &[&str]) -> (Option<i32>, Vec<Value>) {
-    let out = site
-        .cmd()
-        .args(["ingest", "--json"])
-        .args(extra)
-        .arg(site.drop())
-        .output()
-        .unwrap();
-    assert!(
-        out.stderr.is_empty() || out.status.code() != Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.code(), json_lines(&out.stdout))
-}
-
 fn statuses(lines: &[Value]) -> Vec<String> {
     lines
         .iter()
@@ -42,7 +25,7 @@ fn summary(lines: &[Value]) -> &Value {
 fn new_duplicate_drift_and_rejected() {
     let site = Site::new();
     site.put_sample("valid/invoic-d96a-unoc-crlf.edi", "a.edi");
-    let (code, lines) = ingest(&site, &[]);
+    let (code, lines) = site.ingest_json(&[]);
     assert_eq!(code, Some(0));
     assert_eq!(statuses(&lines), ["new"]);
     let l = &lines[0];
@@ -63,7 +46,7 @@ fn new_duplicate_drift_and_rejected() {
     );
 
     // The same file again: a duplicate, nothing written but the sighting.
-    let (code, lines) = ingest(&site, &[]);
+    let (code, lines) = site.ingest_json(&[]);
     assert_eq!(code, Some(0));
     assert_eq!(statuses(&lines), ["duplicate"]);
     assert_eq!(site.count("SELECT count(*) FROM interchanges"), 1);
@@ -80,7 +63,7 @@ fn new_duplicate_drift_and_rejected() {
     .replace("PO-4711", "PO-4712");
     fs::remove_file(site.drop().join("a.edi")).unwrap();
     site.put("b.edi", changed.as_bytes());
-    let (code, lines) = ingest(&site, &[]);
+    let (code, lines) = site.ingest_json(&[]);
     assert_eq!(code, Some(3));
     assert_eq!(statuses(&lines), ["drift"]);
     assert_ne!(lines[0]["sha256"], lines[0]["stored_sha256"]);
@@ -93,7 +76,7 @@ fn new_duplicate_drift_and_rejected() {
     // A broken file: rejected with its reason and offset, recorded with its bytes.
     fs::remove_file(site.drop().join("b.edi")).unwrap();
     site.put_sample("broken/unt-count-wrong.edi", "c.edi");
-    let (code, lines) = ingest(&site, &[]);
+    let (code, lines) = site.ingest_json(&[]);
     assert_eq!(code, Some(3));
     assert_eq!(statuses(&lines), ["rejected"]);
     assert_eq!(lines[0]["offset"], 118);
@@ -111,7 +94,7 @@ fn new_duplicate_drift_and_rejected() {
         1
     );
     // Seen again, it is counted, not stored twice.
-    ingest(&site, &[]);
+    site.ingest_json(&[]);
     assert_eq!(site.count("SELECT count(*) FROM rejections"), 1);
     assert_eq!(site.count("SELECT times_seen FROM rejections"), 2);
     assert_eq!(site.count("SELECT count(*) FROM rejected_files"), 1);
@@ -123,7 +106,7 @@ fn a_redelivery_with_other_line_breaks_is_a_duplicate() {
     let site = Site::new();
     let crlf = fs::read(samples().join("valid/invoic-d96a-unoc-crlf.edi")).unwrap();
     site.put("first.edi", &crlf);
-    assert_eq!(statuses(&ingest(&site, &[]).1), ["new"]);
+    assert_eq!(statuses(&site.ingest_json(&[]).1), ["new"]);
     fs::remove_file(site.drop().join("first.edi")).unwrap();
     // No line breaks and no UNA at all: the same payload.
     let bare: Vec<u8> = crlf[b"UNA:+.? '".len()..]
@@ -133,7 +116,7 @@ fn a_redelivery_with_other_line_breaks_is_a_duplicate() {
         .collect();
     assert!(bare.starts_with(b"UNB+"));
     site.put("again.edi", &bare);
-    let (code, lines) = ingest(&site, &[]);
+    let (code, lines) = site.ingest_json(&[]);
     assert_eq!(code, Some(0));
     assert_eq!(statuses(&lines), ["duplicate"]);
 }
@@ -144,15 +127,12 @@ fn several_interchanges_in_one_file_each_decided() {
     site.put_sample("valid/two-interchanges.edi", "two.edi");
     site.put_sample("broken/good-then-bad.edi", "mixed.edi");
     let (archive, failed) = (site.path("archive"), site.path("failed"));
-    let (code, lines) = ingest(
-        &site,
-        &[
-            "--archive",
-            archive.to_str().unwrap(),
-            "--quarantine",
-            failed.to_str().unwrap(),
-        ],
-    );
+    let (code, lines) = site.ingest_json(&[
+        "--archive",
+        archive.to_str().unwrap(),
+        "--quarantine",
+        failed.to_str().unwrap(),
+    ]);
     assert_eq!(code, Some(3));
     let got: Vec<(String, String)> = lines
         .iter()
@@ -199,15 +179,12 @@ fn archive_and_quarantine_never_overwrite() {
     fs::write(site.path("failed/bad.edi"), "older bad file").unwrap();
     site.put_sample("valid/orders-d01b-no-una.edi", "in.edi");
     site.put_sample("broken/truncated-no-unz.edi", "bad.edi");
-    let (code, _) = ingest(
-        &site,
-        &[
-            "--archive",
-            &site.path("archive").to_string_lossy(),
-            "--quarantine",
-            &site.path("failed").to_string_lossy(),
-        ],
-    );
+    let (code, _) = site.ingest_json(&[
+        "--archive",
+        &site.path("archive").to_string_lossy(),
+        "--quarantine",
+        &site.path("failed").to_string_lossy(),
+    ]);
     assert_eq!(code, Some(3));
     assert_eq!(site.files_in("drop"), Vec::<String>::new());
     assert_eq!(site.files_in("archive"), ["in.1.edi", "in.edi"]);
@@ -227,10 +204,7 @@ fn archive_and_quarantine_never_overwrite() {
     assert!(reason.contains("at byte 127"), "{reason}");
     // The same interchange delivered again is a duplicate, archived beside the first.
     site.put_sample("valid/orders-d01b-no-una.edi", "in.edi");
-    let (code, lines) = ingest(
-        &site,
-        &["--archive", &site.path("archive").to_string_lossy()],
-    );
+    let (code, lines) = site.ingest_json(&["--archive", &site.path("archive").to_string_lossy()]);
     assert_eq!(
         (code, statuses(&lines)),
         (Some(0), vec!["duplicate".to_string()])
@@ -242,13 +216,13 @@ fn archive_and_quarantine_never_overwrite() {
 fn a_corrected_resend_after_a_rejection_is_accepted() {
     let site = Site::new();
     site.put_sample("broken/unt-count-wrong.edi", "po.edi");
-    assert_eq!(statuses(&ingest(&site, &[]).1), ["rejected"]);
+    assert_eq!(statuses(&site.ingest_json(&[]).1), ["rejected"]);
     assert_eq!(site.count("SELECT count(*) FROM inbox"), 0);
     let fixed =
         String::from_utf8_lossy(&fs::read(samples().join("broken/unt-count-wrong.edi")).unwrap())
             .replace("UNT+5+1", "UNT+4+1");
     site.put("po.edi", fixed.as_bytes());
-    let (code, lines) = ingest(&site, &[]);
+    let (code, lines) = site.ingest_json(&[]);
     assert_eq!((code, statuses(&lines)), (Some(0), vec!["new".to_string()]));
 }
 
@@ -257,10 +231,8 @@ fn young_files_are_skipped_and_left_in_place() {
     let site = Site::new();
     site.put_sample("valid/orders-d01b-no-una.edi", "fresh.edi");
     let archive = site.path("archive");
-    let (code, lines) = ingest(
-        &site,
-        &["--min-age", "1h", "--archive", archive.to_str().unwrap()],
-    );
+    let (code, lines) =
+        site.ingest_json(&["--min-age", "1h", "--archive", archive.to_str().unwrap()]);
     assert_eq!(code, Some(0));
     assert_eq!(statuses(&lines), ["skipped"]);
     assert_eq!(summary(&lines)["skipped"], 1);
@@ -275,7 +247,7 @@ fn partial_and_hidden_uploads_are_not_touched() {
         site.put_sample("valid/orders-d01b-no-una.edi", name);
     }
     let archive = site.path("archive");
-    let (code, lines) = ingest(&site, &["--archive", archive.to_str().unwrap()]);
+    let (code, lines) = site.ingest_json(&["--archive", archive.to_str().unwrap()]);
     assert_eq!(code, Some(0));
     assert_eq!(summary(&lines)["files"], 0);
     assert_eq!(site.files_in("drop").len(), 4);
@@ -477,7 +449,7 @@ fn bad_arguments_are_usage_errors_and_touch_nothing() {
 fn a_database_from_a_newer_edi_inbox_is_fatal_and_untouched() {
     let site = Site::new();
     site.put_sample("valid/orders-d01b-no-una.edi", "a.edi");
-    assert_eq!(ingest(&site, &[]).0, Some(0));
+    assert_eq!(site.ingest_json(&[]).0, Some(0));
     site.sql("PRAGMA user_version = 99; PRAGMA wal_checkpoint(TRUNCATE);");
     let before = crate::common::site::file_hash(&site.db());
     site.cmd()
@@ -528,7 +500,7 @@ fn every_message_gets_its_row_and_its_event_however_many() {
         }
         site.put(&format!("{control_ref}.edi"), &data);
     }
-    let (code, _) = ingest(&site, &[]);
+    let (code, _) = site.ingest_json(&[]);
     assert_eq!(code, Some(0));
     let conn = rusqlite::Connection::open(site.db()).unwrap();
     let mut stmt = conn
@@ -559,4 +531,70 @@ fn every_message_gets_its_row_and_its_event_however_many() {
     assert_eq!(expected.len(), 210);
     assert_eq!(got, expected);
     assert_eq!(site.count("SELECT count(*) FROM outbox"), 210);
+}
+
+/// An inbox written by an older edi-inbox (schema version 2: before compressed bytes, rejected
+/// files of their own, hashes with the service characters, and id sequences) is brought up to
+/// date when `ingest` opens it, and keeps its meaning: a redelivery of what it holds is a
+/// duplicate, its rejected file is kept once, and new interchanges get ids after its own.
+#[test]
+fn an_inbox_from_an_older_schema_is_upgraded_and_keeps_its_meaning() {
+    use sha2::Digest;
+    let site = Site::new();
+    let sample = fs::read(samples().join("valid/two-interchanges.edi")).unwrap();
+    // The second interchange, under `^|.! #`, as the old version stored it: plain bytes, hashed
+    // without its service characters.
+    let start = sample.windows(3).rposition(|w| w == b"UNA").unwrap();
+    let raw = &sample[start..];
+    let segments: Vec<u8> = raw[9..]
+        .iter()
+        .copied()
+        .filter(|&b| b != b'\r' && b != b'\n')
+        .collect();
+    let old_hash = hex::encode(sha2::Sha256::digest(&segments));
+    {
+        let migrations = concat!(env!("CARGO_MANIFEST_DIR"), "/src/inbox/sqlite/migrations/");
+        let conn = rusqlite::Connection::open(site.db()).unwrap();
+        for m in ["0000_schema.sql", "0001_counters.sql"] {
+            conn.execute_batch(&fs::read_to_string(format!("{migrations}{m}")).unwrap())
+                .unwrap();
+        }
+        conn.execute_batch(&format!(
+            "PRAGMA user_version = 2; PRAGMA application_id = 1162103160;
+             INSERT INTO interchanges (id, sender, recipient, control_ref, syntax_id,
+                 syntax_version, prepared_date, prepared_time, sha256, source_file,
+                 source_offset, received_at, raw)
+             VALUES (41, 'PARTNERA', 'HUB', 'A2', 'UNOB', '3', '240318', '0901', '{old_hash}',
+                 'old/x.edi', {start}, '2026-01-01T00:00:00.000Z', x'{raw_hex}');
+             INSERT INTO inbox VALUES ('PARTNERA', 'HUB', 'A2', '{old_hash}', 'old/x.edi',
+                 '2026-01-01T00:00:00.000Z', 41);
+             INSERT INTO rejections (source_file, file_sha256, error, kind, byte_offset,
+                 first_seen_at, last_seen_at, file_size, bytes, truncated)
+             VALUES ('old/bad.edi', 'abc', 'bad', 'unt-count', 7, '2026-01-01T00:00:00.000Z',
+                 '2026-01-01T00:00:00.000Z', 3, x'414243', 0),
+                    ('old/bad.edi', 'abc', 'worse', 'unz-count', 9, '2026-01-01T00:00:00.000Z',
+                 '2026-01-01T00:00:00.000Z', 3, x'414243', 0);",
+            raw_hex = hex::encode(raw),
+        ))
+        .unwrap();
+    }
+    site.put_sample("valid/two-interchanges.edi", "again.edi");
+    let (code, lines) = site.ingest_json(&[]);
+    assert_eq!(code, Some(0), "{lines:?}");
+    assert_eq!(statuses(&lines), ["new", "duplicate"]);
+    assert_eq!(
+        site.count("SELECT max(id) FROM interchanges"),
+        42,
+        "ids go on after the old ones"
+    );
+    assert_eq!(site.count("SELECT count(*) FROM rejected_files"), 1);
+    assert_eq!(site.count("SELECT count(*) FROM rejections"), 2);
+    let (_, stats) = site.json(&["stats", "--json"]);
+    assert_eq!(stats[0]["rejected"], 1);
+    let shown = site
+        .cmd()
+        .args(["show", "PARTNERA", "HUB", "A2", "--raw"])
+        .output()
+        .unwrap();
+    assert_eq!(shown.stdout, raw, "the old plain bytes still read back");
 }

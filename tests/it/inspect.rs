@@ -2,18 +2,15 @@
 
 use std::fs;
 
-use crate::common::{edi_inbox, json_lines, samples};
+use std::path::Path;
+
+use crate::common::{edi_inbox, inspect_json, samples};
 use predicates::prelude::*;
 
 #[test]
 fn json_has_the_documented_fields() {
-    let out = edi_inbox()
-        .args(["inspect", "--json"])
-        .arg(samples().join("valid/invoic-d96a-unoc-crlf.edi"))
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0));
-    let lines = json_lines(&out.stdout);
+    let (code, lines) = inspect_json(&[&samples().join("valid/invoic-d96a-unoc-crlf.edi")]);
+    assert_eq!(code, Some(0));
     assert_eq!(lines.len(), 1);
     let i = &lines[0];
     assert!(
@@ -45,12 +42,8 @@ fn json_has_the_documented_fields() {
 
 #[test]
 fn groups_and_test_indicator_show_in_json() {
-    let out = edi_inbox()
-        .args(["inspect", "--json"])
-        .arg(samples().join("valid/desadv-d07a-groups-v4.edi"))
-        .output()
-        .unwrap();
-    let i = &json_lines(&out.stdout)[0];
+    let (_, lines) = inspect_json(&[&samples().join("valid/desadv-d07a-groups-v4.edi")]);
+    let i = &lines[0];
     assert_eq!(i["groups"], 2);
     assert_eq!(i["test"], true);
     assert_eq!(i["syntax"], "UNOY:4");
@@ -92,13 +85,11 @@ fn a_rejection_names_file_byte_and_reason() {
 
 #[test]
 fn a_missing_path_is_reported_and_the_rest_still_read() {
-    let out = edi_inbox()
-        .args(["inspect", "--json", "no/such/file.edi"])
-        .arg(samples().join("valid/invrpt-level-b.edi"))
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(3));
-    let lines = json_lines(&out.stdout);
+    let (code, lines) = inspect_json(&[
+        Path::new("no/such/file.edi"),
+        &samples().join("valid/invrpt-level-b.edi"),
+    ]);
+    assert_eq!(code, Some(3));
     assert_eq!(lines[0]["file"], "no/such/file.edi");
     assert_eq!(lines[0]["error"], "does not exist");
     assert_eq!(lines[1]["control_ref"], "LB0001");
@@ -135,13 +126,9 @@ fn folders_are_walked_in_name_order_skipping_hidden_and_partial_files() {
     }
     #[cfg(unix)]
     std::os::unix::fs::symlink(dir.path().join("a.edi"), dir.path().join("link.edi")).unwrap();
-    let out = edi_inbox()
-        .args(["inspect", "--json"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0));
-    let files: Vec<String> = json_lines(&out.stdout)
+    let (code, lines) = inspect_json(&[dir.path()]);
+    assert_eq!(code, Some(0));
+    let files: Vec<String> = lines
         .iter()
         .map(|l| {
             let f = l["file"].as_str().unwrap();
@@ -173,12 +160,7 @@ fn non_utf8_file_names_are_shown_not_fatal() {
         dir.path().join(name),
     )
     .unwrap();
-    let out = edi_inbox()
-        .args(["inspect", "--json"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0));
-    let lines = json_lines(&out.stdout);
+    let (code, lines) = inspect_json(&[dir.path()]);
+    assert_eq!(code, Some(0));
     assert!(lines[0]["file"].as_str().unwrap().ends_with("inv\\xFF.edi"));
 }

@@ -10,16 +10,9 @@ use crate::common::{edi_inbox, json_lines, samples};
 use predicates::prelude::*;
 use serde_json::Value;
 
-/// `ingest -q` over the drop folder; its exit status.
+/// `ingest` over the drop folder; its exit status.
 fn ingest(site: &Site) -> i32 {
-    site.cmd()
-        .args(["ingest", "-q"])
-        .arg(site.drop())
-        .output()
-        .unwrap()
-        .status
-        .code()
-        .unwrap()
+    site.ingest_json(&[]).0.unwrap()
 }
 
 /// `json` with the exit status unwrapped.

@@ -20,6 +20,16 @@ pub fn samples() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("samples")
 }
 
+/// `inspect --json` over `paths`: exit status and JSON Lines.
+pub fn inspect_json(paths: &[&Path]) -> (Option<i32>, Vec<serde_json::Value>) {
+    let out = edi_inbox()
+        .args(["inspect", "--json"])
+        .args(paths)
+        .output()
+        .unwrap();
+    (out.status.code(), json_lines(&out.stdout))
+}
+
 /// Parses JSON Lines output.
 pub fn json_lines(stdout: &[u8]) -> Vec<serde_json::Value> {
     String::from_utf8_lossy(stdout)

@@ -135,6 +135,24 @@ impl Site {
         c
     }
 
+    /// `ingest --json` over the drop folder with `extra` options: exit status and JSON Lines.
+    /// A run that exits 0 says nothing on standard error.
+    pub fn ingest_json(&self, extra: &[&str]) -> (Option<i32>, Vec<serde_json::Value>) {
+        let out = self
+            .cmd()
+            .args(["ingest", "--json"])
+            .args(extra)
+            .arg(self.drop())
+            .output()
+            .unwrap();
+        assert!(
+            out.stderr.is_empty() || out.status.code() != Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.code(), super::json_lines(&out.stdout))
+    }
+
     /// Runs the binary with `args` (after `--db`): exit status and JSON Lines output.
     pub fn json(&self, args: &[&str]) -> (Option<i32>, Vec<serde_json::Value>) {
         let out = self.cmd().args(args).output().unwrap();
