@@ -37,7 +37,7 @@ impl Identity {
     }
 
     pub fn of(meta: &fs::Metadata) -> Identity {
-        let (dev, ino) = dev_ino(meta);
+        let (dev, ino) = file_id(meta).unwrap_or_default();
         Identity {
             dev,
             ino,
@@ -166,18 +166,20 @@ impl Claimed {
 }
 
 fn same_file(a: &fs::Metadata, b: &fs::Metadata) -> bool {
-    dev_ino(a) == dev_ino(b)
+    file_id(a) == file_id(b)
 }
 
+/// The device and inode of a file: which file it is, whatever name it has.
 #[cfg(unix)]
-fn dev_ino(m: &fs::Metadata) -> (u64, u64) {
+pub fn file_id(m: &fs::Metadata) -> Option<(u64, u64)> {
     use std::os::unix::fs::MetadataExt;
-    (m.dev(), m.ino())
+    Some((m.dev(), m.ino()))
 }
 
+/// Elsewhere files have no device and inode here: only names and times are compared.
 #[cfg(not(unix))]
-fn dev_ino(_: &fs::Metadata) -> (u64, u64) {
-    (0, 0)
+pub fn file_id(_: &fs::Metadata) -> Option<(u64, u64)> {
+    None
 }
 
 /// The longest file name most file systems take (`NAME_MAX` on Linux, in bytes).

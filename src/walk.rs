@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 
 use walkdir::WalkDir;
 
+use crate::filing::file_id;
+
 /// A file to read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InputFile {
@@ -64,7 +66,7 @@ impl Exclusions {
         if let (Some(folder), Some(name)) = (real_folder(path), path.file_name()) {
             self.files.push((folder, name.to_owned(), what));
         }
-        if let Some(id) = fs::metadata(path).ok().as_ref().and_then(dev_ino) {
+        if let Some(id) = fs::metadata(path).ok().as_ref().and_then(file_id) {
             self.ids.push((id, what));
         }
         self
@@ -81,7 +83,7 @@ impl Exclusions {
 
     /// A folder and everything under it; nothing where it does not exist (then it holds nothing).
     pub fn folder(&mut self, path: &Path, what: &'static str) -> &mut Self {
-        if let Some(id) = fs::metadata(path).ok().as_ref().and_then(dev_ino) {
+        if let Some(id) = fs::metadata(path).ok().as_ref().and_then(file_id) {
             self.folders.push((id, what));
         }
         self
@@ -99,7 +101,7 @@ impl Exclusions {
     }
 
     fn excluded_folder(&self, meta: &fs::Metadata) -> Option<&'static str> {
-        let id = dev_ino(meta)?;
+        let id = file_id(meta)?;
         self.folders
             .iter()
             .find(|(f, _)| *f == id)
@@ -114,18 +116,6 @@ fn real_folder(path: &Path) -> Option<PathBuf> {
         _ => Path::new("."),
     };
     fs::canonicalize(parent).ok()
-}
-
-#[cfg(unix)]
-fn dev_ino(m: &fs::Metadata) -> Option<(u64, u64)> {
-    use std::os::unix::fs::MetadataExt;
-    Some((m.dev(), m.ino()))
-}
-
-/// Elsewhere files have no device and inode here: only names are compared.
-#[cfg(not(unix))]
-fn dev_ino(_: &fs::Metadata) -> Option<(u64, u64)> {
-    None
 }
 
 /// Collects the files under `paths`, in the order of the arguments and, within a folder, sorted
