@@ -153,7 +153,8 @@ struct Decided {
     /// Held until the file is moved, so an overlapping run leaves it alone; and what the path
     /// named when it was read, to move only those very bytes.
     claim: Option<Claimed>,
-    /// False for files left in place whatever happens (skipped ones).
+    /// False for files left in place whatever happens (skipped ones, and those that could not
+    /// be claimed).
     movable: bool,
 }
 
@@ -271,9 +272,11 @@ fn exclusions(db: &Path, args: &IngestArgs) -> walk::Exclusions {
     exclude
 }
 
-/// Reads the files ahead on every core and decides them in their order on this thread.
+/// Reads the files ahead on up to four reading threads and decides them in their order on this
+/// thread.
 ///
-/// Reader k claims, reads, parses, hashes and compresses every k-th file and hands it over on a
+/// Reader k claims, reads, parses, hashes and compresses files k, k + readers, k + 2 readers...
+/// and hands each over on a
 /// channel of its own, so that this thread takes them back in order; bounded channels and the
 /// byte budget keep memory flat whatever the run's length. This thread decides each file, commits
 /// a batch every `--batch` interchanges or second, and after each commit prints and moves the
@@ -439,8 +442,8 @@ fn now() -> String {
     crate::clock::now()
 }
 
-/// At most this many bytes of files read ahead and not yet decided (one larger file may still be
-/// read when nothing else is in flight).
+/// At most this many bytes of files read ahead and not yet decided (the file the deciding thread
+/// needs next is read even beyond it, so memory stays within this plus one file).
 const IN_FLIGHT_BYTES: usize = 64 << 20;
 
 /// An interchange detached from its file's bytes (with where it stands in them), and those bytes
@@ -449,7 +452,8 @@ type Ready = (Interchange<'static>, Range<usize>, Option<Vec<u8>>);
 
 /// A file as the reading thread hands it to the deciding one.
 enum Prepared {
-    /// Gone since the walk, or held by another run.
+    /// Gone since the walk, or held by another run, or one of the inbox's own files under
+    /// another name.
     Gone,
     /// Settled without the database: skipped, too large, or unreadable.
     Settled(Decided),
@@ -484,7 +488,7 @@ fn held_bytes(bytes: &[u8], items: &[Result<Ready, EnvelopeError>]) -> usize {
 /// back. (Without that, a later small file could take the room that an earlier large one waited
 /// for while the deciding thread waited for the large one: a deadlock, at 0% CPU, with the
 /// batch's write lock held.) So memory stays within the budget plus one file, and a file larger
-/// than the budget is read alone. Admitting files strictly in their order would do too, but
+/// than the budget is admitted only once it is needed. Admitting files strictly in their order would do too, but
 /// ties the readers to each other's pace: 11% slower on 20,000 files.
 struct Budget {
     state: std::sync::Mutex<BudgetState>,
@@ -513,7 +517,7 @@ impl Budget {
     }
 
     /// Waits for room for `bytes` of file `n` (or for `n` to be the file the deciding thread
-    /// needs: a file larger than the budget is read only then, and alone), then takes it. False
+    /// needs: a file larger than the budget is admitted only then), then takes it. False
     /// once the deciding thread has gone.
     fn admit(&self, n: usize, bytes: usize) -> bool {
         let Ok(mut s) = self.state.lock() else {
@@ -700,8 +704,8 @@ fn prepare_file(
     Some((prepared, kept))
 }
 
-/// Decides the interchanges of a prepared file in the open batch. `None` for a file another
-/// run took.
+/// Decides the interchanges of a prepared file in the open batch. `None` for a file that is
+/// gone (see [`Prepared::Gone`]).
 fn decide_prepared(
     inbox: &mut dyn Inbox,
     prepared: Prepared,

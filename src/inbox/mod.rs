@@ -6,11 +6,11 @@
 //! and call it a few thousand times a second at most, so the dynamic call costs nothing that can
 //! be measured; the backends differ in far more than their SQL (SQLite's checkpointing thread
 //! and read-only probes, a server's connections and set-based batches), and each keeps that
-//! state and its helpers private behind the same calls; and the shared integration tests can
-//! take a `&mut dyn Inbox` and run once per backend.
+//! state and its helpers private behind the same calls; and tests written against a
+//! `&mut dyn Inbox` can run once per backend.
 //!
-//! Nothing commits except [`Inbox::commit`]; a batch left open when the inbox is dropped (a
-//! failed run) is rolled back.
+//! No decision is durable before [`Inbox::commit`] (a purge step commits its own short
+//! transaction); a batch left open when the inbox is dropped (a failed run) is rolled back.
 
 mod records;
 mod sqlite;

@@ -1,5 +1,6 @@
-//! The SQL of the inbox. Every helper takes a connection inside the caller's transaction (or
-//! savepoint) and never commits; all values are bound parameters.
+//! The SQL of a decision (new, duplicate, drift, rejected input) and of migration 4. Every
+//! helper takes a connection inside the caller's transaction (or savepoint) and never commits;
+//! all values are bound parameters.
 
 use rusqlite::{Connection, params};
 

@@ -3,7 +3,8 @@
 //! The decision for an interchange is one `INSERT ... ON CONFLICT DO NOTHING` on the inbox key,
 //! inside a savepoint of the batch's `BEGIN IMMEDIATE` transaction, together with the business
 //! rows it implies. A batch left open when the inbox is dropped (a failed run) is rolled back by
-//! SQLite. Nothing outside this module knows it is SQLite: its errors, write-ahead log,
+//! SQLite. Nothing outside this module knows it is SQLite (but for the walk, which passes over
+//! the database's -wal, -shm and -journal files): its errors, write-ahead log,
 //! checkpoints and ids stay here.
 
 mod decide;
@@ -737,7 +738,7 @@ fn file_uri(path: &Path) -> String {
 /// Keeps the -wal and -shm files when the last connection closes. Without them a user who may
 /// read the database but not write its folder cannot read it at all (SQLite would have to create
 /// them); with them, such a user reads it like anyone else. The WAL is emptied at the end of each
-/// run instead ([`Inbox::checkpoint_all`]).
+/// run instead (`end_run`, by [`SqliteInbox::checkpoint_all`]).
 fn persist_wal(conn: &Connection) {
     let mut on: std::os::raw::c_int = 1;
     // SAFETY: the handle is a live connection owned by `conn`; "main" is a NUL-terminated

@@ -1,4 +1,5 @@
-//! Read-only queries behind `stats`, `list` and `show`, and the batched deletes of `purge`.
+//! The queries behind `stats`, `list` and `show`, the batched deletes of `purge`, and the
+//! cumulative counters.
 
 use crate::inbox::{
     Event, EventFilter, InboxError, KeyHistory, PurgeTarget, Sighting, Stats, StoredInterchange,
@@ -188,7 +189,6 @@ impl PurgeSql for PurgeTarget {
                 "DELETE FROM sightings WHERE id IN (
                      SELECT id FROM sightings WHERE seen_at < ?1 ORDER BY seen_at LIMIT ?2)"
             }
-            // The files' errors go first (they point at the files), in the same transaction.
             PurgeTarget::Rejections => {
                 "DELETE FROM rejected_files WHERE id IN (
                      SELECT id FROM rejected_files WHERE last_seen_at < ?1
@@ -212,6 +212,7 @@ pub(super) fn delete_older(
     cutoff: &str,
     limit: u32,
 ) -> Result<usize, InboxError> {
+    // A rejected file's errors go first (they point at it), in the same transaction.
     if target == PurgeTarget::Rejections {
         conn.prepare_cached(
             "DELETE FROM rejections WHERE file_id IN (
