@@ -246,7 +246,7 @@ impl Builder {
             return;
         };
         message.segments += 1;
-        let t = segments::Trailer::parse(seg.body, self.seps);
+        let t = segments::unt(seg.body, self.seps);
         let v = self.values();
         match v.count(t.count) {
             Ok(n) if n == message.segments as u64 => {}
@@ -322,7 +322,7 @@ impl Builder {
             return;
         };
         let actual = self.groups[open].messages;
-        let t = segments::Trailer::parse(seg.body, self.seps);
+        let t = segments::une(seg.body, self.seps);
         let v = self.values();
         match v.count(t.count) {
             Ok(n) if n == actual as u64 => {}
@@ -355,7 +355,7 @@ impl Builder {
         } else {
             (self.groups.len(), ("group", "groups"))
         };
-        let t = segments::Trailer::parse(seg.body, self.seps);
+        let t = segments::unz(seg.body, self.seps);
         let v = self.values();
         match v.count(t.count) {
             Ok(n) if n == actual as u64 => {}

@@ -335,6 +335,27 @@ impl<'a> Trailer<'a> {
     }
 }
 
+/// UNT, message trailer: `UNT+0074+0062`
+/// - 0074 number of segments in the message, UNH and UNT included (M)
+/// - 0062 message reference number, the UNH's (M)
+pub fn unt(body: Raw<'_>, seps: Separators) -> Trailer<'_> {
+    Trailer::parse(body, seps)
+}
+
+/// UNE, functional group trailer: `UNE+0060+0048`
+/// - 0060 number of messages in the group (M)
+/// - 0048 group reference number, the UNG's (M)
+pub fn une(body: Raw<'_>, seps: Separators) -> Trailer<'_> {
+    Trailer::parse(body, seps)
+}
+
+/// UNZ, interchange trailer: `UNZ+0036+0020`
+/// - 0036 interchange control count: the messages, or the groups where there are groups (M)
+/// - 0020 interchange control reference, the UNB's (M)
+pub fn unz(body: Raw<'_>, seps: Separators) -> Trailer<'_> {
+    Trailer::parse(body, seps)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
