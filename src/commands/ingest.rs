@@ -15,7 +15,7 @@ use crate::cli::IngestArgs;
 use crate::edifact::{self, EnvelopeError, Interchange};
 use crate::exit::ExitStatus;
 use crate::filing::{self, Claim, Claimed};
-use crate::inbox::{self, Access, Decision, Inbox, KeyProbe};
+use crate::inbox::{self, Access, Candidate, Decision, Inbox, KeyProbe};
 use crate::metrics::{Metrics, unix_now};
 use crate::output::{Out, count, escape, problem};
 use crate::status::Status;
@@ -313,60 +313,103 @@ fn read_and_decide(
         }
         // Whatever way this thread leaves, the readers must not wait for room forever.
         let _close = CloseOnDrop(budget);
-        let mut pending: Vec<Decided> = Vec::new();
-        let mut in_batch = 0usize;
-        let mut opened = Instant::now();
+        let mut batch = Batch::default();
         for n in 0..inputs.len() {
             budget.needed(n);
-            // While the next file is still being read (a large one, a slow disk), the open
-            // batch is committed once it is due rather than holding the write lock meanwhile.
+            // While the next file is still being read (a large one, a slow disk), a batch that
+            // is due is decided and committed meanwhile.
             let received = loop {
-                let wait = if inbox.in_batch() {
-                    MAX_BATCH_TIME.saturating_sub(opened.elapsed())
-                } else {
-                    MAX_BATCH_TIME
-                };
+                let wait = batch.opened.map_or(MAX_BATCH_TIME, |t| {
+                    MAX_BATCH_TIME.saturating_sub(t.elapsed())
+                });
                 match channels[n % readers].recv_timeout(wait) {
                     Ok(r) => break Some(r),
                     Err(RecvTimeoutError::Disconnected) => break None,
-                    Err(RecvTimeoutError::Timeout) => {
-                        if inbox.in_batch() {
-                            commit_batch(inbox, run, &mut pending)?;
-                            in_batch = 0;
-                        }
-                    }
+                    Err(RecvTimeoutError::Timeout) => flush(inbox, run, &mut batch, budget)?,
                 }
             };
             let Some((prepared, size)) = received else {
                 break;
             };
             run.progress.inc(1);
-            if !inbox.in_batch() {
-                opened = Instant::now();
-            }
-            let decided = decide_prepared(inbox, prepared, &mut in_batch)?;
-            budget.release(size);
-            let Some(decided) = decided else { continue };
-            pending.push(decided);
-            if in_batch >= args.batch as usize || opened.elapsed() >= MAX_BATCH_TIME {
-                commit_batch(inbox, run, &mut pending)?;
-                in_batch = 0;
+            batch.add(inbox, prepared, size, budget)?;
+            if batch.due(args.batch as usize) {
+                flush(inbox, run, &mut batch, budget)?;
             }
         }
-        commit_batch(inbox, run, &mut pending)
+        flush(inbox, run, &mut batch, budget)
     })
 }
 
-/// Commits the open batch, then prints and moves its files.
-fn commit_batch(
+/// The files of the open batch: decided (where the inbox decides each file as it comes) or
+/// waiting to be decided with the rest of the batch.
+#[derive(Default)]
+struct Batch {
+    decided: Vec<Decided>,
+    undecided: Vec<Prepared>,
+    /// Interchanges (and rejected pieces) in it.
+    interchanges: usize,
+    /// Bytes of the read-ahead budget its undecided files hold.
+    bytes: usize,
+    /// When its first file came.
+    opened: Option<Instant>,
+}
+
+impl Batch {
+    /// Takes a file into the batch: decided at once, or kept for the batch's decision.
+    fn add(
+        &mut self,
+        inbox: &mut dyn Inbox,
+        prepared: Prepared,
+        bytes: usize,
+        budget: &Budget,
+    ) -> anyhow::Result<()> {
+        if let Prepared::Parsed { items, .. } = &prepared {
+            self.interchanges += items.len();
+        }
+        self.opened.get_or_insert_with(Instant::now);
+        if inbox.decides_whole_batches() {
+            self.bytes += bytes;
+            self.undecided.push(prepared);
+        } else {
+            self.decided.extend(decide_files(inbox, vec![prepared])?);
+            budget.release(bytes);
+        }
+        Ok(())
+    }
+
+    /// True once it holds `--batch` interchanges, is a second old, or holds half the read-ahead
+    /// budget (so that the readers always have the other half).
+    fn due(&self, size: usize) -> bool {
+        self.interchanges >= size
+            || self.opened.is_some_and(|t| t.elapsed() >= MAX_BATCH_TIME)
+            || self.bytes >= IN_FLIGHT_BYTES / 2
+    }
+}
+
+/// Decides what the batch holds undecided, commits it, then prints and moves its files, and
+/// gives their bytes back to the read-ahead budget.
+fn flush(
     inbox: &mut dyn Inbox,
     run: &mut Run<'_>,
-    pending: &mut Vec<Decided>,
+    batch: &mut Batch,
+    budget: &Budget,
 ) -> anyhow::Result<()> {
+    let Batch {
+        mut decided,
+        undecided,
+        bytes,
+        ..
+    } = std::mem::take(batch);
+    if decided.is_empty() && undecided.is_empty() {
+        return Ok(());
+    }
+    decided.extend(decide_files(inbox, undecided)?);
     inbox
         .commit()
         .context("cannot commit to the inbox database")?;
-    run.finish(std::mem::take(pending));
+    run.finish(decided);
+    budget.release(bytes);
     Ok(())
 }
 
@@ -704,63 +747,145 @@ fn prepare_file(
     Some((prepared, kept))
 }
 
-/// Decides the interchanges of a prepared file in the open batch. `None` for a file that is
-/// gone (see [`Prepared::Gone`]).
-fn decide_prepared(
-    inbox: &mut dyn Inbox,
-    prepared: Prepared,
-    in_batch: &mut usize,
-) -> anyhow::Result<Option<Decided>> {
-    let (path, shown, claim, bytes, items, sha256) = match prepared {
-        Prepared::Gone => return Ok(None),
-        Prepared::Settled(d) => return Ok(Some(d)),
-        Prepared::Parsed {
-            path,
-            shown,
-            claim,
-            bytes,
-            items,
-            sha256,
-        } => (path, shown, claim, bytes, items, sha256),
-    };
-    let mut outcomes = Vec::with_capacity(items.len());
-    // The file's bytes are recorded once, at its first error; every error points at them.
-    let mut record = None;
-    for item in items {
-        let when = now();
-        let outcome = match item {
-            Ok((i, span, compressed)) => {
-                let i = i.reattach(&bytes, span);
-                let d = inbox
-                    .decide(&i, compressed.as_deref(), &shown, &when)
-                    .context("cannot write to the inbox database")?;
-                Outcome::decided(&shown, &i, &d)
+/// An interchange with its bytes again (and them compressed, where done ahead), or the error in
+/// its place.
+type Attached<'a> = Result<(Interchange<'a>, Option<Vec<u8>>), EnvelopeError>;
+
+/// A file of a batch, as its outcomes are made.
+enum Part {
+    Settled(Decided),
+    Parsed {
+        path: PathBuf,
+        shown: String,
+        claim: Claimed,
+        bytes: Vec<u8>,
+        sha256: Option<String>,
+    },
+}
+
+/// Decides the interchanges of a batch's files in one call to the inbox, records their rejected
+/// pieces, and returns each file with its outcomes in order (nothing is committed yet).
+fn decide_files(inbox: &mut dyn Inbox, files: Vec<Prepared>) -> anyhow::Result<Vec<Decided>> {
+    let mut parts = Vec::with_capacity(files.len());
+    let mut all_items = Vec::with_capacity(files.len());
+    for f in files {
+        match f {
+            Prepared::Gone => {}
+            Prepared::Settled(d) => {
+                parts.push(Part::Settled(d));
+                all_items.push(Vec::new());
             }
-            Err(e) => {
-                let file = match record.take() {
-                    Some(file) => file,
-                    None => inbox
-                        .rejected_file(&shown, &bytes, sha256.as_deref().unwrap_or(""), &when)
-                        .context("cannot write to the inbox database")?,
-                };
-                inbox
-                    .reject(&file, &shown, &e, &when)
-                    .context("cannot write to the inbox database")?;
-                record = Some(file);
-                Outcome::rejected(&shown, e.to_string(), Some(e.offset))
+            Prepared::Parsed {
+                path,
+                shown,
+                claim,
+                bytes,
+                items,
+                sha256,
+            } => {
+                parts.push(Part::Parsed {
+                    path,
+                    shown,
+                    claim,
+                    bytes,
+                    sha256,
+                });
+                all_items.push(items);
             }
-        };
-        *in_batch += 1;
-        outcomes.push(outcome);
-        crash_point!("mid-batch");
+        }
     }
-    Ok(Some(Decided {
-        path,
-        shown,
-        outcomes,
-        claim: Some(claim),
-        movable: true,
-    }))
+    // Each interchange with its bytes again, borrowed from its file's.
+    let attached: Vec<Vec<Attached<'_>>> = parts
+        .iter()
+        .zip(all_items)
+        .map(|(part, items)| match part {
+            Part::Parsed { bytes, .. } => items
+                .into_iter()
+                .map(|item| item.map(|(i, span, c)| (i.reattach(bytes, span), c)))
+                .collect(),
+            Part::Settled(_) => Vec::new(),
+        })
+        .collect();
+    let when = now();
+    let candidates: Vec<Candidate<'_>> = parts
+        .iter()
+        .zip(&attached)
+        .filter_map(|(part, items)| match part {
+            Part::Parsed { shown, .. } => Some((shown, items)),
+            Part::Settled(_) => None,
+        })
+        .flat_map(|(shown, items)| {
+            items.iter().flatten().map(|(i, c)| Candidate {
+                interchange: i,
+                compressed: c.as_deref(),
+                source_file: shown,
+                received_at: &when,
+            })
+        })
+        .collect();
+    let mut decisions = inbox
+        .decide(&candidates)
+        .context("cannot write to the inbox database")?
+        .into_iter();
+    drop(candidates);
+    // The outcomes in each file's order; a file's bytes are recorded once, at its first error,
+    // and every error points at them.
+    let mut outcomes: Vec<Vec<Outcome>> = Vec::with_capacity(parts.len());
+    for (part, items) in parts.iter().zip(&attached) {
+        let Part::Parsed {
+            shown,
+            bytes,
+            sha256,
+            ..
+        } = part
+        else {
+            outcomes.push(Vec::new());
+            continue;
+        };
+        let mut record = None;
+        let mut file_outcomes = Vec::with_capacity(items.len());
+        for item in items {
+            file_outcomes.push(match item {
+                Ok((i, _)) => {
+                    let d = decisions
+                        .next()
+                        .context("the inbox returned fewer decisions than it was given")?;
+                    Outcome::decided(shown, i, &d)
+                }
+                Err(e) => {
+                    let file = match record.take() {
+                        Some(file) => file,
+                        None => inbox
+                            .rejected_file(shown, bytes, sha256.as_deref().unwrap_or(""), &when)
+                            .context("cannot write to the inbox database")?,
+                    };
+                    inbox
+                        .reject(&file, shown, e, &when)
+                        .context("cannot write to the inbox database")?;
+                    record = Some(file);
+                    Outcome::rejected(shown, e.to_string(), Some(e.offset))
+                }
+            });
+        }
+        outcomes.push(file_outcomes);
+    }
+    drop(attached);
+    Ok(parts
+        .into_iter()
+        .zip(outcomes)
+        .map(|(part, outcomes)| match part {
+            Part::Settled(d) => d,
+            Part::Parsed {
+                path, shown, claim, ..
+            } => Decided {
+                path,
+                shown,
+                outcomes,
+                claim: Some(claim),
+                movable: true,
+            },
+        })
+        .collect())
 }
 
 impl<'a> Run<'a> {

@@ -96,19 +96,16 @@ impl InboxError {
 
 /// An inbox, whatever stores it.
 pub trait Inbox {
-    /// True while a batch holds decisions not yet committed.
-    fn in_batch(&self) -> bool;
+    /// Decides a batch of interchanges, in one transaction that stays open until
+    /// [`Inbox::commit`]; the decisions come back in the batch's order. Each is decided as if
+    /// the ones before it in the batch were already in: a later copy of a key is a duplicate or
+    /// drift of the earlier one.
+    fn decide(&mut self, batch: &[Candidate<'_>]) -> Result<Vec<Decision>, InboxError>;
 
-    /// Decides one interchange within the current batch (starting one if needed). `compressed`
-    /// is its bytes as [`compress`] gives them, where already made; otherwise they are
-    /// compressed here if the interchange is new.
-    fn decide(
-        &mut self,
-        interchange: &Interchange<'_>,
-        compressed: Option<&[u8]>,
-        source_file: &str,
-        received_at: &str,
-    ) -> Result<Decision, InboxError>;
+    /// True where the backend decides best a whole batch at once (a database server, where
+    /// each statement is a round trip); false where it may as well decide each file as it comes
+    /// (an embedded database), which lets the reading threads work on meanwhile.
+    fn decides_whole_batches(&self) -> bool;
 
     /// Records a file that holds rejected input, keeping its bytes (up to
     /// [`REJECTED_BYTES_LIMIT`]) once however many errors it has; the same file seen again only
@@ -180,6 +177,18 @@ pub trait Inbox {
     /// A cumulative counter (`ingest_new`, `ingest_duplicate`, `ingest_drift`,
     /// `ingest_rejected`, `purge_entries`).
     fn counter(&self, name: &str) -> Result<i64, InboxError>;
+}
+
+/// One interchange of a batch to decide.
+pub struct Candidate<'a> {
+    pub interchange: &'a Interchange<'a>,
+    /// Its bytes as [`compress`] gives them, where already made; otherwise they are compressed
+    /// when it turns out to be new.
+    pub compressed: Option<&'a [u8]>,
+    pub source_file: &'a str,
+    /// When it was received, by this host's clock; a backend with a clock of its own (a
+    /// database server shared by hosts whose clocks differ) uses that instead.
+    pub received_at: &'a str,
 }
 
 /// Whether a key is in the inbox, asked from a reading thread.
