@@ -15,11 +15,16 @@ pub const DEFAULT_DB: &str = "edi-inbox.db";
 #[derive(Debug, Parser)]
 #[command(name = "edi-inbox", version, about, long_about = None)]
 pub struct Cli {
-    /// The inbox database (SQLite). `ingest` creates it with its schema on first use, only where
-    /// it is named here or in EDI_INBOX_DB; without either, edi-inbox.db in the current folder is
+    /// The inbox: an SQLite file, or a PostgreSQL database (postgres://USER@HOST:PORT/DBNAME,
+    /// postgresql://..., or "host=... dbname=..."). `ingest` creates it on first use, only where it
+    /// is named here or in EDI_INBOX_DB; without either, edi-inbox.db in the current folder is
     /// used if it exists.
-    #[arg(long, global = true, env = "EDI_INBOX_DB", value_name = "PATH")]
+    #[arg(long, global = true, env = "EDI_INBOX_DB", value_name = "PATH|URL")]
     pub db: Option<PathBuf>,
+
+    /// The schema a PostgreSQL inbox lives in (created on first use).
+    #[arg(long, global = true, value_name = "NAME", default_value = "edi_inbox")]
+    pub pg_schema: String,
 
     /// How long to wait for another run's lock on the database before giving up (exit 1).
     #[arg(long, global = true, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]

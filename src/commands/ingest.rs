@@ -15,7 +15,7 @@ use crate::cli::IngestArgs;
 use crate::edifact::{self, EnvelopeError, Interchange};
 use crate::exit::ExitStatus;
 use crate::filing::{self, Claim, Claimed};
-use crate::inbox::{self, Access, Candidate, Decision, Inbox, KeyProbe};
+use crate::inbox::{self, Access, Candidate, Decision, Inbox, KeyProbe, Location};
 use crate::metrics::{Metrics, unix_now};
 use crate::output::{Out, count, escape, problem};
 use crate::status::Status;
@@ -69,6 +69,13 @@ impl Outcome {
             Decision::New { .. } => (Status::New, None),
             Decision::Duplicate => (Status::Duplicate, None),
             Decision::Drift { stored_sha256 } => (Status::Drift, Some(stored_sha256.clone())),
+            Decision::Refused { reason } => {
+                let what = format!(
+                    "interchange {} from {}: {reason}",
+                    i.unb.control_ref, i.unb.sender
+                );
+                return Outcome::rejected(file, what, Some(i.offset));
+            }
         };
         Outcome {
             sender: Some(i.unb.sender.to_string()),
@@ -175,7 +182,7 @@ struct Run<'a> {
 /// created. A new inbox knows no interchange, so every redelivery in the drop folder would be
 /// applied again; a cron job started in the wrong folder must not do that silently.
 pub fn run(
-    db: &Path,
+    db: &Location,
     named: bool,
     busy_timeout: Duration,
     args: &IngestArgs,
@@ -185,7 +192,7 @@ pub fn run(
         return Ok(status);
     }
     let mut inbox = inbox::open(db, Access::Create, busy_timeout)
-        .with_context(|| format!("cannot open the inbox database {}", db.display()))?;
+        .with_context(|| format!("cannot open the inbox database {}", db.shown()))?;
     let exclude = exclusions(db, args);
     let (inputs, problems) = walk::collect(&args.paths, &exclude);
     let mut run = Run::new(args, inputs.len());
@@ -222,14 +229,14 @@ pub fn run(
 /// What must hold before anything is read: a database that may be created or exists, a clock
 /// after 1970, archive and quarantine folders that can take files. `Some` status to stop with.
 fn check_before_reading(
-    db: &Path,
+    db: &Location,
     named: bool,
     args: &IngestArgs,
 ) -> anyhow::Result<Option<ExitStatus>> {
-    if !named && !db.exists() {
+    if !named && db.sqlite_path().is_some_and(|p| !p.exists()) {
         crate::output::warn(&format!(
             "there is no inbox database {} in this folder, and a new one is created only where --db or EDI_INBOX_DB names it (a new inbox would apply every redelivery again); nothing was read",
-            db.display()
+            db.shown()
         ));
         return Ok(Some(ExitStatus::Usage));
     }
@@ -257,9 +264,11 @@ fn check_before_reading(
 }
 
 /// What the walk passes over: the inbox's own files, what this run moves files into or writes.
-fn exclusions(db: &Path, args: &IngestArgs) -> walk::Exclusions {
+fn exclusions(db: &Location, args: &IngestArgs) -> walk::Exclusions {
     let mut exclude = walk::Exclusions::default();
-    exclude.database(db);
+    if let Some(path) = db.sqlite_path() {
+        exclude.database(path);
+    }
     if let Some(m) = &args.metrics_file {
         exclude.file(m, "the --metrics-file");
     }

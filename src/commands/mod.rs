@@ -43,6 +43,13 @@ pub fn main() -> ExitCode {
         .db
         .clone()
         .unwrap_or_else(|| std::path::PathBuf::from(cli::DEFAULT_DB));
+    let db = match inbox::Location::parse(db.as_os_str(), &cli.pg_schema) {
+        Ok(db) => db,
+        Err(e) => {
+            output::warn(&format!("error: {e}"));
+            return ExitStatus::Usage.into();
+        }
+    };
     let result = match &cli.command {
         cli::Command::Inspect(args) => inspect::run(args),
         cli::Command::Ingest(args) => ingest::run(&db, named, cli.busy_timeout, args),

@@ -1,6 +1,5 @@
 //! `edi-inbox purge`: keep the inbox to its retention window.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -8,7 +7,7 @@ use serde::Serialize;
 
 use crate::cli::PurgeArgs;
 use crate::exit::ExitStatus;
-use crate::inbox::{self, Access, PurgeTarget};
+use crate::inbox::{self, Access, Location, PurgeTarget};
 use crate::metrics::{Metrics, unix_now};
 use crate::output::{Out, count, problem};
 
@@ -28,7 +27,7 @@ pub struct PurgeReport {
 }
 
 /// Runs `purge`.
-pub fn run(db: &Path, busy_timeout: Duration, args: &PurgeArgs) -> anyhow::Result<ExitStatus> {
+pub fn run(db: &Location, busy_timeout: Duration, args: &PurgeArgs) -> anyhow::Result<ExitStatus> {
     let started = Instant::now();
     let mut inbox = inbox::open(db, Access::Write, busy_timeout)?;
     // Clamped at 1970: --days 36500 purges everything older than that, which is nothing.

@@ -1,13 +1,12 @@
 //! `edi-inbox stats`, `list` and `show`: what the inbox holds, for the operator.
 
-use std::path::Path;
 use std::time::Duration;
 
 use serde::Serialize;
 
 use crate::cli::{ListArgs, ShowArgs, StatsArgs};
 use crate::exit::ExitStatus;
-use crate::inbox::{self, Access, EventFilter, Inbox, InboxError};
+use crate::inbox::{self, Access, EventFilter, Inbox, InboxError, Location};
 use crate::output::{Out, problem};
 use crate::status::Status;
 
@@ -19,7 +18,11 @@ struct StatsJson {
 }
 
 /// Runs `stats`.
-pub fn stats(db: &Path, busy_timeout: Duration, args: &StatsArgs) -> anyhow::Result<ExitStatus> {
+pub fn stats(
+    db: &Location,
+    busy_timeout: Duration,
+    args: &StatsArgs,
+) -> anyhow::Result<ExitStatus> {
     let inbox = open(db, busy_timeout)?;
     let s = StatsJson {
         stats: inbox.stats()?,
@@ -34,7 +37,7 @@ pub fn stats(db: &Path, busy_timeout: Duration, args: &StatsArgs) -> anyhow::Res
         for line in [
             format!(
                 "database             {} ({} bytes)",
-                db.display(),
+                db.shown(),
                 s.database_bytes
             ),
             format!("inbox entries        {}", t.inbox),
@@ -61,7 +64,7 @@ pub fn stats(db: &Path, busy_timeout: Duration, args: &StatsArgs) -> anyhow::Res
 }
 
 /// Runs `list`.
-pub fn list(db: &Path, busy_timeout: Duration, args: &ListArgs) -> anyhow::Result<ExitStatus> {
+pub fn list(db: &Location, busy_timeout: Duration, args: &ListArgs) -> anyhow::Result<ExitStatus> {
     let inbox = open(db, busy_timeout)?;
     let events = inbox.events(&EventFilter {
         status: args.status,
@@ -98,7 +101,7 @@ pub fn list(db: &Path, busy_timeout: Duration, args: &ListArgs) -> anyhow::Resul
 }
 
 /// Runs `show`.
-pub fn show(db: &Path, busy_timeout: Duration, args: &ShowArgs) -> anyhow::Result<ExitStatus> {
+pub fn show(db: &Location, busy_timeout: Duration, args: &ShowArgs) -> anyhow::Result<ExitStatus> {
     let inbox = open(db, busy_timeout)?;
     let h = inbox.key_history(&args.sender, &args.recipient, &args.control_ref)?;
     let mut out = Out::default();
@@ -110,7 +113,7 @@ pub fn show(db: &Path, busy_timeout: Duration, args: &ShowArgs) -> anyhow::Resul
                 args.sender,
                 args.recipient,
                 args.control_ref,
-                db.display()
+                db.shown()
             ),
         );
         return Ok(ExitStatus::Problems);
@@ -203,10 +206,11 @@ fn reported(out: &Out) -> ExitStatus {
 }
 
 /// Opens the inbox for a report; the backend's own errors are told which inbox they concern.
-fn open(db: &Path, busy_timeout: Duration) -> anyhow::Result<Box<dyn Inbox>> {
+fn open(db: &Location, busy_timeout: Duration) -> anyhow::Result<Box<dyn Inbox>> {
     inbox::open(db, Access::Read, busy_timeout).map_err(|e| match e {
-        InboxError::Backend(_) | InboxError::Busy(_) => anyhow::Error::new(e)
-            .context(format!("cannot read the inbox database {}", db.display())),
+        InboxError::Backend(_) | InboxError::Busy(_) => {
+            anyhow::Error::new(e).context(format!("cannot read the inbox database {}", db.shown()))
+        }
         other => other.into(),
     })
 }

@@ -14,6 +14,9 @@ pub enum Decision {
     Duplicate,
     /// The key was there with another payload hash: nothing applied; the bytes are kept.
     Drift { stored_sha256: String },
+    /// The inbox cannot store it (a PostgreSQL server refusing a key too long for its index,
+    /// say): nothing applied, and it is reported as rejected.
+    Refused { reason: String },
 }
 
 /// A rejected file's record, which its errors point at.

@@ -284,6 +284,7 @@ impl SqliteInbox {
             }
             Decision::Duplicate => "ingest_duplicate",
             Decision::Drift { .. } => "ingest_drift",
+            Decision::Refused { .. } => "ingest_rejected",
         };
         *self.pending_counts.entry(name).or_default() += 1;
         Ok(d)

@@ -1,0 +1,723 @@
+//! The PostgreSQL inbox: one database that several ingest hosts share, so that an interchange
+//! delivered to one host and redelivered to another is still applied once.
+//!
+//! A batch is decided set-based, in one READ COMMITTED transaction and a few statements
+//! (`decide.rs`): the keys, sorted, go in with `INSERT ... ON CONFLICT ON CONSTRAINT inbox_key DO
+//! NOTHING`; a host that inserts a key another host holds uncommitted waits for it, then finds
+//! the key taken and compares hashes, as SQLite does. No savepoint per interchange: past 64 open
+//! subtransactions, every other connection to the server slows down. Times come from the
+//! server's clock; ids from sequences. The inbox lives in a schema of its own (`edi_inbox` by
+//! default), created on first use by migrations under an advisory lock.
+
+mod decide;
+mod queries;
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use postgres::error::SqlState;
+use postgres::{Client, Config, NoTls};
+
+use super::{
+    Access, Candidate, Decision, Event, EventFilter, Inbox, InboxError, KeyHistory, KeyProbe,
+    PurgeTarget, RejectedFile, Stats,
+};
+use crate::edifact::EnvelopeError;
+
+/// The schema, as an append-only list of migrations: entry N-1 brings the inbox to version N
+/// (recorded in `schema_migrations`).
+const MIGRATIONS: &[&str] = &[include_str!("migrations/0001_schema.sql")];
+
+/// How many times a batch is tried again after a deadlock or a serialization failure.
+const RETRIES: usize = 5;
+
+/// Where a PostgreSQL inbox is: the connection settings and the schema.
+#[derive(Clone)]
+pub struct Target {
+    config: Config,
+    verify: Verify,
+    schema: String,
+    shown: String,
+}
+
+/// True for what `--db` gives as a PostgreSQL connection: a `postgres://` or `postgresql://`
+/// URL, or libpq's `key=value` form (`host=... dbname=...`).
+pub fn is_connection_string(text: &str) -> bool {
+    if text.starts_with("postgres://") || text.starts_with("postgresql://") {
+        return true;
+    }
+    let mut pairs = text.split_whitespace().peekable();
+    pairs.peek().is_some()
+        && text.split_whitespace().all(|p| p.contains('='))
+        && pairs.any(|p| {
+            ["host=", "hostaddr=", "dbname=", "user=", "port="]
+                .iter()
+                .any(|k| p.starts_with(k))
+        })
+}
+
+/// Shown without the connection settings, which hold the password.
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.shown)
+    }
+}
+
+impl Target {
+    /// Reads a connection string, with the usual `PGHOST`, `PGPORT`, `PGUSER`, `PGPASSWORD` and
+    /// `PGDATABASE` where it leaves them out, as libpq does.
+    pub fn parse(text: &str, schema: &str) -> Result<Target, InboxError> {
+        let (text, verify) = take_verify(text);
+        let mut config: Config = text.parse().map_err(|e: postgres::Error| {
+            // The parser's messages name the option, never the string (which may hold a
+            // password).
+            InboxError::BadLocation {
+                reason: e.to_string(),
+            }
+        })?;
+        let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        if config.get_hosts().is_empty() {
+            let host = env("PGHOST").unwrap_or_else(|| "localhost".into());
+            if host.starts_with('/') {
+                config.host_path(&host);
+            } else {
+                config.host(&host);
+            }
+        }
+        if config.get_ports().is_empty()
+            && let Some(port) = env("PGPORT").and_then(|p| p.parse().ok())
+        {
+            config.port(port);
+        }
+        if config.get_user().is_none() {
+            let user = env("PGUSER")
+                .or_else(|| env("USER"))
+                .unwrap_or_else(|| "postgres".into());
+            config.user(&user);
+        }
+        if config.get_password().is_none()
+            && let Some(password) = env("PGPASSWORD")
+        {
+            config.password(password);
+        }
+        if config.get_dbname().is_none() {
+            let db = env("PGDATABASE")
+                .or_else(|| config.get_user().map(str::to_string))
+                .unwrap_or_default();
+            config.dbname(&db);
+        }
+        if !is_identifier(schema) {
+            return Err(InboxError::BadLocation {
+                reason: format!(
+                    "--pg-schema {schema:?} is not a plain lower-case name (letters, digits, _)"
+                ),
+            });
+        }
+        let host = match config.get_hosts().first() {
+            Some(postgres::config::Host::Tcp(h)) => h.clone(),
+            #[cfg(unix)]
+            Some(postgres::config::Host::Unix(p)) => p.display().to_string(),
+            None => "localhost".into(),
+        };
+        let port = config.get_ports().first().copied().unwrap_or(5432);
+        let shown = format!(
+            "postgres://{}@{host}:{port}/{} (schema {schema})",
+            config.get_user().unwrap_or(""),
+            config.get_dbname().unwrap_or(""),
+        );
+        Ok(Target {
+            config,
+            verify,
+            schema: schema.to_string(),
+            shown,
+        })
+    }
+
+    /// For messages: user, server, database and schema, never the password.
+    pub fn shown(&self) -> String {
+        self.shown.clone()
+    }
+
+    /// A connection: TLS with rustls where `sslmode` asks for it (or, with the default
+    /// `prefer`, where the server offers it).
+    fn connect(&self) -> Result<Client, InboxError> {
+        let client = match self.config.get_ssl_mode() {
+            postgres::config::SslMode::Disable => self.config.connect(NoTls),
+            _ => self.config.connect(tls(self.verify)),
+        };
+        client.map_err(|e| InboxError::Io {
+            path: self.shown.clone(),
+            source: std::io::Error::other(e.to_string()),
+        })
+    }
+}
+
+/// How the server's certificate is checked, by libpq's `sslmode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verify {
+    /// `prefer` (the default) and `require`: encrypted, the certificate not checked, as libpq
+    /// does (it trusts the network to reach the right server).
+    No,
+    /// `verify-ca` and `verify-full`: the certificate must chain to a root of the web's.
+    Roots,
+}
+
+/// The TLS connector: rustls, checking the server's certificate as `verify` says.
+fn tls(verify: Verify) -> tokio_postgres_rustls::MakeRustlsConnect {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .unwrap_or_else(|_| {
+            // ring supports the default versions; were it ever not to, TLS 1.2 is.
+            rustls::ClientConfig::builder_with_provider(provider.clone())
+                .with_protocol_versions(&[&rustls::version::TLS12])
+                .unwrap_or_else(|_| unreachable!("ring supports TLS 1.2"))
+        });
+    let config = match verify {
+        Verify::Roots => builder
+            .with_root_certificates(rustls::RootCertStore {
+                roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+            })
+            .with_no_client_auth(),
+        Verify::No => builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(EncryptOnly(provider)))
+            .with_no_client_auth(),
+    };
+    tokio_postgres_rustls::MakeRustlsConnect::new(config)
+}
+
+/// Accepts the server's certificate unchecked (libpq's `prefer` and `require`), while still
+/// checking that the handshake is signed by the key it names.
+#[derive(Debug)]
+struct EncryptOnly(Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for EncryptOnly {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &rustls::pki_types::CertificateDer<'_>,
+        _intermediates: &[rustls::pki_types::CertificateDer<'_>],
+        _server_name: &rustls::pki_types::ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// Takes libpq's `sslmode=verify-ca` or `verify-full` out of a connection string (the
+/// PostgreSQL driver knows only `disable`, `prefer` and `require`), giving `require` in its
+/// place and how to check the certificate.
+fn take_verify(text: &str) -> (String, Verify) {
+    for mode in ["verify-full", "verify-ca"] {
+        let needle = format!("sslmode={mode}");
+        if text.contains(&needle) {
+            return (text.replace(&needle, "sslmode=require"), Verify::Roots);
+        }
+    }
+    (text.to_string(), Verify::No)
+}
+
+/// A schema name that needs no quoting.
+fn is_identifier(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_lowercase() || c == '_')
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && name.len() <= 63
+}
+
+impl From<postgres::Error> for InboxError {
+    /// A lock not had within `lock_timeout` (another host's key, a purge's batch) is told apart
+    /// from every other failure, as SQLite's "busy" is.
+    fn from(e: postgres::Error) -> InboxError {
+        if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) {
+            InboxError::Busy(Box::new(e))
+        } else {
+            InboxError::Backend(Box::new(e))
+        }
+    }
+}
+
+/// True for the failures after which a batch, rolled back, is simply tried again.
+fn retryable(e: &InboxError) -> bool {
+    let InboxError::Backend(e) = e else {
+        return false;
+    };
+    e.downcast_ref::<postgres::Error>()
+        .and_then(postgres::Error::code)
+        .is_some_and(|c| {
+            *c == SqlState::T_R_DEADLOCK_DETECTED || *c == SqlState::T_R_SERIALIZATION_FAILURE
+        })
+}
+
+/// True where the connection itself failed (the server restarted, the network cut): nothing
+/// more can be done on it.
+fn connection_lost(e: &InboxError) -> bool {
+    let InboxError::Backend(e) = e else {
+        return false;
+    };
+    e.downcast_ref::<postgres::Error>()
+        .is_some_and(|e| e.is_closed() || e.code().is_none() && e.as_db_error().is_none())
+}
+
+/// An open PostgreSQL inbox.
+pub struct PgInbox {
+    /// In a cell: the reports take `&self`, and a client queries through `&mut`.
+    client: RefCell<Client>,
+    target: Target,
+    /// True while a batch's transaction is open.
+    in_tx: bool,
+    /// Counter increments of the open batch, added to this host's rows before it commits.
+    pending_counts: BTreeMap<&'static str, i64>,
+    /// This host's name, for its own counter rows.
+    host: String,
+}
+
+impl PgInbox {
+    /// Opens the inbox: with [`Access::Create`] the schema is created or brought up to date
+    /// under an advisory lock (two hosts starting at once do not both migrate); with
+    /// [`Access::Write`] it is brought up to date but never created; with [`Access::Read`]
+    /// nothing is created or changed, and the session is read-only.
+    pub(super) fn connect(
+        target: &Target,
+        busy_timeout: Duration,
+        access: Access,
+    ) -> Result<PgInbox, InboxError> {
+        let mut client = target.connect()?;
+        // A host never waits forever for another host's key or a purge's batch.
+        client.batch_execute(&format!(
+            "SET lock_timeout = {}; SET application_name = 'edi-inbox'",
+            busy_timeout.as_millis().clamp(1, i32::MAX as u128)
+        ))?;
+        let schema = &target.schema;
+        let version = applied_version(&mut client, schema)?;
+        let known = MIGRATIONS.len();
+        match version {
+            Some(v) if v as usize > known => {
+                return Err(InboxError::TooNew {
+                    path: target.shown(),
+                    found: v,
+                    known,
+                });
+            }
+            None if access != Access::Create => {
+                return Err(InboxError::Missing {
+                    path: target.shown(),
+                });
+            }
+            Some(v) if (v as usize) < known && access == Access::Read => {
+                return Err(InboxError::Outdated {
+                    path: target.shown(),
+                    found: v,
+                    known,
+                });
+            }
+            Some(v) if v as usize == known => {}
+            _ => migrate(&mut client, target)?,
+        }
+        client.batch_execute(&format!("SET search_path = {schema}"))?;
+        if access == Access::Read {
+            client.batch_execute("SET default_transaction_read_only = on")?;
+        } else {
+            warn_if_not_durable(&mut client);
+        }
+        let host = rustix::system::uname()
+            .nodename()
+            .to_string_lossy()
+            .into_owned();
+        Ok(PgInbox {
+            client: RefCell::new(client),
+            target: target.clone(),
+            in_tx: false,
+            pending_counts: BTreeMap::new(),
+            host,
+        })
+    }
+
+    /// Opens the batch's transaction if none is open.
+    fn begin(&mut self) -> Result<(), InboxError> {
+        if !self.in_tx {
+            self.client
+                .get_mut()
+                .batch_execute("BEGIN ISOLATION LEVEL READ COMMITTED")?;
+            self.in_tx = true;
+        }
+        Ok(())
+    }
+
+    fn rollback(&mut self) {
+        if self.in_tx {
+            let _ = self.client.get_mut().batch_execute("ROLLBACK");
+            self.in_tx = false;
+        }
+        self.pending_counts.clear();
+    }
+
+    fn count(&mut self, decisions: &[Decision]) {
+        for d in decisions {
+            let name = match d {
+                Decision::New { .. } => "ingest_new",
+                Decision::Duplicate => "ingest_duplicate",
+                Decision::Drift { .. } => "ingest_drift",
+                Decision::Refused { .. } => "ingest_rejected",
+            };
+            *self.pending_counts.entry(name).or_default() += 1;
+        }
+    }
+
+    /// Decides `batch` in savepoints, halving it around a failure, so that one interchange the
+    /// server refuses (a key too long for its index, say) is found and refused alone. Only
+    /// after the batch as a whole failed: a few savepoints, never one per interchange.
+    fn isolate(&mut self, batch: &[Candidate<'_>]) -> Result<Vec<Decision>, InboxError> {
+        let client = self.client.get_mut();
+        client.batch_execute("SAVEPOINT part")?;
+        match decide::decide(client, batch) {
+            Ok(d) => {
+                client.batch_execute("RELEASE part")?;
+                Ok(d)
+            }
+            Err(e) if connection_lost(&e) || retryable(&e) || e.is_busy() => Err(e),
+            Err(e) => {
+                client.batch_execute("ROLLBACK TO part; RELEASE part")?;
+                if batch.len() == 1 {
+                    return Ok(vec![Decision::Refused {
+                        reason: format!("the PostgreSQL inbox cannot store it: {}", describe(&e)),
+                    }]);
+                }
+                let (left, right) = batch.split_at(batch.len() / 2);
+                let mut decisions = self.isolate(left)?;
+                decisions.extend(self.isolate(right)?);
+                Ok(decisions)
+            }
+        }
+    }
+}
+
+/// The server's own words for a failure.
+fn describe(e: &InboxError) -> String {
+    match e {
+        InboxError::Backend(b) => match b
+            .downcast_ref::<postgres::Error>()
+            .and_then(postgres::Error::as_db_error)
+        {
+            Some(db) => db.message().to_string(),
+            None => b.to_string(),
+        },
+        other => other.to_string(),
+    }
+}
+
+/// The version the inbox's schema has, or `None` where there is none yet.
+fn applied_version(client: &mut Client, schema: &str) -> Result<Option<i64>, InboxError> {
+    let table = format!("{schema}.schema_migrations");
+    let exists: Option<String> = client
+        .query_one("SELECT to_regclass($1)::text", &[&table])?
+        .get(0);
+    if exists.is_none() {
+        return Ok(None);
+    }
+    // The schema's name is a plain identifier (checked), never a value from the input.
+    client.batch_execute(&format!("SET search_path = {schema}"))?;
+    let v: Option<i32> = client
+        .query_one("SELECT max(version) FROM schema_migrations", &[])?
+        .get(0);
+    Ok(Some(i64::from(v.unwrap_or(0))))
+}
+
+/// Creates the schema or brings it up to date, in one transaction, under an advisory lock that
+/// makes a second host starting at once wait, then find the work done. A schema from a newer
+/// edi-inbox is refused and left as it is.
+fn migrate(client: &mut Client, target: &Target) -> Result<(), InboxError> {
+    let schema = &target.schema;
+    let mut tx = client.transaction()?;
+    tx.execute(
+        "SELECT pg_advisory_xact_lock(hashtextextended('edi-inbox ' || $1, 0))",
+        &[schema],
+    )?;
+    tx.batch_execute(&format!(
+        "CREATE SCHEMA IF NOT EXISTS {schema};
+         SET LOCAL search_path = {schema};
+         CREATE TABLE IF NOT EXISTS schema_migrations (
+             version     integer PRIMARY KEY,
+             applied_at  timestamptz NOT NULL DEFAULT now()
+         );"
+    ))?;
+    let version: i32 = tx
+        .query_one(
+            "SELECT coalesce(max(version), 0) FROM schema_migrations",
+            &[],
+        )?
+        .get(0);
+    if version as usize > MIGRATIONS.len() {
+        return Err(InboxError::TooNew {
+            path: target.shown(),
+            found: i64::from(version),
+            known: MIGRATIONS.len(),
+        });
+    }
+    for (n, migration) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+        tx.batch_execute(migration)?;
+        tx.execute(
+            "INSERT INTO schema_migrations (version) VALUES ($1)",
+            &[&(n as i32 + 1)],
+        )?;
+    }
+    tx.commit()?;
+    Ok(())
+}
+
+/// Says once, on standard error, where the server does not make a commit durable: then a crash
+/// of the server can lose what was reported as decided.
+fn warn_if_not_durable(client: &mut Client) {
+    for setting in ["synchronous_commit", "fsync"] {
+        let value = client
+            .query_one(&format!("SHOW {setting}"), &[])
+            .ok()
+            .map(|r| r.get::<_, String>(0));
+        if value.as_deref() == Some("off") {
+            crate::output::warn(&format!(
+                "the PostgreSQL server runs with {setting}=off: a commit is not durable, and a crash of the server can lose interchanges reported as new (see the README)"
+            ));
+        }
+    }
+}
+
+impl Inbox for PgInbox {
+    fn decide(&mut self, batch: &[Candidate<'_>]) -> Result<Vec<Decision>, InboxError> {
+        if batch.is_empty() {
+            return Ok(Vec::new());
+        }
+        // The batch's decision is the first thing its transaction does (ingest records the
+        // rejected pieces after it), so a failed try is rolled back whole and made again.
+        let mut tries = 0;
+        loop {
+            self.begin()?;
+            let result = match decide::decide(self.client.get_mut(), batch) {
+                Err(e) if !(connection_lost(&e) || retryable(&e) || e.is_busy()) => {
+                    self.rollback();
+                    self.begin()?;
+                    self.isolate(batch)
+                }
+                other => other,
+            };
+            match result {
+                Ok(decisions) => {
+                    self.count(&decisions);
+                    return Ok(decisions);
+                }
+                Err(e) if retryable(&e) && tries < RETRIES => {
+                    tries += 1;
+                    self.rollback();
+                    std::thread::sleep(Duration::from_millis(20 * tries as u64));
+                }
+                Err(e) => {
+                    self.rollback();
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// The decision costs a round trip to the server per statement: a whole batch at once.
+    fn decides_whole_batches(&self) -> bool {
+        true
+    }
+
+    fn rejected_file(
+        &mut self,
+        source_file: &str,
+        bytes: &[u8],
+        sha256: &str,
+        _seen_at: &str,
+    ) -> Result<RejectedFile, InboxError> {
+        self.begin()?;
+        let id = queries::record_rejected_file(self.client.get_mut(), source_file, bytes, sha256)?;
+        Ok(RejectedFile {
+            id,
+            sha256: sha256.to_string(),
+            size: bytes.len(),
+        })
+    }
+
+    fn reject(
+        &mut self,
+        file: &RejectedFile,
+        source_file: &str,
+        error: &EnvelopeError,
+        _seen_at: &str,
+    ) -> Result<(), InboxError> {
+        self.begin()?;
+        queries::record_rejection(self.client.get_mut(), file, source_file, error)?;
+        *self.pending_counts.entry("ingest_rejected").or_default() += 1;
+        Ok(())
+    }
+
+    fn commit(&mut self) -> Result<(), InboxError> {
+        if !self.in_tx {
+            return Ok(());
+        }
+        let counts = std::mem::take(&mut self.pending_counts);
+        let client = self.client.get_mut();
+        let result = queries::add_counters(client, &self.host, &counts)
+            .and_then(|()| Ok(client.batch_execute("COMMIT")?));
+        self.in_tx = false;
+        result
+    }
+
+    fn start_run(&mut self) {}
+
+    fn end_run(&mut self) {}
+
+    fn probe(&self) -> Option<Box<dyn KeyProbe + Send>> {
+        let mut client = self.target.connect().ok()?;
+        client
+            .batch_execute(&format!(
+                "SET search_path = {}; SET default_transaction_read_only = on",
+                self.target.schema
+            ))
+            .ok()?;
+        Some(Box::new(PgProbe {
+            client: std::sync::Mutex::new(client),
+        }))
+    }
+
+    fn stats(&self) -> Result<Stats, InboxError> {
+        queries::stats(&mut *self.client.borrow_mut())
+    }
+
+    fn size_bytes(&self) -> u64 {
+        queries::size_bytes(&mut *self.client.borrow_mut(), &self.target.schema).unwrap_or(0)
+    }
+
+    fn events(&self, filter: &EventFilter) -> Result<Vec<Event>, InboxError> {
+        queries::events(&mut *self.client.borrow_mut(), filter)
+    }
+
+    fn key_history(
+        &self,
+        sender: &str,
+        recipient: &str,
+        control_ref: &str,
+    ) -> Result<KeyHistory, InboxError> {
+        queries::key_history(
+            &mut *self.client.borrow_mut(),
+            sender,
+            recipient,
+            control_ref,
+        )
+    }
+
+    fn count_older(&self, target: PurgeTarget, cutoff: &str) -> Result<i64, InboxError> {
+        queries::count_older(&mut *self.client.borrow_mut(), target, cutoff)
+    }
+
+    fn purge_step(
+        &mut self,
+        target: PurgeTarget,
+        cutoff: &str,
+        limit: u32,
+    ) -> Result<usize, InboxError> {
+        let mut tx = self.client.get_mut().transaction()?;
+        let n = queries::delete_older(&mut tx, target, cutoff, limit)?;
+        if target == PurgeTarget::Inbox && n > 0 {
+            let counts = BTreeMap::from([("purge_entries", n as i64)]);
+            queries::add_counters(&mut tx, &self.host, &counts)?;
+        }
+        tx.commit()?;
+        Ok(n)
+    }
+
+    fn oldest_entry(&self) -> Result<Option<String>, InboxError> {
+        queries::oldest_entry(&mut *self.client.borrow_mut())
+    }
+
+    fn counter(&self, name: &str) -> Result<i64, InboxError> {
+        queries::counter(&mut *self.client.borrow_mut(), name)
+    }
+}
+
+/// A reading thread's connection, for [`Inbox::probe`].
+struct PgProbe {
+    client: std::sync::Mutex<Client>,
+}
+
+impl KeyProbe for PgProbe {
+    fn has(&self, sender: &str, recipient: &str, control_ref: &str) -> bool {
+        let Ok(mut client) = self.client.lock() else {
+            return false;
+        };
+        client
+            .query_opt(
+                "SELECT 1 FROM inbox WHERE sender = $1 AND recipient = $2 AND control_ref = $3",
+                &[&sender, &recipient, &control_ref],
+            )
+            .is_ok_and(|r| r.is_some())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connection_strings_are_told_from_paths() {
+        for yes in [
+            "postgres://u@h/db",
+            "postgresql://h:5433/db",
+            "host=h dbname=db",
+            "dbname=db",
+        ] {
+            assert!(is_connection_string(yes), "{yes}");
+        }
+        for no in ["inbox.db", "/srv/edi/inbox.db", "my db.sqlite", "a=b", ""] {
+            assert!(!is_connection_string(no), "{no}");
+        }
+    }
+
+    #[test]
+    fn the_password_is_never_shown() {
+        let t = Target::parse("postgres://alice:s3cret@db.example:5433/edi", "edi_inbox").unwrap();
+        assert_eq!(
+            t.shown(),
+            "postgres://alice@db.example:5433/edi (schema edi_inbox)"
+        );
+        let t = Target::parse("host=db.example user=bob password=hunter2 dbname=x", "s").unwrap();
+        assert!(!t.shown().contains("hunter2"), "{}", t.shown());
+        assert!(!format!("{t:?}").contains("hunter2"));
+        assert!(Target::parse("postgres://u@h/db", "Bad-Name").is_err());
+    }
+}

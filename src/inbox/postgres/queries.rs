@@ -1,0 +1,376 @@
+//! The queries behind `stats`, `list` and `show`, the batched deletes of `purge`, the rejected
+//! pieces, and the per-host counters, on PostgreSQL. Times come out as the SQLite inbox stores
+//! them (RFC 3339 UTC with milliseconds), so that both backends print the same.
+
+use std::collections::BTreeMap;
+
+use postgres::GenericClient;
+
+use crate::edifact::EnvelopeError;
+use crate::inbox::{
+    Event, EventFilter, InboxError, KeyHistory, PurgeTarget, REJECTED_BYTES_LIMIT, RejectedFile,
+    Sighting, Stats, StoredInterchange, StoredMessage,
+};
+use crate::status::Status;
+
+/// A `timestamptz` column as the text both backends show.
+macro_rules! ts {
+    ($col:literal) => {
+        concat!(
+            "to_char(",
+            $col,
+            " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
+        )
+    };
+}
+
+pub(super) fn stats(c: &mut impl GenericClient) -> Result<Stats, InboxError> {
+    let row = c.query_one(
+        concat!(
+            "SELECT (SELECT count(*) FROM inbox), (SELECT count(*) FROM interchanges),
+                    (SELECT count(*) FROM messages),
+                    (SELECT count(*) FROM sightings WHERE status = 'duplicate'),
+                    (SELECT count(*) FROM sightings WHERE status = 'drift'),
+                    (SELECT count(*) FROM rejected_files),
+                    (SELECT count(*) FROM outbox WHERE published_at IS NULL), ",
+            ts!("(SELECT min(received_at) FROM inbox)"),
+            ", ",
+            ts!("(SELECT max(received_at) FROM inbox)")
+        ),
+        &[],
+    )?;
+    Ok(Stats {
+        inbox: row.get(0),
+        interchanges: row.get(1),
+        messages: row.get(2),
+        duplicates: row.get(3),
+        drift: row.get(4),
+        rejected: row.get(5),
+        outbox_unpublished: row.get(6),
+        oldest_entry: row.get(7),
+        newest_entry: row.get(8),
+    })
+}
+
+pub(super) fn events(
+    c: &mut impl GenericClient,
+    f: &EventFilter,
+) -> Result<Vec<Event>, InboxError> {
+    let rows = c.query(
+        concat!(
+            "SELECT ",
+            ts!("time"),
+            ", status, file, sender, recipient, control_ref, error, errors FROM (
+                 SELECT received_at AS time, 'new' AS status, source_file AS file, sender,
+                        recipient, control_ref, NULL::text AS error, NULL::bigint AS errors,
+                        id AS n
+                 FROM interchanges
+                 UNION ALL
+                 SELECT seen_at, status, source_file, sender, recipient, control_ref, NULL, NULL,
+                        id
+                 FROM sightings
+                 UNION ALL
+                 SELECT f.last_seen_at, 'rejected', f.source_file, NULL, NULL, NULL,
+                        (SELECT r.error FROM rejections r WHERE r.file_id = f.id
+                         ORDER BY r.byte_offset LIMIT 1),
+                        (SELECT count(*) FROM rejections r WHERE r.file_id = f.id), f.id
+                 FROM rejected_files f
+             ) e
+             WHERE ($1::text IS NULL OR status = $1)
+               AND ($2::text IS NULL OR sender = $2)
+               AND ($3::text::timestamptz IS NULL OR time >= $3::text::timestamptz)
+             ORDER BY time DESC, n DESC
+             LIMIT $4"
+        ),
+        &[
+            &f.status.map(Status::as_str),
+            &f.sender,
+            &f.since,
+            &i64::from(f.limit),
+        ],
+    )?;
+    rows.into_iter()
+        .map(|r| {
+            Ok(Event {
+                time: r.get(0),
+                status: status(r.get(1))?,
+                file: r.get(2),
+                sender: r.get(3),
+                recipient: r.get(4),
+                control_ref: r.get(5),
+                error: r.get(6),
+                errors: r.get(7),
+            })
+        })
+        .collect()
+}
+
+fn status(word: &str) -> Result<Status, InboxError> {
+    Status::from_stored(word)
+        .ok_or_else(|| InboxError::Backend(format!("{word:?} is not a status").into()))
+}
+
+pub(super) fn key_history(
+    c: &mut impl GenericClient,
+    sender: &str,
+    recipient: &str,
+    control_ref: &str,
+) -> Result<KeyHistory, InboxError> {
+    let key: [&(dyn postgres::types::ToSql + Sync); 3] = [&sender, &recipient, &control_ref];
+    let current: Option<i64> = c
+        .query_opt(
+            "SELECT interchange_id FROM inbox
+             WHERE sender = $1 AND recipient = $2 AND control_ref = $3",
+            &key,
+        )?
+        .map(|r| r.get(0));
+    let mut interchanges = Vec::new();
+    for r in c.query(
+        concat!(
+            "SELECT id, sender, sender_qualifier, recipient, recipient_qualifier, control_ref,
+                    syntax_id || ':' || syntax_version, prepared_date, prepared_time,
+                    test_indicator, application_ref, sha256, source_file, ",
+            ts!("received_at"),
+            ", raw, raw_codec
+             FROM interchanges WHERE sender = $1 AND recipient = $2 AND control_ref = $3
+             ORDER BY id"
+        ),
+        &key,
+    )? {
+        let id: i64 = r.get(0);
+        let codec: String = r.get(15);
+        let mut raw: Vec<u8> = r.get(14);
+        if codec == "zstd" {
+            raw = zstd::stream::decode_all(raw.as_slice())?;
+        }
+        let messages = c
+            .query(
+                concat!(
+                    "SELECT m.reference, m.message_type, m.version, m.release, m.agency,
+                            m.segments::bigint, m.group_ref, ",
+                    ts!("(SELECT o.published_at FROM outbox o WHERE o.message_id = m.id)"),
+                    " FROM messages m WHERE m.interchange_id = $1 ORDER BY m.position"
+                ),
+                &[&id],
+            )?
+            .into_iter()
+            .map(|m| StoredMessage {
+                reference: m.get(0),
+                message_type: m.get(1),
+                version: m.get(2),
+                release: m.get(3),
+                agency: m.get(4),
+                segments: m.get(5),
+                group_ref: m.get(6),
+                outbox_published_at: m.get(7),
+            })
+            .collect();
+        interchanges.push(StoredInterchange {
+            id,
+            sender: r.get(1),
+            sender_qualifier: r.get(2),
+            recipient: r.get(3),
+            recipient_qualifier: r.get(4),
+            control_ref: r.get(5),
+            syntax: r.get(6),
+            date: r.get(7),
+            time: r.get(8),
+            test: r.get::<_, Option<String>>(9).as_deref() == Some("1"),
+            application_ref: r.get(10),
+            sha256: r.get(11),
+            source_file: r.get(12),
+            received_at: r.get(13),
+            in_inbox: current == Some(id),
+            messages,
+            raw,
+        });
+    }
+    let mut sightings = Vec::new();
+    for r in c.query(
+        concat!(
+            "SELECT status, sha256, stored_sha256, source_file, ",
+            ts!("seen_at"),
+            " FROM sightings WHERE sender = $1 AND recipient = $2 AND control_ref = $3
+             ORDER BY id"
+        ),
+        &key,
+    )? {
+        sightings.push(Sighting {
+            status: status(r.get(0))?,
+            sha256: r.get(1),
+            stored_sha256: r.get(2),
+            source_file: r.get(3),
+            seen_at: r.get(4),
+        });
+    }
+    Ok(KeyHistory {
+        interchanges,
+        sightings,
+    })
+}
+
+pub(super) fn count_older(
+    c: &mut impl GenericClient,
+    target: PurgeTarget,
+    cutoff: &str,
+) -> Result<i64, InboxError> {
+    let sql = match target {
+        PurgeTarget::Inbox => {
+            "SELECT count(*) FROM inbox WHERE received_at < $1::text::timestamptz"
+        }
+        PurgeTarget::Sightings => {
+            "SELECT count(*) FROM sightings WHERE seen_at < $1::text::timestamptz"
+        }
+        PurgeTarget::Rejections => {
+            "SELECT count(*) FROM rejected_files WHERE last_seen_at < $1::text::timestamptz"
+        }
+    };
+    Ok(c.query_one(sql, &[&cutoff])?.get(0))
+}
+
+/// Deletes up to `limit` rows older than `cutoff`, passing over rows another purge has locked
+/// (it deletes those), so two purges at once neither wait for each other nor fail.
+pub(super) fn delete_older(
+    c: &mut impl GenericClient,
+    target: PurgeTarget,
+    cutoff: &str,
+    limit: u32,
+) -> Result<usize, InboxError> {
+    let limit = i64::from(limit);
+    let n = match target {
+        PurgeTarget::Inbox => c.execute(
+            "DELETE FROM inbox WHERE (sender, recipient, control_ref) IN (
+                 SELECT sender, recipient, control_ref FROM inbox
+                 WHERE received_at < $1::text::timestamptz ORDER BY received_at LIMIT $2
+                 FOR UPDATE SKIP LOCKED)",
+            &[&cutoff, &limit],
+        )?,
+        PurgeTarget::Sightings => c.execute(
+            "DELETE FROM sightings WHERE id IN (
+                 SELECT id FROM sightings WHERE seen_at < $1::text::timestamptz ORDER BY seen_at
+                 LIMIT $2 FOR UPDATE SKIP LOCKED)",
+            &[&cutoff, &limit],
+        )?,
+        // A rejected file's errors go first (they point at it), in the same transaction.
+        PurgeTarget::Rejections => {
+            let ids: Vec<i64> = c
+                .query(
+                    "SELECT id FROM rejected_files WHERE last_seen_at < $1::text::timestamptz
+                     ORDER BY last_seen_at LIMIT $2 FOR UPDATE SKIP LOCKED",
+                    &[&cutoff, &limit],
+                )?
+                .into_iter()
+                .map(|r| r.get(0))
+                .collect();
+            c.execute("DELETE FROM rejections WHERE file_id = ANY($1)", &[&ids])?;
+            c.execute("DELETE FROM rejected_files WHERE id = ANY($1)", &[&ids])?
+        }
+    };
+    Ok(n as usize)
+}
+
+pub(super) fn oldest_entry(c: &mut impl GenericClient) -> Result<Option<String>, InboxError> {
+    Ok(c.query_one(
+        concat!("SELECT ", ts!("(SELECT min(received_at) FROM inbox)")),
+        &[],
+    )?
+    .get(0))
+}
+
+/// Adds this host's counter increments: one row per host and name, so that hosts never wait
+/// for each other on a shared row.
+pub(super) fn add_counters(
+    c: &mut impl GenericClient,
+    host: &str,
+    counts: &BTreeMap<&'static str, i64>,
+) -> Result<(), InboxError> {
+    if counts.is_empty() {
+        return Ok(());
+    }
+    let names: Vec<&str> = counts.keys().copied().collect();
+    let values: Vec<i64> = counts.values().copied().collect();
+    c.execute(
+        "INSERT INTO counters (host, name, value)
+         SELECT $1, n, v FROM unnest($2::text[], $3::bigint[]) AS t(n, v)
+         ON CONFLICT (host, name) DO UPDATE SET value = counters.value + excluded.value",
+        &[&host, &names, &values],
+    )?;
+    Ok(())
+}
+
+/// A counter, summed over the hosts.
+pub(super) fn counter(c: &mut impl GenericClient, name: &str) -> Result<i64, InboxError> {
+    Ok(c.query_one(
+        "SELECT coalesce(sum(value), 0)::bigint FROM counters WHERE name = $1",
+        &[&name],
+    )?
+    .get(0))
+}
+
+/// The bytes the inbox's tables take, indexes and TOAST included.
+pub(super) fn size_bytes(c: &mut impl GenericClient, schema: &str) -> Result<u64, InboxError> {
+    let n: i64 = c
+        .query_one(
+            "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint
+             FROM pg_class c JOIN pg_namespace s ON s.oid = c.relnamespace
+             WHERE s.nspname = $1 AND c.relkind = 'r'",
+            &[&schema],
+        )?
+        .get(0);
+    Ok(n.max(0) as u64)
+}
+
+/// Records a rejected file's bytes once; the same file with the same content only counts again.
+pub(super) fn record_rejected_file(
+    c: &mut impl GenericClient,
+    source_file: &str,
+    bytes: &[u8],
+    sha256: &str,
+) -> Result<i64, InboxError> {
+    let kept = &bytes[..bytes.len().min(REJECTED_BYTES_LIMIT)];
+    Ok(c.query_one(
+        "INSERT INTO rejected_files (source_file, file_sha256, file_size, bytes, truncated,
+             first_seen_at, last_seen_at)
+         VALUES ($1, $2, $3, $4, $5, now(), now())
+         ON CONFLICT (source_file, file_sha256)
+         DO UPDATE SET last_seen_at = excluded.last_seen_at,
+                       times_seen = rejected_files.times_seen + 1
+         RETURNING id",
+        &[
+            &source_file,
+            &sha256,
+            &(bytes.len() as i64),
+            &kept,
+            &(kept.len() < bytes.len()),
+        ],
+    )?
+    .get(0))
+}
+
+/// Records one error of a rejected file; the same error of the same file only counts again.
+pub(super) fn record_rejection(
+    c: &mut impl GenericClient,
+    file: &RejectedFile,
+    source_file: &str,
+    error: &EnvelopeError,
+) -> Result<(), InboxError> {
+    c.execute(
+        "INSERT INTO rejections (source_file, file_sha256, error, kind, byte_offset,
+             first_seen_at, last_seen_at, file_size, truncated, file_id)
+         VALUES ($1, $2, $3, $4, $5, now(), now(), $6, $7, $8)
+         ON CONFLICT (source_file, file_sha256, kind, byte_offset)
+         DO UPDATE SET last_seen_at = excluded.last_seen_at,
+                       times_seen = rejections.times_seen + 1",
+        &[
+            &source_file,
+            &file.sha256,
+            &error.to_string(),
+            &error.code(),
+            &(error.offset as i64),
+            &(file.size as i64),
+            &(file.size > REJECTED_BYTES_LIMIT),
+            &file.id,
+        ],
+    )?;
+    Ok(())
+}
