@@ -16,13 +16,25 @@ fn wait_all(children: Vec<Child>) -> Vec<std::process::Output> {
 
 #[test]
 fn four_overlapping_runs_apply_each_interchange_once() {
+    overlapping_runs(Site::new());
+}
+
+/// The same, four processes on one PostgreSQL inbox.
+#[test]
+fn four_overlapping_runs_apply_each_interchange_once_on_postgres() {
+    if let Some(site) = Site::postgres() {
+        overlapping_runs(site);
+    }
+}
+
+fn overlapping_runs(template: Site) {
     let reference = Site::new();
     reference.fill(400, 5);
     reference.ingest(10);
     let want = reference.state();
     for archive in [true, false] {
         for round in 0..3 {
-            let site = Site::new();
+            let site = template.fresh();
             copy_dir(
                 &reference.path("drop").parent().unwrap().join("archive"),
                 &site.drop(),
@@ -76,12 +88,23 @@ fn four_overlapping_runs_apply_each_interchange_once() {
 
 #[test]
 fn kill_9_at_random_moments_then_finish() {
+    kill_9(Site::new());
+}
+
+/// The same on a PostgreSQL inbox: a killed run's connection goes, its transaction with it.
+#[test]
+fn kill_9_at_random_moments_then_finish_on_postgres() {
+    if let Some(site) = Site::postgres() {
+        kill_9(site);
+    }
+}
+
+fn kill_9(site: Site) {
     let reference = Site::new();
     reference.fill(2000, 21);
     reference.ingest(20);
     let want = reference.state();
 
-    let site = Site::new();
     site.fill(2000, 21);
     let mut rng = crate::common::synth::Synth::new(99);
     let mut kills = 0;
@@ -244,108 +267,108 @@ fn a_corrupt_database_is_a_clear_error_and_left_untouched() {
 
 use crate::common::{json_lines, samples};
 
-#[test]
-fn hostile_input_is_rejected_with_file_and_byte_and_the_run_goes_on() {
-    let site = Site::new();
-    let d = site.drop();
-    let good = fs::read(samples().join("valid/orders-d01b-no-una.edi")).unwrap();
-    fs::write(d.join("a-empty.edi"), b"").unwrap();
-    fs::write(d.join("b-truncated.edi"), &good[..good.len() / 2]).unwrap();
-    fs::copy(
-        samples().join("broken/binary-garbage.bin"),
-        d.join("c-garbage.bin"),
-    )
-    .unwrap();
-    fs::write(d.join("d-nul.edi"), b"UNB\0+UNOC:3+S+R+1:1+X'\0\0UNZ+0+X'").unwrap();
-    let mut million = b"UNB+UNOC:3+S+R+240101:1200+MILLION'UNH+1+ORDERS:D:96A:UN'FTX".to_vec();
-    million.extend(std::iter::repeat_n(&b"+E"[..], 1_000_000).flatten());
-    million.extend_from_slice(b"'UNT+3+1'UNZ+1+MILLION'");
-    fs::write(d.join("e-million-elements.edi"), &million).unwrap();
-    fs::write(
-        d.join("f-release-at-eof.edi"),
-        b"UNB+UNOC:3+S+R+1:1+X'UNZ+0+X?",
-    )
-    .unwrap();
-    fs::write(d.join("g-short-una.edi"), b"UNA:+.").unwrap();
-    fs::copy(
-        samples().join("broken/unt-count-wrong.edi"),
-        d.join("h-counts.edi"),
-    )
-    .unwrap();
-    fs::copy(
-        samples().join("broken/empty-control-ref.edi"),
-        d.join("i-no-ref.edi"),
-    )
-    .unwrap();
-    #[cfg(unix)]
-    {
-        use std::os::unix::ffi::OsStrExt;
-        let name = std::ffi::OsStr::from_bytes(b"j-name-\xff\xfe.edi");
-        fs::write(d.join(name), &good).unwrap();
-        std::os::unix::fs::symlink(".", d.join("k-loop")).unwrap();
-        let mkfifo = std::process::Command::new("mkfifo")
-            .arg(site.path("fifo"))
-            .status();
-        assert!(mkfifo.unwrap().success());
-    }
-    let out = site
-        .command()
-        .args(["ingest", "--json", "--archive"])
-        .arg(site.path("archive"))
-        .arg("--quarantine")
-        .arg(site.path("failed"))
-        .arg(&d)
-        .arg("/proc/self/mem")
-        .arg(site.path("fifo"))
-        .output()
+per_backend! {
+    fn hostile_input_is_rejected_with_file_and_byte_and_the_run_goes_on(site) {
+        let d = site.drop();
+        let good = fs::read(samples().join("valid/orders-d01b-no-una.edi")).unwrap();
+        fs::write(d.join("a-empty.edi"), b"").unwrap();
+        fs::write(d.join("b-truncated.edi"), &good[..good.len() / 2]).unwrap();
+        fs::copy(
+            samples().join("broken/binary-garbage.bin"),
+            d.join("c-garbage.bin"),
+        )
         .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(3),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let lines = json_lines(&out.stdout);
-    let by_file = |part: &str| -> Vec<&serde_json::Value> {
-        lines
-            .iter()
-            .filter(|l| l["file"].as_str().is_some_and(|f| f.contains(part)))
-            .collect()
-    };
-    for part in [
-        "a-empty",
-        "b-truncated",
-        "c-garbage",
-        "d-nul",
-        "f-release-at-eof",
-        "g-short-una",
-        "h-counts",
-        "i-no-ref",
-    ] {
-        let l = by_file(part);
-        assert_eq!(l.len(), 1, "{part}: {l:?}");
-        assert_eq!(l[0]["status"], "rejected", "{part}");
-        let offset = l[0]["offset"].as_u64().unwrap();
-        let error = l[0]["error"].as_str().unwrap();
-        assert!(error.contains(&format!("byte {offset}")), "{part}: {error}");
+        fs::write(d.join("d-nul.edi"), b"UNB\0+UNOC:3+S+R+1:1+X'\0\0UNZ+0+X'").unwrap();
+        let mut million = b"UNB+UNOC:3+S+R+240101:1200+MILLION'UNH+1+ORDERS:D:96A:UN'FTX".to_vec();
+        million.extend(std::iter::repeat_n(&b"+E"[..], 1_000_000).flatten());
+        million.extend_from_slice(b"'UNT+3+1'UNZ+1+MILLION'");
+        fs::write(d.join("e-million-elements.edi"), &million).unwrap();
+        fs::write(
+            d.join("f-release-at-eof.edi"),
+            b"UNB+UNOC:3+S+R+1:1+X'UNZ+0+X?",
+        )
+        .unwrap();
+        fs::write(d.join("g-short-una.edi"), b"UNA:+.").unwrap();
+        fs::copy(
+            samples().join("broken/unt-count-wrong.edi"),
+            d.join("h-counts.edi"),
+        )
+        .unwrap();
+        fs::copy(
+            samples().join("broken/empty-control-ref.edi"),
+            d.join("i-no-ref.edi"),
+        )
+        .unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::ffi::OsStrExt;
+            let name = std::ffi::OsStr::from_bytes(b"j-name-\xff\xfe.edi");
+            fs::write(d.join(name), &good).unwrap();
+            std::os::unix::fs::symlink(".", d.join("k-loop")).unwrap();
+            let mkfifo = std::process::Command::new("mkfifo")
+                .arg(site.path("fifo"))
+                .status();
+            assert!(mkfifo.unwrap().success());
+        }
+        let out = site
+            .command()
+            .args(["ingest", "--json", "--archive"])
+            .arg(site.path("archive"))
+            .arg("--quarantine")
+            .arg(site.path("failed"))
+            .arg(&d)
+            .arg("/proc/self/mem")
+            .arg(site.path("fifo"))
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(3),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let lines = json_lines(&out.stdout);
+        let by_file = |part: &str| -> Vec<&serde_json::Value> {
+            lines
+                .iter()
+                .filter(|l| l["file"].as_str().is_some_and(|f| f.contains(part)))
+                .collect()
+        };
+        for part in [
+            "a-empty",
+            "b-truncated",
+            "c-garbage",
+            "d-nul",
+            "f-release-at-eof",
+            "g-short-una",
+            "h-counts",
+            "i-no-ref",
+        ] {
+            let l = by_file(part);
+            assert_eq!(l.len(), 1, "{part}: {l:?}");
+            assert_eq!(l[0]["status"], "rejected", "{part}");
+            let offset = l[0]["offset"].as_u64().unwrap();
+            let error = l[0]["error"].as_str().unwrap();
+            assert!(error.contains(&format!("byte {offset}")), "{part}: {error}");
+        }
+        assert_eq!(by_file("e-million")[0]["status"], "new");
+        assert_eq!(by_file("j-name-")[0]["status"], "new");
+        for unreadable in ["/proc/self/mem", "fifo"] {
+            let l = by_file(unreadable);
+            assert_eq!(l[0]["status"], "rejected", "{l:?}");
+        }
+        let summary = &lines.last().unwrap()["summary"];
+        assert_eq!(summary["new"], 2);
+        assert_eq!(summary["rejected"], 10);
+        // Everything that could be read is placed; the loop was never followed.
+        let left: Vec<_> = fs::read_dir(&d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, ["k-loop"]);
+        assert_eq!(fs::read_dir(site.path("archive")).unwrap().count(), 2);
+        assert_eq!(fs::read_dir(site.path("failed")).unwrap().count(), 16);
     }
-    assert_eq!(by_file("e-million")[0]["status"], "new");
-    assert_eq!(by_file("j-name-")[0]["status"], "new");
-    for unreadable in ["/proc/self/mem", "fifo"] {
-        let l = by_file(unreadable);
-        assert_eq!(l[0]["status"], "rejected", "{l:?}");
-    }
-    let summary = &lines.last().unwrap()["summary"];
-    assert_eq!(summary["new"], 2);
-    assert_eq!(summary["rejected"], 10);
-    // Everything that could be read is placed; the loop was never followed.
-    let left: Vec<_> = fs::read_dir(&d)
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .collect();
-    assert_eq!(left, ["k-loop"]);
-    assert_eq!(fs::read_dir(site.path("archive")).unwrap().count(), 2);
-    assert_eq!(fs::read_dir(site.path("failed")).unwrap().count(), 16);
 }
 
 #[test]
@@ -394,36 +417,35 @@ fn a_200_mb_endless_segment_is_rejected_without_hanging() {
     );
 }
 
-#[test]
-fn drift_is_never_applied_even_within_one_uncommitted_batch() {
-    let site = Site::new();
-    let original = fs::read_to_string(samples().join("valid/orders-d01b-no-una.edi")).unwrap();
-    let changed = original.replace("QTY+21:5", "QTY+21:500");
-    fs::write(site.drop().join("a.edi"), &original).unwrap();
-    fs::write(site.drop().join("b.edi"), &changed).unwrap();
-    // Both copies in one file, too.
-    fs::write(site.drop().join("c.edi"), format!("{original}{changed}")).unwrap();
-    let out = site
-        .command()
-        .args(["ingest", "--json", "--batch", "1000"])
-        .arg(site.drop())
-        .output()
-        .unwrap();
-    let statuses: Vec<String> = json_lines(&out.stdout)
-        .iter()
-        .filter_map(|l| l["status"].as_str().map(String::from))
-        .collect();
-    assert_eq!(statuses, ["new", "drift", "duplicate", "drift"]);
-    assert_eq!(out.status.code(), Some(3));
-    let conn = rusqlite::Connection::open(site.db()).unwrap();
-    let (n, raw): (i64, Vec<u8>) = conn
-        .query_row("SELECT count(*), raw FROM interchanges", [], |r| {
-            Ok((r.get(0)?, r.get(1)?))
-        })
-        .unwrap();
-    assert_eq!(n, 1);
-    let raw = zstd::stream::decode_all(raw.as_slice()).unwrap();
-    assert!(String::from_utf8_lossy(&raw).contains("QTY+21:5'"));
+per_backend! {
+    fn drift_is_never_applied_even_within_one_uncommitted_batch(site) {
+        let original = fs::read_to_string(samples().join("valid/orders-d01b-no-una.edi")).unwrap();
+        let changed = original.replace("QTY+21:5", "QTY+21:500");
+        fs::write(site.drop().join("a.edi"), &original).unwrap();
+        fs::write(site.drop().join("b.edi"), &changed).unwrap();
+        // Both copies in one file, too.
+        fs::write(site.drop().join("c.edi"), format!("{original}{changed}")).unwrap();
+        let out = site
+            .command()
+            .args(["ingest", "--json", "--batch", "1000"])
+            .arg(site.drop())
+            .output()
+            .unwrap();
+        let statuses: Vec<String> = json_lines(&out.stdout)
+            .iter()
+            .filter_map(|l| l["status"].as_str().map(String::from))
+            .collect();
+        assert_eq!(statuses, ["new", "drift", "duplicate", "drift"]);
+        assert_eq!(out.status.code(), Some(3));
+        assert_eq!(site.count("SELECT count(*) FROM interchanges"), 1);
+        let raw = site
+            .cmd()
+            .args(["show", "SENDER+ONE", "RECEIVER", "ORD'0042", "--raw"])
+            .output()
+            .unwrap()
+            .stdout;
+        assert!(String::from_utf8_lossy(&raw).contains("QTY+21:5'"));
+    }
 }
 
 #[test]

@@ -21,236 +21,236 @@ fn summary(lines: &[Value]) -> &Value {
     &lines.last().unwrap()["summary"]
 }
 
-#[test]
-fn new_duplicate_drift_and_rejected() {
-    let site = Site::new();
-    site.put_sample("valid/invoic-d96a-unoc-crlf.edi", "a.edi");
-    let (code, lines) = site.ingest_json(&[]);
-    assert_eq!(code, Some(0));
-    assert_eq!(statuses(&lines), ["new"]);
-    let l = &lines[0];
-    assert_eq!(l["sender"], "5412345000013");
-    assert_eq!(l["recipient"], "4012345000023");
-    assert_eq!(l["control_ref"], "INV0001");
-    assert_eq!(l["messages"], 2);
-    assert_eq!(l["sha256"].as_str().unwrap().len(), 64);
-    assert_eq!(
-        summary(&lines),
-        &serde_json::json!({"files": 1, "new": 1, "duplicate": 0, "drift": 0, "rejected": 0, "skipped": 0})
-    );
-    assert_eq!(site.count("SELECT count(*) FROM interchanges"), 1);
-    assert_eq!(site.count("SELECT count(*) FROM messages"), 2);
-    assert_eq!(
-        site.count("SELECT count(*) FROM outbox WHERE published_at IS NULL"),
-        2
-    );
+per_backend! {
+    fn new_duplicate_drift_and_rejected(site) {
+        site.put_sample("valid/invoic-d96a-unoc-crlf.edi", "a.edi");
+        let (code, lines) = site.ingest_json(&[]);
+        assert_eq!(code, Some(0));
+        assert_eq!(statuses(&lines), ["new"]);
+        let l = &lines[0];
+        assert_eq!(l["sender"], "5412345000013");
+        assert_eq!(l["recipient"], "4012345000023");
+        assert_eq!(l["control_ref"], "INV0001");
+        assert_eq!(l["messages"], 2);
+        assert_eq!(l["sha256"].as_str().unwrap().len(), 64);
+        assert_eq!(
+            summary(&lines),
+            &serde_json::json!({"files": 1, "new": 1, "duplicate": 0, "drift": 0, "rejected": 0, "skipped": 0})
+        );
+        assert_eq!(site.count("SELECT count(*) FROM interchanges"), 1);
+        assert_eq!(site.count("SELECT count(*) FROM messages"), 2);
+        assert_eq!(
+            site.count("SELECT count(*) FROM outbox WHERE published_at IS NULL"),
+            2
+        );
 
-    // The same file again: a duplicate, nothing written but the sighting.
-    let (code, lines) = site.ingest_json(&[]);
-    assert_eq!(code, Some(0));
-    assert_eq!(statuses(&lines), ["duplicate"]);
-    assert_eq!(site.count("SELECT count(*) FROM interchanges"), 1);
-    assert_eq!(site.count("SELECT count(*) FROM outbox"), 2);
-    assert_eq!(
-        site.count("SELECT count(*) FROM sightings WHERE status = 'duplicate'"),
-        1
-    );
+        // The same file again: a duplicate, nothing written but the sighting.
+        let (code, lines) = site.ingest_json(&[]);
+        assert_eq!(code, Some(0));
+        assert_eq!(statuses(&lines), ["duplicate"]);
+        assert_eq!(site.count("SELECT count(*) FROM interchanges"), 1);
+        assert_eq!(site.count("SELECT count(*) FROM outbox"), 2);
+        assert_eq!(
+            site.count("SELECT count(*) FROM sightings WHERE status = 'duplicate'"),
+            1
+        );
 
-    // Same key, other content: drift, never applied, bytes kept, exit 3.
-    let changed = String::from_utf8_lossy(
-        &fs::read(samples().join("valid/invoic-d96a-unoc-crlf.edi")).unwrap(),
-    )
-    .replace("PO-4711", "PO-4712");
-    fs::remove_file(site.drop().join("a.edi")).unwrap();
-    site.put("b.edi", changed.as_bytes());
-    let (code, lines) = site.ingest_json(&[]);
-    assert_eq!(code, Some(3));
-    assert_eq!(statuses(&lines), ["drift"]);
-    assert_ne!(lines[0]["sha256"], lines[0]["stored_sha256"]);
-    assert_eq!(site.count("SELECT count(*) FROM interchanges"), 1);
-    assert_eq!(
-        site.count("SELECT count(*) FROM sightings WHERE status = 'drift' AND length(payload) > 0"),
-        1
-    );
+        // Same key, other content: drift, never applied, bytes kept, exit 3.
+        let changed = String::from_utf8_lossy(
+            &fs::read(samples().join("valid/invoic-d96a-unoc-crlf.edi")).unwrap(),
+        )
+        .replace("PO-4711", "PO-4712");
+        fs::remove_file(site.drop().join("a.edi")).unwrap();
+        site.put("b.edi", changed.as_bytes());
+        let (code, lines) = site.ingest_json(&[]);
+        assert_eq!(code, Some(3));
+        assert_eq!(statuses(&lines), ["drift"]);
+        assert_ne!(lines[0]["sha256"], lines[0]["stored_sha256"]);
+        assert_eq!(site.count("SELECT count(*) FROM interchanges"), 1);
+        assert_eq!(
+            site.count("SELECT count(*) FROM sightings WHERE status = 'drift' AND length(payload) > 0"),
+            1
+        );
 
-    // A broken file: rejected with its reason and offset, recorded with its bytes.
-    fs::remove_file(site.drop().join("b.edi")).unwrap();
-    site.put_sample("broken/unt-count-wrong.edi", "c.edi");
-    let (code, lines) = site.ingest_json(&[]);
-    assert_eq!(code, Some(3));
-    assert_eq!(statuses(&lines), ["rejected"]);
-    assert_eq!(lines[0]["offset"], 118);
-    assert!(
-        lines[0]["error"]
-            .as_str()
-            .unwrap()
-            .contains("UNT at byte 118")
-    );
-    assert_eq!(
-        site.count(
-            "SELECT count(*) FROM rejections r JOIN rejected_files f ON f.id = r.file_id
-             WHERE r.byte_offset = 118 AND length(f.bytes) > 0"
-        ),
-        1
-    );
-    // Seen again, it is counted, not stored twice.
-    site.ingest_json(&[]);
-    assert_eq!(site.count("SELECT count(*) FROM rejections"), 1);
-    assert_eq!(site.count("SELECT times_seen FROM rejections"), 2);
-    assert_eq!(site.count("SELECT count(*) FROM rejected_files"), 1);
-    assert_eq!(site.count("SELECT times_seen FROM rejected_files"), 2);
-}
-
-#[test]
-fn a_redelivery_with_other_line_breaks_is_a_duplicate() {
-    let site = Site::new();
-    let crlf = fs::read(samples().join("valid/invoic-d96a-unoc-crlf.edi")).unwrap();
-    site.put("first.edi", &crlf);
-    assert_eq!(statuses(&site.ingest_json(&[]).1), ["new"]);
-    fs::remove_file(site.drop().join("first.edi")).unwrap();
-    // No line breaks and no UNA at all: the same payload.
-    let bare: Vec<u8> = crlf[b"UNA:+.? '".len()..]
-        .iter()
-        .copied()
-        .filter(|&b| b != b'\r' && b != b'\n')
-        .collect();
-    assert!(bare.starts_with(b"UNB+"));
-    site.put("again.edi", &bare);
-    let (code, lines) = site.ingest_json(&[]);
-    assert_eq!(code, Some(0));
-    assert_eq!(statuses(&lines), ["duplicate"]);
-}
-
-#[test]
-fn several_interchanges_in_one_file_each_decided() {
-    let site = Site::new();
-    site.put_sample("valid/two-interchanges.edi", "two.edi");
-    site.put_sample("broken/good-then-bad.edi", "mixed.edi");
-    let (archive, failed) = (site.path("archive"), site.path("failed"));
-    let (code, lines) = site.ingest_json(&[
-        "--archive",
-        archive.to_str().unwrap(),
-        "--quarantine",
-        failed.to_str().unwrap(),
-    ]);
-    assert_eq!(code, Some(3));
-    let got: Vec<(String, String)> = lines
-        .iter()
-        .filter(|l| l.get("status").is_some())
-        .map(|l| {
-            (
-                l["file"]
-                    .as_str()
-                    .unwrap()
-                    .rsplit('/')
-                    .next()
-                    .unwrap()
-                    .to_string(),
-                l["status"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect();
-    let want = [
-        ("mixed.edi", "new"),
-        ("mixed.edi", "rejected"),
-        ("two.edi", "new"),
-        ("two.edi", "new"),
-    ];
-    let want: Vec<(String, String)> = want
-        .iter()
-        .map(|(a, b)| (a.to_string(), b.to_string()))
-        .collect();
-    assert_eq!(got, want);
-    assert_eq!(site.count("SELECT count(*) FROM inbox"), 3);
-    // A file with any rejected interchange goes to quarantine; its good one stays applied.
-    assert_eq!(
-        site.files_in("failed"),
-        ["mixed.edi", "mixed.edi.error.txt"]
-    );
-    assert_eq!(site.files_in("archive"), ["two.edi"]);
-}
-
-#[test]
-fn archive_and_quarantine_never_overwrite() {
-    let site = Site::new();
-    fs::create_dir_all(site.path("archive")).unwrap();
-    fs::create_dir_all(site.path("failed")).unwrap();
-    fs::write(site.path("archive/in.edi"), "older file").unwrap();
-    fs::write(site.path("failed/bad.edi"), "older bad file").unwrap();
-    site.put_sample("valid/orders-d01b-no-una.edi", "in.edi");
-    site.put_sample("broken/truncated-no-unz.edi", "bad.edi");
-    let (code, _) = site.ingest_json(&[
-        "--archive",
-        &site.path("archive").to_string_lossy(),
-        "--quarantine",
-        &site.path("failed").to_string_lossy(),
-    ]);
-    assert_eq!(code, Some(3));
-    assert_eq!(site.files_in("drop"), Vec::<String>::new());
-    assert_eq!(site.files_in("archive"), ["in.1.edi", "in.edi"]);
-    assert_eq!(
-        fs::read_to_string(site.path("archive/in.edi")).unwrap(),
-        "older file"
-    );
-    assert_eq!(
-        site.files_in("failed"),
-        ["bad.1.edi", "bad.1.edi.error.txt", "bad.edi"]
-    );
-    let reason = fs::read_to_string(site.path("failed/bad.1.edi.error.txt")).unwrap();
-    assert!(
-        reason.contains("the file ends before interchange B0001 has its UNZ"),
-        "{reason}"
-    );
-    assert!(reason.contains("at byte 127"), "{reason}");
-    // The same interchange delivered again is a duplicate, archived beside the first.
-    site.put_sample("valid/orders-d01b-no-una.edi", "in.edi");
-    let (code, lines) = site.ingest_json(&["--archive", &site.path("archive").to_string_lossy()]);
-    assert_eq!(
-        (code, statuses(&lines)),
-        (Some(0), vec!["duplicate".to_string()])
-    );
-    assert_eq!(site.files_in("archive"), ["in.1.edi", "in.2.edi", "in.edi"]);
-}
-
-#[test]
-fn a_corrected_resend_after_a_rejection_is_accepted() {
-    let site = Site::new();
-    site.put_sample("broken/unt-count-wrong.edi", "po.edi");
-    assert_eq!(statuses(&site.ingest_json(&[]).1), ["rejected"]);
-    assert_eq!(site.count("SELECT count(*) FROM inbox"), 0);
-    let fixed =
-        String::from_utf8_lossy(&fs::read(samples().join("broken/unt-count-wrong.edi")).unwrap())
-            .replace("UNT+5+1", "UNT+4+1");
-    site.put("po.edi", fixed.as_bytes());
-    let (code, lines) = site.ingest_json(&[]);
-    assert_eq!((code, statuses(&lines)), (Some(0), vec!["new".to_string()]));
-}
-
-#[test]
-fn young_files_are_skipped_and_left_in_place() {
-    let site = Site::new();
-    site.put_sample("valid/orders-d01b-no-una.edi", "fresh.edi");
-    let archive = site.path("archive");
-    let (code, lines) =
-        site.ingest_json(&["--min-age", "1h", "--archive", archive.to_str().unwrap()]);
-    assert_eq!(code, Some(0));
-    assert_eq!(statuses(&lines), ["skipped"]);
-    assert_eq!(summary(&lines)["skipped"], 1);
-    assert_eq!(site.files_in("drop"), ["fresh.edi"]);
-    assert_eq!(site.count("SELECT count(*) FROM inbox"), 0);
-}
-
-#[test]
-fn partial_and_hidden_uploads_are_not_touched() {
-    let site = Site::new();
-    for name in ["x.tmp", "y.part", "z.partial", ".hidden.edi"] {
-        site.put_sample("valid/orders-d01b-no-una.edi", name);
+        // A broken file: rejected with its reason and offset, recorded with its bytes.
+        fs::remove_file(site.drop().join("b.edi")).unwrap();
+        site.put_sample("broken/unt-count-wrong.edi", "c.edi");
+        let (code, lines) = site.ingest_json(&[]);
+        assert_eq!(code, Some(3));
+        assert_eq!(statuses(&lines), ["rejected"]);
+        assert_eq!(lines[0]["offset"], 118);
+        assert!(
+            lines[0]["error"]
+                .as_str()
+                .unwrap()
+                .contains("UNT at byte 118")
+        );
+        assert_eq!(
+            site.count(
+                "SELECT count(*) FROM rejections r JOIN rejected_files f ON f.id = r.file_id
+                 WHERE r.byte_offset = 118 AND length(f.bytes) > 0"
+            ),
+            1
+        );
+        // Seen again, it is counted, not stored twice.
+        site.ingest_json(&[]);
+        assert_eq!(site.count("SELECT count(*) FROM rejections"), 1);
+        assert_eq!(site.count("SELECT times_seen FROM rejections"), 2);
+        assert_eq!(site.count("SELECT count(*) FROM rejected_files"), 1);
+        assert_eq!(site.count("SELECT times_seen FROM rejected_files"), 2);
     }
-    let archive = site.path("archive");
-    let (code, lines) = site.ingest_json(&["--archive", archive.to_str().unwrap()]);
-    assert_eq!(code, Some(0));
-    assert_eq!(summary(&lines)["files"], 0);
-    assert_eq!(site.files_in("drop").len(), 4);
+}
+
+per_backend! {
+    fn a_redelivery_with_other_line_breaks_is_a_duplicate(site) {
+        let crlf = fs::read(samples().join("valid/invoic-d96a-unoc-crlf.edi")).unwrap();
+        site.put("first.edi", &crlf);
+        assert_eq!(statuses(&site.ingest_json(&[]).1), ["new"]);
+        fs::remove_file(site.drop().join("first.edi")).unwrap();
+        // No line breaks and no UNA at all: the same payload.
+        let bare: Vec<u8> = crlf[b"UNA:+.? '".len()..]
+            .iter()
+            .copied()
+            .filter(|&b| b != b'\r' && b != b'\n')
+            .collect();
+        assert!(bare.starts_with(b"UNB+"));
+        site.put("again.edi", &bare);
+        let (code, lines) = site.ingest_json(&[]);
+        assert_eq!(code, Some(0));
+        assert_eq!(statuses(&lines), ["duplicate"]);
+    }
+}
+
+per_backend! {
+    fn several_interchanges_in_one_file_each_decided(site) {
+        site.put_sample("valid/two-interchanges.edi", "two.edi");
+        site.put_sample("broken/good-then-bad.edi", "mixed.edi");
+        let (archive, failed) = (site.path("archive"), site.path("failed"));
+        let (code, lines) = site.ingest_json(&[
+            "--archive",
+            archive.to_str().unwrap(),
+            "--quarantine",
+            failed.to_str().unwrap(),
+        ]);
+        assert_eq!(code, Some(3));
+        let got: Vec<(String, String)> = lines
+            .iter()
+            .filter(|l| l.get("status").is_some())
+            .map(|l| {
+                (
+                    l["file"]
+                        .as_str()
+                        .unwrap()
+                        .rsplit('/')
+                        .next()
+                        .unwrap()
+                        .to_string(),
+                    l["status"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect();
+        let want = [
+            ("mixed.edi", "new"),
+            ("mixed.edi", "rejected"),
+            ("two.edi", "new"),
+            ("two.edi", "new"),
+        ];
+        let want: Vec<(String, String)> = want
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
+        assert_eq!(got, want);
+        assert_eq!(site.count("SELECT count(*) FROM inbox"), 3);
+        // A file with any rejected interchange goes to quarantine; its good one stays applied.
+        assert_eq!(
+            site.files_in("failed"),
+            ["mixed.edi", "mixed.edi.error.txt"]
+        );
+        assert_eq!(site.files_in("archive"), ["two.edi"]);
+    }
+}
+
+per_backend! {
+    fn archive_and_quarantine_never_overwrite(site) {
+        fs::create_dir_all(site.path("archive")).unwrap();
+        fs::create_dir_all(site.path("failed")).unwrap();
+        fs::write(site.path("archive/in.edi"), "older file").unwrap();
+        fs::write(site.path("failed/bad.edi"), "older bad file").unwrap();
+        site.put_sample("valid/orders-d01b-no-una.edi", "in.edi");
+        site.put_sample("broken/truncated-no-unz.edi", "bad.edi");
+        let (code, _) = site.ingest_json(&[
+            "--archive",
+            &site.path("archive").to_string_lossy(),
+            "--quarantine",
+            &site.path("failed").to_string_lossy(),
+        ]);
+        assert_eq!(code, Some(3));
+        assert_eq!(site.files_in("drop"), Vec::<String>::new());
+        assert_eq!(site.files_in("archive"), ["in.1.edi", "in.edi"]);
+        assert_eq!(
+            fs::read_to_string(site.path("archive/in.edi")).unwrap(),
+            "older file"
+        );
+        assert_eq!(
+            site.files_in("failed"),
+            ["bad.1.edi", "bad.1.edi.error.txt", "bad.edi"]
+        );
+        let reason = fs::read_to_string(site.path("failed/bad.1.edi.error.txt")).unwrap();
+        assert!(
+            reason.contains("the file ends before interchange B0001 has its UNZ"),
+            "{reason}"
+        );
+        assert!(reason.contains("at byte 127"), "{reason}");
+        // The same interchange delivered again is a duplicate, archived beside the first.
+        site.put_sample("valid/orders-d01b-no-una.edi", "in.edi");
+        let (code, lines) = site.ingest_json(&["--archive", &site.path("archive").to_string_lossy()]);
+        assert_eq!(
+            (code, statuses(&lines)),
+            (Some(0), vec!["duplicate".to_string()])
+        );
+        assert_eq!(site.files_in("archive"), ["in.1.edi", "in.2.edi", "in.edi"]);
+    }
+}
+
+per_backend! {
+    fn a_corrected_resend_after_a_rejection_is_accepted(site) {
+        site.put_sample("broken/unt-count-wrong.edi", "po.edi");
+        assert_eq!(statuses(&site.ingest_json(&[]).1), ["rejected"]);
+        assert_eq!(site.count("SELECT count(*) FROM inbox"), 0);
+        let fixed =
+            String::from_utf8_lossy(&fs::read(samples().join("broken/unt-count-wrong.edi")).unwrap())
+                .replace("UNT+5+1", "UNT+4+1");
+        site.put("po.edi", fixed.as_bytes());
+        let (code, lines) = site.ingest_json(&[]);
+        assert_eq!((code, statuses(&lines)), (Some(0), vec!["new".to_string()]));
+    }
+}
+
+per_backend! {
+    fn young_files_are_skipped_and_left_in_place(site) {
+        site.put_sample("valid/orders-d01b-no-una.edi", "fresh.edi");
+        let archive = site.path("archive");
+        let (code, lines) =
+            site.ingest_json(&["--min-age", "1h", "--archive", archive.to_str().unwrap()]);
+        assert_eq!(code, Some(0));
+        assert_eq!(statuses(&lines), ["skipped"]);
+        assert_eq!(summary(&lines)["skipped"], 1);
+        assert_eq!(site.files_in("drop"), ["fresh.edi"]);
+        assert_eq!(site.count("SELECT count(*) FROM inbox"), 0);
+    }
+}
+
+per_backend! {
+    fn partial_and_hidden_uploads_are_not_touched(site) {
+        for name in ["x.tmp", "y.part", "z.partial", ".hidden.edi"] {
+            site.put_sample("valid/orders-d01b-no-una.edi", name);
+        }
+        let archive = site.path("archive");
+        let (code, lines) = site.ingest_json(&["--archive", archive.to_str().unwrap()]);
+        assert_eq!(code, Some(0));
+        assert_eq!(summary(&lines)["files"], 0);
+        assert_eq!(site.files_in("drop").len(), 4);
+    }
 }
 
 #[test]
@@ -314,39 +314,39 @@ fn the_database_comes_from_edi_inbox_db_or_the_current_folder() {
         .stdout("1 file: 0 new, 1 duplicate, 0 drift, 0 rejected, 0 skipped\n");
 }
 
-#[test]
-fn human_output_has_a_line_per_interchange_and_quiet_only_problems() {
-    let site = Site::new();
-    site.put_sample("valid/orders-d01b-no-una.edi", "a.edi");
-    site.put_sample("broken/unz-count-wrong.edi", "b.edi");
-    let run = |q: bool| {
-        let mut cmd = edi_inbox();
-        cmd.arg("--db").arg(site.db()).arg("ingest");
-        if q {
-            cmd.arg("-q");
-        }
-        cmd.arg(site.drop()).output().unwrap()
-    };
-    let out = run(false);
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        text.contains("new        ")
-            && text.contains("SENDER+ONE -> RECEIVER  ref ORD'0042  1 message"),
-        "{text}"
-    );
-    assert!(
-        text.contains("rejected   ") && text.contains("UNZ at byte 127"),
-        "{text}"
-    );
-    assert!(
-        text.ends_with("2 files: 1 new, 0 duplicate, 0 drift, 1 rejected, 0 skipped\n"),
-        "{text}"
-    );
-    let out = run(true);
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(!text.contains("duplicate  "), "{text}");
-    assert!(text.contains("rejected   "), "{text}");
-    assert_eq!(out.status.code(), Some(3));
+per_backend! {
+    fn human_output_has_a_line_per_interchange_and_quiet_only_problems(site) {
+        site.put_sample("valid/orders-d01b-no-una.edi", "a.edi");
+        site.put_sample("broken/unz-count-wrong.edi", "b.edi");
+        let run = |q: bool| {
+            let mut cmd = edi_inbox();
+            cmd.arg("--db").arg(site.db_arg()).arg("ingest");
+            if q {
+                cmd.arg("-q");
+            }
+            cmd.arg(site.drop()).output().unwrap()
+        };
+        let out = run(false);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("new        ")
+                && text.contains("SENDER+ONE -> RECEIVER  ref ORD'0042  1 message"),
+            "{text}"
+        );
+        assert!(
+            text.contains("rejected   ") && text.contains("UNZ at byte 127"),
+            "{text}"
+        );
+        assert!(
+            text.ends_with("2 files: 1 new, 0 duplicate, 0 drift, 1 rejected, 0 skipped\n"),
+            "{text}"
+        );
+        let out = run(true);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(!text.contains("duplicate  "), "{text}");
+        assert!(text.contains("rejected   "), "{text}");
+        assert_eq!(out.status.code(), Some(3));
+    }
 }
 
 fn synth_drop(dir: &Path, files: usize, seed: u64) -> usize {
@@ -466,71 +466,52 @@ fn a_database_from_a_newer_edi_inbox_is_fatal_and_untouched() {
     assert_eq!(site.files_in("drop"), ["a.edi"]);
 }
 
-/// Messages go in eight rows a statement and the rest one by one: for every count from 1 to 20,
-/// each message has its row (position, reference, type, group, byte range) and one event, in order.
-#[test]
-fn every_message_gets_its_row_and_its_event_however_many() {
-    let site = Site::new();
-    let mut g = Synth::new(7);
-    let mut expected = Vec::new();
-    for count in 1..=20 {
-        let layout = Layout {
-            una: count % 2 == 0,
-            crlf: count % 3 == 0,
-            group: count % 4 == 0,
-        };
-        let control_ref = format!("M{count:03}");
-        let data = g.interchange("SENDER", "RECIPIENT", &control_ref, count, layout);
-        let i = edi_inbox::edifact::interchanges(&data)
-            .next()
-            .unwrap()
-            .unwrap();
-        for (n, m) in i.messages.iter().enumerate() {
-            let group = m.group.map(|k| i.groups[k].reference.to_string());
-            expected.push((
-                control_ref.clone(),
-                n as i64 + 1,
-                m.reference.to_string(),
-                m.message_type.to_string(),
-                group,
-                m.span.start as i64,
-                m.span.end as i64,
-                format!("edifact.{}.received", m.message_type),
-            ));
+per_backend! {
+    /// Messages go in eight rows a statement and the rest one by one: for every count from 1 to 20,
+    /// each message has its row (position, reference, type, group, byte range) and one event, in order.
+    fn every_message_gets_its_row_and_its_event_however_many(site) {
+        let mut g = Synth::new(7);
+        let mut expected = Vec::new();
+        for count in 1..=20 {
+            let layout = Layout {
+                una: count % 2 == 0,
+                crlf: count % 3 == 0,
+                group: count % 4 == 0,
+            };
+            let control_ref = format!("M{count:03}");
+            let data = g.interchange("SENDER", "RECIPIENT", &control_ref, count, layout);
+            let i = edi_inbox::edifact::interchanges(&data)
+                .next()
+                .unwrap()
+                .unwrap();
+            for (n, m) in i.messages.iter().enumerate() {
+                let group = m.group.map(|k| i.groups[k].reference.to_string());
+                expected.push(vec![
+                    Some(control_ref.clone()),
+                    Some((n + 1).to_string()),
+                    Some(m.reference.to_string()),
+                    Some(m.message_type.to_string()),
+                    group,
+                    Some(m.span.start.to_string()),
+                    Some(m.span.end.to_string()),
+                    Some(format!("edifact.{}.received", m.message_type)),
+                ]);
+            }
+            site.put(&format!("{control_ref}.edi"), &data);
         }
-        site.put(&format!("{control_ref}.edi"), &data);
-    }
-    let (code, _) = site.ingest_json(&[]);
-    assert_eq!(code, Some(0));
-    let conn = rusqlite::Connection::open(site.db()).unwrap();
-    let mut stmt = conn
-        .prepare(
+        let (code, _) = site.ingest_json(&[]);
+        assert_eq!(code, Some(0));
+        let got = site.rows(
             "SELECT i.control_ref, m.position, m.reference, m.message_type, m.group_ref,
                     m.raw_start, m.raw_end, o.event_type
              FROM messages m JOIN interchanges i ON i.id = m.interchange_id
              JOIN outbox o ON o.message_id = m.id
              ORDER BY i.control_ref, o.id",
-        )
-        .unwrap();
-    let got: Vec<_> = stmt
-        .query_map([], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, i64>(1)?,
-                r.get::<_, String>(2)?,
-                r.get::<_, String>(3)?,
-                r.get::<_, Option<String>>(4)?,
-                r.get::<_, i64>(5)?,
-                r.get::<_, i64>(6)?,
-                r.get::<_, String>(7)?,
-            ))
-        })
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
-    assert_eq!(expected.len(), 210);
-    assert_eq!(got, expected);
-    assert_eq!(site.count("SELECT count(*) FROM outbox"), 210);
+        );
+        assert_eq!(expected.len(), 210);
+        assert_eq!(got, expected);
+        assert_eq!(site.count("SELECT count(*) FROM outbox"), 210);
+    }
 }
 
 /// An inbox written by an older edi-inbox (schema version 2: before compressed bytes, rejected

@@ -2,6 +2,7 @@
 //! nine, and helpers compiled once). Each module drives the real `edi-inbox` binary in temporary
 //! folders; `parser_props` exercises the parser directly.
 
+#[macro_use]
 mod common;
 
 mod corpus;

@@ -33,192 +33,192 @@ fn age_inbox(site: &Site, ago_by: Duration) {
     site.sql(&format!("UPDATE inbox SET received_at = '{}'", ago(ago_by)));
 }
 
-#[test]
-fn purge_rejects_bad_days_and_deletes_nothing() {
-    let site = Site::new();
-    site.put_sample("valid/orders-d01b-no-una.edi", "a.edi");
-    ingest(&site);
-    age_inbox(&site, 400 * DAY);
-    for bad in [
-        &["--days", "0"][..],
-        &["--days", "-3"],
-        &["--days", "ten"],
-        &["--days"],
-        &[],
-        &["--days", "1.5"],
-    ] {
-        site.cmd().arg("purge").args(bad).assert().code(2);
+per_backend! {
+    fn purge_rejects_bad_days_and_deletes_nothing(site) {
+        site.put_sample("valid/orders-d01b-no-una.edi", "a.edi");
+        ingest(&site);
+        age_inbox(&site, 400 * DAY);
+        for bad in [
+            &["--days", "0"][..],
+            &["--days", "-3"],
+            &["--days", "ten"],
+            &["--days"],
+            &[],
+            &["--days", "1.5"],
+        ] {
+            site.cmd().arg("purge").args(bad).assert().code(2);
+        }
+        assert_eq!(site.count("SELECT count(*) FROM inbox"), 1);
     }
-    assert_eq!(site.count("SELECT count(*) FROM inbox"), 1);
 }
 
-#[test]
-fn purge_keeps_entries_just_inside_the_window() {
-    let site = Site::new();
-    site.put_sample("valid/orders-d01b-no-una.edi", "a.edi");
-    site.put_sample("valid/invrpt-level-b.edi", "b.edi");
-    site.put_sample("broken/unt-count-wrong.edi", "c.edi");
-    ingest(&site);
-    ingest(&site); // a duplicate sighting of each, and the rejection seen twice
-    let just_outside = ago(30 * DAY + Duration::from_secs(60));
-    let just_inside = ago(30 * DAY - Duration::from_secs(60));
-    site.sql(&format!(
-        "UPDATE inbox SET received_at = '{just_outside}' WHERE control_ref = 'ORD''0042';
-         UPDATE inbox SET received_at = '{just_inside}' WHERE control_ref = 'LB0001';
-         UPDATE sightings SET seen_at = '{just_outside}' WHERE control_ref = 'ORD''0042';
-         UPDATE rejections SET last_seen_at = '{just_outside}';
-         UPDATE rejected_files SET last_seen_at = '{just_outside}';"
-    ));
+per_backend! {
+    fn purge_keeps_entries_just_inside_the_window(site) {
+        site.put_sample("valid/orders-d01b-no-una.edi", "a.edi");
+        site.put_sample("valid/invrpt-level-b.edi", "b.edi");
+        site.put_sample("broken/unt-count-wrong.edi", "c.edi");
+        ingest(&site);
+        ingest(&site); // a duplicate sighting of each, and the rejection seen twice
+        let just_outside = ago(30 * DAY + Duration::from_secs(60));
+        let just_inside = ago(30 * DAY - Duration::from_secs(60));
+        site.sql(&format!(
+            "UPDATE inbox SET received_at = '{just_outside}' WHERE control_ref = 'ORD''0042';
+             UPDATE inbox SET received_at = '{just_inside}' WHERE control_ref = 'LB0001';
+             UPDATE sightings SET seen_at = '{just_outside}' WHERE control_ref = 'ORD''0042';
+             UPDATE rejections SET last_seen_at = '{just_outside}';
+             UPDATE rejected_files SET last_seen_at = '{just_outside}';"
+        ));
 
-    let (code, lines) = json(&site, &["purge", "--days", "30", "--dry-run", "--json"]);
-    assert_eq!(code, 0);
-    assert_eq!(lines[0]["purged"], 1);
-    assert_eq!(lines[0]["dry_run"], true);
-    assert_eq!(site.count("SELECT count(*) FROM inbox"), 2);
+        let (code, lines) = json(&site, &["purge", "--days", "30", "--dry-run", "--json"]);
+        assert_eq!(code, 0);
+        assert_eq!(lines[0]["purged"], 1);
+        assert_eq!(lines[0]["dry_run"], true);
+        assert_eq!(site.count("SELECT count(*) FROM inbox"), 2);
 
-    let (code, lines) = json(
-        &site,
-        &["purge", "--days", "30", "--json", "--batch-size", "1"],
-    );
-    assert_eq!(code, 0);
-    let r = &lines[0];
-    assert_eq!(r["purged"], 1);
-    assert_eq!(r["days"], 30);
-    assert_eq!(r["dry_run"], false);
-    assert_eq!(r["sightings_purged"], 1);
-    assert_eq!(r["rejections_purged"], 1);
-    assert_eq!(site.count("SELECT count(*) FROM rejected_files"), 0);
-    assert_eq!(site.count("SELECT count(*) FROM rejections"), 0);
-    let cutoff = r["cutoff"].as_str().unwrap();
-    assert!(cutoff.ends_with('Z') && cutoff.len() == 24, "{cutoff}");
-    assert!(just_outside.as_str() < cutoff && cutoff < just_inside.as_str());
-    assert_eq!(r["oldest_kept"], just_inside.as_str());
-    assert_eq!(
-        site.count("SELECT count(*) FROM inbox WHERE control_ref = 'LB0001'"),
-        1
-    );
-    // The record stays: purge empties only the duplicate-detection window.
-    assert_eq!(site.count("SELECT count(*) FROM interchanges"), 2);
-    assert_eq!(site.count("SELECT count(*) FROM messages"), 2);
-    assert_eq!(site.count("SELECT count(*) FROM outbox"), 2);
-}
-
-#[test]
-fn a_redelivery_after_purge_is_new() {
-    let site = Site::new();
-    site.put_sample("valid/orders-d01b-no-una.edi", "a.edi");
-    ingest(&site);
-    age_inbox(&site, 10 * DAY);
-    site.cmd()
-        .args(["purge", "--days", "7"])
-        .assert()
-        .code(0)
-        .stdout(
-            predicate::str::contains("purged 1 inbox entry received")
-                .and(predicate::str::contains("the inbox is empty")),
+        let (code, lines) = json(
+            &site,
+            &["purge", "--days", "30", "--json", "--batch-size", "1"],
         );
-    let (code, lines) = json(
-        &site,
-        &["ingest", "--json", site.path("drop").to_str().unwrap()],
-    );
-    assert_eq!(code, 0);
-    assert_eq!(lines[0]["status"], "new");
-    assert_eq!(site.count("SELECT count(*) FROM interchanges"), 2);
-    let (_, shown) = json(
-        &site,
-        &["show", "SENDER+ONE", "RECEIVER", "ORD'0042", "--json"],
-    );
-    let copies = shown[0]["interchanges"].as_array().unwrap();
-    assert_eq!(copies.len(), 2);
-    assert_eq!(copies[0]["in_inbox"], false);
-    assert_eq!(copies[1]["in_inbox"], true);
+        assert_eq!(code, 0);
+        let r = &lines[0];
+        assert_eq!(r["purged"], 1);
+        assert_eq!(r["days"], 30);
+        assert_eq!(r["dry_run"], false);
+        assert_eq!(r["sightings_purged"], 1);
+        assert_eq!(r["rejections_purged"], 1);
+        assert_eq!(site.count("SELECT count(*) FROM rejected_files"), 0);
+        assert_eq!(site.count("SELECT count(*) FROM rejections"), 0);
+        let cutoff = r["cutoff"].as_str().unwrap();
+        assert!(cutoff.ends_with('Z') && cutoff.len() == 24, "{cutoff}");
+        assert!(just_outside.as_str() < cutoff && cutoff < just_inside.as_str());
+        assert_eq!(r["oldest_kept"], just_inside.as_str());
+        assert_eq!(
+            site.count("SELECT count(*) FROM inbox WHERE control_ref = 'LB0001'"),
+            1
+        );
+        // The record stays: purge empties only the duplicate-detection window.
+        assert_eq!(site.count("SELECT count(*) FROM interchanges"), 2);
+        assert_eq!(site.count("SELECT count(*) FROM messages"), 2);
+        assert_eq!(site.count("SELECT count(*) FROM outbox"), 2);
+    }
 }
 
-#[test]
-fn purge_and_ingest_at_the_same_time_both_finish() {
-    let site = Site::new();
-    let mut g = crate::common::synth::Synth::new(3);
-    for n in 0..400 {
-        let layout = g.layout();
-        let data = g.interchange("OLD", "RECIPIENT", &format!("O{n}"), 1, layout);
-        fs::write(site.path("drop").join(format!("old{n:04}.edi")), data).unwrap();
+per_backend! {
+    fn a_redelivery_after_purge_is_new(site) {
+        site.put_sample("valid/orders-d01b-no-una.edi", "a.edi");
+        ingest(&site);
+        age_inbox(&site, 10 * DAY);
+        site.cmd()
+            .args(["purge", "--days", "7"])
+            .assert()
+            .code(0)
+            .stdout(
+                predicate::str::contains("purged 1 inbox entry received")
+                    .and(predicate::str::contains("the inbox is empty")),
+            );
+        let (code, lines) = json(
+            &site,
+            &["ingest", "--json", site.path("drop").to_str().unwrap()],
+        );
+        assert_eq!(code, 0);
+        assert_eq!(lines[0]["status"], "new");
+        assert_eq!(site.count("SELECT count(*) FROM interchanges"), 2);
+        let (_, shown) = json(
+            &site,
+            &["show", "SENDER+ONE", "RECEIVER", "ORD'0042", "--json"],
+        );
+        let copies = shown[0]["interchanges"].as_array().unwrap();
+        assert_eq!(copies.len(), 2);
+        assert_eq!(copies[0]["in_inbox"], false);
+        assert_eq!(copies[1]["in_inbox"], true);
     }
-    ingest(&site);
-    age_inbox(&site, 90 * DAY);
-    fs::remove_dir_all(site.path("drop")).unwrap();
-    fs::create_dir_all(site.path("drop")).unwrap();
-    for n in 0..400 {
-        let layout = g.layout();
-        let data = g.interchange("NEW", "RECIPIENT", &format!("N{n}"), 2, layout);
-        fs::write(site.path("drop").join(format!("new{n:04}.edi")), data).unwrap();
-    }
-    let bin = assert_cmd::cargo::cargo_bin("edi-inbox");
-    let ingest = Command::new(&bin)
-        .arg("--db")
-        .arg(site.db())
-        .args(["ingest", "-q", "--batch", "5"])
-        .arg(site.path("drop"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let purge = Command::new(&bin)
-        .arg("--db")
-        .arg(site.db())
-        .args(["purge", "--days", "30", "--batch-size", "7", "--json"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (i, p) = (
-        ingest.wait_with_output().unwrap(),
-        purge.wait_with_output().unwrap(),
-    );
-    assert_eq!(
-        i.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&i.stderr)
-    );
-    assert_eq!(
-        p.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&p.stderr)
-    );
-    assert_eq!(json_lines(&p.stdout)[0]["purged"], 400);
-    assert_eq!(site.count("SELECT count(*) FROM inbox"), 400);
-    assert_eq!(
-        site.count("SELECT count(*) FROM inbox WHERE sender = 'NEW'"),
-        400
-    );
-    assert_eq!(site.count("SELECT count(*) FROM interchanges"), 800);
 }
 
-#[test]
-fn stats_counts_what_an_operator_checks_first() {
-    let site = Site::new();
-    site.put_sample("valid/two-interchanges.edi", "a.edi");
-    site.put_sample("broken/unz-count-wrong.edi", "b.edi");
-    ingest(&site);
-    ingest(&site);
-    let (code, lines) = json(&site, &["stats", "--json"]);
-    assert_eq!(code, 0);
-    let s = &lines[0];
-    assert_eq!(s["inbox"], 2);
-    assert_eq!(s["interchanges"], 2);
-    assert_eq!(s["messages"], 2);
-    assert_eq!(s["duplicates"], 2);
-    assert_eq!(s["drift"], 0);
-    assert_eq!(s["rejected"], 1);
-    assert_eq!(s["outbox_unpublished"], 2);
-    assert!(s["database_bytes"].as_u64().unwrap() > 0);
-    assert!(s["oldest_entry"].as_str().unwrap() <= s["newest_entry"].as_str().unwrap());
-    site.cmd()
-        .arg("stats")
-        .assert()
-        .code(0)
-        .stdout(predicate::str::contains("inbox entries        2"));
+per_backend! {
+    fn purge_and_ingest_at_the_same_time_both_finish(site) {
+        let mut g = crate::common::synth::Synth::new(3);
+        for n in 0..400 {
+            let layout = g.layout();
+            let data = g.interchange("OLD", "RECIPIENT", &format!("O{n}"), 1, layout);
+            fs::write(site.path("drop").join(format!("old{n:04}.edi")), data).unwrap();
+        }
+        ingest(&site);
+        age_inbox(&site, 90 * DAY);
+        fs::remove_dir_all(site.path("drop")).unwrap();
+        fs::create_dir_all(site.path("drop")).unwrap();
+        for n in 0..400 {
+            let layout = g.layout();
+            let data = g.interchange("NEW", "RECIPIENT", &format!("N{n}"), 2, layout);
+            fs::write(site.path("drop").join(format!("new{n:04}.edi")), data).unwrap();
+        }
+        let bin = assert_cmd::cargo::cargo_bin("edi-inbox");
+        let ingest = Command::new(&bin)
+            .arg("--db")
+            .arg(site.db_arg())
+            .args(["ingest", "-q", "--batch", "5"])
+            .arg(site.path("drop"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let purge = Command::new(&bin)
+            .arg("--db")
+            .arg(site.db_arg())
+            .args(["purge", "--days", "30", "--batch-size", "7", "--json"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (i, p) = (
+            ingest.wait_with_output().unwrap(),
+            purge.wait_with_output().unwrap(),
+        );
+        assert_eq!(
+            i.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&i.stderr)
+        );
+        assert_eq!(
+            p.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&p.stderr)
+        );
+        assert_eq!(json_lines(&p.stdout)[0]["purged"], 400);
+        assert_eq!(site.count("SELECT count(*) FROM inbox"), 400);
+        assert_eq!(
+            site.count("SELECT count(*) FROM inbox WHERE sender = 'NEW'"),
+            400
+        );
+        assert_eq!(site.count("SELECT count(*) FROM interchanges"), 800);
+    }
+}
+
+per_backend! {
+    fn stats_counts_what_an_operator_checks_first(site) {
+        site.put_sample("valid/two-interchanges.edi", "a.edi");
+        site.put_sample("broken/unz-count-wrong.edi", "b.edi");
+        ingest(&site);
+        ingest(&site);
+        let (code, lines) = json(&site, &["stats", "--json"]);
+        assert_eq!(code, 0);
+        let s = &lines[0];
+        assert_eq!(s["inbox"], 2);
+        assert_eq!(s["interchanges"], 2);
+        assert_eq!(s["messages"], 2);
+        assert_eq!(s["duplicates"], 2);
+        assert_eq!(s["drift"], 0);
+        assert_eq!(s["rejected"], 1);
+        assert_eq!(s["outbox_unpublished"], 2);
+        assert!(s["database_bytes"].as_u64().unwrap() > 0);
+        assert!(s["oldest_entry"].as_str().unwrap() <= s["newest_entry"].as_str().unwrap());
+        site.cmd()
+            .arg("stats")
+            .assert()
+            .code(0)
+            .stdout(predicate::str::contains("inbox entries        2"));
+    }
 }
 
 #[test]
@@ -239,121 +239,121 @@ fn reports_need_an_existing_database() {
     assert!(!site.db().exists());
 }
 
-#[test]
-fn list_shows_recent_events_newest_first_with_filters() {
-    let site = Site::new();
-    site.put_sample("valid/orders-d01b-no-una.edi", "a.edi");
-    site.put_sample("valid/invrpt-level-b.edi", "b.edi");
-    site.put_sample("broken/empty.edi", "c.edi");
-    ingest(&site);
-    fs::remove_file(site.path("drop/b.edi")).unwrap();
-    ingest(&site);
-    let (_, all) = json(&site, &["list", "--json"]);
-    let statuses: Vec<&str> = all.iter().map(|e| e["status"].as_str().unwrap()).collect();
-    // The second run saw a.edi again (duplicate) and c.edi again (rejected, counted again);
-    // events of the same millisecond may come in either order.
-    let mut sorted = statuses.clone();
-    sorted.sort();
-    assert_eq!(sorted, ["duplicate", "new", "new", "rejected"], "{all:?}");
-    assert_eq!(statuses[2..], ["new", "new"], "{all:?}");
-    let times: Vec<&str> = all.iter().map(|e| e["time"].as_str().unwrap()).collect();
-    assert!(times.windows(2).all(|w| w[0] >= w[1]), "{times:?}");
+per_backend! {
+    fn list_shows_recent_events_newest_first_with_filters(site) {
+        site.put_sample("valid/orders-d01b-no-una.edi", "a.edi");
+        site.put_sample("valid/invrpt-level-b.edi", "b.edi");
+        site.put_sample("broken/empty.edi", "c.edi");
+        ingest(&site);
+        fs::remove_file(site.path("drop/b.edi")).unwrap();
+        ingest(&site);
+        let (_, all) = json(&site, &["list", "--json"]);
+        let statuses: Vec<&str> = all.iter().map(|e| e["status"].as_str().unwrap()).collect();
+        // The second run saw a.edi again (duplicate) and c.edi again (rejected, counted again);
+        // events of the same millisecond may come in either order.
+        let mut sorted = statuses.clone();
+        sorted.sort();
+        assert_eq!(sorted, ["duplicate", "new", "new", "rejected"], "{all:?}");
+        assert_eq!(statuses[2..], ["new", "new"], "{all:?}");
+        let times: Vec<&str> = all.iter().map(|e| e["time"].as_str().unwrap()).collect();
+        assert!(times.windows(2).all(|w| w[0] >= w[1]), "{times:?}");
 
-    let (_, rejected) = json(&site, &["list", "--json", "--status", "rejected"]);
-    assert_eq!(rejected.len(), 1);
-    assert!(rejected[0]["error"].as_str().unwrap().contains("empty"));
-    let (_, by_sender) = json(&site, &["list", "--json", "--sender", "LEVELBSENDER"]);
-    assert_eq!(by_sender.len(), 1);
-    assert_eq!(by_sender[0]["control_ref"], "LB0001");
-    let (_, limited) = json(&site, &["list", "--json", "--limit", "2"]);
-    assert_eq!(limited.len(), 2);
-    let (_, future) = json(&site, &["list", "--json", "--since", "2999-01-01"]);
-    assert!(future.is_empty());
-    let (_, past) = json(
-        &site,
-        &["list", "--json", "--since", "2000-01-01T00:00:00Z"],
-    );
-    assert_eq!(past.len(), 4);
-    site.cmd()
-        .args(["list", "--status", "lost"])
-        .assert()
-        .code(2);
-    site.cmd()
-        .args(["list", "--since", "tuesday"])
-        .assert()
-        .code(2);
-    site.cmd().args(["list", "--limit", "0"]).assert().code(2);
-    site.cmd()
-        .args(["list", "--status", "new"])
-        .assert()
-        .code(0)
-        .stdout(
-            predicate::str::contains("new        ")
-                .and(predicate::str::contains("SENDER+ONE RECEIVER ORD'0042")),
+        let (_, rejected) = json(&site, &["list", "--json", "--status", "rejected"]);
+        assert_eq!(rejected.len(), 1);
+        assert!(rejected[0]["error"].as_str().unwrap().contains("empty"));
+        let (_, by_sender) = json(&site, &["list", "--json", "--sender", "LEVELBSENDER"]);
+        assert_eq!(by_sender.len(), 1);
+        assert_eq!(by_sender[0]["control_ref"], "LB0001");
+        let (_, limited) = json(&site, &["list", "--json", "--limit", "2"]);
+        assert_eq!(limited.len(), 2);
+        let (_, future) = json(&site, &["list", "--json", "--since", "2999-01-01"]);
+        assert!(future.is_empty());
+        let (_, past) = json(
+            &site,
+            &["list", "--json", "--since", "2000-01-01T00:00:00Z"],
         );
+        assert_eq!(past.len(), 4);
+        site.cmd()
+            .args(["list", "--status", "lost"])
+            .assert()
+            .code(2);
+        site.cmd()
+            .args(["list", "--since", "tuesday"])
+            .assert()
+            .code(2);
+        site.cmd().args(["list", "--limit", "0"]).assert().code(2);
+        site.cmd()
+            .args(["list", "--status", "new"])
+            .assert()
+            .code(0)
+            .stdout(
+                predicate::str::contains("new        ")
+                    .and(predicate::str::contains("SENDER+ONE RECEIVER ORD'0042")),
+            );
+    }
 }
 
-#[test]
-fn show_prints_envelope_messages_sightings_and_raw_bytes() {
-    let site = Site::new();
-    site.put_sample("valid/orders-d01b-no-una.edi", "a.edi");
-    ingest(&site);
-    let changed = fs::read_to_string(samples().join("valid/orders-d01b-no-una.edi"))
-        .unwrap()
-        .replace("PO-4712", "PO-4713");
-    fs::write(site.path("drop/b.edi"), changed).unwrap();
-    ingest(&site);
-    site.cmd()
-        .args(["show", "SENDER+ONE", "RECEIVER", "ORD'0042"])
-        .assert()
-        .code(0)
-        .stdout(
-            predicate::str::contains("interchange ORD'0042")
-                .and(predicate::str::contains(
-                    "sender       SENDER+ONE (qualifier ZZ)",
-                ))
-                .and(predicate::str::contains(
-                    "ORDERS D:01B:UN  10 segments  outbox unpublished",
-                ))
-                .and(predicate::str::contains("sightings    2"))
-                .and(predicate::str::contains("duplicate"))
-                .and(
-                    predicate::str::contains("DRIFT")
-                        .and(predicate::str::contains("first accepted")),
-                ),
+per_backend! {
+    fn show_prints_envelope_messages_sightings_and_raw_bytes(site) {
+        site.put_sample("valid/orders-d01b-no-una.edi", "a.edi");
+        ingest(&site);
+        let changed = fs::read_to_string(samples().join("valid/orders-d01b-no-una.edi"))
+            .unwrap()
+            .replace("PO-4712", "PO-4713");
+        fs::write(site.path("drop/b.edi"), changed).unwrap();
+        ingest(&site);
+        site.cmd()
+            .args(["show", "SENDER+ONE", "RECEIVER", "ORD'0042"])
+            .assert()
+            .code(0)
+            .stdout(
+                predicate::str::contains("interchange ORD'0042")
+                    .and(predicate::str::contains(
+                        "sender       SENDER+ONE (qualifier ZZ)",
+                    ))
+                    .and(predicate::str::contains(
+                        "ORDERS D:01B:UN  10 segments  outbox unpublished",
+                    ))
+                    .and(predicate::str::contains("sightings    2"))
+                    .and(predicate::str::contains("duplicate"))
+                    .and(
+                        predicate::str::contains("DRIFT")
+                            .and(predicate::str::contains("first accepted")),
+                    ),
+            );
+        // The JSON names the same things as `inspect --json` does.
+        let (_, shown) = json(
+            &site,
+            &["show", "SENDER+ONE", "RECEIVER", "ORD'0042", "--json"],
         );
-    // The JSON names the same things as `inspect --json` does.
-    let (_, shown) = json(
-        &site,
-        &["show", "SENDER+ONE", "RECEIVER", "ORD'0042", "--json"],
-    );
-    let i = &shown[0]["interchanges"][0];
-    let m = &i["messages"][0];
-    assert_eq!(
-        (&m["ref"], &m["type"], &m["group"]),
-        (&"ORD1".into(), &"ORDERS".into(), &Value::Null)
-    );
-    assert_eq!(i["test"], false);
-    assert!(i["file"].as_str().unwrap().ends_with("a.edi"));
-    assert_eq!(shown[0]["sightings"][1]["status"], "drift");
-    let raw = site
-        .cmd()
-        .args(["show", "SENDER+ONE", "RECEIVER", "ORD'0042", "--raw"])
-        .output()
-        .unwrap();
-    let original = fs::read(samples().join("valid/orders-d01b-no-una.edi")).unwrap();
-    assert_eq!(raw.stdout, original.strip_suffix(b"\n").unwrap());
-    site.cmd()
-        .args(["show", "SENDER+ONE", "RECEIVER", "NOPE"])
-        .assert()
-        .code(3)
-        .stderr(predicate::str::contains(
-            "no interchange from SENDER+ONE to RECEIVER with control reference NOPE",
-        ));
-    site.cmd()
-        .args(["show", "only-two", "args"])
-        .assert()
-        .code(2);
+        let i = &shown[0]["interchanges"][0];
+        let m = &i["messages"][0];
+        assert_eq!(
+            (&m["ref"], &m["type"], &m["group"]),
+            (&"ORD1".into(), &"ORDERS".into(), &Value::Null)
+        );
+        assert_eq!(i["test"], false);
+        assert!(i["file"].as_str().unwrap().ends_with("a.edi"));
+        assert_eq!(shown[0]["sightings"][1]["status"], "drift");
+        let raw = site
+            .cmd()
+            .args(["show", "SENDER+ONE", "RECEIVER", "ORD'0042", "--raw"])
+            .output()
+            .unwrap();
+        let original = fs::read(samples().join("valid/orders-d01b-no-una.edi")).unwrap();
+        assert_eq!(raw.stdout, original.strip_suffix(b"\n").unwrap());
+        site.cmd()
+            .args(["show", "SENDER+ONE", "RECEIVER", "NOPE"])
+            .assert()
+            .code(3)
+            .stderr(predicate::str::contains(
+                "no interchange from SENDER+ONE to RECEIVER with control reference NOPE",
+            ));
+        site.cmd()
+            .args(["show", "only-two", "args"])
+            .assert()
+            .code(2);
+    }
 }
 
 /// Checks what promtool would: HELP and TYPE before samples, counters named `_total`, sample
@@ -400,61 +400,61 @@ fn promtool_check(path: &std::path::Path) {
     );
 }
 
-#[test]
-fn metrics_files_follow_the_prometheus_conventions() {
-    let site = Site::new();
-    site.put_sample("valid/two-interchanges.edi", "a.edi");
-    site.put_sample("broken/empty.edi", "b.edi");
-    let textfile = site.path("textfile");
-    site.cmd()
-        .args(["ingest", "-q", "--metrics-file"])
-        .arg(textfile.join("edi_inbox_ingest.prom"))
-        .arg(site.path("drop"))
-        .assert()
-        .code(3);
-    site.cmd()
-        .args(["ingest", "-q", "--metrics-file"])
-        .arg(textfile.join("edi_inbox_ingest.prom"))
-        .arg(site.path("drop"))
-        .assert()
-        .code(3);
-    let text = fs::read_to_string(textfile.join("edi_inbox_ingest.prom")).unwrap();
-    check_exposition(&text);
-    assert!(
-        text.contains("edi_inbox_ingest_interchanges_total{status=\"new\"} 2\n"),
-        "{text}"
-    );
-    assert!(
-        text.contains("edi_inbox_ingest_interchanges_total{status=\"duplicate\"} 2\n"),
-        "{text}"
-    );
-    assert!(
-        text.contains("edi_inbox_ingest_interchanges_total{status=\"rejected\"} 2\n"),
-        "{text}"
-    );
-    assert!(
-        text.contains("edi_inbox_ingest_last_run_interchanges{status=\"duplicate\"} 2\n"),
-        "{text}"
-    );
-    assert!(text.contains("edi_inbox_inbox_entries 2\n"), "{text}");
-    assert!(
-        text.contains("edi_inbox_ingest_last_success_timestamp_seconds 1"),
-        "{text}"
-    );
-    promtool_check(&textfile.join("edi_inbox_ingest.prom"));
+per_backend! {
+    fn metrics_files_follow_the_prometheus_conventions(site) {
+        site.put_sample("valid/two-interchanges.edi", "a.edi");
+        site.put_sample("broken/empty.edi", "b.edi");
+        let textfile = site.path("textfile");
+        site.cmd()
+            .args(["ingest", "-q", "--metrics-file"])
+            .arg(textfile.join("edi_inbox_ingest.prom"))
+            .arg(site.path("drop"))
+            .assert()
+            .code(3);
+        site.cmd()
+            .args(["ingest", "-q", "--metrics-file"])
+            .arg(textfile.join("edi_inbox_ingest.prom"))
+            .arg(site.path("drop"))
+            .assert()
+            .code(3);
+        let text = fs::read_to_string(textfile.join("edi_inbox_ingest.prom")).unwrap();
+        check_exposition(&text);
+        assert!(
+            text.contains("edi_inbox_ingest_interchanges_total{status=\"new\"} 2\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("edi_inbox_ingest_interchanges_total{status=\"duplicate\"} 2\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("edi_inbox_ingest_interchanges_total{status=\"rejected\"} 2\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("edi_inbox_ingest_last_run_interchanges{status=\"duplicate\"} 2\n"),
+            "{text}"
+        );
+        assert!(text.contains("edi_inbox_inbox_entries 2\n"), "{text}");
+        assert!(
+            text.contains("edi_inbox_ingest_last_success_timestamp_seconds 1"),
+            "{text}"
+        );
+        promtool_check(&textfile.join("edi_inbox_ingest.prom"));
 
-    site.cmd()
-        .args(["purge", "--days", "1", "--metrics-file"])
-        .arg(textfile.join("edi_inbox_purge.prom"))
-        .assert()
-        .code(0);
-    let text = fs::read_to_string(textfile.join("edi_inbox_purge.prom")).unwrap();
-    check_exposition(&text);
-    assert!(text.contains("edi_inbox_purge_entries_total 0\n"), "{text}");
-    promtool_check(&textfile.join("edi_inbox_purge.prom"));
-    // Only the two files: no temporary file is left behind.
-    assert_eq!(fs::read_dir(&textfile).unwrap().count(), 2);
-    node_exporter_reads(&textfile);
+        site.cmd()
+            .args(["purge", "--days", "1", "--metrics-file"])
+            .arg(textfile.join("edi_inbox_purge.prom"))
+            .assert()
+            .code(0);
+        let text = fs::read_to_string(textfile.join("edi_inbox_purge.prom")).unwrap();
+        check_exposition(&text);
+        assert!(text.contains("edi_inbox_purge_entries_total 0\n"), "{text}");
+        promtool_check(&textfile.join("edi_inbox_purge.prom"));
+        // Only the two files: no temporary file is left behind.
+        assert_eq!(fs::read_dir(&textfile).unwrap().count(), 2);
+        node_exporter_reads(&textfile);
+    }
 }
 
 /// Where prometheus-node-exporter is installed (`.ci/run` installs it), it serves both files.

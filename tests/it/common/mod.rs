@@ -1,6 +1,33 @@
 //! Helpers shared by the integration tests, which drive the real binary.
 #![allow(dead_code)]
 
+/// A test that runs once per inbox backend from the same code: `NAME::sqlite` and
+/// `NAME::postgres` (the latter on a fresh database of its own; see [`pg::PgDb`]).
+macro_rules! per_backend {
+    ($(#[doc = $doc:literal])* fn $name:ident($site:ident) $body:block) => {
+        $(#[doc = $doc])*
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            fn run($site: crate::common::site::Site) $body
+
+            #[test]
+            fn sqlite() {
+                run(crate::common::site::Site::new())
+            }
+
+            #[test]
+            fn postgres() {
+                if let Some(site) = crate::common::site::Site::postgres() {
+                    run(site)
+                }
+            }
+        }
+    };
+}
+
+pub mod pg;
 pub mod site;
 pub mod synth;
 

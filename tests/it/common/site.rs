@@ -12,6 +12,8 @@ use super::synth::Synth;
 pub struct Site {
     pub dir: tempfile::TempDir,
     db: Option<PathBuf>,
+    /// Where the inbox is a PostgreSQL one, its database.
+    pg: Option<super::pg::PgDb>,
 }
 
 /// What a finished run leaves: keys applied, messages, and where each input file went.
@@ -25,13 +27,46 @@ pub struct State {
 }
 
 impl Site {
+    /// A site whose inbox is an SQLite file.
     pub fn new() -> Site {
         let s = Site {
             dir: tempfile::tempdir().unwrap(),
             db: None,
+            pg: None,
         };
         fs::create_dir_all(s.drop()).unwrap();
         s
+    }
+
+    /// A site whose inbox is a PostgreSQL database of its own; `None` where the server does not
+    /// answer outside CI (see [`super::pg::PgDb::create`]).
+    pub fn postgres() -> Option<Site> {
+        let pg = super::pg::PgDb::create()?;
+        let mut s = Site::new();
+        s.pg = Some(pg);
+        Some(s)
+    }
+
+    /// A new site with an inbox of the same kind as this one's.
+    pub fn fresh(&self) -> Site {
+        if self.is_postgres() {
+            Site::postgres().expect("the server answered a moment ago")
+        } else {
+            Site::new()
+        }
+    }
+
+    /// True for a PostgreSQL inbox.
+    pub fn is_postgres(&self) -> bool {
+        self.pg.is_some()
+    }
+
+    /// What `--db` gets: the SQLite file, or the PostgreSQL URL.
+    pub fn db_arg(&self) -> std::ffi::OsString {
+        match &self.pg {
+            Some(pg) => pg.url().into(),
+            None => self.db().into_os_string(),
+        }
     }
     pub fn path(&self, rel: &str) -> PathBuf {
         self.dir.path().join(rel)
@@ -97,7 +132,7 @@ impl Site {
         c.env_remove("FAILPOINTS")
             .env_remove("EDI_INBOX_DB")
             .arg("--db")
-            .arg(self.db());
+            .arg(self.db_arg());
         c
     }
 
@@ -131,7 +166,7 @@ impl Site {
     /// The binary with `--db` set, for assertions.
     pub fn cmd(&self) -> assert_cmd::Command {
         let mut c = super::edi_inbox();
-        c.arg("--db").arg(self.db());
+        c.arg("--db").arg(self.db_arg());
         c
     }
 
@@ -159,20 +194,92 @@ impl Site {
         (out.status.code(), super::json_lines(&out.stdout))
     }
 
-    /// One number from the database.
+    /// One number from the database, whichever backend holds it.
     pub fn count(&self, sql: &str) -> i64 {
-        rusqlite::Connection::open(self.db())
-            .unwrap()
-            .query_row(sql, [], |r| r.get(0))
-            .unwrap()
+        match &self.pg {
+            Some(pg) => pg
+                .client()
+                .query_one(&format!("SELECT ({sql})::bigint"), &[])
+                .unwrap()
+                .get(0),
+            None => rusqlite::Connection::open(self.db())
+                .unwrap()
+                .query_row(sql, [], |r| r.get(0))
+                .unwrap(),
+        }
     }
 
     /// Runs SQL against the database (to age entries, say).
     pub fn sql(&self, sql: &str) {
-        rusqlite::Connection::open(self.db())
-            .unwrap()
-            .execute_batch(sql)
-            .unwrap();
+        match &self.pg {
+            Some(pg) => pg.client().batch_execute(sql).unwrap(),
+            None => rusqlite::Connection::open(self.db())
+                .unwrap()
+                .execute_batch(sql)
+                .unwrap(),
+        }
+    }
+
+    /// Rows as text, as both backends give them (numbers in decimal, NULL as `None`).
+    pub fn rows(&self, sql: &str) -> Vec<Vec<Option<String>>> {
+        match &self.pg {
+            Some(pg) => pg
+                .client()
+                .simple_query(sql)
+                .unwrap()
+                .into_iter()
+                .filter_map(|m| match m {
+                    postgres::SimpleQueryMessage::Row(r) => {
+                        Some((0..r.len()).map(|k| r.get(k).map(str::to_string)).collect())
+                    }
+                    _ => None,
+                })
+                .collect(),
+            None => {
+                use rusqlite::types::ValueRef;
+                let conn = rusqlite::Connection::open(self.db()).unwrap();
+                let mut stmt = conn.prepare(sql).unwrap();
+                let n = stmt.column_count();
+                stmt.query_map([], |r| {
+                    (0..n)
+                        .map(|k| {
+                            Ok(match r.get_ref(k)? {
+                                ValueRef::Null => None,
+                                ValueRef::Integer(i) => Some(i.to_string()),
+                                ValueRef::Real(f) => Some(f.to_string()),
+                                ValueRef::Text(t) | ValueRef::Blob(t) => {
+                                    Some(String::from_utf8_lossy(t).into_owned())
+                                }
+                            })
+                        })
+                        .collect()
+                })
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap()
+            }
+        }
+    }
+
+    /// Rows of three text columns (keys, say).
+    pub fn triples(&self, sql: &str) -> BTreeSet<(String, String, String)> {
+        match &self.pg {
+            Some(pg) => pg
+                .client()
+                .query(sql, &[])
+                .unwrap()
+                .into_iter()
+                .map(|r| (r.get(0), r.get(1), r.get(2)))
+                .collect(),
+            None => {
+                let conn = rusqlite::Connection::open(self.db()).unwrap();
+                let mut stmt = conn.prepare(sql).unwrap();
+                stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                    .unwrap()
+                    .collect::<Result<_, _>>()
+                    .unwrap()
+            }
+        }
     }
 
     /// File names in a folder of the site, sorted; empty where it does not exist.
@@ -195,10 +302,14 @@ impl Site {
     /// each key applied once, the inbox matching the business tables, one outbox event per
     /// message, no file in two places or twice in one, no temporary file left.
     pub fn state(&self) -> State {
-        let conn = rusqlite::Connection::open(self.db()).unwrap();
-        let one = |sql: &str| -> i64 { conn.query_row(sql, [], |r| r.get(0)).unwrap() };
+        let one = |sql: &str| -> i64 { self.count(sql) };
         // A run killed before it created the schema leaves a database with none.
-        if one("SELECT count(*) FROM sqlite_schema WHERE name = 'interchanges'") == 0 {
+        let schema = if self.is_postgres() {
+            "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'edi_inbox' AND table_name = 'interchanges'"
+        } else {
+            "SELECT count(*) FROM sqlite_schema WHERE name = 'interchanges'"
+        };
+        if one(schema) == 0 {
             assert!(self.names("archive").is_empty() && self.names("failed").is_empty());
             return State {
                 keys: BTreeSet::new(),
@@ -211,7 +322,7 @@ impl Site {
         assert_eq!(
             one("SELECT count(*) FROM interchanges"),
             one(
-                "SELECT count(*) FROM (SELECT DISTINCT sender, recipient, control_ref FROM interchanges)"
+                "SELECT count(*) FROM (SELECT DISTINCT sender, recipient, control_ref FROM interchanges) k"
             ),
             "an interchange was applied twice"
         );
@@ -230,14 +341,7 @@ impl Site {
             one("SELECT count(*) FROM outbox"),
             one("SELECT count(*) FROM messages")
         );
-        let mut stmt = conn
-            .prepare("SELECT sender, recipient, control_ref FROM interchanges")
-            .unwrap();
-        let keys = stmt
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-            .unwrap()
-            .collect::<Result<BTreeSet<_>, _>>()
-            .unwrap();
+        let keys = self.triples("SELECT sender, recipient, control_ref FROM interchanges");
         // A crash after a reason was written but before its file moved leaves an orphan reason,
         // and the file, moved by the next run, gets the next free name (f00018.1.edi). Map names
         // back to their input and check that none is there twice.
