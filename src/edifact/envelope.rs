@@ -42,6 +42,12 @@ struct OpenMessage {
     offset: usize,
 }
 
+/// True where a value holds a NUL byte, which no EDIFACT repertoire allows, and which a text
+/// column of a PostgreSQL inbox cannot store.
+fn has_nul(value: &str) -> bool {
+    value.contains('\0')
+}
+
 /// The values of service segments, as the interchange's syntax identifier decodes them.
 #[derive(Clone, Copy)]
 struct Values {
@@ -141,6 +147,33 @@ impl Builder {
         if let Some(element) = raw.missing(&seps) {
             b.fail(unb.error(ErrorKind::MissingElement { element }));
         }
+        let u = &b.unb;
+        let values = [
+            &u.syntax_id,
+            &u.syntax_version,
+            &u.sender,
+            &u.recipient,
+            &u.date,
+            &u.time,
+            &u.control_ref,
+        ];
+        let optional = [
+            &u.sender_qualifier,
+            &u.sender_routing,
+            &u.recipient_qualifier,
+            &u.recipient_routing,
+            &u.recipient_ref,
+            &u.application_ref,
+            &u.priority,
+            &u.ack_request,
+            &u.agreement_id,
+            &u.test_indicator,
+        ];
+        if values.iter().any(|v| has_nul(v))
+            || optional.iter().flat_map(|v| v.as_deref()).any(has_nul)
+        {
+            b.fail(unb.error(ErrorKind::NulByte));
+        }
         b
     }
 
@@ -220,18 +253,33 @@ impl Builder {
                 group,
             }));
         }
+        let message = Message {
+            reference,
+            message_type: v.text(raw.s009[0]),
+            version: v.text(raw.s009[1]),
+            release: v.text(raw.s009[2]),
+            agency: v.text(raw.s009[3]),
+            association_code: v.opt(raw.s009[4]),
+            segments: 1,
+            group: self.open_group,
+            span: 0..0,
+        };
+        let m = &message;
+        if [
+            &m.reference,
+            &m.message_type,
+            &m.version,
+            &m.release,
+            &m.agency,
+        ]
+        .iter()
+        .any(|v| has_nul(v))
+            || m.association_code.as_deref().is_some_and(has_nul)
+        {
+            self.fail(seg.error(ErrorKind::NulByte));
+        }
         self.open_message = Some(OpenMessage {
-            message: Message {
-                reference,
-                message_type: v.text(raw.s009[0]),
-                version: v.text(raw.s009[1]),
-                release: v.text(raw.s009[2]),
-                agency: v.text(raw.s009[3]),
-                association_code: v.opt(raw.s009[4]),
-                segments: 1,
-                group: self.open_group,
-                span: 0..0,
-            },
+            message,
             offset: seg.offset,
         });
     }
@@ -305,6 +353,9 @@ impl Builder {
         // ISO 9735: a message reference is unique within its group where groups are used
         // (and within the interchange otherwise); each group numbers its messages afresh.
         self.message_refs.clear();
+        if has_nul(&reference) {
+            self.fail(seg.error(ErrorKind::NulByte));
+        }
         self.groups.push(Group {
             reference,
             group_id: v.opt(raw.e0038),
@@ -533,6 +584,8 @@ UNH+1+ORDERS:D:96A:UN'BGM+220+PO1+9'UNT+3+1'UNZ+1+REF1'";
             (replace(ORDERS, "+REF1'", "+'"), "missing-element"),
             (replace(ORDERS, "UNOC:3", "UNOC"), "missing-element"),
             (replace(ORDERS, "UNOC:3", ":3"), "missing-element"),
+            (replace(ORDERS, "SENDER:14", "SEN\0DER:14"), "nul-byte"),
+            (replace(ORDERS, "ORDERS:D", "ORD\0ERS:D"), "nul-byte"),
             (replace(ORDERS, "+SENDER:14", "+:14"), "missing-element"),
             (replace(ORDERS, "+RECIPIENT:14", "+"), "missing-element"),
             (replace(ORDERS, "UNH+1+", "UNH++"), "missing-element"),

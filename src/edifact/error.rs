@@ -88,6 +88,8 @@ pub enum ErrorKind {
     UnbBeforeUnz { control_ref: String },
     #[error("has no {element}")]
     MissingElement { element: &'static str },
+    #[error("holds a NUL byte in a value: no EDIFACT character repertoire has one")]
+    NulByte,
     #[error("{element} `{found}` is not a number")]
     BadCount {
         element: &'static str,
@@ -201,6 +203,7 @@ impl EnvelopeError {
             ErrorKind::TrailingData { .. } => "trailing-data",
             ErrorKind::MissingUnz { .. } | ErrorKind::UnbBeforeUnz { .. } => "missing-unz",
             ErrorKind::MissingElement { .. } => "missing-element",
+            ErrorKind::NulByte => "nul-byte",
             ErrorKind::BadCount { .. } => "bad-count",
             ErrorKind::OutsideMessage => "outside-message",
             ErrorKind::UnhWithoutUnt { .. } | ErrorKind::MessageNotClosed { .. } => {

@@ -579,3 +579,64 @@ fn an_inbox_from_an_older_schema_is_upgraded_and_keeps_its_meaning() {
         .unwrap();
     assert_eq!(shown.stdout, raw, "the old plain bytes still read back");
 }
+
+per_backend! {
+    /// A NUL byte in a value of the envelope is rejected with its offset on both backends (no
+    /// EDIFACT repertoire has one, and a PostgreSQL text column cannot store one), and the rest
+    /// of the batch goes on.
+    fn a_nul_byte_in_a_value_is_rejected_and_the_rest_applied(site) {
+        site.put(
+            "a.edi",
+            b"UNB+UNOC:3+SEN\0DER+R+240101:1200+N1'UNH+1+ORDERS:D:96A:UN'UNT+2+1'UNZ+1+N1'",
+        );
+        site.put_sample("valid/orders-d01b-no-una.edi", "b.edi");
+        let (code, lines) = site.ingest_json(&[]);
+        assert_eq!(code, Some(3));
+        assert_eq!(statuses(&lines), ["rejected", "new"]);
+        assert_eq!(
+            lines[0]["error"],
+            "UNB at byte 0 (segment 1) holds a NUL byte in a value: no EDIFACT character repertoire has one"
+        );
+        assert_eq!(site.count("SELECT count(*) FROM inbox"), 1);
+    }
+}
+
+/// On PostgreSQL, an interchange the server refuses (a key too long for its index) is found by
+/// halving the batch in savepoints and rejected alone with the server's reason; the rest of the
+/// batch is applied.
+#[test]
+fn an_interchange_the_server_refuses_is_rejected_alone_on_postgres() {
+    let Some(site) = Site::postgres() else {
+        return;
+    };
+    // Too long for a B-tree index entry (about 2.7 KB), and not compressible below it.
+    let mut g = Synth::new(5);
+    let long: String = (0..9000)
+        .map(|_| char::from(b'A' + g.below(26) as u8))
+        .collect();
+    for n in 0..5 {
+        site.put(
+            &format!("f{n}.edi"),
+            format!("UNB+UNOC:3+S{n}+R+240101:1200+K{n}'UNH+1+ORDERS:D:96A:UN'UNT+2+1'UNZ+1+K{n}'")
+                .as_bytes(),
+        );
+    }
+    site.put(
+        "f2a.edi",
+        format!("UNB+UNOC:3+{long}+R+240101:1200+LONG'UNH+1+ORDERS:D:96A:UN'UNT+2+1'UNZ+1+LONG'")
+            .as_bytes(),
+    );
+    let (code, lines) = site.ingest_json(&[]);
+    assert_eq!(code, Some(3), "{lines:?}");
+    assert_eq!(
+        statuses(&lines),
+        ["new", "new", "new", "rejected", "new", "new"]
+    );
+    let error = lines[3]["error"].as_str().unwrap();
+    assert!(
+        error.contains("the PostgreSQL inbox cannot store it") && error.contains("index row"),
+        "{error}"
+    );
+    assert_eq!(site.count("SELECT count(*) FROM inbox"), 5);
+    assert_eq!(site.count("SELECT count(*) FROM interchanges"), 5);
+}
