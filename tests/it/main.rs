@@ -11,6 +11,7 @@ mod corpus;
 mod crash;
 mod guarantees;
 mod holes;
+mod hosts;
 mod ingest;
 mod inspect;
 mod operator;
