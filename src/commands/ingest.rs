@@ -15,7 +15,7 @@ use crate::cli::IngestArgs;
 use crate::edifact::{self, EnvelopeError, Interchange};
 use crate::exit::ExitStatus;
 use crate::filing::{self, Claim, Claimed};
-use crate::inbox::{self, Access, Candidate, Decision, Inbox, KeyProbe, Location};
+use crate::inbox::{Access, Candidate, Decision, Inbox, KeyProbe, Location};
 use crate::metrics::{Metrics, unix_now};
 use crate::output::{Out, count, escape, problem};
 use crate::status::Status;
@@ -191,8 +191,7 @@ pub fn run(
     if let Some(status) = check_before_reading(db, named, args)? {
         return Ok(status);
     }
-    let mut inbox = inbox::open(db, Access::Create, busy_timeout)
-        .with_context(|| format!("cannot open the inbox database {}", db.shown()))?;
+    let mut inbox = super::open_inbox(db, Access::Create, busy_timeout)?;
     let exclude = exclusions(db, args);
     let (inputs, problems) = walk::collect(&args.paths, &exclude);
     let mut run = Run::new(args, inputs.len());

@@ -13,6 +13,44 @@ use clap::Parser;
 use crate::exit::ExitStatus;
 use crate::{cli, inbox, output};
 
+/// Opens the inbox for a command; the backend's own errors (which do not name it) are told
+/// which inbox they concern, the others already do.
+fn open_inbox(
+    db: &inbox::Location,
+    access: inbox::Access,
+    busy_timeout: std::time::Duration,
+) -> anyhow::Result<Box<dyn inbox::Inbox>> {
+    inbox::open(db, access, busy_timeout).map_err(|e| match e {
+        inbox::InboxError::Backend(_) | inbox::InboxError::Busy(_) => {
+            let verb = if access == inbox::Access::Read {
+                "read"
+            } else {
+                "open"
+            };
+            anyhow::Error::new(e)
+                .context(format!("cannot {verb} the inbox database {}", db.shown()))
+        }
+        other => other.into(),
+    })
+}
+
+/// The error and its causes in one line, each said once: an error whose message already holds
+/// its cause's (`cannot open x: Permission denied`) is not followed by that cause again.
+fn one_message(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for link in e.chain() {
+        let part = link.to_string();
+        if text.contains(&part) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&part);
+    }
+    text
+}
+
 /// Prints a completion script for the shell.
 fn completions(args: &cli::CompletionsArgs) -> anyhow::Result<ExitStatus> {
     use clap::CommandFactory;
@@ -62,7 +100,7 @@ pub fn main() -> ExitCode {
     let status = match result {
         Ok(status) => status,
         Err(e) => {
-            output::warn(&format!("error: {e:#}"));
+            output::warn(&format!("error: {}", one_message(&e)));
             let busy = e.chain().any(|c| {
                 c.downcast_ref::<inbox::InboxError>()
                     .is_some_and(inbox::InboxError::is_busy)

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::cli::PurgeArgs;
 use crate::exit::ExitStatus;
-use crate::inbox::{self, Access, Location, PurgeTarget};
+use crate::inbox::{Access, Location, PurgeTarget};
 use crate::metrics::{Metrics, unix_now};
 use crate::output::{Out, count, problem};
 
@@ -29,7 +29,7 @@ pub struct PurgeReport {
 /// Runs `purge`.
 pub fn run(db: &Location, busy_timeout: Duration, args: &PurgeArgs) -> anyhow::Result<ExitStatus> {
     let started = Instant::now();
-    let mut inbox = inbox::open(db, Access::Write, busy_timeout)?;
+    let mut inbox = super::open_inbox(db, Access::Write, busy_timeout)?;
     // Clamped at 1970: --days 36500 purges everything older than that, which is nothing.
     let cutoff = crate::clock::days_ago(args.days);
     let mut counts = [0i64; 3];

@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use crate::cli::{ListArgs, ShowArgs, StatsArgs};
 use crate::exit::ExitStatus;
-use crate::inbox::{self, Access, EventFilter, Inbox, InboxError, Location};
+use crate::inbox::{Access, EventFilter, Location};
 use crate::output::{Out, problem};
 use crate::status::Status;
 
@@ -23,7 +23,7 @@ pub fn stats(
     busy_timeout: Duration,
     args: &StatsArgs,
 ) -> anyhow::Result<ExitStatus> {
-    let inbox = open(db, busy_timeout)?;
+    let inbox = super::open_inbox(db, Access::Read, busy_timeout)?;
     let s = StatsJson {
         stats: inbox.stats()?,
         database_bytes: inbox.size_bytes(),
@@ -65,7 +65,7 @@ pub fn stats(
 
 /// Runs `list`.
 pub fn list(db: &Location, busy_timeout: Duration, args: &ListArgs) -> anyhow::Result<ExitStatus> {
-    let inbox = open(db, busy_timeout)?;
+    let inbox = super::open_inbox(db, Access::Read, busy_timeout)?;
     let events = inbox.events(&EventFilter {
         status: args.status,
         sender: args.sender.clone(),
@@ -102,7 +102,7 @@ pub fn list(db: &Location, busy_timeout: Duration, args: &ListArgs) -> anyhow::R
 
 /// Runs `show`.
 pub fn show(db: &Location, busy_timeout: Duration, args: &ShowArgs) -> anyhow::Result<ExitStatus> {
-    let inbox = open(db, busy_timeout)?;
+    let inbox = super::open_inbox(db, Access::Read, busy_timeout)?;
     let h = inbox.key_history(&args.sender, &args.recipient, &args.control_ref)?;
     let mut out = Out::default();
     if h.interchanges.is_empty() && h.sightings.is_empty() {
@@ -203,14 +203,4 @@ fn reported(out: &Out) -> ExitStatus {
     } else {
         ExitStatus::Success
     }
-}
-
-/// Opens the inbox for a report; the backend's own errors are told which inbox they concern.
-fn open(db: &Location, busy_timeout: Duration) -> anyhow::Result<Box<dyn Inbox>> {
-    inbox::open(db, Access::Read, busy_timeout).map_err(|e| match e {
-        InboxError::Backend(_) | InboxError::Busy(_) => {
-            anyhow::Error::new(e).context(format!("cannot read the inbox database {}", db.shown()))
-        }
-        other => other.into(),
-    })
 }

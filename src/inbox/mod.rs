@@ -66,6 +66,10 @@ pub enum InboxError {
     IsAFolder { path: String },
     #[error("--db: {reason}")]
     BadLocation { reason: String },
+    /// The server did not let us in (it does not answer, the database does not exist, the
+    /// password is wrong, the certificate is not trusted).
+    #[error("cannot connect to {path}: {source}")]
+    Connect { path: String, source: BackendError },
     #[error("cannot open {path}: {source}")]
     Io {
         path: String,

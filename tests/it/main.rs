@@ -16,4 +16,5 @@ mod ingest;
 mod inspect;
 mod operator;
 mod parser_props;
+mod postgres;
 mod samples;

@@ -14,6 +14,7 @@ mod queries;
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -73,8 +74,15 @@ impl Target {
         let mut config: Config = text.parse().map_err(|e: postgres::Error| {
             // The parser's messages name the option, never the string (which may hold a
             // password).
+            let why = std::error::Error::source(&e).map(ToString::to_string);
+            // "unexpected character at byte 12: expected `=` but got `x`": the character may
+            // be one of the password's.
+            let why = why.map(|w| w.split(": expected").next().unwrap_or_default().to_string());
             InboxError::BadLocation {
-                reason: e.to_string(),
+                reason: match why {
+                    Some(why) => format!("invalid connection string: {why}"),
+                    None => "invalid connection string".to_string(),
+                },
             }
         })?;
         let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
@@ -147,9 +155,9 @@ impl Target {
             postgres::config::SslMode::Disable => self.config.connect(NoTls),
             _ => self.config.connect(tls(self.verify)),
         };
-        client.map_err(|e| InboxError::Io {
+        client.map_err(|e| InboxError::Connect {
             path: self.shown.clone(),
-            source: std::io::Error::other(e.to_string()),
+            source: Box::new(PgError(e)),
         })
     }
 }
@@ -260,38 +268,80 @@ fn is_identifier(name: &str) -> bool {
         && name.len() <= 63
 }
 
+/// A failure of the server or the connection, told in one line with the server's own words
+/// (the driver's own `Display` says only "db error" and keeps the reason in its source).
+#[derive(Debug)]
+pub(super) struct PgError(pub(super) postgres::Error);
+
+impl fmt::Display for PgError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(db) = self.0.as_db_error() {
+            write!(f, "{}", db.message())?;
+            if let Some(detail) = db.detail() {
+                write!(f, " ({})", one_line(detail))?;
+            }
+            if let Some(hint) = db.hint() {
+                write!(f, "; hint: {}", one_line(hint))?;
+            }
+            return write!(f, " [SQLSTATE {}]", db.code().code());
+        }
+        // "error connecting to server", then why: "Connection refused (os error 111)".
+        let mut text = self.0.to_string();
+        let mut cause = std::error::Error::source(&self.0);
+        while let Some(c) = cause {
+            let part = one_line(&c.to_string());
+            if !text.contains(&part) {
+                text.push_str(": ");
+                text.push_str(&part);
+            }
+            cause = c.source();
+        }
+        f.write_str(&text)
+    }
+}
+
+impl std::error::Error for PgError {}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The driver's error, where an inbox error holds one.
+fn pg_error(e: &InboxError) -> Option<&postgres::Error> {
+    match e {
+        InboxError::Backend(b) | InboxError::Busy(b) => b.downcast_ref::<PgError>().map(|p| &p.0),
+        _ => None,
+    }
+}
+
 impl From<postgres::Error> for InboxError {
     /// A lock not had within `lock_timeout` (another host's key, a purge's batch) is told apart
     /// from every other failure, as SQLite's "busy" is.
     fn from(e: postgres::Error) -> InboxError {
         if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) {
-            InboxError::Busy(Box::new(e))
+            InboxError::Busy(Box::new(PgError(e)))
         } else {
-            InboxError::Backend(Box::new(e))
+            InboxError::Backend(Box::new(PgError(e)))
         }
     }
 }
 
 /// True for the failures after which a batch, rolled back, is simply tried again.
 fn retryable(e: &InboxError) -> bool {
-    let InboxError::Backend(e) = e else {
-        return false;
-    };
-    e.downcast_ref::<postgres::Error>()
-        .and_then(postgres::Error::code)
-        .is_some_and(|c| {
-            *c == SqlState::T_R_DEADLOCK_DETECTED || *c == SqlState::T_R_SERIALIZATION_FAILURE
-        })
+    matches!(e, InboxError::Backend(_))
+        && pg_error(e)
+            .and_then(postgres::Error::code)
+            .is_some_and(|c| {
+                *c == SqlState::T_R_DEADLOCK_DETECTED || *c == SqlState::T_R_SERIALIZATION_FAILURE
+            })
 }
 
 /// True where the connection itself failed (the server restarted, the network cut): nothing
 /// more can be done on it.
 fn connection_lost(e: &InboxError) -> bool {
-    let InboxError::Backend(e) = e else {
-        return false;
-    };
-    e.downcast_ref::<postgres::Error>()
-        .is_some_and(|e| e.is_closed() || e.code().is_none() && e.as_db_error().is_none())
+    matches!(e, InboxError::Backend(_))
+        && pg_error(e)
+            .is_some_and(|e| e.is_closed() || e.code().is_none() && e.as_db_error().is_none())
 }
 
 /// An open PostgreSQL inbox.
@@ -429,15 +479,12 @@ impl PgInbox {
 
 /// The server's own words for a failure.
 fn describe(e: &InboxError) -> String {
-    match e {
-        InboxError::Backend(b) => match b
-            .downcast_ref::<postgres::Error>()
-            .and_then(postgres::Error::as_db_error)
-        {
+    match pg_error(e) {
+        Some(pg) => match pg.as_db_error() {
             Some(db) => db.message().to_string(),
-            None => b.to_string(),
+            None => e.to_string(),
         },
-        other => other.to_string(),
+        None => e.to_string(),
     }
 }
 

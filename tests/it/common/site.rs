@@ -61,6 +61,11 @@ impl Site {
         self.pg.is_some()
     }
 
+    /// The PostgreSQL database of a PostgreSQL site.
+    pub fn pg(&self) -> Option<&super::pg::PgDb> {
+        self.pg.as_ref()
+    }
+
     /// What `--db` gets: the SQLite file, or the PostgreSQL URL.
     pub fn db_arg(&self) -> std::ffi::OsString {
         match &self.pg {
@@ -161,6 +166,15 @@ impl Site {
     /// Copies a file of `samples/` into the drop folder under `name`.
     pub fn put_sample(&self, sample: &str, name: &str) -> PathBuf {
         self.put(name, &fs::read(super::samples().join(sample)).unwrap())
+    }
+
+    /// `ingest -q` of the drop folder (after the global options `global`), for assertions.
+    pub fn ingest_quietly(&self, global: &[&str]) -> assert_cmd::assert::Assert {
+        self.cmd()
+            .args(global)
+            .args(["ingest", "-q"])
+            .arg(self.drop())
+            .assert()
     }
 
     /// The binary with `--db` set, for assertions.

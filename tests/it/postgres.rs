@@ -1,0 +1,479 @@
+//! What only a PostgreSQL inbox has: connection strings, passwords and TLS, the schema of its
+//! own beside other tables, migrations when hosts start at once, the server's durability
+//! settings, the column types, per-host counters, and hosts reading one shared drop folder.
+
+use std::fs;
+
+use predicates::prelude::*;
+
+use crate::common::site::{Site, State, copy_dir};
+
+const PASSWORD: &str = "Sup3rS3cretPw";
+
+/// A PostgreSQL inbox holding the two interchanges of one sample, ingested.
+fn ingested() -> Option<Site> {
+    let site = Site::postgres()?;
+    site.put_sample("valid/two-interchanges.edi", "a.edi");
+    site.ingest_quietly(&[]).code(0);
+    Some(site)
+}
+
+/// Every way a connection can fail says which server and why, exits 1 (2 for a connection
+/// string that does not parse), and never shows the password, wherever it came from.
+#[test]
+fn connection_failures_say_why_and_never_show_the_password() {
+    let Some(site) = Site::postgres() else {
+        return;
+    };
+    let name = &site.pg().unwrap().name;
+    let cases: [(String, Option<&str>, i32, &str); 6] = [
+        // Nothing listens on port 1.
+        (
+            format!("postgres://postgres:{PASSWORD}@127.0.0.1:1/{name}"),
+            None,
+            1,
+            "Connection refused",
+        ),
+        (
+            format!("host=127.0.0.1 port=5432 user=postgres password={PASSWORD} dbname=nosuchdb"),
+            None,
+            1,
+            "database \"nosuchdb\" does not exist",
+        ),
+        (
+            "postgresql://postgres@127.0.0.1/nosuchdb".to_string(),
+            Some(PASSWORD),
+            1,
+            "database \"nosuchdb\" does not exist",
+        ),
+        (
+            format!("postgres://nobody:{PASSWORD}@127.0.0.1/{name}"),
+            None,
+            1,
+            "role \"nobody\" does not exist",
+        ),
+        (
+            format!("postgres://postgres:{PASSWORD}@127.0.0.1/{name}?sslmode=bogus"),
+            None,
+            2,
+            "invalid value for option `sslmode`",
+        ),
+        (
+            format!("host=127.0.0.1 password='{PASSWORD}"),
+            None,
+            2,
+            "invalid connection string",
+        ),
+    ];
+    for (db, env_password, code, why) in cases {
+        for command in [
+            &["stats"][..],
+            &["ingest", "--json"],
+            &["purge", "--days", "1"],
+        ] {
+            let mut c = crate::common::edi_inbox();
+            c.env_remove("PGPASSWORD")
+                .arg("--db")
+                .arg(&db)
+                .args(command);
+            if command[0] == "ingest" {
+                c.arg(site.drop());
+            }
+            if let Some(p) = env_password {
+                c.env("PGPASSWORD", p);
+            }
+            let out = c.output().unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert_eq!(out.status.code(), Some(code), "{db} {command:?}: {stderr}");
+            assert!(stderr.contains(why), "{db} {command:?}: {stderr}");
+            assert!(
+                !stderr.contains(PASSWORD) && !stdout.contains(PASSWORD),
+                "{db} {command:?}: {stderr}{stdout}"
+            );
+            if code == 1 {
+                assert!(stderr.contains("127.0.0.1"), "names the server: {stderr}");
+            }
+        }
+    }
+    // A password the server does not need (trust): the run works, and no output shows it.
+    site.put_sample("valid/two-interchanges.edi", "a.edi");
+    let db = format!("postgres://postgres:{PASSWORD}@127.0.0.1:5432/{name}");
+    for command in [
+        &["ingest", "--json"][..],
+        &["ingest"],
+        &["stats"],
+        &["stats", "--json"],
+        &["list"],
+        &["show", "PARTNERA", "HUB", "A1"],
+    ] {
+        let mut c = crate::common::edi_inbox();
+        c.arg("--db").arg(&db).args(command);
+        if command[0] == "ingest" {
+            c.arg(site.drop());
+        }
+        let out = c.output().unwrap();
+        let all = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.status.code(), Some(0), "{command:?}: {all}");
+        assert!(!all.contains(PASSWORD), "{command:?}: {all}");
+    }
+    let (_, stats) = site.json(&["stats", "--json"]);
+    assert_eq!(stats[0]["inbox"], 2);
+}
+
+/// libpq's `sslmode`: `disable` talks in the clear, `require` encrypts (where the server offers
+/// TLS), and `verify-full` refuses a certificate no public root vouches for (this server's is
+/// self-signed) with the reason, exit 1.
+#[test]
+fn sslmode_is_honoured() {
+    let Some(site) = Site::postgres() else {
+        return;
+    };
+    site.put_sample("valid/two-interchanges.edi", "a.edi");
+    let name = &site.pg().unwrap().name;
+    let ssl_on = site.rows("SHOW ssl")[0][0].as_deref() == Some("on");
+    let url = |mode: &str| format!("postgres://postgres@127.0.0.1:5432/{name}?sslmode={mode}");
+    crate::common::edi_inbox()
+        .arg("--db")
+        .arg(url("disable"))
+        .args(["ingest", "-q"])
+        .arg(site.drop())
+        .assert()
+        .code(0);
+    let required = crate::common::edi_inbox()
+        .arg("--db")
+        .arg(url("require"))
+        .args(["stats", "--json"])
+        .output()
+        .unwrap();
+    if ssl_on {
+        assert_eq!(required.status.code(), Some(0));
+    } else {
+        eprintln!("this server does not offer TLS: sslmode=require must fail");
+        assert_eq!(required.status.code(), Some(1));
+    }
+    for mode in ["verify-ca", "verify-full"] {
+        let out = crate::common::edi_inbox()
+            .arg("--db")
+            .arg(url(mode))
+            .arg("stats")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(
+            stderr.contains("cannot connect to postgres://postgres@127.0.0.1:5432/"),
+            "{stderr}"
+        );
+        if ssl_on {
+            assert!(stderr.contains("certificate"), "{stderr}");
+        }
+    }
+}
+
+/// The inbox lives in a schema of its own: the database's other tables are left alone, and two
+/// inboxes (`--pg-schema`) in one database do not see each other. A name that is not a plain
+/// identifier is refused before anything is touched.
+#[test]
+fn the_inbox_keeps_to_its_own_schema() {
+    let Some(site) = Site::postgres() else {
+        return;
+    };
+    site.sql(
+        "CREATE TABLE public.invoices (id bigint PRIMARY KEY, note text);
+         INSERT INTO public.invoices VALUES (1, 'not edi-inbox''s');
+         CREATE TABLE public.inbox (x int);",
+    );
+    site.put_sample("valid/two-interchanges.edi", "a.edi");
+    site.ingest_quietly(&[]).code(0);
+    site.put_sample("valid/invoic-d96a-unoc-crlf.edi", "b.edi");
+    site.ingest_quietly(&["--pg-schema", "tenant_b"]).code(0);
+    assert_eq!(site.count("SELECT count(*) FROM edi_inbox.inbox"), 2);
+    assert_eq!(site.count("SELECT count(*) FROM tenant_b.inbox"), 3);
+    assert_eq!(site.count("SELECT count(*) FROM public.inbox"), 0);
+    assert_eq!(
+        site.rows("SELECT note FROM public.invoices"),
+        [[Some("not edi-inbox's".to_string())]]
+    );
+    let (_, a) = site.json(&["stats", "--json"]);
+    assert_eq!(a[0]["inbox"], 2);
+    let (_, b) = site.json(&["--pg-schema", "tenant_b", "stats", "--json"]);
+    assert_eq!(b[0]["inbox"], 3);
+    // A report on a schema that was never created: no inbox there, nothing created.
+    site.cmd()
+        .args(["--pg-schema", "tenant_c", "stats"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("there is no inbox database"));
+    assert_eq!(
+        site.count("SELECT count(*) FROM pg_namespace WHERE nspname = 'tenant_c'"),
+        0
+    );
+    for bad in ["x;drop", "Tenant", "1abc", "", "a-b"] {
+        site.cmd()
+            .args(["--pg-schema", bad, "ingest"])
+            .arg(site.drop())
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains("--pg-schema"));
+    }
+    assert_eq!(site.files_in("drop"), ["a.edi", "b.edi"]);
+}
+
+/// A schema written by a newer edi-inbox is refused, exit 1, and left exactly as it was; the
+/// input is not touched.
+#[test]
+fn a_schema_from_a_newer_edi_inbox_is_refused_and_untouched() {
+    let Some(site) = ingested() else {
+        return;
+    };
+    site.sql("INSERT INTO schema_migrations (version) VALUES (99)");
+    let snapshot = || {
+        site.rows(
+            "SELECT (SELECT count(*) FROM inbox), (SELECT count(*) FROM interchanges),
+                    (SELECT count(*) FROM sightings), (SELECT count(*) FROM counters),
+                    (SELECT string_agg(version::text, ',' ORDER BY version) FROM schema_migrations),
+                    (SELECT count(*) FROM pg_tables WHERE schemaname = 'edi_inbox')",
+        )
+    };
+    let before = snapshot();
+    site.put_sample("valid/invoic-d96a-unoc-crlf.edi", "b.edi");
+    for command in [&["ingest"][..], &["purge", "--days", "1"], &["stats"]] {
+        let mut c = site.cmd();
+        c.args(command);
+        if command[0] == "ingest" {
+            c.arg(site.drop());
+        }
+        c.assert().code(1).stderr(
+            predicate::str::contains("schema version 99")
+                .and(predicate::str::contains("newer edi-inbox")),
+        );
+    }
+    assert_eq!(snapshot(), before);
+    assert_eq!(site.files_in("drop"), ["a.edi", "b.edi"]);
+}
+
+/// Six hosts starting at once on a database with no inbox yet: the advisory lock lets one
+/// create the schema, the others wait and find it made. Every migration is recorded once and
+/// every run succeeds.
+#[test]
+fn hosts_starting_at_once_create_the_schema_once() {
+    let Some(site) = Site::postgres() else {
+        return;
+    };
+    let dirs: Vec<tempfile::TempDir> = (0..6).map(|_| tempfile::tempdir().unwrap()).collect();
+    for (n, d) in dirs.iter().enumerate() {
+        fs::write(
+            d.path().join("a.edi"),
+            format!("UNB+UNOC:3+S{n}+R+240101:1200+K{n}'UNH+1+ORDERS:D:96A:UN'UNT+2+1'UNZ+1+K{n}'"),
+        )
+        .unwrap();
+    }
+    let runs = dirs.iter().map(|d| {
+        let mut c = site.command();
+        c.args(["ingest", "-q"]).arg(d.path());
+        c
+    });
+    for out in crate::common::run_together(runs.collect()) {
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert_eq!(site.count("SELECT count(*) FROM inbox"), 6);
+    assert_eq!(
+        site.count("SELECT count(*) FROM schema_migrations"),
+        site.count("SELECT max(version) FROM schema_migrations")
+    );
+    assert!(site.count("SELECT count(*) FROM schema_migrations") >= 1);
+}
+
+/// Where the server does not make a commit durable (`synchronous_commit=off` here, set for
+/// this database alone), a run that writes says so once on standard error, and still works;
+/// a report, which writes nothing, does not.
+#[test]
+fn a_server_without_durable_commits_is_warned_about_once() {
+    let Some(site) = Site::postgres() else {
+        return;
+    };
+    let name = site.pg().unwrap().name.clone();
+    site.put_sample("valid/two-interchanges.edi", "a.edi");
+    site.sql(&format!(
+        "ALTER DATABASE {name} SET synchronous_commit = off"
+    ));
+    let out = site
+        .command()
+        .args(["ingest", "-q", "--batch", "1"])
+        .arg(site.drop())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(
+        stderr.matches("synchronous_commit=off").count(),
+        1,
+        "{stderr}"
+    );
+    assert!(stderr.contains("not durable"), "{stderr}");
+    site.cmd()
+        .arg("stats")
+        .assert()
+        .stderr(predicate::str::contains("synchronous_commit").not());
+    site.sql(&format!("ALTER DATABASE {name} RESET synchronous_commit"));
+    site.ingest_quietly(&[])
+        .stderr(predicate::str::contains("synchronous_commit").not());
+}
+
+/// The PostgreSQL inbox has the SQLite inbox's tables and columns, in PostgreSQL's types:
+/// times are `timestamptz`, bytes `bytea`, ids `bigint`. Its own differences: counters per
+/// host, ids from sequences (no `id_sequences` table), and its migrations in a table.
+#[test]
+fn the_tables_and_columns_are_the_sqlite_inboxs_in_postgresql_types() {
+    let Some(pg) = Site::postgres() else {
+        return;
+    };
+    let lite = Site::new();
+    for site in [&pg, &lite] {
+        site.put_sample("valid/two-interchanges.edi", "a.edi");
+        site.ingest_quietly(&[]).code(0);
+    }
+    let sqlite_columns = lite.rows(
+        "SELECT m.name, p.name, p.type FROM sqlite_master m, pragma_table_info(m.name) p
+         WHERE m.type = 'table' AND m.name NOT IN ('id_sequences', 'sqlite_sequence')
+         ORDER BY 1, 2",
+    );
+    let pg_columns = pg.rows(
+        "SELECT table_name::text, column_name::text, data_type::text FROM information_schema.columns
+         WHERE table_schema = 'edi_inbox' ORDER BY 1, 2",
+    );
+    let pg_types: std::collections::BTreeMap<(String, String), String> = pg_columns
+        .iter()
+        .map(|r| {
+            (
+                (r[0].clone().unwrap(), r[1].clone().unwrap()),
+                r[2].clone().unwrap(),
+            )
+        })
+        .collect();
+    assert!(sqlite_columns.len() > 50);
+    for r in &sqlite_columns {
+        let (table, column, lite_type) = (
+            r[0].clone().unwrap(),
+            r[1].clone().unwrap(),
+            r[2].clone().unwrap(),
+        );
+        let Some(pg_type) = pg_types.get(&(table.clone(), column.clone())) else {
+            panic!("{table}.{column} is not in the PostgreSQL inbox");
+        };
+        let expected: &[&str] = if column.ends_with("_at") {
+            &["timestamp with time zone"]
+        } else if lite_type == "INTEGER"
+            && (column == "id" || column.ends_with("_id") || column.starts_with("raw_"))
+        {
+            &["bigint"]
+        } else {
+            match lite_type.as_str() {
+                "TEXT" => &["text"],
+                "BLOB" => &["bytea"],
+                "INTEGER" => &["bigint", "integer", "boolean"],
+                other => panic!("{table}.{column}: SQLite type {other}"),
+            }
+        };
+        assert!(
+            expected.contains(&pg_type.as_str()),
+            "{table}.{column}: {pg_type}, expected one of {expected:?}"
+        );
+    }
+    let extra: Vec<_> = pg_types
+        .keys()
+        .filter(|(t, c)| {
+            !sqlite_columns
+                .iter()
+                .any(|r| r[0].as_deref() == Some(t) && r[1].as_deref() == Some(c))
+        })
+        .collect();
+    assert_eq!(
+        extra,
+        [
+            &("counters".to_string(), "host".to_string()),
+            &("schema_migrations".to_string(), "applied_at".to_string()),
+            &("schema_migrations".to_string(), "version".to_string()),
+        ]
+    );
+    // The same content reads the same way from both.
+    let q = "SELECT sender, recipient, control_ref, sha256 FROM inbox ORDER BY 3";
+    assert_eq!(pg.rows(q), lite.rows(q));
+}
+
+/// Counters are one row per host and summed when read, so that hosts never queue on one row:
+/// another host's counts (a row of its own) add to this host's in the metrics.
+#[test]
+fn counters_are_kept_per_host_and_summed() {
+    let Some(site) = ingested() else {
+        return;
+    };
+    site.sql("INSERT INTO counters (host, name, value) VALUES ('another-host', 'ingest_new', 40)");
+    site.put_sample("valid/invoic-d96a-unoc-crlf.edi", "b.edi");
+    let metrics = site.path("ingest.prom");
+    site.cmd()
+        .args(["ingest", "-q", "--metrics-file"])
+        .arg(&metrics)
+        .arg(site.drop())
+        .assert()
+        .code(0);
+    let text = fs::read_to_string(&metrics).unwrap();
+    assert!(
+        text.contains("edi_inbox_ingest_interchanges_total{status=\"new\"} 43\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("edi_inbox_ingest_interchanges_total{status=\"duplicate\"} 2\n"),
+        "{text}"
+    );
+    // This host's counts are in one row per name, whatever the number of runs.
+    assert_eq!(
+        site.count(
+            "SELECT count(*) FROM counters WHERE host <> 'another-host' AND name = 'ingest_new'"
+        ),
+        1
+    );
+}
+
+/// Three hosts reading one shared drop folder (a network share), archiving into one shared
+/// folder: each file is taken by one host, a file another host moved away is skipped quietly,
+/// and the inbox holds what one run makes of the folder. Which copy of a drifted key comes
+/// first is a race between the hosts, so the file archived and the one quarantined for it may
+/// swap; every key with two contents is still reported as drift.
+#[test]
+fn hosts_reading_one_shared_folder_take_each_file_once() {
+    let Some(site) = Site::postgres() else {
+        return;
+    };
+    let reference = Site::new();
+    reference.fill(400, 31);
+    copy_dir(&reference.drop(), &site.drop());
+    reference.ingest(20);
+    let want: State = reference.state();
+    let runs = (0..3).map(|_| site.ingest_command(10)).collect();
+    for out in crate::common::run_together(runs) {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(matches!(out.status.code(), Some(0) | Some(3)), "{stderr}");
+        assert!(!stderr.contains("error"), "{stderr}");
+    }
+    let got = site.state();
+    site.assert_all_placed(&got, 400);
+    assert_eq!(got.keys, want.keys);
+    assert_eq!((got.messages, got.outbox), (want.messages, want.outbox));
+    let drifted = "SELECT count(*) FROM (SELECT DISTINCT sender, recipient, control_ref
+                   FROM sightings WHERE status = 'drift') AS d";
+    assert!(reference.count(drifted) > 0);
+    assert_eq!(site.count(drifted), reference.count(drifted));
+    let (_, stats) = site.json(&["stats", "--json"]);
+    assert_eq!(stats[0]["inbox"], stats[0]["interchanges"]);
+}
