@@ -129,8 +129,8 @@ fn compare(sha: &str, accepted: &str) -> Decision {
     }
 }
 
-/// The business rows of the new interchanges: the interchanges, their messages, an outbox event
-/// each; three statements.
+/// The business rows of the new interchanges: the interchanges, then their messages with an
+/// outbox event each; two statements.
 fn write_new(
     client: &mut Client,
     batch: &[Candidate<'_>],
@@ -231,12 +231,17 @@ fn write_new(
             m.raw_end.push(msg.span.end as i64);
         }
     }
+    // The outbox events from the rows just written, not from a second look at the table.
     client.execute(
-        "INSERT INTO messages (interchange_id, position, reference, message_type, version, release,
-             agency, association_code, group_ref, segments, raw_start, raw_end)
-         SELECT * FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::text[],
-                              $6::text[], $7::text[], $8::text[], $9::text[], $10::int[],
-                              $11::bigint[], $12::bigint[])",
+        "WITH m AS (
+             INSERT INTO messages (interchange_id, position, reference, message_type, version,
+                 release, agency, association_code, group_ref, segments, raw_start, raw_end)
+             SELECT * FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::text[],
+                                  $6::text[], $7::text[], $8::text[], $9::text[], $10::int[],
+                                  $11::bigint[], $12::bigint[])
+             RETURNING id, message_type)
+         INSERT INTO outbox (message_id, event_type, created_at)
+         SELECT id, 'edifact.' || message_type || '.received', now() FROM m ORDER BY id",
         &[
             &m.interchange_id,
             &m.position,
@@ -251,12 +256,6 @@ fn write_new(
             &m.raw_start,
             &m.raw_end,
         ],
-    )?;
-    client.execute(
-        "INSERT INTO outbox (message_id, event_type, created_at)
-         SELECT id, 'edifact.' || message_type || '.received', now()
-         FROM messages WHERE interchange_id = ANY($1) ORDER BY id",
-        &[&ids],
     )?;
     Ok(())
 }

@@ -657,8 +657,15 @@ impl Inbox for PgInbox {
                 self.target.schema
             ))
             .ok()?;
+        // Prepared once: parsed and planned per file, the lookup cost more than it saved.
+        let has = client
+            .prepare(
+                "SELECT 1 FROM inbox WHERE sender = $1 AND recipient = $2 AND control_ref = $3",
+            )
+            .ok()?;
         Some(Box::new(PgProbe {
             client: std::sync::Mutex::new(client),
+            has,
         }))
     }
 
@@ -720,6 +727,7 @@ impl Inbox for PgInbox {
 /// A reading thread's connection, for [`Inbox::probe`].
 struct PgProbe {
     client: std::sync::Mutex<Client>,
+    has: postgres::Statement,
 }
 
 impl KeyProbe for PgProbe {
@@ -728,10 +736,7 @@ impl KeyProbe for PgProbe {
             return false;
         };
         client
-            .query_opt(
-                "SELECT 1 FROM inbox WHERE sender = $1 AND recipient = $2 AND control_ref = $3",
-                &[&sender, &recipient, &control_ref],
-            )
+            .query_opt(&self.has, &[&sender, &recipient, &control_ref])
             .is_ok_and(|r| r.is_some())
     }
 }
