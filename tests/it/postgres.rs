@@ -126,8 +126,12 @@ fn connection_failures_say_why_and_never_show_the_password() {
 }
 
 /// libpq's `sslmode`: `disable` talks in the clear, `require` encrypts (where the server offers
-/// TLS), and `verify-full` refuses a certificate no public root vouches for (this server's is
-/// self-signed) with the reason, exit 1.
+/// TLS), and `verify-ca` / `verify-full` refuse a certificate no trusted root vouches for (this
+/// server's is self-signed) with the reason, exit 1. With `sslrootcert` naming the server's own
+/// certificate as the root, `verify-ca` (and `require`, as libpq does) accept it, and
+/// `verify-full` accepts it only under the name it was made for; `PGSSLMODE` and
+/// `PGSSLROOTCERT` stand in for them. A root file that is missing or holds no certificate is a
+/// usage error.
 #[test]
 fn sslmode_is_honoured() {
     let Some(site) = Site::postgres() else {
@@ -136,35 +140,42 @@ fn sslmode_is_honoured() {
     site.put_sample("valid/two-interchanges.edi", "a.edi");
     let name = &site.pg().unwrap().name;
     let ssl_on = site.rows("SHOW ssl")[0][0].as_deref() == Some("on");
-    let url = |mode: &str| format!("postgres://postgres@127.0.0.1:5432/{name}?sslmode={mode}");
+    let url =
+        |host: &str, options: &str| format!("postgres://postgres@{host}:5432/{name}?{options}");
+    let stats = |db: &str, env: &[(&str, &str)]| {
+        let mut c = crate::common::edi_inbox();
+        c.env_remove("PGSSLMODE").env_remove("PGSSLROOTCERT");
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let out = c
+            .arg("--db")
+            .arg(db)
+            .args(["stats", "--json"])
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
     crate::common::edi_inbox()
         .arg("--db")
-        .arg(url("disable"))
+        .arg(url("127.0.0.1", "sslmode=disable"))
         .args(["ingest", "-q"])
         .arg(site.drop())
         .assert()
         .code(0);
-    let required = crate::common::edi_inbox()
-        .arg("--db")
-        .arg(url("require"))
-        .args(["stats", "--json"])
-        .output()
-        .unwrap();
+    let (code, stderr) = stats(&url("127.0.0.1", "sslmode=require"), &[]);
     if ssl_on {
-        assert_eq!(required.status.code(), Some(0));
+        assert_eq!(code, Some(0), "{stderr}");
     } else {
         eprintln!("this server does not offer TLS: sslmode=require must fail");
-        assert_eq!(required.status.code(), Some(1));
+        assert_eq!(code, Some(1), "{stderr}");
     }
     for mode in ["verify-ca", "verify-full"] {
-        let out = crate::common::edi_inbox()
-            .arg("--db")
-            .arg(url(mode))
-            .arg("stats")
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        let (code, stderr) = stats(&url("127.0.0.1", &format!("sslmode={mode}")), &[]);
+        assert_eq!(code, Some(1), "{stderr}");
         assert!(
             stderr.contains("cannot connect to postgres://postgres@127.0.0.1:5432/"),
             "{stderr}"
@@ -173,6 +184,50 @@ fn sslmode_is_honoured() {
             assert!(stderr.contains("certificate"), "{stderr}");
         }
     }
+    for bad in ["/nonexistent/root.pem", "/etc/hostname"] {
+        let (code, stderr) = stats(
+            &url("127.0.0.1", &format!("sslmode=verify-ca&sslrootcert={bad}")),
+            &[],
+        );
+        assert_eq!(code, Some(2), "{stderr}");
+        assert!(stderr.contains(&format!("sslrootcert {bad}")), "{stderr}");
+    }
+    let cert = site.rows("SHOW ssl_cert_file")[0][0]
+        .clone()
+        .unwrap_or_default();
+    if !(ssl_on && cert.ends_with("ssl-cert-snakeoil.pem") && fs::metadata(&cert).is_ok()) {
+        eprintln!(
+            "not the Debian self-signed certificate for localhost ({cert}): sslrootcert not checked"
+        );
+        return;
+    }
+    let root = format!("sslrootcert={cert}");
+    for (host, options, want) in [
+        ("127.0.0.1", format!("sslmode=verify-ca&{root}"), 0),
+        ("127.0.0.1", format!("{root}&sslmode=require"), 0),
+        ("localhost", format!("sslmode=verify-full&{root}"), 0),
+        ("127.0.0.1", format!("sslmode=verify-full&{root}"), 1),
+    ] {
+        let (code, stderr) = stats(&url(host, &options), &[]);
+        assert_eq!(code, Some(want), "{host} {options}: {stderr}");
+        if want == 1 {
+            assert!(stderr.contains("not valid for name"), "{stderr}");
+        }
+    }
+    let env = [
+        ("PGSSLMODE", "verify-full"),
+        ("PGSSLROOTCERT", cert.as_str()),
+    ];
+    assert_eq!(
+        stats(&url("localhost", "").replace('?', ""), &env).0,
+        Some(0)
+    );
+    assert_eq!(
+        stats(&url("127.0.0.1", "").replace('?', ""), &env).0,
+        Some(1)
+    );
+    let kv = format!("host=localhost user=postgres dbname={name} sslmode=verify-full {root}");
+    assert_eq!(stats(&kv, &[]).0, Some(0));
 }
 
 /// The inbox lives in a schema of its own: the database's other tables are left alone, and two

@@ -11,15 +11,16 @@
 
 mod decide;
 mod queries;
+mod tls;
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
 use postgres::error::SqlState;
 use postgres::{Client, Config, NoTls};
+use tls::{Verify, is_url, take_tls};
 
 use super::{
     Access, Candidate, Decision, Event, EventFilter, Inbox, InboxError, KeyHistory, KeyProbe,
@@ -30,6 +31,9 @@ use crate::edifact::EnvelopeError;
 /// The schema, as an append-only list of migrations: entry N-1 brings the inbox to version N
 /// (recorded in `schema_migrations`).
 const MIGRATIONS: &[&str] = &[include_str!("migrations/0001_schema.sql")];
+
+/// How long a connection may take where neither the string nor `PGCONNECT_TIMEOUT` says.
+const CONNECT_TIMEOUT_SECONDS: u64 = 30;
 
 /// How many times a batch is tried again after a deadlock or a serialization failure.
 const RETRIES: usize = 5;
@@ -46,7 +50,7 @@ pub struct Target {
 /// True for what `--db` gives as a PostgreSQL connection: a `postgres://` or `postgresql://`
 /// URL, or libpq's `key=value` form (`host=... dbname=...`).
 pub fn is_connection_string(text: &str) -> bool {
-    if text.starts_with("postgres://") || text.starts_with("postgresql://") {
+    if is_url(text) {
         return true;
     }
     let mut pairs = text.split_whitespace().peekable();
@@ -67,10 +71,11 @@ impl std::fmt::Debug for Target {
 }
 
 impl Target {
-    /// Reads a connection string, with the usual `PGHOST`, `PGPORT`, `PGUSER`, `PGPASSWORD` and
-    /// `PGDATABASE` where it leaves them out, as libpq does.
+    /// Reads a connection string, with the usual `PGHOST`, `PGPORT`, `PGUSER`, `PGPASSWORD`,
+    /// `PGDATABASE`, `PGSSLMODE`, `PGSSLROOTCERT` and `PGCONNECT_TIMEOUT` where it leaves them
+    /// out, as libpq does.
     pub fn parse(text: &str, schema: &str) -> Result<Target, InboxError> {
-        let (text, verify) = take_verify(text);
+        let (text, verify) = take_tls(text)?;
         let mut config: Config = text.parse().map_err(|e: postgres::Error| {
             // The parser's messages name the option, never the string (which may hold a
             // password).
@@ -116,6 +121,13 @@ impl Target {
                 .unwrap_or_default();
             config.dbname(&db);
         }
+        // A server that drops packets must not hold a cron run forever (libpq waits forever).
+        if config.get_connect_timeout().is_none() {
+            let seconds = env("PGCONNECT_TIMEOUT")
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(CONNECT_TIMEOUT_SECONDS);
+            config.connect_timeout(Duration::from_secs(seconds));
+        }
         if !is_identifier(schema) {
             return Err(InboxError::BadLocation {
                 reason: format!(
@@ -153,111 +165,21 @@ impl Target {
     fn connect(&self) -> Result<Client, InboxError> {
         let client = match self.config.get_ssl_mode() {
             postgres::config::SslMode::Disable => self.config.connect(NoTls),
-            _ => self.config.connect(tls(self.verify)),
+            _ => match tls::connector(&self.verify) {
+                Ok(tls) => self.config.connect(tls),
+                Err(e) => {
+                    return Err(InboxError::Connect {
+                        path: self.shown.clone(),
+                        source: Box::new(e),
+                    });
+                }
+            },
         };
         client.map_err(|e| InboxError::Connect {
             path: self.shown.clone(),
             source: Box::new(PgError(e)),
         })
     }
-}
-
-/// How the server's certificate is checked, by libpq's `sslmode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Verify {
-    /// `prefer` (the default) and `require`: encrypted, the certificate not checked, as libpq
-    /// does (it trusts the network to reach the right server).
-    No,
-    /// `verify-ca` and `verify-full`: the certificate must chain to a root of the web's.
-    Roots,
-}
-
-/// The TLS connector: rustls, checking the server's certificate as `verify` says.
-fn tls(verify: Verify) -> tokio_postgres_rustls::MakeRustlsConnect {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .unwrap_or_else(|_| {
-            // ring supports the default versions; were it ever not to, TLS 1.2 is.
-            rustls::ClientConfig::builder_with_provider(provider.clone())
-                .with_protocol_versions(&[&rustls::version::TLS12])
-                .unwrap_or_else(|_| unreachable!("ring supports TLS 1.2"))
-        });
-    let config = match verify {
-        Verify::Roots => builder
-            .with_root_certificates(rustls::RootCertStore {
-                roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-            })
-            .with_no_client_auth(),
-        Verify::No => builder
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(EncryptOnly(provider)))
-            .with_no_client_auth(),
-    };
-    tokio_postgres_rustls::MakeRustlsConnect::new(config)
-}
-
-/// Accepts the server's certificate unchecked (libpq's `prefer` and `require`), while still
-/// checking that the handshake is signed by the key it names.
-#[derive(Debug)]
-struct EncryptOnly(Arc<rustls::crypto::CryptoProvider>);
-
-impl rustls::client::danger::ServerCertVerifier for EncryptOnly {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &rustls::pki_types::CertificateDer<'_>,
-        _intermediates: &[rustls::pki_types::CertificateDer<'_>],
-        _server_name: &rustls::pki_types::ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: rustls::pki_types::UnixTime,
-    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
-        Ok(rustls::client::danger::ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &rustls::pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &rustls::pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
-}
-
-/// Takes libpq's `sslmode=verify-ca` or `verify-full` out of a connection string (the
-/// PostgreSQL driver knows only `disable`, `prefer` and `require`), giving `require` in its
-/// place and how to check the certificate.
-fn take_verify(text: &str) -> (String, Verify) {
-    for mode in ["verify-full", "verify-ca"] {
-        let needle = format!("sslmode={mode}");
-        if text.contains(&needle) {
-            return (text.replace(&needle, "sslmode=require"), Verify::Roots);
-        }
-    }
-    (text.to_string(), Verify::No)
 }
 
 /// A schema name that needs no quoting.
