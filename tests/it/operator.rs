@@ -196,6 +196,41 @@ per_backend! {
 }
 
 per_backend! {
+    /// Two purges at once (two hosts' cron lines): each entry is deleted by one of them, the
+    /// counts they report add up, and neither fails.
+    fn two_purges_at_once_delete_each_entry_once(site) {
+        let mut g = crate::common::synth::Synth::new(4);
+        for n in 0..300 {
+            let layout = g.layout();
+            let data = g.interchange("OLD", "RECIPIENT", &format!("O{n}"), 1, layout);
+            fs::write(site.path("drop").join(format!("old{n:04}.edi")), data).unwrap();
+        }
+        ingest(&site);
+        age_inbox(&site, 90 * DAY);
+        let purges: Vec<Command> = (0..2)
+            .map(|_| {
+                let mut c = site.command();
+                c.args(["purge", "--days", "30", "--batch-size", "7", "--json"]);
+                c
+            })
+            .collect();
+        let mut purged = 0;
+        for out in crate::common::run_together(purges) {
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            purged += json_lines(&out.stdout)[0]["purged"].as_i64().unwrap();
+        }
+        assert_eq!(purged, 300);
+        assert_eq!(site.count("SELECT count(*) FROM inbox"), 0);
+        assert_eq!(site.count("SELECT count(*) FROM interchanges"), 300);
+    }
+}
+
+per_backend! {
     fn stats_counts_what_an_operator_checks_first(site) {
         site.put_sample("valid/two-interchanges.edi", "a.edi");
         site.put_sample("broken/unz-count-wrong.edi", "b.edi");

@@ -65,20 +65,22 @@ pub fn json_lines(stdout: &[u8]) -> Vec<serde_json::Value> {
         .collect()
 }
 
-/// Starts every command at once (standard output discarded, standard error kept), then waits
-/// for them all: processes overlapping as hosts or cron runs do.
+/// Starts every command at once (their standard output and error kept), then waits for them
+/// all: processes overlapping as hosts or cron runs do. Each is waited for on a thread of its
+/// own, so that none blocks on a full pipe while another is waited for.
 pub fn run_together(commands: Vec<std::process::Command>) -> Vec<std::process::Output> {
     let children: Vec<_> = commands
         .into_iter()
         .map(|mut c| {
-            c.stdout(std::process::Stdio::null())
+            c.stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::piped())
                 .spawn()
                 .unwrap()
         })
         .collect();
-    children
+    let waiting: Vec<_> = children
         .into_iter()
-        .map(|c| c.wait_with_output().unwrap())
-        .collect()
+        .map(|c| std::thread::spawn(move || c.wait_with_output().unwrap()))
+        .collect();
+    waiting.into_iter().map(|t| t.join().unwrap()).collect()
 }
