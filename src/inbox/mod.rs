@@ -187,6 +187,7 @@ pub trait Inbox {
 }
 
 /// One interchange of a batch to decide.
+#[derive(Clone, Copy)]
 pub struct Candidate<'a> {
     pub interchange: &'a Interchange<'a>,
     /// Its bytes as [`compress`] gives them, where already made; otherwise they are compressed

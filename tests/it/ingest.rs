@@ -601,6 +601,28 @@ per_backend! {
     }
 }
 
+per_backend! {
+    /// A NUL byte in a trailer's value (UNT's reference, UNZ's count) quoted in the reason is
+    /// stored on both backends (on PostgreSQL as `\x00`, which a text column takes): the file is
+    /// rejected with its offset, and the run goes on.
+    fn a_nul_byte_in_a_trailer_is_rejected_and_the_run_goes_on(site) {
+        site.put(
+            "a.edi",
+            b"UNB+UNOC:3+S+R+240101:1200+N2'UNH+1+ORDERS:D:96A:UN'UNT+2+1\0'UNZ+1\0+N2'",
+        );
+        site.put_sample("valid/orders-d01b-no-una.edi", "b.edi");
+        let (code, lines) = site.ingest_json(&[]);
+        assert_eq!(code, Some(3), "{lines:?}");
+        assert_eq!(statuses(&lines), ["rejected", "new"]);
+        assert!(lines[0]["error"].as_str().unwrap().contains("UNT at byte"), "{lines:?}");
+        assert!(site.count("SELECT count(*) FROM rejections") >= 1);
+        assert_eq!(site.count("SELECT count(*) FROM inbox"), 1);
+        // Seen again: the same rejection counted again, not a second failure.
+        let (code, _) = site.ingest_json(&[]);
+        assert_eq!(code, Some(3));
+    }
+}
+
 /// On PostgreSQL, an interchange the server refuses (a key too long for its index) is found by
 /// halving the batch in savepoints and rejected alone with the server's reason; the rest of the
 /// batch is applied.

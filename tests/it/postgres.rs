@@ -126,8 +126,9 @@ fn connection_failures_say_why_and_never_show_the_password() {
 }
 
 /// libpq's `sslmode`: `disable` talks in the clear, `require` encrypts (where the server offers
-/// TLS), and `verify-ca` / `verify-full` refuse a certificate no trusted root vouches for (this
-/// server's is self-signed) with the reason, exit 1. With `sslrootcert` naming the server's own
+/// TLS), `verify-ca` / `verify-full` with no roots to check against are a usage error (exit 2),
+/// and with `sslrootcert=system` (the web's roots) refuse this server's self-signed certificate
+/// with the reason, exit 1. With `sslrootcert` naming the server's own
 /// certificate as the root, `verify-ca` (and `require`, as libpq does) accept it, and
 /// `verify-full` accepts it only under the name it was made for; `PGSSLMODE` and
 /// `PGSSLROOTCERT` stand in for them. A root file that is missing or holds no certificate is a
@@ -144,7 +145,9 @@ fn sslmode_is_honoured() {
         |host: &str, options: &str| format!("postgres://postgres@{host}:5432/{name}?{options}");
     let stats = |db: &str, env: &[(&str, &str)]| {
         let mut c = crate::common::edi_inbox();
-        c.env_remove("PGSSLMODE").env_remove("PGSSLROOTCERT");
+        c.env_remove("PGSSLMODE")
+            .env_remove("PGSSLROOTCERT")
+            .env("HOME", "/nonexistent");
         for (k, v) in env {
             c.env(k, v);
         }
@@ -174,7 +177,20 @@ fn sslmode_is_honoured() {
         assert_eq!(code, Some(1), "{stderr}");
     }
     for mode in ["verify-ca", "verify-full"] {
+        // No roots named and none in ~/.postgresql/root.crt: a usage error, as libpq's, never
+        // a check against other roots (which would pass any certificate they vouch for).
         let (code, stderr) = stats(&url("127.0.0.1", &format!("sslmode={mode}")), &[]);
+        assert_eq!(code, Some(2), "{stderr}");
+        assert!(
+            stderr.contains(&format!("sslmode={mode} checks the server's certificate"))
+                && stderr.contains("sslrootcert"),
+            "{stderr}"
+        );
+        // The web's roots do not vouch for this server's self-signed certificate.
+        let (code, stderr) = stats(
+            &url("127.0.0.1", &format!("sslmode={mode}&sslrootcert=system")),
+            &[],
+        );
         assert_eq!(code, Some(1), "{stderr}");
         assert!(
             stderr.contains("cannot connect to postgres://postgres@127.0.0.1:5432/"),
@@ -531,4 +547,157 @@ fn hosts_reading_one_shared_folder_take_each_file_once() {
     assert_eq!(site.count(drifted), reference.count(drifted));
     let (_, stats) = site.json(&["stats", "--json"]);
     assert_eq!(stats[0]["inbox"], stats[0]["interchanges"]);
+}
+
+/// `--pg-schema public` where another tool (golang-migrate) keeps a `schema_migrations` of its
+/// own, `bigint` versions and a `dirty` flag: not an inbox, exit 1, nothing created or changed
+/// (read as ours, its version would have made the inbox look newer than this edi-inbox).
+#[test]
+fn another_tools_schema_migrations_is_not_taken_for_the_inboxs() {
+    let Some(site) = Site::postgres() else {
+        return;
+    };
+    site.sql(
+        "CREATE TABLE public.schema_migrations (version bigint PRIMARY KEY, dirty boolean NOT NULL);
+         INSERT INTO public.schema_migrations VALUES (20230101120000, false);",
+    );
+    site.put_sample("valid/two-interchanges.edi", "a.edi");
+    let tables = || site.count("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'");
+    for command in [&["ingest"][..], &["stats"], &["purge", "--days", "1"]] {
+        let mut c = site.cmd();
+        c.args(["--pg-schema", "public"]).args(command);
+        if command[0] == "ingest" {
+            c.arg(site.drop());
+        }
+        c.assert().code(1).stderr(
+            predicate::str::contains("is not an edi-inbox database")
+                .and(predicate::str::contains(
+                    "schema_migrations table of another tool",
+                ))
+                .and(predicate::str::contains("panicked").not()),
+        );
+        assert_eq!(tables(), 1, "{command:?}");
+    }
+    assert_eq!(
+        site.rows("SELECT version::text, dirty::text FROM public.schema_migrations"),
+        [[
+            Some("20230101120000".to_string()),
+            Some("false".to_string())
+        ]]
+    );
+    assert_eq!(site.files_in("drop"), ["a.edi"]);
+}
+
+/// A `key=value` connection string with a quoted password holding a space, or spaces around
+/// `=`, is a connection string: never a SQLite file created under that name (which would also
+/// show the password in its path); one that does not parse is a usage error that does not
+/// quote it.
+#[test]
+fn key_value_strings_with_spaces_are_connection_strings() {
+    let Some(site) = Site::postgres() else {
+        return;
+    };
+    let name = &site.pg().unwrap().name;
+    site.put_sample("valid/two-interchanges.edi", "a.edi");
+    let cwd = site.path("cwd");
+    fs::create_dir_all(&cwd).unwrap();
+    let run = |db: &str, args: &[&str]| {
+        let out = crate::common::edi_inbox()
+            .current_dir(&cwd)
+            .arg("--db")
+            .arg(db)
+            .args(args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(!stderr.contains("Sup3r"), "{stderr}");
+        (out.status.code(), stderr)
+    };
+    let quoted = format!("password='Sup3r secret' host = 127.0.0.1 user=postgres dbname={name}");
+    let (code, stderr) = run(&quoted, &["ingest", "-q", site.drop().to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(site.count("SELECT count(*) FROM inbox"), 2);
+    let (code, stderr) = run(
+        &format!("dbname = {name} host=127.0.0.1 port=1"),
+        &["stats"],
+    );
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("Connection refused"), "{stderr}");
+    let (code, stderr) = run("password='Sup3r secret' oops", &["stats"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("invalid connection string"), "{stderr}");
+    assert_eq!(
+        fs::read_dir(&cwd).unwrap().count(),
+        0,
+        "no SQLite file made"
+    );
+}
+
+/// Only the server refusing the data itself (SQLSTATE classes 22, 23, 54) makes one interchange
+/// be refused alone; any other failure in the middle of a batch (here a full disk, 53100, raised
+/// by a trigger for one key) fails the run, exit 1, nothing recorded, and the next run, the
+/// disk freed, applies everything.
+#[test]
+fn only_data_errors_refuse_an_interchange() {
+    let Some(site) = ingested() else {
+        return;
+    };
+    for n in 0..5 {
+        site.put(
+            &format!("f{n}.edi"),
+            format!("UNB+UNOC:3+S{n}+R+240101:1200+K{n}'UNH+1+ORDERS:D:96A:UN'UNT+2+1'UNZ+1+K{n}'")
+                .as_bytes(),
+        );
+    }
+    let trigger = |code: &str| {
+        site.sql(&format!(
+            "CREATE OR REPLACE FUNCTION edi_inbox.refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN
+                 IF NEW.sender = 'S2' THEN
+                     RAISE EXCEPTION 'cannot take S2' USING ERRCODE = '{code}';
+                 END IF;
+                 RETURN NEW;
+             END $$;
+             CREATE OR REPLACE TRIGGER refuse BEFORE INSERT ON edi_inbox.inbox
+                 FOR EACH ROW EXECUTE FUNCTION edi_inbox.refuse();"
+        ))
+    };
+    let recorded = || {
+        site.count(
+            "SELECT (SELECT count(*) FROM inbox) + (SELECT count(*) FROM sightings)
+                  + (SELECT count(*) FROM rejections)",
+        )
+    };
+    let before = recorded();
+    trigger("53100");
+    let (code, lines) = site.ingest_json(&[]);
+    assert_eq!(code, Some(1), "{lines:?}");
+    assert_eq!(recorded(), before, "nothing recorded");
+    trigger("22023");
+    let (code, lines) = site.ingest_json(&[]);
+    assert_eq!(code, Some(3), "{lines:?}");
+    let refused: Vec<_> = lines
+        .iter()
+        .filter(|l| l["status"] == "rejected")
+        .map(|l| {
+            (
+                l["file"].as_str().unwrap_or_default().to_string(),
+                l["error"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(refused.len(), 1, "{lines:?}");
+    assert!(refused[0].0.ends_with("f2.edi"), "{refused:?}");
+    assert!(
+        refused[0]
+            .1
+            .as_str()
+            .unwrap_or_default()
+            .contains("cannot take S2"),
+        "{refused:?}"
+    );
+    assert_eq!(
+        site.count("SELECT count(*) FROM inbox WHERE sender LIKE 'S_'"),
+        4
+    );
 }

@@ -97,11 +97,7 @@ pub(super) fn decide(
             (None, Some(h)) => compare(&hashes[n], h),
             // Neither taken nor there: the key's holder was purged in between, or rolled back
             // after this statement had looked. The batch is tried again, whole.
-            (None, None) => {
-                return Err(InboxError::Backend(
-                    "a key was neither taken nor found; the batch is tried again".into(),
-                ));
-            }
+            (None, None) => return Err(InboxError::Backend(Box::new(KeyVanished))),
         };
         decisions.push(decision);
     }
@@ -109,6 +105,19 @@ pub(super) fn decide(
     write_sightings(client, batch, &decisions, &hashes)?;
     Ok(decisions)
 }
+
+/// A key neither taken by this batch nor found stored: its holder was purged between the two
+/// statements. Not a failure of the data: the batch is rolled back and tried again, whole.
+#[derive(Debug)]
+pub(super) struct KeyVanished;
+
+impl std::fmt::Display for KeyVanished {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a key was neither taken nor found (purged meanwhile)")
+    }
+}
+
+impl std::error::Error for KeyVanished {}
 
 /// One column of rows `rows`, for an array parameter.
 fn column<'a, T>(rows: &[usize], f: impl Fn(usize) -> T + 'a) -> Vec<T> {

@@ -19,7 +19,7 @@ use std::fmt;
 use std::time::Duration;
 
 use postgres::error::SqlState;
-use postgres::{Client, Config, NoTls};
+use postgres::{Client, Config, GenericClient, NoTls};
 use tls::{Verify, is_url, take_tls};
 
 use super::{
@@ -48,20 +48,63 @@ pub struct Target {
 }
 
 /// True for what `--db` gives as a PostgreSQL connection: a `postgres://` or `postgresql://`
-/// URL, or libpq's `key=value` form (`host=... dbname=...`).
+/// URL, or libpq's `key=value` form (`host=... dbname=...`), told by its first word being one of
+/// libpq's keywords followed by `=` (spaces around it allowed, values quoted or not). A string
+/// that starts so but does not parse is then refused as a connection string, never taken for a
+/// SQLite file named after it (which would create the file and show the password).
 pub fn is_connection_string(text: &str) -> bool {
     if is_url(text) {
         return true;
     }
-    let mut pairs = text.split_whitespace().peekable();
-    pairs.peek().is_some()
-        && text.split_whitespace().all(|p| p.contains('='))
-        && pairs.any(|p| {
-            ["host=", "hostaddr=", "dbname=", "user=", "port="]
-                .iter()
-                .any(|k| p.starts_with(k))
-        })
+    let text = text.trim_start();
+    let word_end = text
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(text.len());
+    let (word, rest) = text.split_at(word_end);
+    LIBPQ_KEYWORDS.contains(&word) && rest.trim_start().starts_with('=')
 }
+
+/// libpq's connection keywords (those a `key=value` string may start with).
+const LIBPQ_KEYWORDS: &[&str] = &[
+    "host",
+    "hostaddr",
+    "port",
+    "dbname",
+    "user",
+    "password",
+    "passfile",
+    "channel_binding",
+    "connect_timeout",
+    "client_encoding",
+    "options",
+    "application_name",
+    "fallback_application_name",
+    "keepalives",
+    "keepalives_idle",
+    "keepalives_interval",
+    "keepalives_count",
+    "tcp_user_timeout",
+    "replication",
+    "gssencmode",
+    "sslmode",
+    "requiressl",
+    "sslcompression",
+    "sslcert",
+    "sslkey",
+    "sslpassword",
+    "sslrootcert",
+    "sslcrl",
+    "sslcrldir",
+    "sslsni",
+    "requirepeer",
+    "ssl_min_protocol_version",
+    "ssl_max_protocol_version",
+    "krbsrvname",
+    "gsslib",
+    "service",
+    "target_session_attrs",
+    "load_balance_hosts",
+];
 
 /// Shown without the connection settings, which hold the password.
 impl std::fmt::Debug for Target {
@@ -75,6 +118,16 @@ impl Target {
     /// `PGDATABASE`, `PGSSLMODE`, `PGSSLROOTCERT` and `PGCONNECT_TIMEOUT` where it leaves them
     /// out, as libpq does.
     pub fn parse(text: &str, schema: &str) -> Result<Target, InboxError> {
+        if let Some((_, rest)) = text.split_once("://") {
+            let authority = rest.split(['/', '?']).next().unwrap_or_default();
+            // The first `@` ends the password; another would make the rest of the password
+            // the host's name, shown in every message.
+            if authority.matches('@').count() > 1 {
+                return Err(InboxError::BadLocation {
+                    reason: "the URL holds more than one '@' before the host: write an '@' in the user name or password as %40".into(),
+                });
+            }
+        }
         let (text, verify) = take_tls(text)?;
         let mut config: Config = text.parse().map_err(|e: postgres::Error| {
             // The parser's messages name the option, never the string (which may hold a
@@ -248,22 +301,30 @@ impl From<postgres::Error> for InboxError {
     }
 }
 
-/// True for the failures after which a batch, rolled back, is simply tried again.
+/// True for the failures after which a batch, rolled back, is simply tried again: a deadlock,
+/// a serialization failure, a key that vanished between two statements.
 fn retryable(e: &InboxError) -> bool {
-    matches!(e, InboxError::Backend(_))
-        && pg_error(e)
+    match e {
+        InboxError::Backend(b) if b.is::<decide::KeyVanished>() => true,
+        InboxError::Backend(_) => pg_error(e)
             .and_then(postgres::Error::code)
             .is_some_and(|c| {
                 *c == SqlState::T_R_DEADLOCK_DETECTED || *c == SqlState::T_R_SERIALIZATION_FAILURE
-            })
+            }),
+        _ => false,
+    }
 }
 
-/// True where the connection itself failed (the server restarted, the network cut): nothing
-/// more can be done on it.
-fn connection_lost(e: &InboxError) -> bool {
+/// True for the server refusing the data itself (class 22, data exception; 23, integrity
+/// constraint violation; 54, program limit exceeded, such as a key too long for its index):
+/// the one interchange that caused it is refused, the rest of its batch decided. Anything else
+/// (a statement timeout, a full disk, the server out of memory, a cancel) fails the batch,
+/// so that the run exits 1 and the next one decides the interchange.
+fn refusable(e: &InboxError) -> bool {
     matches!(e, InboxError::Backend(_))
         && pg_error(e)
-            .is_some_and(|e| e.is_closed() || e.code().is_none() && e.as_db_error().is_none())
+            .and_then(postgres::Error::code)
+            .is_some_and(|c| matches!(&c.code()[..2], "22" | "23" | "54"))
 }
 
 /// An open PostgreSQL inbox.
@@ -296,7 +357,7 @@ impl PgInbox {
             busy_timeout.as_millis().clamp(1, i32::MAX as u128)
         ))?;
         let schema = &target.schema;
-        let version = applied_version(&mut client, schema)?;
+        let version = applied_version(&mut client, target)?;
         let known = MIGRATIONS.len();
         match version {
             Some(v) if v as usize > known => {
@@ -371,31 +432,64 @@ impl PgInbox {
         }
     }
 
-    /// Decides `batch` in savepoints, halving it around a failure, so that one interchange the
-    /// server refuses (a key too long for its index, say) is found and refused alone. Only
-    /// after the batch as a whole failed: a few savepoints, never one per interchange.
-    fn isolate(&mut self, batch: &[Candidate<'_>]) -> Result<Vec<Decision>, InboxError> {
+    /// Finds the interchanges of `batch` that the server refuses to store (a key too long for
+    /// its index, say), halving the batch in savepoints around a data error. Every savepoint is
+    /// rolled back, whatever it found: a released subtransaction that wrote keeps its place in
+    /// the server's cache of 64 per transaction, a rolled-back one does not, so isolating many
+    /// bad interchanges never overflows it. Only after the batch as a whole failed.
+    fn refused(
+        &mut self,
+        batch: &[Candidate<'_>],
+        refused: &mut Vec<Option<String>>,
+        at: usize,
+    ) -> Result<(), InboxError> {
         let client = self.client.get_mut();
         client.batch_execute("SAVEPOINT part")?;
-        match decide::decide(client, batch) {
-            Ok(d) => {
-                client.batch_execute("RELEASE part")?;
-                Ok(d)
+        let result = decide::decide(client, batch);
+        client.batch_execute("ROLLBACK TO part; RELEASE part")?;
+        match result {
+            Ok(_) => Ok(()),
+            Err(e) if !refusable(&e) => Err(e),
+            Err(e) if batch.len() == 1 => {
+                refused[at] = Some(format!(
+                    "the PostgreSQL inbox cannot store it: {}",
+                    describe(&e)
+                ));
+                Ok(())
             }
-            Err(e) if connection_lost(&e) || retryable(&e) || e.is_busy() => Err(e),
-            Err(e) => {
-                client.batch_execute("ROLLBACK TO part; RELEASE part")?;
-                if batch.len() == 1 {
-                    return Ok(vec![Decision::Refused {
-                        reason: format!("the PostgreSQL inbox cannot store it: {}", describe(&e)),
-                    }]);
-                }
-                let (left, right) = batch.split_at(batch.len() / 2);
-                let mut decisions = self.isolate(left)?;
-                decisions.extend(self.isolate(right)?);
-                Ok(decisions)
+            Err(_) => {
+                let half = batch.len() / 2;
+                let (left, right) = batch.split_at(half);
+                self.refused(left, refused, at)?;
+                self.refused(right, refused, at + half)
             }
         }
+    }
+
+    /// Decides `batch` once the interchanges the server refuses are found: the others together,
+    /// in the batch's own transaction, the refused ones refused.
+    fn decide_around_refused(
+        &mut self,
+        batch: &[Candidate<'_>],
+    ) -> Result<Vec<Decision>, InboxError> {
+        let mut refused = vec![None; batch.len()];
+        self.refused(batch, &mut refused, 0)?;
+        let rest: Vec<Candidate<'_>> = batch
+            .iter()
+            .zip(&refused)
+            .filter(|(_, r)| r.is_none())
+            .map(|(c, _)| *c)
+            .collect();
+        let mut decided = decide::decide(self.client.get_mut(), &rest)?.into_iter();
+        refused
+            .into_iter()
+            .map(|r| match r {
+                Some(reason) => Ok(Decision::Refused { reason }),
+                None => decided.next().ok_or_else(|| {
+                    InboxError::Backend("a batch's decisions came back short".into())
+                }),
+            })
+            .collect()
     }
 }
 
@@ -411,25 +505,71 @@ fn describe(e: &InboxError) -> String {
 }
 
 /// The version the inbox's schema has, or `None` where there is none yet.
-fn applied_version(client: &mut Client, schema: &str) -> Result<Option<i64>, InboxError> {
-    let table = format!("{schema}.schema_migrations");
-    let exists: Option<String> = client
-        .query_one("SELECT to_regclass($1)::text", &[&table])?
-        .get(0);
-    if exists.is_none() {
+fn applied_version(client: &mut Client, target: &Target) -> Result<Option<i64>, InboxError> {
+    let version = stored_version(client, target)?;
+    if version.is_some() {
+        // The schema's name is a plain identifier (checked), never a value from the input.
+        client.batch_execute(&format!("SET search_path = {}", target.schema))?;
+    }
+    Ok(version)
+}
+
+/// The highest version in the schema's `schema_migrations`, `None` where it has no such table,
+/// and "not an inbox" where the table is another tool's (golang-migrate keeps one of the same
+/// name, with `bigint` versions and a `dirty` flag, in whatever schema it is given): read as
+/// ours, its versions would make the inbox look newer than this edi-inbox.
+fn stored_version(
+    client: &mut impl GenericClient,
+    target: &Target,
+) -> Result<Option<i64>, InboxError> {
+    let columns: Vec<(String, String)> = client
+        .query(
+            "SELECT column_name::text, data_type::text FROM information_schema.columns
+             WHERE table_schema = $1 AND table_name = 'schema_migrations'
+             ORDER BY ordinal_position",
+            &[&target.schema],
+        )?
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    if columns.is_empty() {
         return Ok(None);
     }
-    // The schema's name is a plain identifier (checked), never a value from the input.
-    client.batch_execute(&format!("SET search_path = {schema}"))?;
+    let ours = [
+        ("version", "integer"),
+        ("applied_at", "timestamp with time zone"),
+    ];
+    let not_ours = || InboxError::NotAnInbox {
+        path: target.shown(),
+        reason: format!(
+            ": its schema {} holds a schema_migrations table of another tool; give edi-inbox a schema of its own with --pg-schema",
+            target.schema
+        ),
+    };
+    if columns.len() != ours.len()
+        || columns
+            .iter()
+            .zip(ours)
+            .any(|((n, t), (on, ot))| n != on || t != ot)
+    {
+        return Err(not_ours());
+    }
     let v: Option<i32> = client
-        .query_one("SELECT max(version) FROM schema_migrations", &[])?
-        .get(0);
+        .query_one(
+            &format!(
+                "SELECT max(version) FROM {}.schema_migrations",
+                target.schema
+            ),
+            &[],
+        )?
+        .try_get(0)
+        .map_err(|_| not_ours())?;
     Ok(Some(i64::from(v.unwrap_or(0))))
 }
 
 /// Creates the schema or brings it up to date, in one transaction, under an advisory lock that
 /// makes a second host starting at once wait, then find the work done. A schema from a newer
-/// edi-inbox is refused and left as it is.
+/// edi-inbox, or one whose `schema_migrations` is another tool's, is refused and left as it is.
 fn migrate(client: &mut Client, target: &Target) -> Result<(), InboxError> {
     let schema = &target.schema;
     let mut tx = client.transaction()?;
@@ -445,16 +585,11 @@ fn migrate(client: &mut Client, target: &Target) -> Result<(), InboxError> {
              applied_at  timestamptz NOT NULL DEFAULT now()
          );"
     ))?;
-    let version: i32 = tx
-        .query_one(
-            "SELECT coalesce(max(version), 0) FROM schema_migrations",
-            &[],
-        )?
-        .get(0);
+    let version = stored_version(&mut tx, target)?.unwrap_or(0);
     if version as usize > MIGRATIONS.len() {
         return Err(InboxError::TooNew {
             path: target.shown(),
-            found: i64::from(version),
+            found: version,
             known: MIGRATIONS.len(),
         });
     }
@@ -496,10 +631,10 @@ impl Inbox for PgInbox {
         loop {
             self.begin()?;
             let result = match decide::decide(self.client.get_mut(), batch) {
-                Err(e) if !(connection_lost(&e) || retryable(&e) || e.is_busy()) => {
+                Err(e) if refusable(&e) => {
                     self.rollback();
                     self.begin()?;
-                    self.isolate(batch)
+                    self.decide_around_refused(batch)
                 }
                 other => other,
             };
@@ -575,7 +710,10 @@ impl Inbox for PgInbox {
         let mut client = self.target.connect().ok()?;
         client
             .batch_execute(&format!(
-                "SET search_path = {}; SET default_transaction_read_only = on",
+                // A lookup is only a hint (an answer of "not known" makes the reader read the
+                // file whole): it never waits on a lock or a slow server.
+                "SET search_path = {}; SET default_transaction_read_only = on;
+                 SET lock_timeout = 1000; SET statement_timeout = 5000",
                 self.target.schema
             ))
             .ok()?;
@@ -627,7 +765,14 @@ impl Inbox for PgInbox {
         cutoff: &str,
         limit: u32,
     ) -> Result<usize, InboxError> {
-        let mut tx = self.client.get_mut().transaction()?;
+        // Whatever the server's default: under REPEATABLE READ a purge racing an ingest would
+        // fail with serialization errors instead of deleting what it can.
+        let mut tx = self
+            .client
+            .get_mut()
+            .build_transaction()
+            .isolation_level(postgres::IsolationLevel::ReadCommitted)
+            .start()?;
         let n = queries::delete_older(&mut tx, target, cutoff, limit)?;
         if target == PurgeTarget::Inbox && n > 0 {
             let counts = BTreeMap::from([("purge_entries", n as i64)]);
@@ -674,10 +819,23 @@ mod tests {
             "postgresql://h:5433/db",
             "host=h dbname=db",
             "dbname=db",
+            "password='top secret' host=h",
+            "dbname = db",
+            "  user =u",
+            "port=5432 oops",
         ] {
             assert!(is_connection_string(yes), "{yes}");
         }
-        for no in ["inbox.db", "/srv/edi/inbox.db", "my db.sqlite", "a=b", ""] {
+        for no in [
+            "inbox.db",
+            "/srv/edi/inbox.db",
+            "my db.sqlite",
+            "a=b",
+            "",
+            "hosts=x",
+            "./dbname=x",
+            "dbname",
+        ] {
             assert!(!is_connection_string(no), "{no}");
         }
     }
@@ -693,5 +851,16 @@ mod tests {
         assert!(!t.shown().contains("hunter2"), "{}", t.shown());
         assert!(!format!("{t:?}").contains("hunter2"));
         assert!(Target::parse("postgres://u@h/db", "Bad-Name").is_err());
+        for text in [
+            "postgres://alice:p@zq@db.example/edi",
+            "postgres://alice:p:zq@db.example/edi",
+        ] {
+            match Target::parse(text, "s") {
+                Ok(t) => assert!(!t.shown().contains("zq"), "{}", t.shown()),
+                Err(e) => assert!(!e.to_string().contains("zq"), "{e}"),
+            }
+        }
+        let e = Target::parse("password='top secret' oops", "s").unwrap_err();
+        assert!(!e.to_string().contains("secret"), "{e}");
     }
 }

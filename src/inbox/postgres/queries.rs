@@ -320,6 +320,16 @@ pub(super) fn size_bytes(c: &mut impl GenericClient, schema: &str) -> Result<u64
     Ok(n.max(0) as u64)
 }
 
+/// `text` as a PostgreSQL text column takes it: a reason quotes the input's bytes, and a NUL
+/// among them would make the server refuse the row (22021) and with it the whole batch.
+pub(super) fn storable(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.contains('\0') {
+        text.replace('\0', "\\x00").into()
+    } else {
+        text.into()
+    }
+}
+
 /// Records a rejected file's bytes once; the same file with the same content only counts again.
 pub(super) fn record_rejected_file(
     c: &mut impl GenericClient,
@@ -337,7 +347,7 @@ pub(super) fn record_rejected_file(
                        times_seen = rejected_files.times_seen + 1
          RETURNING id",
         &[
-            &source_file,
+            &storable(source_file),
             &sha256,
             &(bytes.len() as i64),
             &kept,
@@ -362,9 +372,9 @@ pub(super) fn record_rejection(
          DO UPDATE SET last_seen_at = excluded.last_seen_at,
                        times_seen = rejections.times_seen + 1",
         &[
-            &source_file,
+            &storable(source_file),
             &file.sha256,
-            &error.to_string(),
+            &storable(&error.to_string()),
             &error.code(),
             &(error.offset as i64),
             &(file.size as i64),

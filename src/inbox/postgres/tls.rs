@@ -135,23 +135,38 @@ impl rustls::client::danger::ServerCertVerifier for Lenient {
 
 /// Takes libpq's TLS settings the PostgreSQL driver does not know out of a connection string:
 /// `sslmode=verify-ca` and `verify-full` (it knows only `disable`, `prefer` and `require`;
-/// `require` is put in their place) and `sslrootcert=FILE`, the roots to check the server's
-/// certificate against (without it, the web's). `PGSSLMODE` and `PGSSLROOTCERT` stand in where
-/// the string leaves them out.
+/// `require` is put in their place) and `sslrootcert`, the roots to check the server's
+/// certificate against. `PGSSLMODE` and `PGSSLROOTCERT` stand in where the string leaves them
+/// out. As libpq: without `sslrootcert`, `~/.postgresql/root.crt` where it exists, and a check
+/// asked for with no roots to check against is an error, never a silent fall back to other
+/// roots; `sslrootcert=system` trusts the public web's roots (Mozilla's, built in) and then
+/// always checks the host name.
 pub(super) fn take_tls(text: &str) -> Result<(String, Verify), InboxError> {
-    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-    let (mut text, root_file) = take_param(text, "sslrootcert");
-    let root_file = root_file.or_else(|| env("PGSSLROOTCERT"));
+    take_tls_with(text, |name| {
+        std::env::var(name).ok().filter(|v| !v.is_empty())
+    })
+}
+
+fn take_tls_with(
+    text: &str,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<(String, Verify), InboxError> {
+    let (text, root_file) = take_param(text, "sslrootcert");
+    let root_file = root_file.or_else(|| env("PGSSLROOTCERT")).or_else(|| {
+        let default = format!("{}/.postgresql/root.crt", env("HOME")?);
+        std::path::Path::new(&default).exists().then_some(default)
+    });
     let (rest, mode) = take_param(&text, "sslmode");
     let mode = mode.or_else(|| env("PGSSLMODE"));
+    let system = root_file.as_deref() == Some("system");
     let hostname = match mode.as_deref() {
         Some("verify-full") => Some(true),
-        Some("verify-ca") => Some(false),
+        Some("verify-ca") => Some(system),
         // libpq: `require` with a root certificate file checks the chain, as `verify-ca`.
-        Some("require") if root_file.is_some() => Some(false),
+        Some("require") if root_file.is_some() => Some(system),
         _ => None,
     };
-    text = match (&mode, hostname) {
+    let text = match (&mode, hostname) {
         (Some(_), Some(_)) => add_param(&rest, "sslmode", "require"),
         (Some(m), None) => add_param(&rest, "sslmode", m),
         (None, _) => rest,
@@ -159,11 +174,19 @@ pub(super) fn take_tls(text: &str) -> Result<(String, Verify), InboxError> {
     let Some(hostname) = hostname else {
         return Ok((text, Verify::No));
     };
-    let roots = match root_file {
-        Some(file) => roots_from(&file)?,
-        None => rustls::RootCertStore {
+    let roots = match root_file.as_deref() {
+        Some("system") => rustls::RootCertStore {
             roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
         },
+        Some(file) => roots_from(file)?,
+        None => {
+            return Err(InboxError::BadLocation {
+                reason: format!(
+                    "sslmode={} checks the server's certificate, and there are no roots to check it against: name them with sslrootcert=FILE (or PGSSLROOTCERT, or put them in ~/.postgresql/root.crt), or use sslrootcert=system to trust the public web's roots",
+                    mode.as_deref().unwrap_or_default()
+                ),
+            });
+        }
     };
     Ok((
         text,
@@ -219,18 +242,64 @@ fn take_param(text: &str, key: &str) -> (String, Option<String>) {
         };
         return (text, value);
     }
+    // A string the driver will not parse either is left to it, to say why.
+    let Some(pairs) = key_values(text) else {
+        return (text.to_string(), None);
+    };
     let mut value = None;
-    let kept: Vec<&str> = text
-        .split_whitespace()
-        .filter(|p| match p.strip_prefix(&prefix) {
-            Some(v) => {
-                value = Some(v.trim_matches('\'').to_string());
-                false
-            }
-            None => true,
-        })
-        .collect();
+    let mut kept = Vec::new();
+    for (k, v) in pairs {
+        if k == key {
+            value = Some(v);
+        } else {
+            kept.push(format!("{k}={}", quoted(&v)));
+        }
+    }
     (kept.join(" "), value)
+}
+
+/// The pairs of a libpq `key=value` string: spaces around `=` allowed, a value in single
+/// quotes may hold spaces, a backslash escapes the next character. `None` where it is not one.
+fn key_values(text: &str) -> Option<Vec<(String, String)>> {
+    let mut pairs = Vec::new();
+    let mut chars = text.chars().peekable();
+    loop {
+        while chars.next_if(|c| c.is_whitespace()).is_some() {}
+        if chars.peek().is_none() {
+            return Some(pairs);
+        }
+        let mut key = String::new();
+        while let Some(c) = chars.next_if(|c| !c.is_whitespace() && *c != '=') {
+            key.push(c);
+        }
+        while chars.next_if(|c| c.is_whitespace()).is_some() {}
+        chars.next_if_eq(&'=')?;
+        while chars.next_if(|c| c.is_whitespace()).is_some() {}
+        let mut value = String::new();
+        if chars.next_if_eq(&'\'').is_some() {
+            loop {
+                match chars.next()? {
+                    '\'' => break,
+                    '\\' => value.push(chars.next()?),
+                    c => value.push(c),
+                }
+            }
+        } else {
+            while let Some(c) = chars.next_if(|c| !c.is_whitespace()) {
+                if c == '\\' {
+                    value.push(chars.next()?);
+                } else {
+                    value.push(c);
+                }
+            }
+        }
+        pairs.push((key, value));
+    }
+}
+
+/// A value as a libpq `key=value` string takes it back.
+fn quoted(value: &str) -> String {
+    format!("'{}'", value.replace('\\', "\\\\").replace('\'', "\\'"))
 }
 
 /// Adds `key=value` to a URL's query or a `key=value` string.
@@ -277,10 +346,14 @@ mod tests {
 
     #[test]
     fn libpq_tls_settings_are_taken_out_for_the_driver() {
-        let (text, v) = take_tls("postgres://u@h/db?sslmode=verify-full").unwrap();
+        let (text, v) =
+            take_tls("postgres://u@h/db?sslmode=verify-full&sslrootcert=system").unwrap();
         assert_eq!(text, "postgres://u@h/db?sslmode=require");
         assert!(matches!(v, Verify::Chain { hostname: true, .. }));
-        let (text, v) = take_tls("postgres://u@h/db?sslmode=verify-ca&connect_timeout=5").unwrap();
+        let (text, v) = take_tls(
+            "postgres://u@h/db?sslmode=verify-ca&connect_timeout=5&sslrootcert=/etc/ssl/certs/ssl-cert-snakeoil.pem",
+        )
+        .unwrap();
         assert_eq!(text, "postgres://u@h/db?connect_timeout=5&sslmode=require");
         assert!(matches!(
             v,
@@ -290,10 +363,10 @@ mod tests {
             }
         ));
         let (text, v) = take_tls("host=h sslmode=prefer dbname=db").unwrap();
-        assert_eq!(text, "host=h dbname=db sslmode=prefer");
+        assert_eq!(text, "host='h' dbname='db' sslmode=prefer");
         assert!(matches!(v, Verify::No));
         let (text, v) = take_tls("host=h dbname=db").unwrap();
-        assert_eq!(text, "host=h dbname=db");
+        assert_eq!(text, "host='h' dbname='db'");
         assert!(matches!(v, Verify::No));
         assert!(matches!(
             take_tls("host=h sslmode=verify-ca sslrootcert='/no/such.pem'"),
@@ -307,5 +380,41 @@ mod tests {
             )
         );
         assert_eq!(percent_decoded("a%zz%4"), "a%zz%4");
+    }
+
+    #[test]
+    fn a_check_without_roots_is_refused_not_made_against_other_roots() {
+        let none = |_: &str| None;
+        for mode in ["verify-ca", "verify-full"] {
+            let text = format!("host=h sslmode={mode}");
+            assert!(
+                matches!(take_tls_with(&text, none), Err(InboxError::BadLocation { reason }) if reason.contains("sslrootcert")),
+                "{mode}"
+            );
+        }
+        // `require` without roots stays unchecked, as libpq's.
+        assert!(matches!(
+            take_tls_with("host=h sslmode=require", none),
+            Ok((_, Verify::No))
+        ));
+        // `system`: the web's roots, and the host name checked even for verify-ca.
+        assert!(matches!(
+            take_tls_with("host=h sslmode=verify-ca sslrootcert=system", none),
+            Ok((_, Verify::Chain { hostname: true, .. }))
+        ));
+        let env = |name: &str| (name == "PGSSLMODE").then(|| "verify-ca".to_string());
+        assert!(take_tls_with("host=h", env).is_err());
+    }
+
+    #[test]
+    fn key_value_strings_keep_quoted_values_whole() {
+        let (text, mode) = take_param(
+            r"password='top  secret\'s' sslmode = verify-ca host=h\ x",
+            "sslmode",
+        );
+        assert_eq!(mode.as_deref(), Some("verify-ca"));
+        assert_eq!(text, r"password='top  secret\'s' host='h x'");
+        assert_eq!(key_values("host"), None);
+        assert_eq!(key_values("password='open"), None);
     }
 }
