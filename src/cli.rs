@@ -67,8 +67,83 @@ pub enum Command {
     /// One interchange: its envelope, messages and every sighting. Exit 3 for an unknown key.
     Show(ShowArgs),
 
+    /// Deliver the outbox: publish each event to NATS JetStream, RabbitMQ or a folder, and mark
+    /// it published only once the destination confirmed it.
+    ///
+    /// Events go out in the order their interchanges were decided, each with a stable id
+    /// (the same from any host, at any time), so that a republish after a crash is dropped by
+    /// JetStream, found by the folder writer, and can be dropped by an AMQP consumer. Exit 3
+    /// when an event failed this run; 0 with a notice when another publish holds the inbox.
+    Publish(PublishArgs),
+
     /// Print a shell completion script.
     Completions(CompletionsArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct PublishArgs {
+    /// Where to: nats://HOST:PORT[/SUBJECT-PREFIX] (JetStream), amqp://USER:PASS@HOST:PORT/VHOST
+    /// (RabbitMQ), or dir:PATH (one file per event).
+    #[arg(long, value_name = "DEST")]
+    pub to: String,
+
+    /// The NATS subject, or AMQP routing key, of an event: dot-separated parts, each plain
+    /// (letters, digits, -, _) or holding {type}, {sender}, {recipient}, {version}, {release}
+    /// (escaped so that no value can split or widen it).
+    #[arg(
+        long,
+        value_name = "TEMPLATE",
+        default_value = "edifact.{type}.{sender}"
+    )]
+    pub subject: String,
+
+    /// NATS: where no stream captures the subjects, create this one (file storage, a two-minute
+    /// duplicate window).
+    #[arg(long, value_name = "NAME")]
+    pub create_stream: Option<String>,
+
+    /// RabbitMQ: the durable topic exchange to publish to (declared if missing).
+    #[arg(long, value_name = "NAME", default_value = "edifact")]
+    pub exchange: String,
+
+    /// What one published message holds: one EDIFACT message (UNH..UNT), or a whole
+    /// interchange once.
+    #[arg(long, value_enum, default_value = "message")]
+    pub payload: crate::publish::Payload,
+
+    /// Keep running: publish new events as they are committed (within --poll), until SIGTERM
+    /// or SIGINT, which finish the batch in flight.
+    #[arg(long)]
+    pub follow: bool,
+
+    /// With --follow: how often to look for new events when there were none.
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
+    pub poll: Duration,
+
+    /// Events claimed, published and marked together.
+    #[arg(long, value_name = "N", default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..))]
+    pub batch: u32,
+
+    /// An event refused this many times is parked as failed (shown by list --status failed)
+    /// and no longer tried.
+    #[arg(long, value_name = "N", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_attempts: u32,
+
+    /// An event refused is tried again only on a later run, and not before this long after.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    pub retry_after: Duration,
+
+    /// Print JSON Lines: one object per event (or interchange), then a summary object.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Print only problems (failed events) and the summary.
+    #[arg(short, long)]
+    pub quiet: bool,
+
+    /// Write the run's figures here in the Prometheus text format, atomically.
+    #[arg(long, value_name = "PATH")]
+    pub metrics_file: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]

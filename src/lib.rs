@@ -38,6 +38,8 @@ mod metrics;
 #[cfg(feature = "cli")]
 mod output;
 #[cfg(feature = "cli")]
+mod publish;
+#[cfg(feature = "cli")]
 mod status;
 #[cfg(feature = "cli")]
 mod walk;

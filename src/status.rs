@@ -15,6 +15,9 @@ pub enum Status {
     Drift,
     /// Not applied: the input breaks a rule of the envelope, or cannot be read.
     Rejected,
+    /// An outbox event parked after `publish --max-attempts` failed attempts (never an
+    /// interchange's outcome).
+    Failed,
     /// Not read this run (too young); never stored, so `list` never shows it.
     #[value(skip)]
     Skipped,
@@ -28,6 +31,7 @@ impl Status {
             Status::Duplicate => "duplicate",
             Status::Drift => "drift",
             Status::Rejected => "rejected",
+            Status::Failed => "failed",
             Status::Skipped => "skipped",
         }
     }
@@ -39,6 +43,7 @@ impl Status {
             Status::Duplicate,
             Status::Drift,
             Status::Rejected,
+            Status::Failed,
             Status::Skipped,
         ]
         .into_iter()
@@ -47,7 +52,7 @@ impl Status {
 
     /// True for what an operator must look at (and what makes the exit status 3).
     pub fn is_problem(self) -> bool {
-        matches!(self, Status::Drift | Status::Rejected)
+        matches!(self, Status::Drift | Status::Rejected | Status::Failed)
     }
 
     /// How a human line shows it, in a column of one width: drift in capitals, to be seen.
@@ -57,6 +62,7 @@ impl Status {
             Status::Duplicate => "duplicate",
             Status::Drift => "DRIFT    ",
             Status::Rejected => "rejected ",
+            Status::Failed => "FAILED   ",
             Status::Skipped => "skipped  ",
         }
     }
@@ -73,6 +79,7 @@ mod tests {
             Status::Duplicate,
             Status::Drift,
             Status::Rejected,
+            Status::Failed,
             Status::Skipped,
         ] {
             assert_eq!(Status::from_stored(s.as_str()), Some(s));

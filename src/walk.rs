@@ -47,12 +47,12 @@ pub struct Exclusions {
 }
 
 impl Exclusions {
-    /// The database at `db` with its `-wal`, `-shm` and `-journal`, under the name given and,
+    /// The database at `db` with its `-wal`, `-shm`, `-journal` and `-publish.lock`, under the name given and,
     /// where that is a symbolic link, where SQLite keeps them: beside the file it links to.
     pub fn database(&mut self, db: &Path) -> &mut Self {
         let real = fs::canonicalize(db).ok();
         for base in std::iter::once(db).chain(real.as_deref()) {
-            for suffix in ["", "-wal", "-shm", "-journal"] {
+            for suffix in ["", "-wal", "-shm", "-journal", "-publish.lock"] {
                 let mut name = base.as_os_str().to_owned();
                 name.push(suffix);
                 self.file(Path::new(&name), "the inbox database");

@@ -119,7 +119,7 @@ impl Outcome {
                     ),
                 }
             }
-            Status::Rejected | Status::Skipped => format!(
+            Status::Rejected | Status::Skipped | Status::Failed => format!(
                 "{}  {}  {}",
                 self.status.label(),
                 self.file,
@@ -146,7 +146,7 @@ impl Summary {
             Status::New => self.new += 1,
             Status::Duplicate => self.duplicate += 1,
             Status::Drift => self.drift += 1,
-            Status::Rejected => self.rejected += 1,
+            Status::Rejected | Status::Failed => self.rejected += 1,
             Status::Skipped => self.skipped += 1,
         }
     }

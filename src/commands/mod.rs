@@ -3,6 +3,7 @@
 
 mod ingest;
 mod inspect;
+mod publish;
 mod purge;
 mod reports;
 
@@ -95,6 +96,7 @@ pub fn main() -> ExitCode {
         cli::Command::Stats(args) => reports::stats(&db, cli.busy_timeout, args),
         cli::Command::List(args) => reports::list(&db, cli.busy_timeout, args),
         cli::Command::Show(args) => reports::show(&db, cli.busy_timeout, args),
+        cli::Command::Publish(args) => publish::run(&db, cli.busy_timeout, args),
         cli::Command::Completions(args) => completions(args),
     };
     let status = match result {

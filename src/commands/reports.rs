@@ -47,6 +47,16 @@ pub fn stats(
             format!("drift                {}", t.drift),
             format!("rejected files       {}", t.rejected),
             format!("outbox unpublished   {}", t.outbox_unpublished),
+            format!("outbox failed        {}", t.outbox_failed),
+            format!(
+                "oldest unpublished   {}",
+                t.outbox_oldest_unpublished_age_seconds
+                    .map(|s| format!(
+                        "{} ago",
+                        humantime::format_duration(Duration::from_secs(s.max(0) as u64))
+                    ))
+                    .unwrap_or_else(none)
+            ),
             format!(
                 "oldest inbox entry   {}",
                 t.oldest_entry.clone().unwrap_or_else(none)

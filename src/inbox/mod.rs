@@ -22,8 +22,8 @@ use std::time::Duration;
 use crate::edifact::{EnvelopeError, Interchange};
 
 pub use records::{
-    Decision, Event, EventFilter, KeyHistory, PurgeTarget, RejectedFile, Sighting, Stats,
-    StoredInterchange, StoredMessage,
+    Decision, Event, EventFilter, KeyHistory, OutboxEvent, PurgeTarget, RejectedFile, Sighting,
+    Stats, StoredInterchange, StoredMessage,
 };
 
 /// zstd level for stored interchanges: level 1 gave the same size as level 3 on EDIFACT text
@@ -182,8 +182,41 @@ pub trait Inbox {
     fn oldest_entry(&self) -> Result<Option<String>, InboxError>;
 
     /// A cumulative counter (`ingest_new`, `ingest_duplicate`, `ingest_drift`,
-    /// `ingest_rejected`, `purge_entries`).
+    /// `ingest_rejected`, `purge_entries`, `publish_published`, `publish_failed`,
+    /// `publish_parked`).
     fn counter(&self, name: &str) -> Result<i64, InboxError>;
+
+    /// Takes the lock that keeps a second publisher off this inbox, held as long as the inbox
+    /// is open (and given up by the operating system or the server when the process dies).
+    /// False where another publisher holds it.
+    fn lock_publisher(&mut self) -> Result<bool, InboxError>;
+
+    /// Up to `limit` events to publish, in the order they were written (the order their
+    /// interchanges were decided): not published, not parked, not tried in this `pass`, and
+    /// not tried within the last `retry_after`. A read, never a transaction left open.
+    fn pending_events(
+        &self,
+        pass: &str,
+        retry_after: std::time::Duration,
+        limit: u32,
+    ) -> Result<Vec<OutboxEvent>, InboxError>;
+
+    /// An interchange's bytes as received (UNA, if any, to UNZ).
+    fn interchange_bytes(&self, interchange_id: i64) -> Result<Vec<u8>, InboxError>;
+
+    /// Marks events published (the broker confirmed them), in one short transaction.
+    fn mark_published(&mut self, rows: &[i64]) -> Result<(), InboxError>;
+
+    /// Records a failed attempt at publishing events, with its reason, in one short
+    /// transaction; an event tried `max_attempts` times is parked (no longer claimed). Returns
+    /// how many were parked.
+    fn mark_failed(
+        &mut self,
+        rows: &[i64],
+        error: &str,
+        pass: &str,
+        max_attempts: u32,
+    ) -> Result<usize, InboxError>;
 }
 
 /// One interchange of a batch to decide.

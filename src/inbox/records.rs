@@ -36,7 +36,12 @@ pub struct Stats {
     pub duplicates: i64,
     pub drift: i64,
     pub rejected: i64,
+    /// Events not yet published and still tried.
     pub outbox_unpublished: i64,
+    /// Events parked after `--max-attempts` failed attempts: no longer tried.
+    pub outbox_failed: i64,
+    /// How long the oldest unpublished (not parked) event has waited, in whole seconds.
+    pub outbox_oldest_unpublished_age_seconds: Option<i64>,
     pub oldest_entry: Option<String>,
     pub newest_entry: Option<String>,
 }
@@ -134,4 +139,31 @@ pub enum PurgeTarget {
     Inbox,
     Sightings,
     Rejections,
+}
+
+/// An outbox event as a publisher claims it: what identifies it, and its message's place in
+/// its interchange's bytes.
+#[derive(Debug, Clone)]
+pub struct OutboxEvent {
+    /// The row's id: for marking it, never sent (it differs between inboxes).
+    pub row: i64,
+    pub event_type: String,
+    pub created_at: String,
+    pub attempts: i64,
+    pub interchange_id: i64,
+    pub sender: String,
+    pub sender_qualifier: Option<String>,
+    pub recipient: String,
+    pub recipient_qualifier: Option<String>,
+    pub control_ref: String,
+    pub syntax_id: String,
+    pub syntax_version: String,
+    pub group_ref: Option<String>,
+    pub message_ref: String,
+    pub message_type: String,
+    pub version: String,
+    pub release: String,
+    pub agency: String,
+    pub raw_start: usize,
+    pub raw_end: usize,
 }

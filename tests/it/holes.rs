@@ -424,7 +424,9 @@ fn stored_hashes_are_computed_again_so_no_false_drift() {
         "UPDATE inbox SET sha256 = '{old}' WHERE sha256 = '{new}';
          UPDATE interchanges SET sha256 = '{old}' WHERE sha256 = '{new}';
          DROP TABLE id_sequences;
-         PRAGMA user_version = 4;"
+         {}
+         PRAGMA user_version = 4;",
+        crate::common::UNDO_PUBLISH_COLUMNS
     ));
     site.put_sample("valid/two-interchanges.edi", "again.edi");
     site.put_sample("valid/invrpt-level-b.edi", "again-b.edi");

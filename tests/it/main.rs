@@ -17,4 +17,5 @@ mod inspect;
 mod operator;
 mod parser_props;
 mod postgres;
+mod publish;
 mod samples;

@@ -24,13 +24,16 @@ use tls::{Verify, is_url, take_tls};
 
 use super::{
     Access, Candidate, Decision, Event, EventFilter, Inbox, InboxError, KeyHistory, KeyProbe,
-    PurgeTarget, RejectedFile, Stats,
+    OutboxEvent, PurgeTarget, RejectedFile, Stats,
 };
 use crate::edifact::EnvelopeError;
 
 /// The schema, as an append-only list of migrations: entry N-1 brings the inbox to version N
 /// (recorded in `schema_migrations`).
-const MIGRATIONS: &[&str] = &[include_str!("migrations/0001_schema.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("migrations/0001_schema.sql"),
+    include_str!("migrations/0002_publish.sql"),
+];
 
 /// How long a connection may take where neither the string nor `PGCONNECT_TIMEOUT` says.
 const CONNECT_TIMEOUT_SECONDS: u64 = 30;
@@ -788,6 +791,86 @@ impl Inbox for PgInbox {
 
     fn counter(&self, name: &str) -> Result<i64, InboxError> {
         queries::counter(&mut *self.client.borrow_mut(), name)
+    }
+
+    /// A session-level advisory lock on this connection: the server gives it up when the
+    /// process dies or the connection drops, so a killed publisher never blocks the next.
+    fn lock_publisher(&mut self) -> Result<bool, InboxError> {
+        Ok(self
+            .client
+            .get_mut()
+            .query_one(
+                "SELECT pg_try_advisory_lock(hashtextextended('edi-inbox publish ' || $1, 0))",
+                &[&self.target.schema],
+            )?
+            .get(0))
+    }
+
+    fn pending_events(
+        &self,
+        pass: &str,
+        retry_after: Duration,
+        limit: u32,
+    ) -> Result<Vec<OutboxEvent>, InboxError> {
+        queries::pending_events(
+            &mut *self.client.borrow_mut(),
+            pass,
+            retry_after.as_secs_f64(),
+            limit,
+        )
+    }
+
+    fn interchange_bytes(&self, interchange_id: i64) -> Result<Vec<u8>, InboxError> {
+        queries::interchange_bytes(&mut *self.client.borrow_mut(), interchange_id)
+    }
+
+    fn mark_published(&mut self, rows: &[i64]) -> Result<(), InboxError> {
+        let host = self.host.clone();
+        let mut tx = self.client.get_mut().transaction()?;
+        let n = tx.execute(
+            "UPDATE outbox SET published_at = now(), last_error = NULL
+             WHERE id = ANY($1) AND published_at IS NULL",
+            &[&rows],
+        )?;
+        let counts = BTreeMap::from([("publish_published", n as i64)]);
+        queries::add_counters(&mut tx, &host, &counts)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn mark_failed(
+        &mut self,
+        rows: &[i64],
+        error: &str,
+        pass: &str,
+        max_attempts: u32,
+    ) -> Result<usize, InboxError> {
+        let host = self.host.clone();
+        let mut tx = self.client.get_mut().transaction()?;
+        let parked = tx
+            .query(
+                "UPDATE outbox SET attempts = attempts + 1, last_error = $2,
+                        last_attempt_at = now(), last_attempt_pass = $3,
+                        failed_at = CASE WHEN attempts + 1 >= $4 THEN now() END
+                 WHERE id = ANY($1) AND published_at IS NULL
+                 RETURNING failed_at IS NOT NULL",
+                &[
+                    &rows,
+                    &queries::storable(error),
+                    &pass,
+                    &(max_attempts.min(i32::MAX as u32) as i32),
+                ],
+            )?
+            .iter()
+            .filter(|r| r.get::<_, bool>(0))
+            .count();
+        let counts = BTreeMap::from([
+            ("publish_failed", rows.len() as i64),
+            ("publish_parked", parked as i64),
+        ]);
+        queries::add_counters(&mut tx, &host, &counts)?;
+        tx.commit()?;
+        Ok(parked)
     }
 }
 

@@ -8,8 +8,8 @@ use postgres::GenericClient;
 
 use crate::edifact::EnvelopeError;
 use crate::inbox::{
-    Event, EventFilter, InboxError, KeyHistory, PurgeTarget, REJECTED_BYTES_LIMIT, RejectedFile,
-    Sighting, Stats, StoredInterchange, StoredMessage,
+    Event, EventFilter, InboxError, KeyHistory, OutboxEvent, PurgeTarget, REJECTED_BYTES_LIMIT,
+    RejectedFile, Sighting, Stats, StoredInterchange, StoredMessage,
 };
 use crate::status::Status;
 
@@ -32,7 +32,11 @@ pub(super) fn stats(c: &mut impl GenericClient) -> Result<Stats, InboxError> {
                     (SELECT count(*) FROM sightings WHERE status = 'duplicate'),
                     (SELECT count(*) FROM sightings WHERE status = 'drift'),
                     (SELECT count(*) FROM rejected_files),
-                    (SELECT count(*) FROM outbox WHERE published_at IS NULL), ",
+                    (SELECT count(*) FROM outbox WHERE published_at IS NULL AND failed_at IS NULL),
+                    (SELECT count(*) FROM outbox
+                     WHERE published_at IS NULL AND failed_at IS NOT NULL),
+                    (SELECT greatest(0, extract(epoch FROM now() - min(created_at)))::bigint
+                     FROM outbox WHERE published_at IS NULL AND failed_at IS NULL), ",
             ts!("(SELECT min(received_at) FROM inbox)"),
             ", ",
             ts!("(SELECT max(received_at) FROM inbox)")
@@ -47,8 +51,10 @@ pub(super) fn stats(c: &mut impl GenericClient) -> Result<Stats, InboxError> {
         drift: row.get(4),
         rejected: row.get(5),
         outbox_unpublished: row.get(6),
-        oldest_entry: row.get(7),
-        newest_entry: row.get(8),
+        outbox_failed: row.get(7),
+        outbox_oldest_unpublished_age_seconds: row.get(8),
+        oldest_entry: row.get(9),
+        newest_entry: row.get(10),
     })
 }
 
@@ -75,6 +81,16 @@ pub(super) fn events(
                          ORDER BY r.byte_offset LIMIT 1),
                         (SELECT count(*) FROM rejections r WHERE r.file_id = f.id), f.id
                  FROM rejected_files f
+                 UNION ALL
+                 SELECT o.failed_at, 'failed', i.source_file, i.sender, i.recipient,
+                        i.control_ref,
+                        'message ' || m.reference || ' (' || o.event_type
+                            || ') not published: ' || coalesce(o.last_error, ''),
+                        o.attempts::bigint, o.id
+                 FROM outbox o
+                 JOIN messages m ON m.id = o.message_id
+                 JOIN interchanges i ON i.id = m.interchange_id
+                 WHERE o.failed_at IS NOT NULL AND o.published_at IS NULL
              ) e
              WHERE ($1::text IS NULL OR status = $1)
                AND ($2::text IS NULL OR sender = $2)
@@ -383,4 +399,77 @@ pub(super) fn record_rejection(
         ],
     )?;
     Ok(())
+}
+
+/// Up to `limit` events to publish, oldest first: not published, not parked, not tried in
+/// `pass`, and not tried within the last `retry_after_seconds` (by the server's clock).
+pub(super) fn pending_events(
+    c: &mut impl GenericClient,
+    pass: &str,
+    retry_after_seconds: f64,
+    limit: u32,
+) -> Result<Vec<OutboxEvent>, InboxError> {
+    let rows = c.query(
+        concat!(
+            "SELECT o.id, o.event_type, ",
+            ts!("o.created_at"),
+            ", o.attempts::bigint, i.id, i.sender, i.sender_qualifier, i.recipient,
+                i.recipient_qualifier, i.control_ref, i.syntax_id, i.syntax_version,
+                m.group_ref, m.reference, m.message_type, m.version, m.release, m.agency,
+                m.raw_start, m.raw_end
+             FROM outbox o
+             JOIN messages m ON m.id = o.message_id
+             JOIN interchanges i ON i.id = m.interchange_id
+             WHERE o.published_at IS NULL AND o.failed_at IS NULL
+               AND (o.last_attempt_at IS NULL
+                    OR (o.last_attempt_pass IS DISTINCT FROM $1
+                        AND o.last_attempt_at <= now() - make_interval(secs => $2)))
+             ORDER BY o.id
+             LIMIT $3"
+        ),
+        &[&pass, &retry_after_seconds, &i64::from(limit)],
+    )?;
+    Ok(rows
+        .iter()
+        .map(|r| OutboxEvent {
+            row: r.get(0),
+            event_type: r.get(1),
+            created_at: r.get(2),
+            attempts: r.get(3),
+            interchange_id: r.get(4),
+            sender: r.get(5),
+            sender_qualifier: r.get(6),
+            recipient: r.get(7),
+            recipient_qualifier: r.get(8),
+            control_ref: r.get(9),
+            syntax_id: r.get(10),
+            syntax_version: r.get(11),
+            group_ref: r.get(12),
+            message_ref: r.get(13),
+            message_type: r.get(14),
+            version: r.get(15),
+            release: r.get(16),
+            agency: r.get(17),
+            raw_start: r.get::<_, i64>(18).max(0) as usize,
+            raw_end: r.get::<_, i64>(19).max(0) as usize,
+        })
+        .collect())
+}
+
+/// An interchange's bytes as received, for its events' payloads.
+pub(super) fn interchange_bytes(
+    c: &mut impl GenericClient,
+    id: i64,
+) -> Result<Vec<u8>, InboxError> {
+    let row = c.query_one(
+        "SELECT raw, raw_codec FROM interchanges WHERE id = $1",
+        &[&id],
+    )?;
+    let raw: Vec<u8> = row.get(0);
+    let codec: String = row.get(1);
+    Ok(if codec == "zstd" {
+        zstd::stream::decode_all(raw.as_slice())?
+    } else {
+        raw
+    })
 }

@@ -17,11 +17,11 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::mpsc::{RecvTimeoutError, Sender};
 use std::time::Duration;
 
-use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 
 use super::{
     Access, Candidate, Decision, Event, EventFilter, Inbox, InboxError, KeyHistory, KeyProbe,
-    PurgeTarget, RejectedFile, Stats,
+    OutboxEvent, PurgeTarget, RejectedFile, Stats,
 };
 use crate::edifact::EnvelopeError;
 
@@ -45,6 +45,7 @@ const MIGRATIONS: &[Migration] = &[
     // 4: the hash takes the service characters in force where they are not the defaults.
     Migration::Code(decide::rehash),
     Migration::Sql(include_str!("migrations/0005_id_sequences.sql")),
+    Migration::Sql(include_str!("migrations/0006_publish.sql")),
 ];
 
 impl From<rusqlite::Error> for InboxError {
@@ -75,6 +76,8 @@ pub struct SqliteInbox {
     next_id: Option<i64>,
     /// The checkpointing thread of a run, where one is started.
     checkpoints: Option<Checkpoints>,
+    /// The publisher's lock file, locked, where this run publishes.
+    publisher_lock: Option<std::fs::File>,
 }
 
 impl SqliteInbox {
@@ -86,6 +89,7 @@ impl SqliteInbox {
             pending_counts: BTreeMap::new(),
             next_id: None,
             checkpoints: None,
+            publisher_lock: None,
         }
     }
 
@@ -524,6 +528,103 @@ impl Inbox for SqliteInbox {
 
     fn counter(&self, name: &str) -> Result<i64, InboxError> {
         queries::counter(&self.conn, name)
+    }
+
+    /// An exclusive `flock` on `DB-publish.lock` beside the database: never a lock on the
+    /// database file itself, whose descriptors SQLite's own (POSIX) locks depend on.
+    fn lock_publisher(&mut self) -> Result<bool, InboxError> {
+        use rustix::fs::{FlockOperation, flock};
+        let mut name = self.path.as_os_str().to_owned();
+        name.push("-publish.lock");
+        let path = PathBuf::from(name);
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|source| InboxError::Io {
+                path: path.display().to_string(),
+                source,
+            })?;
+        match flock(&file, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => {
+                self.publisher_lock = Some(file);
+                Ok(true)
+            }
+            Err(rustix::io::Errno::WOULDBLOCK) => Ok(false),
+            Err(e) => Err(InboxError::Io {
+                path: path.display().to_string(),
+                source: e.into(),
+            }),
+        }
+    }
+
+    fn pending_events(
+        &self,
+        pass: &str,
+        retry_after: Duration,
+        limit: u32,
+    ) -> Result<Vec<OutboxEvent>, InboxError> {
+        queries::pending_events(&self.conn, pass, retry_after.as_secs() as i64, limit)
+    }
+
+    fn interchange_bytes(&self, interchange_id: i64) -> Result<Vec<u8>, InboxError> {
+        queries::interchange_bytes(&self.conn, interchange_id)
+    }
+
+    fn mark_published(&mut self, rows: &[i64]) -> Result<(), InboxError> {
+        let now = crate::clock::now();
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        {
+            let mut mark = tx.prepare_cached(
+                "UPDATE outbox SET published_at = ?1, last_error = NULL
+                 WHERE id = ?2 AND published_at IS NULL",
+            )?;
+            for row in rows {
+                mark.execute(rusqlite::params![now, row])?;
+            }
+        }
+        queries::add_counter(&tx, "publish_published", rows.len() as i64)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn mark_failed(
+        &mut self,
+        rows: &[i64],
+        error: &str,
+        pass: &str,
+        max_attempts: u32,
+    ) -> Result<usize, InboxError> {
+        let now = crate::clock::now();
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let mut parked = 0;
+        {
+            let mut mark = tx.prepare_cached(
+                "UPDATE outbox SET attempts = attempts + 1, last_error = ?1,
+                        last_attempt_at = ?2, last_attempt_pass = ?3,
+                        failed_at = CASE WHEN attempts + 1 >= ?4 THEN ?2 END
+                 WHERE id = ?5 AND published_at IS NULL
+                 RETURNING failed_at IS NOT NULL",
+            )?;
+            for row in rows {
+                let now_parked: Option<bool> = mark
+                    .query_row(
+                        rusqlite::params![error, now, pass, max_attempts, row],
+                        |r| r.get(0),
+                    )
+                    .optional()?;
+                parked += usize::from(now_parked == Some(true));
+            }
+        }
+        queries::add_counter(&tx, "publish_failed", rows.len() as i64)?;
+        queries::add_counter(&tx, "publish_parked", parked as i64)?;
+        tx.commit()?;
+        Ok(parked)
     }
 }
 
@@ -1074,7 +1175,17 @@ UNH+1+ORDERS:D:96A:UN'BGM+220+PO1+9'UNT+3+1'UNH+2+ORDERS:D:96A:UN'UNT+2+2'UNZ+2+
         inbox.commit().unwrap();
         inbox
             .connection()
-            .execute_batch("DROP TABLE id_sequences; PRAGMA user_version = 5;")
+            .execute_batch(
+                "DROP TABLE id_sequences;
+                 DROP INDEX outbox_failed; DROP INDEX outbox_unpublished;
+                 ALTER TABLE outbox DROP COLUMN attempts;
+                 ALTER TABLE outbox DROP COLUMN last_error;
+                 ALTER TABLE outbox DROP COLUMN last_attempt_at;
+                 ALTER TABLE outbox DROP COLUMN last_attempt_pass;
+                 ALTER TABLE outbox DROP COLUMN failed_at;
+                 CREATE INDEX outbox_unpublished ON outbox (id) WHERE published_at IS NULL;
+                 PRAGMA user_version = 5;",
+            )
             .unwrap();
         drop(inbox);
         let mut inbox = open(&path).unwrap();

@@ -2,8 +2,8 @@
 //! cumulative counters.
 
 use crate::inbox::{
-    Event, EventFilter, InboxError, KeyHistory, PurgeTarget, Sighting, Stats, StoredInterchange,
-    StoredMessage,
+    Event, EventFilter, InboxError, KeyHistory, OutboxEvent, PurgeTarget, Sighting, Stats,
+    StoredInterchange, StoredMessage,
 };
 use crate::status::Status;
 use rusqlite::{Connection, OptionalExtension, params};
@@ -22,7 +22,18 @@ pub(super) fn stats(conn: &Connection) -> Result<Stats, InboxError> {
         duplicates: one("SELECT count(*) FROM sightings WHERE status = 'duplicate'")?,
         drift: one("SELECT count(*) FROM sightings WHERE status = 'drift'")?,
         rejected: one("SELECT count(*) FROM rejected_files")?,
-        outbox_unpublished: one("SELECT count(*) FROM outbox WHERE published_at IS NULL")?,
+        outbox_unpublished: one(
+            "SELECT count(*) FROM outbox WHERE published_at IS NULL AND failed_at IS NULL",
+        )?,
+        outbox_failed: one(
+            "SELECT count(*) FROM outbox WHERE published_at IS NULL AND failed_at IS NOT NULL",
+        )?,
+        outbox_oldest_unpublished_age_seconds: conn.query_row(
+            "SELECT CAST((julianday('now') - julianday(min(created_at))) * 86400 AS INTEGER)
+             FROM outbox WHERE published_at IS NULL AND failed_at IS NULL",
+            [],
+            |r| r.get::<_, Option<i64>>(0).map(|a| a.map(|a| a.max(0))),
+        )?,
         oldest_entry: oldest,
         newest_entry: newest,
     })
@@ -43,6 +54,15 @@ pub(super) fn events(conn: &Connection, f: &EventFilter) -> Result<Vec<Event>, I
                      ORDER BY r.byte_offset LIMIT 1),
                     (SELECT count(*) FROM rejections r WHERE r.file_id = f.id), f.id
              FROM rejected_files f
+             UNION ALL
+             SELECT o.failed_at, 'failed', i.source_file, i.sender, i.recipient, i.control_ref,
+                    'message ' || m.reference || ' (' || o.event_type || ') not published: '
+                        || coalesce(o.last_error, ''),
+                    o.attempts, o.id
+             FROM outbox o
+             JOIN messages m ON m.id = o.message_id
+             JOIN interchanges i ON i.id = m.interchange_id
+             WHERE o.failed_at IS NOT NULL AND o.published_at IS NULL
          )
          WHERE (?1 IS NULL OR status = ?1)
            AND (?2 IS NULL OR sender = ?2)
@@ -258,4 +278,75 @@ pub(super) fn counter(conn: &Connection, name: &str) -> Result<i64, InboxError> 
         })
         .optional()?
         .unwrap_or(0))
+}
+
+/// The columns of an outbox event as a publisher claims it, from `outbox o`, `messages m` and
+/// `interchanges i`.
+const EVENT_COLUMNS: &str = "o.id, o.event_type, o.created_at, o.attempts, i.id,
+    i.sender, i.sender_qualifier, i.recipient, i.recipient_qualifier, i.control_ref,
+    i.syntax_id, i.syntax_version, m.group_ref, m.reference, m.message_type, m.version,
+    m.release, m.agency, m.raw_start, m.raw_end";
+
+/// Up to `limit` events to publish, oldest first: not published, not parked, not tried in
+/// `pass`, and not tried within the last `retry_after_seconds`.
+pub(super) fn pending_events(
+    conn: &Connection,
+    pass: &str,
+    retry_after_seconds: i64,
+    limit: u32,
+) -> Result<Vec<OutboxEvent>, InboxError> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {EVENT_COLUMNS}
+         FROM outbox o
+         JOIN messages m ON m.id = o.message_id
+         JOIN interchanges i ON i.id = m.interchange_id
+         WHERE o.published_at IS NULL AND o.failed_at IS NULL
+           AND (o.last_attempt_at IS NULL
+                OR (o.last_attempt_pass IS NOT ?1
+                    AND o.last_attempt_at <= strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?2)))
+         ORDER BY o.id
+         LIMIT ?3"
+    ))?;
+    let rows = stmt.query_map(
+        params![pass, format!("-{retry_after_seconds} seconds"), limit],
+        |r| {
+            Ok(OutboxEvent {
+                row: r.get(0)?,
+                event_type: r.get(1)?,
+                created_at: r.get(2)?,
+                attempts: r.get(3)?,
+                interchange_id: r.get(4)?,
+                sender: r.get(5)?,
+                sender_qualifier: r.get(6)?,
+                recipient: r.get(7)?,
+                recipient_qualifier: r.get(8)?,
+                control_ref: r.get(9)?,
+                syntax_id: r.get(10)?,
+                syntax_version: r.get(11)?,
+                group_ref: r.get(12)?,
+                message_ref: r.get(13)?,
+                message_type: r.get(14)?,
+                version: r.get(15)?,
+                release: r.get(16)?,
+                agency: r.get(17)?,
+                raw_start: r.get::<_, i64>(18)?.max(0) as usize,
+                raw_end: r.get::<_, i64>(19)?.max(0) as usize,
+            })
+        },
+    )?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// An interchange's bytes as received, for its events' payloads.
+pub(super) fn interchange_bytes(conn: &Connection, id: i64) -> Result<Vec<u8>, InboxError> {
+    let (raw, codec): (Vec<u8>, String) = conn.query_row(
+        "SELECT raw, raw_codec FROM interchanges WHERE id = ?1",
+        [id],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    Ok(if codec == "zstd" {
+        zstd::stream::decode_all(raw.as_slice())?
+    } else {
+        raw
+    })
 }

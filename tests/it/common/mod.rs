@@ -27,6 +27,7 @@ macro_rules! per_backend {
     };
 }
 
+pub mod brokers;
 pub mod pg;
 pub mod site;
 pub mod synth;
@@ -84,3 +85,14 @@ pub fn run_together(commands: Vec<std::process::Command>) -> Vec<std::process::O
         .collect();
     waiting.into_iter().map(|t| t.join().unwrap()).collect()
 }
+
+/// SQL that takes an SQLite inbox back from schema 7 to before migration 6 (the publisher's
+/// columns), for the tests that open an older inbox and see it brought up to date.
+pub const UNDO_PUBLISH_COLUMNS: &str = "
+    DROP INDEX outbox_failed; DROP INDEX outbox_unpublished;
+    ALTER TABLE outbox DROP COLUMN attempts;
+    ALTER TABLE outbox DROP COLUMN last_error;
+    ALTER TABLE outbox DROP COLUMN last_attempt_at;
+    ALTER TABLE outbox DROP COLUMN last_attempt_pass;
+    ALTER TABLE outbox DROP COLUMN failed_at;
+    CREATE INDEX outbox_unpublished ON outbox (id) WHERE published_at IS NULL;";

@@ -1,0 +1,504 @@
+//! `edi-inbox publish`: the relay of the transactional outbox. Claim a batch of unpublished
+//! events (a read, no transaction left open), send it with the confirmations pipelined, then
+//! mark exactly the confirmed events published in one short transaction. A crash between the
+//! confirmation and the mark sends those events again with the same ids.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use serde::Serialize;
+
+use crate::cli::PublishArgs;
+use crate::exit::ExitStatus;
+use crate::inbox::{Access, Inbox, Location, OutboxEvent};
+use crate::metrics::{Metrics, unix_now};
+use crate::output::{Out, count, problem};
+use crate::publish::{self, Answer, Destination, Outgoing, Payload, Template};
+
+/// How long to wait before reconnecting after a broker went away (with `--follow`), at most.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// The run's counts.
+#[derive(Debug, Default, Serialize)]
+struct Summary {
+    /// Events (or interchanges) the destination stored this run.
+    published: usize,
+    /// Of those, ones it had already (a republish after a crash): not sent twice.
+    duplicates: usize,
+    /// Refused this run (tried again later).
+    failed: usize,
+    /// Refused for the last time this run: parked.
+    parked: usize,
+}
+
+/// One JSON line per event (or interchange).
+#[derive(Debug, Serialize)]
+struct Line<'a> {
+    status: &'static str,
+    id: &'a str,
+    subject: &'a str,
+    event_type: &'a str,
+    sender: &'a str,
+    recipient: &'a str,
+    control_ref: &'a str,
+    message_refs: Vec<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    attempts: Option<i64>,
+}
+
+/// Runs `publish`.
+pub fn run(
+    db: &Location,
+    busy_timeout: Duration,
+    args: &PublishArgs,
+) -> anyhow::Result<ExitStatus> {
+    let started = Instant::now();
+    let destination = match Destination::parse(&args.to) {
+        Ok(d) => d,
+        Err(e) => return usage(&format!("--to: {e}")),
+    };
+    let prefix = match &destination {
+        Destination::Nats { prefix, .. } => prefix.as_deref(),
+        _ => None,
+    };
+    let template = match Template::parse(&args.subject, prefix) {
+        Ok(t) => t,
+        Err(e) => return usage(&e),
+    };
+    let mut inbox = super::open_inbox(db, Access::Write, busy_timeout)?;
+    let mut out = Out::default();
+    if !inbox
+        .lock_publisher()
+        .with_context(|| format!("cannot take the publisher's lock of {}", db.shown()))?
+    {
+        out.line(&format!(
+            "another edi-inbox publish is running on {}; it publishes these events, so this run does nothing",
+            db.shown()
+        ));
+        out.flush();
+        return Ok(ExitStatus::Success);
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(signal, Arc::clone(&stop))
+            .context("cannot watch for SIGTERM and SIGINT")?;
+    }
+    let options = publish::Options {
+        create_stream: args.create_stream.clone(),
+        exchange: args.exchange.clone(),
+        stream_subjects: vec![template.wildcard()],
+    };
+    let mut sink = publish::connect(&destination, &options)?;
+    let mut run = Run {
+        args,
+        template,
+        out,
+        summary: Summary::default(),
+        pass: new_pass(),
+    };
+    let mut backoff = Duration::from_millis(500);
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        match run.one_batch(&mut *inbox, &mut *sink) {
+            Ok(0) if !args.follow => break,
+            Ok(0) => {
+                sleep_unless(&stop, args.poll);
+                // A new pass: events refused in the last one may be tried again (once
+                // --retry-after has gone by).
+                run.pass = new_pass();
+            }
+            Ok(_) => backoff = Duration::from_millis(500),
+            Err(BatchError::Inbox(e)) => return Err(e),
+            Err(BatchError::Destination(e)) if args.follow => {
+                problem(
+                    &mut run.out,
+                    &format!(
+                        "{}; reconnecting in {} (nothing unconfirmed was marked)",
+                        super::one_message(&e),
+                        humantime::format_duration(backoff)
+                    ),
+                );
+                sleep_unless(&stop, backoff);
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+                if let Ok(s) = publish::connect(&destination, &options) {
+                    sink = s;
+                }
+            }
+            Err(BatchError::Destination(e)) => {
+                run.out.flush();
+                return Err(e.context(format!(
+                    "publishing to {} failed; nothing unconfirmed was marked, the next run sends it again",
+                    destination.shown()
+                )));
+            }
+        }
+    }
+    run.finish(&*inbox, db, &destination, started)
+}
+
+fn usage(text: &str) -> anyhow::Result<ExitStatus> {
+    crate::output::warn(&format!("error: {text}"));
+    Ok(ExitStatus::Usage)
+}
+
+/// A name for one pass over the outbox: an event is tried at most once per pass.
+fn new_pass() -> String {
+    let host = rustix::system::uname()
+        .nodename()
+        .to_string_lossy()
+        .into_owned();
+    format!("{host}:{}:{}", std::process::id(), crate::clock::now())
+}
+
+/// Sleeps `d`, waking early when `stop` is set.
+fn sleep_unless(stop: &AtomicBool, d: Duration) {
+    let until = Instant::now() + d;
+    while !stop.load(Ordering::Relaxed) {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        std::thread::sleep(left.min(Duration::from_millis(50)));
+    }
+}
+
+enum BatchError {
+    /// The inbox failed: the run ends (exit 1).
+    Inbox(anyhow::Error),
+    /// The destination went away: with --follow, reconnect; otherwise exit 1.
+    Destination(anyhow::Error),
+}
+
+struct Run<'a> {
+    args: &'a PublishArgs,
+    template: Template,
+    out: Out,
+    summary: Summary,
+    pass: String,
+}
+
+/// What goes out as one message: its events (one, or an interchange's), and what to send,
+/// or why it cannot be built.
+struct Unit {
+    events: Vec<OutboxEvent>,
+    outgoing: Result<Outgoing, String>,
+}
+
+impl Run<'_> {
+    /// Claims, sends and marks one batch; returns how many events it claimed.
+    fn one_batch(
+        &mut self,
+        inbox: &mut dyn Inbox,
+        sink: &mut dyn publish::Sink,
+    ) -> Result<usize, BatchError> {
+        let events = self.claim(inbox).map_err(BatchError::Inbox)?;
+        if events.is_empty() {
+            return Ok(0);
+        }
+        let claimed = events.len();
+        let units = self.units(inbox, events).map_err(BatchError::Inbox)?;
+        let ready: Vec<Outgoing> = units
+            .iter()
+            .filter_map(|u| u.outgoing.as_ref().ok().cloned())
+            .collect();
+        let (answers, lost) = sink.send(&ready);
+        crash_point!("publish-after-confirm");
+        // Answers in the order of the units that could be built; the rest have their reason.
+        let mut answers = answers.into_iter();
+        let mut published = Vec::new();
+        let mut outcomes = Vec::with_capacity(units.len());
+        for unit in &units {
+            let answer = match &unit.outgoing {
+                Ok(_) => match answers.next() {
+                    Some(a) => a,
+                    // Sent, not confirmed: the connection went; not marked.
+                    None => break,
+                },
+                Err(why) => Answer::Refused(why.clone()),
+            };
+            if matches!(answer, Answer::Stored | Answer::Duplicate) {
+                published.extend(unit.events.iter().map(|e| e.row));
+            }
+            outcomes.push((unit, answer));
+        }
+        inbox
+            .mark_published(&published)
+            .context("cannot mark events published")
+            .map_err(BatchError::Inbox)?;
+        for (unit, answer) in outcomes {
+            let rows: Vec<i64> = unit.events.iter().map(|e| e.row).collect();
+            let parked = match &answer {
+                Answer::Refused(why) => inbox
+                    .mark_failed(&rows, why, &self.pass, self.args.max_attempts)
+                    .context("cannot record a failed event")
+                    .map_err(BatchError::Inbox)?,
+                _ => 0,
+            };
+            self.report(unit, &answer, parked > 0);
+        }
+        self.out.flush();
+        match lost {
+            Some(e) => Err(BatchError::Destination(e)),
+            None => Ok(claimed),
+        }
+    }
+
+    /// The next events, whole interchanges where they go out whole.
+    fn claim(&self, inbox: &dyn Inbox) -> anyhow::Result<Vec<OutboxEvent>> {
+        let mut limit = self.args.batch;
+        loop {
+            let mut events = inbox
+                .pending_events(&self.pass, self.args.retry_after, limit)
+                .context("cannot read the outbox")?;
+            if self.args.payload == Payload::Message || (events.len() as u32) < limit {
+                return Ok(events);
+            }
+            // The batch is full: its last interchange may have more events beyond it.
+            let last = events.last().map(|e| e.interchange_id);
+            let whole = events
+                .iter()
+                .rposition(|e| Some(e.interchange_id) != last)
+                .map(|p| p + 1);
+            match whole {
+                Some(end) => {
+                    events.truncate(end);
+                    return Ok(events);
+                }
+                // One interchange with more events than the batch: take more.
+                None => limit = limit.saturating_mul(2),
+            }
+        }
+    }
+
+    /// The events as what goes out: one each, or one per interchange; each interchange's bytes
+    /// read once.
+    fn units(&self, inbox: &dyn Inbox, events: Vec<OutboxEvent>) -> anyhow::Result<Vec<Unit>> {
+        let mut raws: HashMap<i64, Vec<u8>> = HashMap::new();
+        let mut groups: Vec<Vec<OutboxEvent>> = Vec::new();
+        for e in events {
+            if let std::collections::hash_map::Entry::Vacant(slot) = raws.entry(e.interchange_id) {
+                slot.insert(
+                    inbox
+                        .interchange_bytes(e.interchange_id)
+                        .context("cannot read an interchange's bytes")?,
+                );
+            }
+            match groups.last_mut() {
+                Some(g)
+                    if self.args.payload == Payload::Interchange
+                        && g[0].interchange_id == e.interchange_id =>
+                {
+                    g.push(e)
+                }
+                _ => groups.push(vec![e]),
+            }
+        }
+        Ok(groups
+            .into_iter()
+            .map(|events| {
+                let raw = raws
+                    .get(&events[0].interchange_id)
+                    .map_or(&[][..], Vec::as_slice);
+                let outgoing = publish::outgoing(&events, raw, self.args.payload, &self.template);
+                Unit { events, outgoing }
+            })
+            .collect())
+    }
+
+    fn report(&mut self, unit: &Unit, answer: &Answer, parked: bool) {
+        let e = &unit.events[0];
+        let (id, subject) = match &unit.outgoing {
+            Ok(o) => (o.id.clone(), o.subject.clone()),
+            Err(_) => (
+                publish::event_id(e, self.args.payload),
+                self.template.render(e),
+            ),
+        };
+        let (status, error) = match answer {
+            Answer::Stored => ("published", None),
+            Answer::Duplicate => ("duplicate", None),
+            Answer::Refused(why) if parked => ("parked", Some(why.as_str())),
+            Answer::Refused(why) => ("failed", Some(why.as_str())),
+        };
+        match answer {
+            Answer::Stored => self.summary.published += 1,
+            Answer::Duplicate => {
+                self.summary.published += 1;
+                self.summary.duplicates += 1;
+            }
+            Answer::Refused(_) => {
+                self.summary.failed += 1;
+                self.summary.parked += usize::from(parked);
+            }
+        }
+        let attempts = error.map(|_| e.attempts + 1);
+        if self.args.json {
+            self.out.json(&Line {
+                status,
+                id: &id,
+                subject: &subject,
+                event_type: &e.event_type,
+                sender: &e.sender,
+                recipient: &e.recipient,
+                control_ref: &e.control_ref,
+                message_refs: unit.events.iter().map(|e| e.message_ref.as_str()).collect(),
+                error,
+                attempts,
+            });
+            return;
+        }
+        if self.args.quiet && error.is_none() {
+            return;
+        }
+        let refs: Vec<&str> = unit.events.iter().map(|e| e.message_ref.as_str()).collect();
+        let mut line = format!(
+            "{status:<9}  {subject}  {} -> {}  ref {}  message {}  id {id}",
+            e.sender,
+            e.recipient,
+            e.control_ref,
+            refs.join(",")
+        );
+        if let Some(why) = error {
+            line.push_str(&format!(
+                ": {why} (attempt {} of {})",
+                e.attempts + 1,
+                self.args.max_attempts
+            ));
+        }
+        self.out.line(&line);
+    }
+
+    fn finish(
+        mut self,
+        inbox: &dyn Inbox,
+        db: &Location,
+        destination: &Destination,
+        started: Instant,
+    ) -> anyhow::Result<ExitStatus> {
+        let stats = inbox.stats()?;
+        let s = &self.summary;
+        if self.args.json {
+            #[derive(Serialize)]
+            struct Last<'a> {
+                summary: &'a Summary,
+                unpublished: i64,
+                failed_total: i64,
+                oldest_unpublished_age_seconds: Option<i64>,
+            }
+            self.out.json(&Last {
+                summary: s,
+                unpublished: stats.outbox_unpublished,
+                failed_total: stats.outbox_failed,
+                oldest_unpublished_age_seconds: stats.outbox_oldest_unpublished_age_seconds,
+            });
+        } else {
+            self.out.line(&format!(
+                "{} to {}: {} published ({} already there), {} failed ({} parked); {} unpublished, {} parked in all",
+                count(s.published as u64 + s.failed as u64, "event", "events"),
+                destination.shown(),
+                s.published,
+                s.duplicates,
+                s.failed,
+                s.parked,
+                stats.outbox_unpublished,
+                stats.outbox_failed,
+            ));
+        }
+        self.out.flush();
+        let mut metrics_failed = false;
+        if let Some(path) = &self.args.metrics_file {
+            let m = metrics(inbox, &self.summary, &stats, started)?;
+            if let Err(e) = m.write_to(path) {
+                metrics_failed = true;
+                problem(
+                    &mut self.out,
+                    &format!("cannot write the metrics file {}: {e}", path.display()),
+                );
+            }
+        }
+        let _ = db;
+        Ok(ExitStatus::from_problems(
+            self.summary.failed + usize::from(metrics_failed) + usize::from(self.out.failed()),
+        ))
+    }
+}
+
+fn metrics(
+    inbox: &dyn Inbox,
+    s: &Summary,
+    stats: &crate::inbox::Stats,
+    started: Instant,
+) -> anyhow::Result<Metrics> {
+    let mut m = Metrics::default();
+    m.family(
+        "edi_inbox_publish_events_total",
+        "counter",
+        "Outbox events published, refused, and parked by edi-inbox publish since the database was created.",
+    );
+    for (outcome, counter) in [
+        ("published", "publish_published"),
+        ("failed", "publish_failed"),
+        ("parked", "publish_parked"),
+    ] {
+        m.sample(
+            "edi_inbox_publish_events_total",
+            &[("outcome", outcome)],
+            inbox.counter(counter)? as f64,
+        );
+    }
+    m.family(
+        "edi_inbox_publish_last_run_events",
+        "gauge",
+        "Events (or interchanges) by outcome in the last publish run.",
+    );
+    for (outcome, n) in [
+        ("published", s.published),
+        ("duplicate", s.duplicates),
+        ("failed", s.failed),
+        ("parked", s.parked),
+    ] {
+        m.sample(
+            "edi_inbox_publish_last_run_events",
+            &[("outcome", outcome)],
+            n as f64,
+        );
+    }
+    m.single(
+        "edi_inbox_outbox_unpublished",
+        "gauge",
+        "Outbox events not yet published (parked ones not counted).",
+        stats.outbox_unpublished as f64,
+    )
+    .single(
+        "edi_inbox_outbox_failed",
+        "gauge",
+        "Outbox events parked after --max-attempts refusals.",
+        stats.outbox_failed as f64,
+    )
+    .single(
+        "edi_inbox_outbox_oldest_unpublished_age_seconds",
+        "gauge",
+        "Age of the oldest unpublished outbox event (0 when there is none).",
+        stats.outbox_oldest_unpublished_age_seconds.unwrap_or(0) as f64,
+    )
+    .single(
+        "edi_inbox_publish_last_run_duration_seconds",
+        "gauge",
+        "Wall time of the last publish run.",
+        started.elapsed().as_secs_f64(),
+    )
+    .single(
+        "edi_inbox_publish_last_success_timestamp_seconds",
+        "gauge",
+        "Unix time at which the last publish run finished.",
+        unix_now(),
+    );
+    Ok(m)
+}

@@ -1,0 +1,193 @@
+//! `--to amqp://USER:PASS@HOST:PORT/VHOST`: RabbitMQ (AMQP 0-9-1). Events go to a durable topic
+//! exchange (`--exchange`, declared if missing) with the subject as routing key, persistent,
+//! `mandatory` (a message no queue takes comes back, and is a failure, never a silent drop),
+//! with publisher confirms read after the whole batch went out. The id is the `message_id`;
+//! the CloudEvents attributes are application properties (`cloudEvents:` and the name), as
+//! the AMQP binding has them.
+
+use anyhow::{Context as _, anyhow};
+use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, ExchangeDeclareOptions};
+
+use lapin::types::{AMQPValue, FieldTable, LongString};
+use lapin::{
+    BasicProperties, Channel, Confirmation, Connection, ConnectionProperties, ExchangeKind,
+};
+
+use super::{Answer, CONTENT_TYPE, Options, Outgoing, Sink};
+
+/// AMQP's `delivery_mode` for a message the broker writes to disk.
+const PERSISTENT: u8 = 2;
+
+pub struct AmqpSink {
+    runtime: tokio::runtime::Runtime,
+    // Kept open for the channel's sake.
+    _connection: Connection,
+    channel: Channel,
+    exchange: String,
+    shown: String,
+}
+
+/// The URL without its password.
+pub fn shown(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, rest)) => {
+            let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+            let host = match authority.rsplit_once('@') {
+                Some((user, host)) => {
+                    let user = user.split(':').next().unwrap_or_default();
+                    format!("{user}@{host}")
+                }
+                None => authority.to_string(),
+            };
+            format!("{scheme}://{host}{path}")
+        }
+        None => "amqp://?".to_string(),
+    }
+}
+
+impl AmqpSink {
+    pub fn connect(url: &str, options: &Options) -> anyhow::Result<AmqpSink> {
+        let shown = shown(url);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let exchange = options.exchange.clone();
+        let (connection, channel) = runtime
+            .block_on(async {
+                let connection = tokio::time::timeout(
+                    std::time::Duration::from_secs(10),
+                    Connection::connect(url, ConnectionProperties::default()),
+                )
+                .await
+                .map_err(|_| anyhow!("no answer within 10 s"))?
+                // The driver's message may quote the URL, password and all.
+                .map_err(|e| anyhow!("{}", scrub(&e.to_string(), url)))?;
+                let channel = connection.create_channel().await?;
+                channel
+                    .confirm_select(ConfirmSelectOptions::default())
+                    .await?;
+                channel
+                    .exchange_declare(
+                        exchange.as_str().into(),
+                        ExchangeKind::Topic,
+                        ExchangeDeclareOptions {
+                            durable: true,
+                            ..Default::default()
+                        },
+                        FieldTable::default(),
+                    )
+                    .await
+                    .with_context(|| format!("cannot declare the topic exchange {exchange}"))?;
+                anyhow::Ok((connection, channel))
+            })
+            .with_context(|| format!("cannot connect to {shown}"))?;
+        Ok(AmqpSink {
+            runtime,
+            _connection: connection,
+            channel,
+            exchange: options.exchange.clone(),
+            shown,
+        })
+    }
+}
+
+/// `text` without the password `url` holds.
+fn scrub(text: &str, url: &str) -> String {
+    let password = url
+        .split_once("://")
+        .and_then(|(_, rest)| rest.split('/').next())
+        .and_then(|auth| auth.rsplit_once('@'))
+        .and_then(|(user, _)| user.split_once(':'))
+        .map(|(_, p)| p)
+        .filter(|p| !p.is_empty());
+    match password {
+        Some(p) => text.replace(p, "***"),
+        None => text.to_string(),
+    }
+}
+
+impl Sink for AmqpSink {
+    fn send(&mut self, batch: &[Outgoing]) -> (Vec<Answer>, Option<anyhow::Error>) {
+        let channel = self.channel.clone();
+        let exchange = self.exchange.clone();
+        let shown = self.shown.clone();
+        self.runtime.block_on(async move {
+            let mut pending = Vec::with_capacity(batch.len());
+            for o in batch {
+                let mut headers = FieldTable::default();
+                for (name, value) in &o.attributes {
+                    headers.insert(
+                        format!("cloudEvents:{name}").into(),
+                        AMQPValue::LongString(LongString::from(value.as_str())),
+                    );
+                }
+                let properties = BasicProperties::default()
+                    .with_message_id(o.id.as_str().into())
+                    .with_content_type(CONTENT_TYPE.into())
+                    .with_delivery_mode(PERSISTENT)
+                    .with_headers(headers);
+                let sent = channel
+                    .basic_publish(
+                        exchange.as_str().into(),
+                        o.subject.as_str().into(),
+                        BasicPublishOptions {
+                            mandatory: true,
+                            ..Default::default()
+                        },
+                        &o.body,
+                        properties,
+                    )
+                    .await;
+                match sent {
+                    Ok(confirm) => pending.push(confirm),
+                    Err(e) => {
+                        return (Vec::new(), Some(anyhow!("{shown}: cannot publish: {e}")));
+                    }
+                }
+            }
+            let mut answers = Vec::with_capacity(batch.len());
+            for (o, confirm) in batch.iter().zip(pending) {
+                let answer = match confirm.await {
+                    Ok(Confirmation::Ack(None)) => Answer::Stored,
+                    Ok(Confirmation::Ack(Some(returned))) => Answer::Refused(format!(
+                        "no queue takes routing key {} on exchange {exchange} ({} {})",
+                        o.subject, returned.reply_code, returned.reply_text
+                    )),
+                    Ok(Confirmation::Nack(_)) => Answer::Refused(format!(
+                        "the broker refused it (nack), routing key {}",
+                        o.subject
+                    )),
+                    Ok(Confirmation::NotRequested) => {
+                        return (
+                            answers,
+                            Some(anyhow!("{shown}: publisher confirms are off")),
+                        );
+                    }
+                    Err(e) => {
+                        return (answers, Some(anyhow!("{shown}: no confirmation: {e}")));
+                    }
+                };
+                answers.push(answer);
+            }
+            (answers, None)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_password_is_never_shown() {
+        assert_eq!(
+            shown("amqp://guest:s3cret@h:5672/%2f"),
+            "amqp://guest@h:5672/%2f"
+        );
+        assert_eq!(shown("amqp://h"), "amqp://h");
+        assert_eq!(
+            scrub("bad uri amqp://u:s3cret@h", "amqp://u:s3cret@h"),
+            "bad uri amqp://u:***@h"
+        );
+    }
+}

@@ -1,0 +1,485 @@
+//! Delivering the outbox: what an event is on the wire (its stable id, its subject, its
+//! CloudEvents attributes, its body) and the destinations that take it: NATS JetStream
+//! (`nats.rs`), RabbitMQ (`amqp.rs`) and a folder (`dir.rs`). The brokers' code is
+//! asynchronous, on a current-thread runtime each destination keeps to itself; what it offers
+//! the rest of the program is a blocking [`Sink::send`].
+
+mod amqp;
+mod dir;
+mod nats;
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use sha2::{Digest, Sha256};
+
+use crate::inbox::OutboxEvent;
+
+/// Where `publish --to` sends events.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Destination {
+    /// `nats://HOST:PORT[/SUBJECT-PREFIX]`.
+    Nats {
+        server: String,
+        prefix: Option<String>,
+    },
+    /// `amqp://USER:PASS@HOST:PORT/VHOST`.
+    Amqp { url: String },
+    /// `dir:PATH`.
+    Dir(PathBuf),
+}
+
+impl Destination {
+    /// Reads `--to`; the error says what is accepted (never the text, which may hold a
+    /// password).
+    pub fn parse(text: &str) -> Result<Destination, String> {
+        if let Some(rest) = text.strip_prefix("nats://") {
+            let (server, prefix) = match rest.split_once('/') {
+                Some((s, p)) => (s, Some(p.trim_matches('.')).filter(|p| !p.is_empty())),
+                None => (rest, None),
+            };
+            if server.is_empty() {
+                return Err("nats:// needs a server: nats://HOST:PORT[/SUBJECT-PREFIX]".into());
+            }
+            if let Some(p) = prefix
+                && !p.split('.').all(is_plain_token)
+            {
+                return Err(format!(
+                    "the subject prefix {p:?} must be dot-separated tokens of letters, digits, - and _"
+                ));
+            }
+            return Ok(Destination::Nats {
+                server: format!("nats://{server}"),
+                prefix: prefix.map(str::to_string),
+            });
+        }
+        if text.starts_with("amqp://") {
+            return Ok(Destination::Amqp {
+                url: text.to_string(),
+            });
+        }
+        if let Some(path) = text.strip_prefix("dir:")
+            && !path.is_empty()
+        {
+            return Ok(Destination::Dir(PathBuf::from(path)));
+        }
+        Err("--to takes nats://HOST:PORT[/SUBJECT-PREFIX], amqp://USER:PASS@HOST:PORT/VHOST or dir:PATH".into())
+    }
+
+    /// For messages: never the password.
+    pub fn shown(&self) -> String {
+        match self {
+            Destination::Nats { server, prefix } => match prefix {
+                Some(p) => format!("{server}/{p}"),
+                None => server.clone(),
+            },
+            Destination::Amqp { url } => amqp::shown(url),
+            Destination::Dir(path) => format!("dir:{}", path.display()),
+        }
+    }
+}
+
+/// What is sent per event: each message (UNH..UNT), or each interchange once (UNA/UNB..UNZ).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Payload {
+    Message,
+    Interchange,
+}
+
+/// One message to send: one event, or (with `--payload interchange`) one interchange's events.
+#[derive(Debug, Clone)]
+pub struct Outgoing {
+    /// The stable id: the same whenever and from whichever host the event is published.
+    pub id: String,
+    /// The NATS subject or AMQP routing key.
+    pub subject: String,
+    /// CloudEvents attributes by name (`specversion`, `id`, `source`, `type`, `time`, and the
+    /// `edi...` extensions); each binding adds its own prefix.
+    pub attributes: Vec<(&'static str, String)>,
+    pub body: bytes::Bytes,
+}
+
+/// The media type of an EDIFACT body (RFC 1767).
+pub const CONTENT_TYPE: &str = "application/EDIFACT";
+
+/// What a destination said about one message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// Stored: it may be marked published.
+    Stored,
+    /// The destination had it already, under the same id (a republish after a crash).
+    Duplicate,
+    /// Refused for this message alone (too large, no stream, unroutable, not permitted): tried
+    /// again on a later run, parked after `--max-attempts`.
+    Refused(String),
+}
+
+/// A destination, connected.
+pub trait Sink {
+    /// Sends `batch` with the acknowledgements pipelined, and gives one answer per message in
+    /// its order. An error means the connection failed: no answer is known for the messages
+    /// without one, and none of them may be marked (`answers` holds those known before).
+    fn send(&mut self, batch: &[Outgoing]) -> (Vec<Answer>, Option<anyhow::Error>);
+}
+
+/// Options the brokers take.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// `--create-stream NAME`: create a JetStream stream capturing the subjects if none does.
+    pub create_stream: Option<String>,
+    /// `--exchange NAME`.
+    pub exchange: String,
+    /// Subjects (with `*` for each placeholder) the created stream captures.
+    pub stream_subjects: Vec<String>,
+}
+
+/// Connects to `destination`.
+pub fn connect(destination: &Destination, options: &Options) -> anyhow::Result<Box<dyn Sink>> {
+    Ok(match destination {
+        Destination::Nats { server, .. } => Box::new(nats::NatsSink::connect(server, options)?),
+        Destination::Amqp { url } => Box::new(amqp::AmqpSink::connect(url, options)?),
+        Destination::Dir(path) => Box::new(dir::DirSink::open(path)?),
+    })
+}
+
+/// `--subject`: a template of dot-separated tokens with `{type}`, `{sender}`, `{recipient}`,
+/// `{version}` and `{release}`, each replaced by its value escaped to one token.
+#[derive(Debug, Clone)]
+pub struct Template {
+    tokens: Vec<String>,
+}
+
+const PLACEHOLDERS: [&str; 5] = [
+    "{type}",
+    "{sender}",
+    "{recipient}",
+    "{version}",
+    "{release}",
+];
+
+impl Template {
+    /// Reads a template, with the destination's prefix (if any) in front.
+    pub fn parse(text: &str, prefix: Option<&str>) -> Result<Template, String> {
+        let mut tokens: Vec<String> = prefix
+            .into_iter()
+            .flat_map(|p| p.split('.'))
+            .map(str::to_string)
+            .collect();
+        for token in text.split('.') {
+            let fixed = PLACEHOLDERS
+                .iter()
+                .fold(token.to_string(), |t, p| t.replace(p, ""));
+            if token.is_empty() || !(fixed.is_empty() || is_plain_token(&fixed)) {
+                return Err(format!(
+                    "--subject {text:?}: each dot-separated part is letters, digits, - and _, or one of {}",
+                    PLACEHOLDERS.join(", ")
+                ));
+            }
+            tokens.push(token.to_string());
+        }
+        Ok(Template { tokens })
+    }
+
+    /// The subject of an event.
+    pub fn render(&self, e: &OutboxEvent) -> String {
+        self.tokens
+            .iter()
+            .map(|t| {
+                [
+                    ("{type}", e.message_type.as_str()),
+                    ("{sender}", e.sender.as_str()),
+                    ("{recipient}", e.recipient.as_str()),
+                    ("{version}", e.version.as_str()),
+                    ("{release}", e.release.as_str()),
+                ]
+                .iter()
+                .fold(t.clone(), |t, (p, v)| t.replace(p, &subject_token(v)))
+            })
+            .collect::<Vec<_>>()
+            .join(".")
+    }
+
+    /// The subjects a stream must capture for every event: each part with a placeholder as
+    /// `*`.
+    pub fn wildcard(&self) -> String {
+        self.tokens
+            .iter()
+            .map(|t| if t.contains('{') { "*" } else { t.as_str() })
+            .collect::<Vec<_>>()
+            .join(".")
+    }
+}
+
+fn is_plain_token(t: &str) -> bool {
+    !t.is_empty()
+        && t.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// A value as one subject token: letters, digits, `-` and `_` as they are, every other byte
+/// (`.` would split the subject, `*` and `>` widen it, a space break it; `:` and `%` for
+/// clarity) as `%XX`, so that no sender can reach another's subject. Never empty.
+pub fn subject_token(value: &str) -> String {
+    if value.is_empty() {
+        return "%".to_string();
+    }
+    let mut out = String::with_capacity(value.len());
+    for b in value.bytes() {
+        if b.is_ascii_alphanumeric() || b == b'-' || b == b'_' {
+            out.push(b as char);
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    out
+}
+
+/// A header or property value: printable ASCII as it is, anything else (a line break would
+/// end a NATS header) percent-encoded, as the CloudEvents HTTP binding does.
+pub fn header_value(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for b in value.bytes() {
+        if (0x20..0x7f).contains(&b) && b != b'%' {
+            out.push(b as char);
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    out
+}
+
+/// The stable id of an event: from the interchange's key (0004, 0010, 0020) and, per message,
+/// its group's (0048) and its own reference (0062): never a row id, which differs between
+/// inboxes. 128 bits of SHA-256, in hex: a file name, a `Nats-Msg-Id` and a `message_id` as
+/// it is.
+pub fn event_id(e: &OutboxEvent, payload: Payload) -> String {
+    let mut h = Sha256::new();
+    let parts: Vec<&str> = match payload {
+        Payload::Message => vec![
+            "edi-inbox message",
+            &e.sender,
+            &e.recipient,
+            &e.control_ref,
+            e.group_ref.as_deref().unwrap_or(""),
+            &e.message_ref,
+        ],
+        Payload::Interchange => vec![
+            "edi-inbox interchange",
+            &e.sender,
+            &e.recipient,
+            &e.control_ref,
+        ],
+    };
+    for p in parts {
+        // Lengths first: no two lists of values give the same bytes.
+        h.update((p.len() as u64).to_be_bytes());
+        h.update(p.as_bytes());
+    }
+    hex::encode(&h.finalize()[..16])
+}
+
+/// The UNA service string advice of an interchange's bytes (the six characters after `UNA`).
+fn una(raw: &[u8]) -> Option<String> {
+    raw.strip_prefix(b"UNA")
+        .and_then(|r| r.get(..6))
+        .map(|s| String::from_utf8_lossy(s).into_owned())
+}
+
+/// What goes out for one event (`events` of one message), or for one interchange (`events`
+/// all of its messages, in order), from the interchange's bytes `raw`. `None` where the stored
+/// offsets do not lie in the bytes (never seen; said instead of sending a wrong body).
+pub fn outgoing(
+    events: &[OutboxEvent],
+    raw: &[u8],
+    payload: Payload,
+    subject: &Template,
+) -> Result<Outgoing, String> {
+    let e = events.first().ok_or("no event")?;
+    let body = match payload {
+        Payload::Message => raw
+            .get(e.raw_start..e.raw_end)
+            .ok_or_else(|| {
+                format!(
+                    "the message's stored place ({}..{}) is outside its interchange ({} bytes)",
+                    e.raw_start,
+                    e.raw_end,
+                    raw.len()
+                )
+            })?
+            .to_vec(),
+        Payload::Interchange => raw.to_vec(),
+    };
+    let id = event_id(e, payload);
+    let kind = match payload {
+        Payload::Message => e.event_type.clone(),
+        Payload::Interchange => "edifact.interchange.received".to_string(),
+    };
+    let mut attributes = vec![
+        ("specversion", "1.0".to_string()),
+        ("id", id.clone()),
+        ("source", format!("/edi-inbox/{}", subject_token(&e.sender))),
+        ("type", kind),
+        ("time", e.created_at.clone()),
+        ("edisender", header_value(&e.sender)),
+        ("edirecipient", header_value(&e.recipient)),
+        ("edicontrolref", header_value(&e.control_ref)),
+        (
+            "edisyntax",
+            header_value(&format!("{}:{}", e.syntax_id, e.syntax_version)),
+        ),
+    ];
+    if let Some(q) = &e.sender_qualifier {
+        attributes.push(("edisenderqualifier", header_value(q)));
+    }
+    if let Some(q) = &e.recipient_qualifier {
+        attributes.push(("edirecipientqualifier", header_value(q)));
+    }
+    if payload == Payload::Message {
+        attributes.push(("edimessageref", header_value(&e.message_ref)));
+        attributes.push(("edimessagetype", header_value(&e.message_type)));
+        attributes.push((
+            "edimessageversion",
+            header_value(&format!("{}:{}:{}", e.version, e.release, e.agency)),
+        ));
+        if let Some(g) = &e.group_ref {
+            attributes.push(("edigroupref", header_value(g)));
+        }
+    } else {
+        let refs: Vec<&str> = events.iter().map(|e| e.message_ref.as_str()).collect();
+        attributes.push(("edimessagerefs", header_value(&refs.join(","))));
+    }
+    if let Some(una) = una(raw) {
+        attributes.push(("ediuna", header_value(&una)));
+    }
+    Ok(Outgoing {
+        id,
+        subject: subject.render(e),
+        attributes,
+        body: body.into(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(sender: &str, message_ref: &str) -> OutboxEvent {
+        OutboxEvent {
+            row: 7,
+            event_type: "edifact.INVOIC.received".into(),
+            created_at: "2026-01-02T03:04:05.678Z".into(),
+            attempts: 0,
+            interchange_id: 1,
+            sender: sender.into(),
+            sender_qualifier: Some("14".into()),
+            recipient: "HUB".into(),
+            recipient_qualifier: None,
+            control_ref: "42".into(),
+            syntax_id: "UNOC".into(),
+            syntax_version: "3".into(),
+            group_ref: None,
+            message_ref: message_ref.into(),
+            message_type: "INVOIC".into(),
+            version: "D".into(),
+            release: "96A".into(),
+            agency: "UN".into(),
+            raw_start: 3,
+            raw_end: 6,
+        }
+    }
+
+    #[test]
+    fn a_sender_can_never_split_widen_or_break_a_subject() {
+        let t = Template::parse("edifact.{type}.{sender}", None).unwrap();
+        for (sender, want) in [
+            ("5412345000013:14", "edifact.INVOIC.5412345000013%3A14"),
+            ("A.B", "edifact.INVOIC.A%2EB"),
+            ("*", "edifact.INVOIC.%2A"),
+            (">", "edifact.INVOIC.%3E"),
+            ("A B", "edifact.INVOIC.A%20B"),
+            ("50%", "edifact.INVOIC.50%25"),
+            ("", "edifact.INVOIC.%"),
+        ] {
+            let subject = t.render(&event(sender, "1"));
+            assert_eq!(subject, want);
+            assert_eq!(subject.split('.').count(), 3);
+            assert!(!subject.contains(['*', '>', ' ']));
+        }
+        let t = Template::parse("{type}.x-{sender}", Some("acme.edi")).unwrap();
+        assert_eq!(t.render(&event("S", "1")), "acme.edi.INVOIC.x-S");
+        assert_eq!(t.wildcard(), "acme.edi.*.*");
+        for bad in ["a..b", "a.*", "a.>", "a b", "{nope}", ""] {
+            assert!(Template::parse(bad, None).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_id_is_stable_and_tells_events_apart() {
+        let a = event_id(&event("S", "1"), Payload::Message);
+        assert_eq!(a, event_id(&event("S", "1"), Payload::Message));
+        assert_eq!(a.len(), 32);
+        assert_ne!(a, event_id(&event("S", "2"), Payload::Message));
+        assert_ne!(a, event_id(&event("S", "1"), Payload::Interchange));
+        let mut e = event("S", "1");
+        e.row = 99;
+        e.created_at = "other".into();
+        assert_eq!(
+            a,
+            event_id(&e, Payload::Message),
+            "row and time do not count"
+        );
+        // "AB" + "C" is not "A" + "BC".
+        let (mut x, mut y) = (event("AB", "1"), event("A", "1"));
+        x.recipient = "C".into();
+        y.recipient = "BC".into();
+        assert_ne!(
+            event_id(&x, Payload::Message),
+            event_id(&y, Payload::Message)
+        );
+    }
+
+    #[test]
+    fn the_body_is_the_message_and_the_headers_carry_the_envelope() {
+        let raw = b"UNA:+.? 'UNB...";
+        let t = Template::parse("edifact.{type}.{sender}", None).unwrap();
+        let o = outgoing(&[event("S\nX", "1")], raw, Payload::Message, &t).unwrap();
+        assert_eq!(&o.body[..], b":+.");
+        let get = |k: &str| {
+            o.attributes
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.clone())
+        };
+        assert_eq!(get("specversion").as_deref(), Some("1.0"));
+        assert_eq!(get("id"), Some(o.id.clone()));
+        assert_eq!(get("type").as_deref(), Some("edifact.INVOIC.received"));
+        assert_eq!(get("edisender").as_deref(), Some("S%0AX"));
+        assert_eq!(get("ediuna").as_deref(), Some(":+.? '"));
+        assert_eq!(get("edisyntax").as_deref(), Some("UNOC:3"));
+        let mut bad = event("S", "1");
+        bad.raw_end = 999;
+        assert!(outgoing(&[bad], raw, Payload::Message, &t).is_err());
+        let whole = outgoing(&[event("S", "1")], raw, Payload::Interchange, &t).unwrap();
+        assert_eq!(&whole.body[..], raw);
+    }
+
+    #[test]
+    fn destinations_are_read_and_shown_without_passwords() {
+        assert_eq!(
+            Destination::parse("nats://127.0.0.1:4222/acme.edi"),
+            Ok(Destination::Nats {
+                server: "nats://127.0.0.1:4222".into(),
+                prefix: Some("acme.edi".into())
+            })
+        );
+        assert!(Destination::parse("nats://h/a.*").is_err());
+        assert_eq!(
+            Destination::parse("dir:/srv/out"),
+            Ok(Destination::Dir("/srv/out".into()))
+        );
+        let amqp = Destination::parse("amqp://guest:s3cret@h:5672/%2f").unwrap();
+        assert!(!amqp.shown().contains("s3cret"), "{}", amqp.shown());
+        let e = Destination::parse("ftp://user:s3cret@h").unwrap_err();
+        assert!(!e.contains("s3cret"));
+    }
+}

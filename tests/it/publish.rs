@@ -1,0 +1,400 @@
+//! `publish`: the outbox delivered to a folder, NATS JetStream and RabbitMQ, on both inbox
+//! backends, against the machine's real brokers: every event once (or, on RabbitMQ, at least
+//! once with the same id), in order, with its CloudEvents attributes; a publisher killed at
+//! random and rerun loses and doubles nothing; a refused event is retried, then parked, while
+//! the others go through; one publisher at a time; `--follow` until SIGTERM.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::common::brokers::{Held, Jet, Rabbit};
+use crate::common::site::Site;
+use crate::common::synth::Synth;
+
+/// Every valid sample in the drop folder, ingested: 7 interchanges, 10 messages.
+fn samples_ingested(site: &Site) {
+    for entry in fs::read_dir(crate::common::samples().join("valid")).unwrap() {
+        let path = entry.unwrap().path();
+        fs::copy(&path, site.drop().join(path.file_name().unwrap())).unwrap();
+    }
+    site.ingest_quietly(&[]).code(0);
+}
+
+/// `publish` with `args`: exit status, JSON Lines (with `--json`), standard error.
+fn publish(site: &Site, args: &[&str]) -> (Option<i32>, Vec<serde_json::Value>, String) {
+    let out = site.cmd().arg("publish").args(args).output().unwrap();
+    let lines = if args.contains(&"--json") {
+        crate::common::json_lines(&out.stdout)
+    } else {
+        Vec::new()
+    };
+    (
+        out.status.code(),
+        lines,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// (sender, control reference, message reference) of every event, in the order the events
+/// were written: the order they must go out in.
+fn expected_order(site: &Site) -> Vec<(String, String, String)> {
+    site.rows(
+        "SELECT i.sender, i.control_ref, m.reference FROM outbox o
+         JOIN messages m ON m.id = o.message_id JOIN interchanges i ON i.id = m.interchange_id
+         ORDER BY o.id",
+    )
+    .into_iter()
+    .map(|r| {
+        let v = |n: usize| r[n].clone().unwrap_or_default();
+        (v(0), v(1), v(2))
+    })
+    .collect()
+}
+
+/// The same triple from what a broker holds (NATS `ce-` headers, AMQP `cloudEvents:`).
+fn order_held(held: &[Held], prefix: &str) -> Vec<(String, String, String)> {
+    held.iter()
+        .map(|h| {
+            let v = |k: &str| {
+                h.headers
+                    .get(&format!("{prefix}{k}"))
+                    .cloned()
+                    .unwrap_or_default()
+            };
+            (v("edisender"), v("edicontrolref"), v("edimessageref"))
+        })
+        .collect()
+}
+
+/// A value as a subject token: letters, digits, - and _ as they are, other bytes %XX.
+fn token(value: &str) -> String {
+    value
+        .bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b == b'-' || b == b'_' {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+fn status_of(lines: &[serde_json::Value]) -> Vec<String> {
+    lines
+        .iter()
+        .filter_map(|l| l["status"].as_str().map(str::to_string))
+        .collect()
+}
+
+per_backend! {
+    /// The folder: one file per event, named by its id, holding the message (UNH..UNT); a
+    /// rerun sends nothing; events marked unpublished again (a crash between the write and
+    /// the mark) find their files there and are not written twice.
+    fn a_folder_gets_one_file_per_event(site) {
+        samples_ingested(&site);
+        let out = site.path("out");
+        let to = format!("dir:{}", out.display());
+        let (code, lines, stderr) = publish(&site, &["--to", &to, "--json"]);
+        assert_eq!(code, Some(0), "{stderr}");
+        let events = &lines[..lines.len() - 1];
+        assert_eq!(events.len(), 10);
+        assert!(status_of(events).iter().all(|s| s == "published"), "{events:?}");
+        let mut names: Vec<String> = fs::read_dir(&out)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        let mut ids: Vec<String> = events
+            .iter()
+            .map(|l| format!("{}.edi", l["id"].as_str().unwrap()))
+            .collect();
+        ids.sort();
+        assert_eq!(names, ids);
+        for name in &names {
+            let body = fs::read(out.join(name)).unwrap();
+            assert!(body.starts_with(b"UNH"), "{name}: {}", String::from_utf8_lossy(&body));
+            assert!(
+                String::from_utf8_lossy(&body).contains("UNT"),
+                "{name}: {}",
+                String::from_utf8_lossy(&body)
+            );
+        }
+        assert_eq!(lines[10]["summary"]["published"], 10);
+        assert_eq!(lines[10]["unpublished"], 0);
+        let (code, lines, _) = publish(&site, &["--to", &to, "--json"]);
+        assert_eq!((code, lines.len()), (Some(0), 1), "nothing left: {lines:?}");
+        site.sql("UPDATE outbox SET published_at = NULL");
+        let (code, lines, _) = publish(&site, &["--to", &to, "--json"]);
+        assert_eq!(code, Some(0));
+        assert!(status_of(&lines).iter().all(|s| s == "duplicate"), "{lines:?}");
+        assert_eq!(fs::read_dir(&out).unwrap().count(), 10, "no file twice, no temporary left");
+        let (_, stats) = site.json(&["stats", "--json"]);
+        assert_eq!(stats[0]["outbox_unpublished"], 0);
+        assert_eq!(stats[0]["outbox_failed"], 0);
+    }
+}
+
+per_backend! {
+    /// `--payload interchange`: each interchange once, whole (UNA/UNB..UNZ), its messages'
+    /// events all marked; the ids differ from the messages' ones.
+    fn whole_interchanges_go_out_once_each(site) {
+        samples_ingested(&site);
+        let out = site.path("out");
+        let to = format!("dir:{}", out.display());
+        let (code, lines, stderr) =
+            publish(&site, &["--to", &to, "--json", "--payload", "interchange", "--batch", "3"]);
+        assert_eq!(code, Some(0), "{stderr}");
+        assert_eq!(lines.len() - 1, 7, "{lines:?}");
+        assert_eq!(fs::read_dir(&out).unwrap().count(), 7);
+        for entry in fs::read_dir(&out).unwrap() {
+            let body = fs::read(entry.unwrap().path()).unwrap();
+            let text = String::from_utf8_lossy(&body);
+            // Whatever the separators (one sample has its own in UNA).
+            assert!(text.contains("UNB") && text.contains("UNZ"), "{text}");
+        }
+        assert_eq!(site.count("SELECT count(*) FROM outbox WHERE published_at IS NULL"), 0);
+    }
+}
+
+per_backend! {
+    /// JetStream: every event once, in the order written, with `Nats-Msg-Id` = the id, the
+    /// CloudEvents attributes as `ce-` headers, the subject `PREFIX.edifact.TYPE.SENDER`, and
+    /// the message as the body. Published again (marks lost), JetStream drops every one as a
+    /// duplicate and the publisher counts them as published.
+    fn jetstream_gets_every_event_once_in_order(site) {
+        let Some(jet) = Jet::create() else { return };
+        samples_ingested(&site);
+        let (code, lines, stderr) = publish(&site, &["--to", &jet.to(), "--json"]);
+        assert_eq!(code, Some(0), "{stderr}");
+        let held = jet.messages();
+        assert_eq!(held.len(), 10);
+        assert_eq!(order_held(&held, "ce-"), expected_order(&site));
+        for (h, line) in held.iter().zip(&lines) {
+            assert_eq!(h.headers["Nats-Msg-Id"], line["id"].as_str().unwrap());
+            assert_eq!(h.headers["ce-id"], h.headers["Nats-Msg-Id"]);
+            assert_eq!(h.headers["ce-specversion"], "1.0");
+            assert_eq!(h.headers["content-type"], "application/EDIFACT");
+            let kind = &h.headers["ce-type"];
+            assert!(kind.starts_with("edifact.") && kind.ends_with(".received"), "{kind}");
+            assert!(h.headers.contains_key("ce-time") && h.headers.contains_key("ce-source"));
+            assert!(h.headers.contains_key("ce-edisyntax"));
+            assert_eq!(
+                h.subject,
+                format!(
+                    "{}.edifact.{}.{}",
+                    jet.prefix,
+                    h.headers["ce-edimessagetype"],
+                    token(&h.headers["ce-edisender"])
+                )
+            );
+            assert!(h.body.starts_with(b"UNH"));
+        }
+        site.sql("UPDATE outbox SET published_at = NULL");
+        let (code, lines, _) = publish(&site, &["--to", &jet.to(), "--json"]);
+        assert_eq!(code, Some(0));
+        assert!(status_of(&lines).iter().all(|s| s == "duplicate"), "{lines:?}");
+        assert_eq!(jet.messages().len(), 10, "JetStream dropped the republished events");
+    }
+}
+
+per_backend! {
+    /// `kill -9` of the publisher at random moments (small batches, so that it dies between a
+    /// confirmation and its mark too), then a run to the end: every event in the stream
+    /// exactly once, none missing, in the order written.
+    fn a_publisher_killed_at_random_loses_and_doubles_nothing(site) {
+        let Some(jet) = Jet::create() else { return };
+        site.fill(300, 11);
+        site.ingest(50);
+        let events = site.count("SELECT count(*) FROM outbox") as usize;
+        assert!(events > 100, "{events}");
+        let mut g = Synth::new(5);
+        let unpublished = || site.count("SELECT count(*) FROM outbox WHERE published_at IS NULL");
+        let mut interrupted = 0;
+        for _ in 0..6 {
+            let mut child = site
+                .command()
+                .args(["publish", "-q", "--batch", "3", "--to", &jet.to()])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            std::thread::sleep(Duration::from_millis(20 + g.below(120)));
+            let _ = child.kill();
+            let _ = child.wait();
+            let left = unpublished();
+            eprintln!("killed with {left} of {events} events unpublished");
+            interrupted += usize::from(left > 0 && (left as usize) < events);
+        }
+        assert!(interrupted >= 2, "the kills must fall in the middle of the work");
+        let (code, _, stderr) = publish(&site, &["--to", &jet.to(), "-q"]);
+        assert_eq!(code, Some(0), "{stderr}");
+        let held = jet.messages();
+        let ids: BTreeSet<&String> = held.iter().map(|h| &h.headers["Nats-Msg-Id"]).collect();
+        assert_eq!(ids.len(), held.len(), "no event twice");
+        assert_eq!(held.len(), events, "none missing");
+        assert_eq!(order_held(&held, "ce-"), expected_order(&site), "order kept");
+        assert_eq!(site.count("SELECT count(*) FROM outbox WHERE published_at IS NULL"), 0);
+    }
+}
+
+per_backend! {
+    /// An event the broker refuses (a message larger than the NATS server's max_payload) is
+    /// reported, exit 3, and does not hold back the events behind it; tried again on the next
+    /// run, it is parked after --max-attempts, shown by `list --status failed` and `stats`,
+    /// and no longer tried.
+    fn a_poison_event_is_parked_while_the_others_go_through(site) {
+        let Some(jet) = Jet::create() else { return };
+        let huge = "A".repeat(1_100_000);
+        site.put(
+            "a-huge.edi",
+            format!("UNB+UNOC:3+POISON+R+240101:1200+P1'UNH+1+ORDERS:D:96A:UN'FTX+AAI+++{huge}'UNT+3+1'UNZ+1+P1'")
+                .as_bytes(),
+        );
+        samples_ingested(&site);
+        let args = ["--to", &jet.to(), "--json", "--max-attempts", "2", "--retry-after", "0s"];
+        let (code, lines, stderr) = publish(&site, &args);
+        assert_eq!(code, Some(3), "{stderr}");
+        let failed: Vec<_> = lines.iter().filter(|l| l["status"] == "failed").collect();
+        assert_eq!(failed.len(), 1, "{lines:?}");
+        assert_eq!(failed[0]["sender"], "POISON");
+        assert!(failed[0]["error"].as_str().unwrap().contains("payload"), "{failed:?}");
+        assert_eq!(jet.messages().len(), 10, "the others went through");
+        let (code, lines, _) = publish(&site, &args);
+        assert_eq!(code, Some(3));
+        assert_eq!(status_of(&lines[..lines.len() - 1]), ["parked"]);
+        let (code, lines, _) = publish(&site, &args);
+        assert_eq!((code, lines.len()), (Some(0), 1), "parked: no longer tried");
+        let (_, listed) = site.json(&["list", "--status", "failed", "--json"]);
+        assert_eq!(listed.len(), 1, "{listed:?}");
+        assert_eq!(listed[0]["sender"], "POISON");
+        assert_eq!(listed[0]["errors"], 2);
+        assert!(listed[0]["error"].as_str().unwrap().contains("not published"));
+        let (_, stats) = site.json(&["stats", "--json"]);
+        assert_eq!(stats[0]["outbox_failed"], 1);
+        assert_eq!(stats[0]["outbox_unpublished"], 0);
+    }
+}
+
+/// No stream captures the subjects: exit 1, saying which subject and how to make a stream,
+/// nothing marked; `--create-stream NAME` makes one (file storage, a duplicate window) and
+/// the events go out.
+#[test]
+fn a_missing_stream_is_named_or_created() {
+    let Some(jet) = Jet::with_stream(false) else {
+        return;
+    };
+    let site = Site::new();
+    samples_ingested(&site);
+    let (code, _, stderr) = publish(&site, &["--to", &jet.to()]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "no JetStream stream captures subject {}.edifact.",
+            jet.prefix
+        )) && stderr.contains("--create-stream"),
+        "{stderr}"
+    );
+    assert_eq!(
+        site.count("SELECT count(*) FROM outbox WHERE published_at IS NULL"),
+        10
+    );
+    let (code, _, stderr) = publish(&site, &["--to", &jet.to(), "--create-stream", &jet.stream]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(jet.messages().len(), 10);
+}
+
+per_backend! {
+    /// RabbitMQ: every event reaches a queue bound to the topic exchange, persistent, with its
+    /// id as `message_id` and the CloudEvents attributes as `cloudEvents:` properties, in
+    /// order; published again, each comes again with the same `message_id` (at least once:
+    /// the consumer drops duplicates by id).
+    fn rabbitmq_gets_every_event_with_its_id(site) {
+        let Some(rabbit) = Rabbit::create(true) else { return };
+        samples_ingested(&site);
+        let to = crate::common::brokers::AMQP;
+        let (code, lines, stderr) =
+            publish(&site, &["--to", to, "--exchange", &rabbit.exchange, "--json"]);
+        assert_eq!(code, Some(0), "{stderr}");
+        assert!(!stderr.contains("guest:guest"));
+        let held = rabbit.take();
+        assert_eq!(held.len(), 10);
+        assert_eq!(order_held(&held, "cloudEvents:"), expected_order(&site));
+        for (h, line) in held.iter().zip(&lines) {
+            assert_eq!(h.headers["message_id"], line["id"].as_str().unwrap());
+            assert_eq!(h.headers["delivery_mode"], "2");
+            assert_eq!(h.headers["content_type"], "application/EDIFACT");
+            assert_eq!(h.headers["cloudEvents:specversion"], "1.0");
+            assert_eq!(h.subject, line["subject"].as_str().unwrap());
+            assert!(h.body.starts_with(b"UNH"));
+        }
+        let first: Vec<String> = held.iter().map(|h| h.headers["message_id"].clone()).collect();
+        site.sql("UPDATE outbox SET published_at = NULL");
+        let (code, _, _) = publish(&site, &["--to", to, "--exchange", &rabbit.exchange]);
+        assert_eq!(code, Some(0));
+        let again: Vec<String> = rabbit.take().iter().map(|h| h.headers["message_id"].clone()).collect();
+        assert_eq!(again, first, "the same ids again");
+    }
+}
+
+per_backend! {
+    /// `mandatory`: an exchange no queue is bound to returns every message; none is marked
+    /// published, each is recorded as failed (attempt 1), exit 3.
+    fn an_unroutable_message_is_not_marked_published(site) {
+        let Some(rabbit) = Rabbit::create(false) else { return };
+        samples_ingested(&site);
+        let to = crate::common::brokers::AMQP;
+        let (code, lines, stderr) =
+            publish(&site, &["--to", to, "--exchange", &rabbit.exchange, "--json"]);
+        assert_eq!(code, Some(3), "{stderr}");
+        assert!(status_of(&lines).iter().all(|s| s == "failed"), "{lines:?}");
+        assert!(lines[0]["error"].as_str().unwrap().contains("no queue takes"), "{lines:?}");
+        assert_eq!(site.count("SELECT count(*) FROM outbox WHERE published_at IS NULL"), 10);
+        assert_eq!(site.count("SELECT count(*) FROM outbox WHERE attempts = 1"), 10);
+    }
+}
+
+per_backend! {
+    /// `--follow`: events committed while it runs go out within the poll interval; a second
+    /// publisher meanwhile exits 0 saying one is running; SIGTERM ends it with exit 0.
+    fn follow_publishes_new_events_until_sigterm(site) {
+        site.put_sample("valid/two-interchanges.edi", "a.edi");
+        site.ingest_quietly(&[]).code(0);
+        let out = site.path("out");
+        let to = format!("dir:{}", out.display());
+        let mut child = Command::new(assert_cmd::cargo::cargo_bin("edi-inbox"))
+            .arg("--db")
+            .arg(site.db_arg())
+            .args(["publish", "--follow", "--poll", "100ms", "-q", "--to", &to])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let files = || fs::read_dir(&out).map_or(0, |d| d.count());
+        let wait_for = |n: usize| {
+            let until = Instant::now() + Duration::from_secs(30);
+            while files() < n && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            files()
+        };
+        assert_eq!(wait_for(2), 2);
+        let (code, _, _) = publish(&site, &["--to", &to]);
+        let second = site.cmd().args(["publish", "--to", &to]).output().unwrap();
+        assert_eq!(code, Some(0));
+        assert!(
+            String::from_utf8_lossy(&second.stdout).contains("another edi-inbox publish is running"),
+            "{second:?}"
+        );
+        site.put_sample("valid/invoic-d96a-unoc-crlf.edi", "b.edi");
+        site.ingest_quietly(&[]).code(0);
+        let messages = site.count("SELECT count(*) FROM messages") as usize;
+        assert_eq!(wait_for(messages), messages);
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(0));
+        assert_eq!(site.count("SELECT count(*) FROM outbox WHERE published_at IS NULL"), 0);
+    }
+}
