@@ -56,7 +56,13 @@ impl AmqpSink {
             .block_on(async {
                 let connection = tokio::time::timeout(
                     std::time::Duration::from_secs(10),
-                    Connection::connect(url, ConnectionProperties::default()),
+                    // Named, so that an operator (or a test) can find it in the broker's list.
+                    Connection::connect(
+                        url,
+                        ConnectionProperties::default().with_connection_name(
+                            format!("edi-inbox publish {}", std::process::id()).into(),
+                        ),
+                    ),
                 )
                 .await
                 .map_err(|_| anyhow!("no answer within 10 s"))?

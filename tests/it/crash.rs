@@ -196,3 +196,48 @@ fn a_kill_between_placing_a_copy_and_removing_its_source_leaves_one_file() {
     assert_eq!(site.files_in("archive"), ["a.edi"]);
     assert!(!dropfs.path.join("a.edi").exists());
 }
+
+/// `publish` stopped dead after the destination confirmed a batch and before the mark (the
+/// second batch, so that the first was marked): the rerun sends those events again with the
+/// same ids, the folder writer finds them there (JetStream drops them the same way), and every
+/// event ends up published once, one file each.
+#[test]
+fn a_publisher_stopped_between_confirmation_and_mark_sends_nothing_twice() {
+    let site = Site::new();
+    for sample in [
+        "two-interchanges.edi",
+        "desadv-d07a-groups-v4.edi",
+        "invrpt-level-b.edi",
+    ] {
+        site.put_sample(&format!("valid/{sample}"), sample);
+    }
+    site.ingest_quietly(&[]).code(0);
+    let events = site.count("SELECT count(*) FROM outbox");
+    let out = site.path("out");
+    let to = format!("dir:{}", out.display());
+    let crashed = site
+        .command()
+        .args(["publish", "-q", "--batch", "2", "--to", &to])
+        .env("FAILPOINTS", "publish-after-confirm=1*off->return")
+        .output()
+        .unwrap();
+    assert_eq!(crashed.status.code(), None, "the fail point stopped it");
+    let written = std::fs::read_dir(&out).unwrap().count() as i64;
+    let marked = site.count("SELECT count(*) FROM outbox WHERE published_at IS NOT NULL");
+    assert_eq!((written, marked), (4, 2), "confirmed 4, marked 2");
+    let again = site
+        .cmd()
+        .args(["publish", "--json", "--to", &to])
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(0));
+    let lines = crate::common::json_lines(&again.stdout);
+    let statuses: Vec<&str> = lines.iter().filter_map(|l| l["status"].as_str()).collect();
+    assert_eq!(statuses.iter().filter(|s| **s == "duplicate").count(), 2);
+    assert_eq!(statuses.len() as i64, events - 2);
+    assert_eq!(std::fs::read_dir(&out).unwrap().count() as i64, events);
+    assert_eq!(
+        site.count("SELECT count(*) FROM outbox WHERE published_at IS NULL"),
+        0
+    );
+}

@@ -97,10 +97,25 @@ per_backend! {
         samples_ingested(&site);
         let out = site.path("out");
         let to = format!("dir:{}", out.display());
-        let (code, lines, stderr) = publish(&site, &["--to", &to, "--json"]);
+        let metrics = site.path("publish.prom");
+        let (code, lines, stderr) = publish(
+            &site,
+            &["--to", &to, "--json", "--metrics-file", metrics.to_str().unwrap()],
+        );
         assert_eq!(code, Some(0), "{stderr}");
         let events = &lines[..lines.len() - 1];
         assert_eq!(events.len(), 10);
+        let prom = fs::read_to_string(&metrics).unwrap();
+        for want in [
+            "edi_inbox_publish_events_total{outcome=\"published\"} 10\n",
+            "edi_inbox_publish_last_run_events{outcome=\"published\"} 10\n",
+            "edi_inbox_outbox_unpublished 0\n",
+            "edi_inbox_outbox_failed 0\n",
+            "edi_inbox_outbox_oldest_unpublished_age_seconds 0\n",
+            "edi_inbox_publish_last_success_timestamp_seconds ",
+        ] {
+            assert!(prom.contains(want), "{want} in {prom}");
+        }
         assert!(status_of(events).iter().all(|s| s == "published"), "{events:?}");
         let mut names: Vec<String> = fs::read_dir(&out)
             .unwrap()
@@ -364,14 +379,16 @@ per_backend! {
         site.ingest_quietly(&[]).code(0);
         let out = site.path("out");
         let to = format!("dir:{}", out.display());
-        let mut child = Command::new(assert_cmd::cargo::cargo_bin("edi-inbox"))
-            .arg("--db")
-            .arg(site.db_arg())
-            .args(["publish", "--follow", "--poll", "100ms", "-q", "--to", &to])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = Reaped(Some(
+            Command::new(assert_cmd::cargo::cargo_bin("edi-inbox"))
+                .arg("--db")
+                .arg(site.db_arg())
+                .args(["publish", "--follow", "--poll", "100ms", "-q", "--to", &to])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        ));
         let files = || fs::read_dir(&out).map_or(0, |d| d.count());
         let wait_for = |n: usize| {
             let until = Instant::now() + Duration::from_secs(30);
@@ -393,8 +410,103 @@ per_backend! {
         let messages = site.count("SELECT count(*) FROM messages") as usize;
         assert_eq!(wait_for(messages), messages);
         unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-        let status = child.wait().unwrap();
+        let status = child.0.take().unwrap().wait().unwrap();
         assert_eq!(status.code(), Some(0));
         assert_eq!(site.count("SELECT count(*) FROM outbox WHERE published_at IS NULL"), 0);
+    }
+}
+
+/// `--follow` when the broker drops the connection (RabbitMQ closing it, as on a restart): the
+/// publisher says so, reconnects with a backoff, and every event, those committed after the
+/// drop too, reaches the queue (at least once, each with its id); SIGTERM then exits 0.
+#[test]
+fn follow_reconnects_when_the_broker_drops_the_connection() {
+    let Some(rabbit) = Rabbit::create(true) else {
+        return;
+    };
+    let site = Site::new();
+    site.put_sample("valid/two-interchanges.edi", "a.edi");
+    site.ingest_quietly(&[]).code(0);
+    let child = Command::new(assert_cmd::cargo::cargo_bin("edi-inbox"))
+        .arg("--db")
+        .arg(site.db_arg())
+        .args(["publish", "--follow", "--poll", "100ms", "-q", "--exchange"])
+        .arg(&rabbit.exchange)
+        .args(["--to", crate::common::brokers::AMQP])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut child = Reaped(Some(child));
+    let unpublished = || site.count("SELECT count(*) FROM outbox WHERE published_at IS NULL");
+    let wait = |what: &dyn Fn() -> bool| {
+        let until = Instant::now() + Duration::from_secs(60);
+        while !what() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        what()
+    };
+    assert!(wait(&|| unpublished() == 0), "the first events went out");
+    // The broker's own name for the publisher's connection.
+    let name = format!("edi-inbox publish {}", child.id());
+    let listed = Command::new("rabbitmqctl")
+        .args([
+            "list_connections",
+            "-q",
+            "--no-table-headers",
+            "pid",
+            "client_properties",
+        ])
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
+    let pid = listed
+        .lines()
+        .find(|l| l.contains(&format!("{{\"connection_name\",\"{name}\"}}")))
+        .and_then(|l| l.split('\t').next())
+        .unwrap_or_else(|| panic!("{name} not in {listed}"))
+        .to_string();
+    let closed = Command::new("rabbitmqctl")
+        .args(["close_connection", &pid, "test: broker going away"])
+        .output()
+        .unwrap();
+    assert!(closed.status.success(), "{closed:?}");
+    site.put_sample("valid/invoic-d96a-unoc-crlf.edi", "b.edi");
+    site.put_sample("valid/desadv-d07a-groups-v4.edi", "c.edi");
+    site.ingest_quietly(&[]).code(0);
+    assert!(
+        wait(&|| unpublished() == 0),
+        "the later events went out too"
+    );
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = child.0.take().unwrap().wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("reconnecting"), "{stderr}");
+    assert!(!stderr.contains("guest:guest"), "{stderr}");
+    let ids: BTreeSet<String> = rabbit
+        .take()
+        .iter()
+        .map(|h| h.headers["message_id"].clone())
+        .collect();
+    assert_eq!(ids.len() as i64, site.count("SELECT count(*) FROM outbox"));
+}
+
+/// A child process killed when the test ends, whether it passes or panics: a `--follow`
+/// publisher must not outlive its test.
+struct Reaped(Option<std::process::Child>);
+
+impl Reaped {
+    fn id(&self) -> u32 {
+        self.0.as_ref().map_or(0, std::process::Child::id)
+    }
+}
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
     }
 }
