@@ -1,8 +1,10 @@
 //! The floor for `benches/scripts/publish.sh`: a bare async publisher of the same messages
-//! `edi-inbox publish` sends (each message's bytes from an inbox, a `Nats-Msg-Id` header), to
-//! JetStream, in batches with the acknowledgements pipelined, and nothing else: no claim, no
-//! mark, no CloudEvents headers. The messages are read into memory first; only publishing is
-//! timed.
+//! `edi-inbox publish` sends (each message's bytes from an inbox, with a `Nats-Msg-Id` and the
+//! same CloudEvents headers, made here from the same columns), to JetStream, in batches with the
+//! acknowledgements pipelined, and nothing else: no claim, no mark, no escaping, no output. The
+//! messages and their header values are read into memory first; publishing (headers made as
+//! each message is sent) is timed. With `--bare`
+//! after BATCH, only the `Nats-Msg-Id` header is sent.
 //!
 //! `bare_nats_publish reset STREAM SUBJECTS`   (re)create a file stream capturing SUBJECTS
 //! `bare_nats_publish delete STREAM`
@@ -44,16 +46,20 @@ fn main() -> anyhow::Result<()> {
             let _ = rt.block_on(js.delete_stream(stream));
             Ok(())
         }
-        ["publish", db, subject, batch] => {
+        ["publish", db, subject, batch] | ["publish", db, subject, batch, "--bare"] => {
             let batch: usize = batch.parse()?;
-            let messages = load(db)?;
+            let messages = load(db, args.len() == 5)?;
             let started = Instant::now();
             rt.block_on(async {
                 for chunk in messages.chunks(batch) {
                     let mut acks = Vec::with_capacity(chunk.len());
-                    for (id, body) in chunk {
+                    for (pairs, body) in chunk {
+                        // Headers made as they are sent, as any publisher of them must.
                         let mut headers = async_nats::HeaderMap::new();
-                        headers.insert("Nats-Msg-Id", id.as_str());
+                        for (name, value) in pairs {
+                            headers
+                                .insert(async_nats::HeaderName::from_static(name), value.clone());
+                        }
                         acks.push(
                             js.publish_with_headers(subject.to_string(), headers, body.clone())
                                 .await?,
@@ -74,35 +80,65 @@ fn main() -> anyhow::Result<()> {
     }
 }
 
-/// Every message of the inbox's outbox, with an id, in order.
-fn load(db: &str) -> anyhow::Result<Vec<(String, bytes::Bytes)>> {
+/// Every message of the inbox's outbox with its headers, in order.
+type Headers = Vec<(&'static str, String)>;
+
+fn load(db: &str, bare: bool) -> anyhow::Result<Vec<(Headers, bytes::Bytes)>> {
     let conn = rusqlite::Connection::open(db).context("the inbox")?;
     let mut stmt = conn.prepare(
-        "SELECT o.id, i.raw, i.raw_codec, m.raw_start, m.raw_end FROM outbox o
+        "SELECT o.id, i.raw, i.raw_codec, m.raw_start, m.raw_end, o.event_type, o.created_at,
+                i.sender, i.recipient, i.control_ref, i.syntax_id || ':' || i.syntax_version,
+                i.sender_qualifier, m.reference, m.message_type,
+                m.version || ':' || m.release || ':' || m.agency
+         FROM outbox o
          JOIN messages m ON m.id = o.message_id JOIN interchanges i ON i.id = m.interchange_id
          ORDER BY o.id",
     )?;
-    let rows = stmt.query_map([], |r| {
-        Ok((
-            r.get::<_, i64>(0)?,
-            r.get::<_, Vec<u8>>(1)?,
-            r.get::<_, String>(2)?,
-            r.get::<_, i64>(3)?,
-            r.get::<_, i64>(4)?,
-        ))
-    })?;
+    let mut rows = stmt.query([])?;
     let mut out = Vec::new();
-    for row in rows {
-        let (id, raw, codec, start, end) = row?;
-        let raw = if codec == "zstd" {
+    while let Some(r) = rows.next()? {
+        let id: i64 = r.get(0)?;
+        let raw: Vec<u8> = r.get(1)?;
+        let raw = if r.get::<_, String>(2)? == "zstd" {
             zstd::stream::decode_all(raw.as_slice())?
         } else {
             raw
         };
+        let (start, end): (i64, i64) = (r.get(3)?, r.get(4)?);
         let body = raw
             .get(start as usize..end as usize)
             .ok_or_else(|| anyhow!("event {id}: bad offsets"))?;
-        out.push((format!("bare-{id}"), bytes::Bytes::copy_from_slice(body)));
+        let mut h: Headers = Vec::new();
+        let msg_id = format!("{:032x}", id);
+        h.push(("Nats-Msg-Id", msg_id.clone()));
+        if !bare {
+            let text = |n: usize| r.get::<_, Option<String>>(n).map(Option::unwrap_or_default);
+            h.push(("content-type", "application/EDIFACT".into()));
+            h.push(("ce-specversion", "1.0".into()));
+            h.push(("ce-id", msg_id));
+            h.push(("ce-source", format!("/edi-inbox/{}", text(7)?)));
+            for (name, n) in [
+                ("ce-type", 5),
+                ("ce-time", 6),
+                ("ce-edisender", 7),
+                ("ce-edirecipient", 8),
+                ("ce-edicontrolref", 9),
+                ("ce-edisyntax", 10),
+                ("ce-edisenderqualifier", 11),
+                ("ce-edimessageref", 12),
+                ("ce-edimessagetype", 13),
+                ("ce-edimessageversion", 14),
+            ] {
+                h.push((name, text(n)?));
+            }
+            if raw.starts_with(b"UNA") {
+                h.push((
+                    "ce-ediuna",
+                    String::from_utf8_lossy(&raw[3..9]).into_owned(),
+                ));
+            }
+        }
+        out.push((h, bytes::Bytes::copy_from_slice(body)));
     }
     Ok(out)
 }

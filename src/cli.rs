@@ -120,8 +120,9 @@ pub struct PublishArgs {
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
     pub poll: Duration,
 
-    /// Events claimed, published and marked together.
-    #[arg(long, value_name = "N", default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..))]
+    /// Events claimed, published and marked together (at most 5000: what a NATS connection keeps
+    /// unconfirmed at once).
+    #[arg(long, value_name = "N", default_value_t = 2000, value_parser = clap::value_parser!(u32).range(1..=5000))]
     pub batch: u32,
 
     /// An event refused this many times is parked as failed (shown by list --status failed)

@@ -76,15 +76,32 @@ pub fn run(
         .lock_publisher()
         .with_context(|| format!("cannot take the publisher's lock of {}", db.shown()))?
     {
-        out.line(&format!(
+        let text = format!(
             "another edi-inbox publish is running on {}; it publishes these events, so this run does nothing",
             db.shown()
-        ));
+        );
+        if args.json {
+            #[derive(Serialize)]
+            struct Locked<'a> {
+                status: &'static str,
+                message: &'a str,
+            }
+            out.json(&Locked {
+                status: "locked",
+                message: &text,
+            });
+        } else {
+            out.line(&text);
+        }
         out.flush();
         return Ok(ExitStatus::Success);
     }
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        // The first signal lets the batch in flight finish; a second one, while it is stuck
+        // (a broker that does not answer), ends the process (nothing unconfirmed is marked).
+        signal_hook::flag::register_conditional_shutdown(signal, 1, Arc::clone(&stop))
+            .context("cannot watch for SIGTERM and SIGINT")?;
         signal_hook::flag::register(signal, Arc::clone(&stop))
             .context("cannot watch for SIGTERM and SIGINT")?;
     }
@@ -93,7 +110,25 @@ pub fn run(
         exchange: args.exchange.clone(),
         stream_subjects: vec![template.wildcard()],
     };
-    let mut sink = publish::connect(&destination, &options)?;
+    let mut backoff = Duration::from_millis(500);
+    let mut sink = loop {
+        match publish::connect(&destination, &options) {
+            Ok(sink) => break sink,
+            Err(e) if args.follow && !stop.load(Ordering::Relaxed) => {
+                problem(
+                    &mut out,
+                    &format!(
+                        "{}; trying again in {}",
+                        super::one_message(&e),
+                        humantime::format_duration(backoff)
+                    ),
+                );
+                sleep_unless(&stop, backoff);
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+            }
+            Err(e) => return Err(e),
+        }
+    };
     let mut run = Run {
         args,
         template,
@@ -101,7 +136,6 @@ pub fn run(
         summary: Summary::default(),
         pass: new_pass(),
     };
-    let mut backoff = Duration::from_millis(500);
     loop {
         if stop.load(Ordering::Relaxed) {
             break;
@@ -116,7 +150,9 @@ pub fn run(
             }
             Ok(_) => backoff = Duration::from_millis(500),
             Err(BatchError::Inbox(e)) => return Err(e),
-            Err(BatchError::Destination(e)) if args.follow => {
+            Err(BatchError::Destination(e))
+                if args.follow && !e.chain().any(|c| c.is::<publish::SetupError>()) =>
+            {
                 problem(
                     &mut run.out,
                     &format!(
@@ -140,7 +176,8 @@ pub fn run(
             }
         }
     }
-    run.finish(&*inbox, db, &destination, started)
+    let stopped = stop.load(Ordering::Relaxed);
+    run.finish(&*inbox, &destination, started, stopped)
 }
 
 fn usage(text: &str) -> anyhow::Result<ExitStatus> {
@@ -184,11 +221,13 @@ struct Run<'a> {
     pass: String,
 }
 
-/// What goes out as one message: its events (one, or an interchange's), and what to send,
-/// or why it cannot be built.
+/// What goes out as one message: its events (one, or an interchange's), its id and subject,
+/// and its place in the batch sent, or why it cannot be built.
 struct Unit {
     events: Vec<OutboxEvent>,
-    outgoing: Result<Outgoing, String>,
+    id: String,
+    subject: String,
+    sent: Result<usize, String>,
 }
 
 impl Run<'_> {
@@ -203,19 +242,15 @@ impl Run<'_> {
             return Ok(0);
         }
         let claimed = events.len();
-        let units = self.units(inbox, events).map_err(BatchError::Inbox)?;
-        let ready: Vec<Outgoing> = units
-            .iter()
-            .filter_map(|u| u.outgoing.as_ref().ok().cloned())
-            .collect();
-        let (answers, lost) = sink.send(&ready);
+        let (units, ready) = self.units(inbox, events).map_err(BatchError::Inbox)?;
+        let (answers, lost) = sink.send(ready);
         crash_point!("publish-after-confirm");
         // Answers in the order of the units that could be built; the rest have their reason.
         let mut answers = answers.into_iter();
         let mut published = Vec::new();
         let mut outcomes = Vec::with_capacity(units.len());
         for unit in &units {
-            let answer = match &unit.outgoing {
+            let answer = match &unit.sent {
                 Ok(_) => match answers.next() {
                     Some(a) => a,
                     // Sent, not confirmed: the connection went; not marked.
@@ -252,75 +287,77 @@ impl Run<'_> {
 
     /// The next events, whole interchanges where they go out whole.
     fn claim(&self, inbox: &dyn Inbox) -> anyhow::Result<Vec<OutboxEvent>> {
-        let mut limit = self.args.batch;
-        loop {
-            let mut events = inbox
-                .pending_events(&self.pass, self.args.retry_after, limit)
-                .context("cannot read the outbox")?;
-            if self.args.payload == Payload::Message || (events.len() as u32) < limit {
-                return Ok(events);
-            }
-            // The batch is full: its last interchange may have more events beyond it.
-            let last = events.last().map(|e| e.interchange_id);
-            let whole = events
-                .iter()
-                .rposition(|e| Some(e.interchange_id) != last)
-                .map(|p| p + 1);
-            match whole {
-                Some(end) => {
-                    events.truncate(end);
-                    return Ok(events);
-                }
-                // One interchange with more events than the batch: take more.
-                None => limit = limit.saturating_mul(2),
-            }
-        }
+        inbox
+            .pending_events(
+                &self.pass,
+                self.args.retry_after,
+                self.args.batch,
+                self.args.payload == Payload::Interchange,
+            )
+            .context("cannot read the outbox")
     }
 
     /// The events as what goes out: one each, or one per interchange; each interchange's bytes
     /// read once.
-    fn units(&self, inbox: &dyn Inbox, events: Vec<OutboxEvent>) -> anyhow::Result<Vec<Unit>> {
-        let mut raws: HashMap<i64, Vec<u8>> = HashMap::new();
+    fn units(
+        &self,
+        inbox: &dyn Inbox,
+        events: Vec<OutboxEvent>,
+    ) -> anyhow::Result<(Vec<Unit>, Vec<Outgoing>)> {
+        let mut ids: Vec<i64> = events.iter().map(|e| e.interchange_id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let raws: HashMap<i64, bytes::Bytes> = inbox
+            .interchange_bytes(&ids)
+            .context("cannot read the interchanges' bytes")?
+            .into_iter()
+            .map(|(id, raw)| (id, bytes::Bytes::from(raw)))
+            .collect();
         let mut groups: Vec<Vec<OutboxEvent>> = Vec::new();
+        // Where each interchange's group is: its events' ids need not be consecutive.
+        let mut group_of: HashMap<i64, usize> = HashMap::new();
         for e in events {
-            if let std::collections::hash_map::Entry::Vacant(slot) = raws.entry(e.interchange_id) {
-                slot.insert(
-                    inbox
-                        .interchange_bytes(e.interchange_id)
-                        .context("cannot read an interchange's bytes")?,
-                );
-            }
-            match groups.last_mut() {
-                Some(g)
-                    if self.args.payload == Payload::Interchange
-                        && g[0].interchange_id == e.interchange_id =>
-                {
-                    g.push(e)
+            match group_of.get(&e.interchange_id) {
+                Some(&g) if self.args.payload == Payload::Interchange => groups[g].push(e),
+                _ => {
+                    group_of.insert(e.interchange_id, groups.len());
+                    groups.push(vec![e]);
                 }
-                _ => groups.push(vec![e]),
             }
         }
-        Ok(groups
+        let mut ready = Vec::with_capacity(groups.len());
+        let empty = bytes::Bytes::new();
+        let units = groups
             .into_iter()
             .map(|events| {
-                let raw = raws
-                    .get(&events[0].interchange_id)
-                    .map_or(&[][..], Vec::as_slice);
-                let outgoing = publish::outgoing(&events, raw, self.args.payload, &self.template);
-                Unit { events, outgoing }
+                let raw = raws.get(&events[0].interchange_id).unwrap_or(&empty);
+                let (id, subject, sent) =
+                    match publish::outgoing(&events, raw, self.args.payload, &self.template) {
+                        Ok(o) => {
+                            let (id, subject) = (o.id.clone(), o.subject.clone());
+                            ready.push(o);
+                            (id, subject, Ok(ready.len() - 1))
+                        }
+                        Err(why) => (
+                            publish::event_id(&events[0], self.args.payload),
+                            self.template.render(&events[0]),
+                            Err(why),
+                        ),
+                    };
+                Unit {
+                    events,
+                    id,
+                    subject,
+                    sent,
+                }
             })
-            .collect())
+            .collect();
+        Ok((units, ready))
     }
 
     fn report(&mut self, unit: &Unit, answer: &Answer, parked: bool) {
         let e = &unit.events[0];
-        let (id, subject) = match &unit.outgoing {
-            Ok(o) => (o.id.clone(), o.subject.clone()),
-            Err(_) => (
-                publish::event_id(e, self.args.payload),
-                self.template.render(e),
-            ),
-        };
+        let (id, subject) = (&unit.id, &unit.subject);
         let (status, error) = match answer {
             Answer::Stored => ("published", None),
             Answer::Duplicate => ("duplicate", None),
@@ -342,8 +379,8 @@ impl Run<'_> {
         if self.args.json {
             self.out.json(&Line {
                 status,
-                id: &id,
-                subject: &subject,
+                id,
+                subject,
                 event_type: &e.event_type,
                 sender: &e.sender,
                 recipient: &e.recipient,
@@ -375,12 +412,14 @@ impl Run<'_> {
         self.out.line(&line);
     }
 
+    /// The summary and metrics; the status. Stopped by a signal, the run ends as asked: 0 (its
+    /// refusals were reported as they came, and are in the metrics).
     fn finish(
         mut self,
         inbox: &dyn Inbox,
-        db: &Location,
         destination: &Destination,
         started: Instant,
+        stopped: bool,
     ) -> anyhow::Result<ExitStatus> {
         let stats = inbox.stats()?;
         let s = &self.summary;
@@ -423,9 +462,9 @@ impl Run<'_> {
                 );
             }
         }
-        let _ = db;
+        let refused = if stopped { 0 } else { self.summary.failed };
         Ok(ExitStatus::from_problems(
-            self.summary.failed + usize::from(metrics_failed) + usize::from(self.out.failed()),
+            refused + usize::from(metrics_failed) + usize::from(self.out.failed()),
         ))
     }
 }

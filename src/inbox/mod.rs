@@ -193,16 +193,22 @@ pub trait Inbox {
 
     /// Up to `limit` events to publish, in the order they were written (the order their
     /// interchanges were decided): not published, not parked, not tried in this `pass`, and
-    /// not tried within the last `retry_after`. A read, never a transaction left open.
+    /// not tried within the last `retry_after`. With `whole`, every such event of each
+    /// interchange among them too (for publishing interchanges whole). A read, never a
+    /// transaction left open.
     fn pending_events(
         &self,
         pass: &str,
         retry_after: std::time::Duration,
         limit: u32,
+        whole: bool,
     ) -> Result<Vec<OutboxEvent>, InboxError>;
 
-    /// An interchange's bytes as received (UNA, if any, to UNZ).
-    fn interchange_bytes(&self, interchange_id: i64) -> Result<Vec<u8>, InboxError>;
+    /// Interchanges' bytes as received (UNA, if any, to UNZ), by id, in one query.
+    fn interchange_bytes(
+        &self,
+        ids: &[i64],
+    ) -> Result<std::collections::HashMap<i64, Vec<u8>>, InboxError>;
 
     /// Marks events published (the broker confirmed them), in one short transaction.
     fn mark_published(&mut self, rows: &[i64]) -> Result<(), InboxError>;
@@ -292,6 +298,36 @@ pub fn open(
         }
         Location::Postgres(target) => {
             Box::new(postgres::PgInbox::connect(target, busy_timeout, access)?)
+        }
+    })
+}
+
+/// Stored interchange bytes back as received, from a zstd frame. The decompression context is
+/// kept per thread: a fresh one for each interchange (what `zstd::stream::decode_all` makes)
+/// was most of the time `publish` spent on its own.
+pub fn decompress(stored: &[u8]) -> Result<Vec<u8>, InboxError> {
+    thread_local! {
+        static DECOMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+            const { std::cell::RefCell::new(None) };
+    }
+    // The size the compressor wrote in the frame; a frame without one (or a lie) is read as a
+    // stream instead, which needs no size.
+    let size = zstd::zstd_safe::get_frame_content_size(stored)
+        .ok()
+        .flatten()
+        .filter(|&n| n <= 1 << 31);
+    let Some(size) = size else {
+        return Ok(zstd::stream::decode_all(stored)?);
+    };
+    DECOMPRESSOR.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let d = match &mut *slot {
+            Some(d) => d,
+            None => slot.insert(zstd::bulk::Decompressor::new()?),
+        };
+        match d.decompress(stored, size as usize) {
+            Ok(raw) => Ok(raw),
+            Err(_) => Ok(zstd::stream::decode_all(stored)?),
         }
     })
 }

@@ -18,6 +18,10 @@ use super::{Answer, CONTENT_TYPE, Options, Outgoing, Sink};
 /// AMQP's `delivery_mode` for a message the broker writes to disk.
 const PERSISTENT: u8 = 2;
 
+/// How long the broker may take to confirm a batch's messages before the connection counts as
+/// lost (a broker under a resource alarm blocks publishers without a word).
+const CONFIRM_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 pub struct AmqpSink {
     runtime: tokio::runtime::Runtime,
     // Kept open for the channel's sake.
@@ -113,17 +117,17 @@ fn scrub(text: &str, url: &str) -> String {
 }
 
 impl Sink for AmqpSink {
-    fn send(&mut self, batch: &[Outgoing]) -> (Vec<Answer>, Option<anyhow::Error>) {
+    fn send(&mut self, batch: Vec<Outgoing>) -> (Vec<Answer>, Option<anyhow::Error>) {
         let channel = self.channel.clone();
         let exchange = self.exchange.clone();
         let shown = self.shown.clone();
         self.runtime.block_on(async move {
             let mut pending = Vec::with_capacity(batch.len());
-            for o in batch {
+            for o in &batch {
                 let mut headers = FieldTable::default();
-                for (name, value) in &o.attributes {
+                for (attr, value) in &o.attributes {
                     headers.insert(
-                        format!("cloudEvents:{name}").into(),
+                        attr.amqp.into(),
                         AMQPValue::LongString(LongString::from(value.as_str())),
                     );
                 }
@@ -151,30 +155,56 @@ impl Sink for AmqpSink {
                     }
                 }
             }
-            let mut answers = Vec::with_capacity(batch.len());
-            for (o, confirm) in batch.iter().zip(pending) {
-                let answer = match confirm.await {
-                    Ok(Confirmation::Ack(None)) => Answer::Stored,
-                    Ok(Confirmation::Ack(Some(returned))) => Answer::Refused(format!(
-                        "no queue takes routing key {} on exchange {exchange} ({} {})",
-                        o.subject, returned.reply_code, returned.reply_text
-                    )),
-                    Ok(Confirmation::Nack(_)) => Answer::Refused(format!(
-                        "the broker refused it (nack), routing key {}",
-                        o.subject
-                    )),
-                    Ok(Confirmation::NotRequested) => {
+            // The broker's answers, all of them, before any is read: a returned message is
+            // handed to whichever confirmation completes first, not to its own, so the
+            // returned ones are told by their `message_id`.
+            let mut returned = std::collections::HashMap::new();
+            for confirm in pending {
+                match tokio::time::timeout(CONFIRM_TIMEOUT, confirm).await {
+                    Ok(Ok(Confirmation::Ack(None))) => {}
+                    Ok(Ok(Confirmation::Ack(Some(r)))) => {
+                        if let Some(id) = r.delivery.properties.message_id() {
+                            returned.insert(id.to_string(), format!("{} {}", r.reply_code, r.reply_text));
+                        }
+                    }
+                    // A nack is RabbitMQ failing to store (an internal error, a queue full
+                    // with reject-publish): the destination's, not one event's.
+                    Ok(Ok(Confirmation::Nack(_))) => {
                         return (
-                            answers,
+                            Vec::new(),
+                            Some(anyhow!("{shown}: the broker refused messages (nack)")),
+                        );
+                    }
+                    Ok(Ok(Confirmation::NotRequested)) => {
+                        return (
+                            Vec::new(),
                             Some(anyhow!("{shown}: publisher confirms are off")),
                         );
                     }
-                    Err(e) => {
-                        return (answers, Some(anyhow!("{shown}: no confirmation: {e}")));
+                    Ok(Err(e)) => {
+                        return (Vec::new(), Some(anyhow!("{shown}: no confirmation: {e}")));
                     }
-                };
-                answers.push(answer);
+                    Err(_) => {
+                        return (
+                            Vec::new(),
+                            Some(anyhow!(
+                                "{shown}: no confirmation within {} s (is the broker blocking publishers?)",
+                                CONFIRM_TIMEOUT.as_secs()
+                            )),
+                        );
+                    }
+                }
             }
+            let answers = batch
+                .iter()
+                .map(|o| match returned.get(&o.id) {
+                    Some(why) => Answer::Refused(format!(
+                        "no queue takes routing key {} on exchange {exchange} ({why})",
+                        o.subject
+                    )),
+                    None => Answer::Stored,
+                })
+                .collect();
             (answers, None)
         })
     }

@@ -50,21 +50,26 @@ impl DirSink {
 impl Sink for DirSink {
     /// A failure to write (a full disk, no permission) is the folder's, not the event's: it
     /// ends the batch as a lost connection does, and nothing after it is marked.
-    fn send(&mut self, batch: &[Outgoing]) -> (Vec<Answer>, Option<anyhow::Error>) {
+    fn send(&mut self, batch: Vec<Outgoing>) -> (Vec<Answer>, Option<anyhow::Error>) {
         let mut answers = Vec::with_capacity(batch.len());
-        for o in batch {
+        let mut failed = None;
+        for o in &batch {
             match self.write(o) {
                 Ok(a) => answers.push(a),
-                Err(e) => return (answers, Some(e)),
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
             }
         }
-        // The names are durable before the events are marked published.
+        // The names are durable before the events are marked published, those written before
+        // a failure too.
         if let Err(e) = fs::File::open(&self.dir).and_then(|d| d.sync_all()) {
             return (
                 Vec::new(),
                 Some(anyhow::Error::new(e).context(format!("cannot sync {}", self.dir.display()))),
             );
         }
-        (answers, None)
+        (answers, failed)
     }
 }

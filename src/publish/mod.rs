@@ -69,15 +69,44 @@ impl Destination {
     /// For messages: never the password.
     pub fn shown(&self) -> String {
         match self {
-            Destination::Nats { server, prefix } => match prefix {
-                Some(p) => format!("{server}/{p}"),
-                None => server.clone(),
-            },
+            Destination::Nats { server, prefix } => {
+                let server = without_userinfo(server);
+                match prefix {
+                    Some(p) => format!("{server}/{p}"),
+                    None => server,
+                }
+            }
             Destination::Amqp { url } => amqp::shown(url),
             Destination::Dir(path) => format!("dir:{}", path.display()),
         }
     }
 }
+
+/// A URL without its `user:password@`, for messages.
+pub fn without_userinfo(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, rest)) => {
+            let end = rest.find('/').unwrap_or(rest.len());
+            let (authority, path) = rest.split_at(end);
+            let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+            format!("{scheme}://{host}{path}")
+        }
+        None => url.to_string(),
+    }
+}
+
+/// A destination that cannot take any event as it is set up (no stream for the subjects): a
+/// run ends with exit 1 on it, `--follow` too, rather than retry what only an operator can fix.
+#[derive(Debug)]
+pub struct SetupError(pub String);
+
+impl std::fmt::Display for SetupError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for SetupError {}
 
 /// What is sent per event: each message (UNH..UNT), or each interchange once (UNA/UNB..UNZ).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -93,10 +122,31 @@ pub struct Outgoing {
     pub id: String,
     /// The NATS subject or AMQP routing key.
     pub subject: String,
-    /// CloudEvents attributes by name (`specversion`, `id`, `source`, `type`, `time`, and the
-    /// `edi...` extensions); each binding adds its own prefix.
-    pub attributes: Vec<(&'static str, String)>,
+    /// CloudEvents attributes (`specversion`, `id`, `source`, `type`, `time`, and the `edi...`
+    /// extensions), each with its name in each binding.
+    pub attributes: Vec<(Attr, String)>,
     pub body: bytes::Bytes,
+}
+
+/// A CloudEvents attribute's name, bare and as each binding's binary mode has it, made once
+/// (not formatted again for every message).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Attr {
+    pub name: &'static str,
+    /// The NATS header: `ce-` and the name.
+    pub nats: &'static str,
+    /// The AMQP application property: `cloudEvents:` and the name.
+    pub amqp: &'static str,
+}
+
+macro_rules! attr {
+    ($name:literal) => {
+        Attr {
+            name: $name,
+            nats: concat!("ce-", $name),
+            amqp: concat!("cloudEvents:", $name),
+        }
+    };
 }
 
 /// The media type of an EDIFACT body (RFC 1767).
@@ -119,7 +169,7 @@ pub trait Sink {
     /// Sends `batch` with the acknowledgements pipelined, and gives one answer per message in
     /// its order. An error means the connection failed: no answer is known for the messages
     /// without one, and none of them may be marked (`answers` holds those known before).
-    fn send(&mut self, batch: &[Outgoing]) -> (Vec<Answer>, Option<anyhow::Error>);
+    fn send(&mut self, batch: Vec<Outgoing>) -> (Vec<Answer>, Option<anyhow::Error>);
 }
 
 /// Options the brokers take.
@@ -182,21 +232,30 @@ impl Template {
 
     /// The subject of an event.
     pub fn render(&self, e: &OutboxEvent) -> String {
-        self.tokens
-            .iter()
-            .map(|t| {
-                [
-                    ("{type}", e.message_type.as_str()),
-                    ("{sender}", e.sender.as_str()),
-                    ("{recipient}", e.recipient.as_str()),
-                    ("{version}", e.version.as_str()),
-                    ("{release}", e.release.as_str()),
-                ]
-                .iter()
-                .fold(t.clone(), |t, (p, v)| t.replace(p, &subject_token(v)))
-            })
-            .collect::<Vec<_>>()
-            .join(".")
+        let mut subject = String::with_capacity(64);
+        for (n, t) in self.tokens.iter().enumerate() {
+            if n > 0 {
+                subject.push('.');
+            }
+            if !t.contains('{') {
+                subject.push_str(t);
+                continue;
+            }
+            let mut token = t.clone();
+            for (p, v) in [
+                ("{type}", e.message_type.as_str()),
+                ("{sender}", e.sender.as_str()),
+                ("{recipient}", e.recipient.as_str()),
+                ("{version}", e.version.as_str()),
+                ("{release}", e.release.as_str()),
+            ] {
+                if token.contains(p) {
+                    token = token.replace(p, &subject_token(v));
+                }
+            }
+            subject.push_str(&token);
+        }
+        subject
     }
 
     /// The subjects a stream must capture for every event: each part with a placeholder as
@@ -290,14 +349,14 @@ fn una(raw: &[u8]) -> Option<String> {
 /// offsets do not lie in the bytes (never seen; said instead of sending a wrong body).
 pub fn outgoing(
     events: &[OutboxEvent],
-    raw: &[u8],
+    raw: &bytes::Bytes,
     payload: Payload,
     subject: &Template,
 ) -> Result<Outgoing, String> {
     let e = events.first().ok_or("no event")?;
     let body = match payload {
-        Payload::Message => raw
-            .get(e.raw_start..e.raw_end)
+        Payload::Message => (e.raw_start <= e.raw_end && e.raw_end <= raw.len())
+            .then(|| raw.slice(e.raw_start..e.raw_end))
             .ok_or_else(|| {
                 format!(
                     "the message's stored place ({}..{}) is outside its interchange ({} bytes)",
@@ -305,9 +364,8 @@ pub fn outgoing(
                     e.raw_end,
                     raw.len()
                 )
-            })?
-            .to_vec(),
-        Payload::Interchange => raw.to_vec(),
+            })?,
+        Payload::Interchange => raw.clone(),
     };
     let id = event_id(e, payload);
     let kind = match payload {
@@ -315,47 +373,50 @@ pub fn outgoing(
         Payload::Interchange => "edifact.interchange.received".to_string(),
     };
     let mut attributes = vec![
-        ("specversion", "1.0".to_string()),
-        ("id", id.clone()),
-        ("source", format!("/edi-inbox/{}", subject_token(&e.sender))),
-        ("type", kind),
-        ("time", e.created_at.clone()),
-        ("edisender", header_value(&e.sender)),
-        ("edirecipient", header_value(&e.recipient)),
-        ("edicontrolref", header_value(&e.control_ref)),
+        (attr!("specversion"), "1.0".to_string()),
+        (attr!("id"), id.clone()),
         (
-            "edisyntax",
+            attr!("source"),
+            format!("/edi-inbox/{}", subject_token(&e.sender)),
+        ),
+        (attr!("type"), header_value(&kind)),
+        (attr!("time"), e.created_at.clone()),
+        (attr!("edisender"), header_value(&e.sender)),
+        (attr!("edirecipient"), header_value(&e.recipient)),
+        (attr!("edicontrolref"), header_value(&e.control_ref)),
+        (
+            attr!("edisyntax"),
             header_value(&format!("{}:{}", e.syntax_id, e.syntax_version)),
         ),
     ];
     if let Some(q) = &e.sender_qualifier {
-        attributes.push(("edisenderqualifier", header_value(q)));
+        attributes.push((attr!("edisenderqualifier"), header_value(q)));
     }
     if let Some(q) = &e.recipient_qualifier {
-        attributes.push(("edirecipientqualifier", header_value(q)));
+        attributes.push((attr!("edirecipientqualifier"), header_value(q)));
     }
     if payload == Payload::Message {
-        attributes.push(("edimessageref", header_value(&e.message_ref)));
-        attributes.push(("edimessagetype", header_value(&e.message_type)));
+        attributes.push((attr!("edimessageref"), header_value(&e.message_ref)));
+        attributes.push((attr!("edimessagetype"), header_value(&e.message_type)));
         attributes.push((
-            "edimessageversion",
+            attr!("edimessageversion"),
             header_value(&format!("{}:{}:{}", e.version, e.release, e.agency)),
         ));
         if let Some(g) = &e.group_ref {
-            attributes.push(("edigroupref", header_value(g)));
+            attributes.push((attr!("edigroupref"), header_value(g)));
         }
     } else {
         let refs: Vec<&str> = events.iter().map(|e| e.message_ref.as_str()).collect();
-        attributes.push(("edimessagerefs", header_value(&refs.join(","))));
+        attributes.push((attr!("edimessagerefs"), header_value(&refs.join(","))));
     }
     if let Some(una) = una(raw) {
-        attributes.push(("ediuna", header_value(&una)));
+        attributes.push((attr!("ediuna"), header_value(&una)));
     }
     Ok(Outgoing {
         id,
         subject: subject.render(e),
         attributes,
-        body: body.into(),
+        body,
     })
 }
 
@@ -440,16 +501,27 @@ mod tests {
 
     #[test]
     fn the_body_is_the_message_and_the_headers_carry_the_envelope() {
-        let raw = b"UNA:+.? 'UNB...";
+        let raw = bytes::Bytes::from_static(b"UNA:+.? 'UNB...");
         let t = Template::parse("edifact.{type}.{sender}", None).unwrap();
-        let o = outgoing(&[event("S\nX", "1")], raw, Payload::Message, &t).unwrap();
+        let o = outgoing(&[event("S\nX", "1")], &raw, Payload::Message, &t).unwrap();
         assert_eq!(&o.body[..], b":+.");
         let get = |k: &str| {
             o.attributes
                 .iter()
-                .find(|(n, _)| *n == k)
+                .find(|(a, _)| a.name == k)
                 .map(|(_, v)| v.clone())
         };
+        assert!(
+            o.attributes
+                .iter()
+                .all(|(a, _)| a.nats == format!("ce-{}", a.name)
+                    && a.amqp == format!("cloudEvents:{}", a.name))
+        );
+        // A line break in a value (a release character that is one) never reaches a header.
+        let mut odd = event("S", "1");
+        odd.event_type = "edifact.ORD\nERS.received".into();
+        let o2 = outgoing(&[odd], &raw, Payload::Message, &t).unwrap();
+        assert!(o2.attributes.iter().all(|(_, v)| !v.contains(['\n', '\r'])));
         assert_eq!(get("specversion").as_deref(), Some("1.0"));
         assert_eq!(get("id"), Some(o.id.clone()));
         assert_eq!(get("type").as_deref(), Some("edifact.INVOIC.received"));
@@ -458,9 +530,9 @@ mod tests {
         assert_eq!(get("edisyntax").as_deref(), Some("UNOC:3"));
         let mut bad = event("S", "1");
         bad.raw_end = 999;
-        assert!(outgoing(&[bad], raw, Payload::Message, &t).is_err());
-        let whole = outgoing(&[event("S", "1")], raw, Payload::Interchange, &t).unwrap();
-        assert_eq!(&whole.body[..], raw);
+        assert!(outgoing(&[bad], &raw, Payload::Message, &t).is_err());
+        let whole = outgoing(&[event("S", "1")], &raw, Payload::Interchange, &t).unwrap();
+        assert_eq!(whole.body, raw);
     }
 
     #[test]
@@ -477,6 +549,8 @@ mod tests {
             Destination::parse("dir:/srv/out"),
             Ok(Destination::Dir("/srv/out".into()))
         );
+        let nats = Destination::parse("nats://alice:s3cret@h:4222/acme").unwrap();
+        assert_eq!(nats.shown(), "nats://h:4222/acme");
         let amqp = Destination::parse("amqp://guest:s3cret@h:5672/%2f").unwrap();
         assert!(!amqp.shown().contains("s3cret"), "{}", amqp.shown());
         let e = Destination::parse("ftp://user:s3cret@h").unwrap_err();

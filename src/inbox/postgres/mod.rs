@@ -811,17 +811,22 @@ impl Inbox for PgInbox {
         pass: &str,
         retry_after: Duration,
         limit: u32,
+        whole: bool,
     ) -> Result<Vec<OutboxEvent>, InboxError> {
         queries::pending_events(
             &mut *self.client.borrow_mut(),
             pass,
             retry_after.as_secs_f64(),
             limit,
+            whole,
         )
     }
 
-    fn interchange_bytes(&self, interchange_id: i64) -> Result<Vec<u8>, InboxError> {
-        queries::interchange_bytes(&mut *self.client.borrow_mut(), interchange_id)
+    fn interchange_bytes(
+        &self,
+        ids: &[i64],
+    ) -> Result<std::collections::HashMap<i64, Vec<u8>>, InboxError> {
+        queries::interchange_bytes(&mut *self.client.borrow_mut(), ids)
     }
 
     fn mark_published(&mut self, rows: &[i64]) -> Result<(), InboxError> {

@@ -282,7 +282,7 @@ pub(super) fn rehash(conn: &Connection) -> Result<(), InboxError> {
             let (id, old, raw, codec): (i64, String, Vec<u8>, String) =
                 (r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?);
             let raw = if codec == "zstd" {
-                zstd::stream::decode_all(raw.as_slice())?
+                crate::inbox::decompress(&raw)?
             } else {
                 raw
             };

@@ -564,12 +564,16 @@ impl Inbox for SqliteInbox {
         pass: &str,
         retry_after: Duration,
         limit: u32,
+        whole: bool,
     ) -> Result<Vec<OutboxEvent>, InboxError> {
-        queries::pending_events(&self.conn, pass, retry_after.as_secs() as i64, limit)
+        queries::pending_events(&self.conn, pass, retry_after.as_secs() as i64, limit, whole)
     }
 
-    fn interchange_bytes(&self, interchange_id: i64) -> Result<Vec<u8>, InboxError> {
-        queries::interchange_bytes(&self.conn, interchange_id)
+    fn interchange_bytes(
+        &self,
+        ids: &[i64],
+    ) -> Result<std::collections::HashMap<i64, Vec<u8>>, InboxError> {
+        queries::interchange_bytes(&self.conn, ids)
     }
 
     fn mark_published(&mut self, rows: &[i64]) -> Result<(), InboxError> {
@@ -577,16 +581,8 @@ impl Inbox for SqliteInbox {
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        {
-            let mut mark = tx.prepare_cached(
-                "UPDATE outbox SET published_at = ?1, last_error = NULL
-                 WHERE id = ?2 AND published_at IS NULL",
-            )?;
-            for row in rows {
-                mark.execute(rusqlite::params![now, row])?;
-            }
-        }
-        queries::add_counter(&tx, "publish_published", rows.len() as i64)?;
+        let n = queries::mark_published(&tx, rows, &now)?;
+        queries::add_counter(&tx, "publish_published", n as i64)?;
         tx.commit()?;
         Ok(())
     }
@@ -1178,6 +1174,7 @@ UNH+1+ORDERS:D:96A:UN'BGM+220+PO1+9'UNT+3+1'UNH+2+ORDERS:D:96A:UN'UNT+2+2'UNZ+2+
             .execute_batch(
                 "DROP TABLE id_sequences;
                  DROP INDEX outbox_failed; DROP INDEX outbox_unpublished;
+                 DROP INDEX outbox_message;
                  ALTER TABLE outbox DROP COLUMN attempts;
                  ALTER TABLE outbox DROP COLUMN last_error;
                  ALTER TABLE outbox DROP COLUMN last_attempt_at;

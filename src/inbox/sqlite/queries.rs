@@ -6,6 +6,8 @@ use crate::inbox::{
     StoredInterchange, StoredMessage,
 };
 use crate::status::Status;
+use std::collections::HashMap;
+
 use rusqlite::{Connection, OptionalExtension, params};
 
 pub(super) fn stats(conn: &Connection) -> Result<Stats, InboxError> {
@@ -134,7 +136,7 @@ pub(super) fn key_history(
     let mut interchanges = Vec::with_capacity(stored.len());
     for (mut i, codec) in stored {
         if codec == "zstd" {
-            i.raw = zstd::stream::decode_all(i.raw.as_slice())?;
+            i.raw = crate::inbox::decompress(&i.raw)?;
         }
         interchanges.push(i);
     }
@@ -288,25 +290,47 @@ const EVENT_COLUMNS: &str = "o.id, o.event_type, o.created_at, o.attempts, i.id,
     m.release, m.agency, m.raw_start, m.raw_end";
 
 /// Up to `limit` events to publish, oldest first: not published, not parked, not tried in
-/// `pass`, and not tried within the last `retry_after_seconds`.
+/// `pass`, and not tried within the last `retry_after_seconds`. With `whole`, every such event
+/// of each interchange among them, however many (their ids need not be consecutive).
 pub(super) fn pending_events(
     conn: &Connection,
     pass: &str,
     retry_after_seconds: i64,
     limit: u32,
+    whole: bool,
 ) -> Result<Vec<OutboxEvent>, InboxError> {
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {EVENT_COLUMNS}
-         FROM outbox o
-         JOIN messages m ON m.id = o.message_id
-         JOIN interchanges i ON i.id = m.interchange_id
-         WHERE o.published_at IS NULL AND o.failed_at IS NULL
+    const PENDING: &str = "o.published_at IS NULL AND o.failed_at IS NULL
            AND (o.last_attempt_at IS NULL
                 OR (o.last_attempt_pass IS NOT ?1
-                    AND o.last_attempt_at <= strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?2)))
-         ORDER BY o.id
-         LIMIT ?3"
-    ))?;
+                    AND o.last_attempt_at <= strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?2)))";
+    // Two statements, not one with a flag: SQLite plans a bound flag as a value, and the branch
+    // it switched off still scanned the whole outbox for every batch.
+    let sql = if whole {
+        format!(
+            "WITH first AS (
+                 SELECT o.id AS oid, m.interchange_id AS iid
+                 FROM outbox o JOIN messages m ON m.id = o.message_id
+                 WHERE {PENDING}
+                 ORDER BY o.id LIMIT ?3)
+             SELECT {EVENT_COLUMNS}
+             FROM messages m
+             JOIN outbox o ON o.message_id = m.id
+             JOIN interchanges i ON i.id = m.interchange_id
+             WHERE m.interchange_id IN (SELECT iid FROM first) AND {PENDING}
+             ORDER BY o.id"
+        )
+    } else {
+        format!(
+            "SELECT {EVENT_COLUMNS}
+             FROM outbox o
+             JOIN messages m ON m.id = o.message_id
+             JOIN interchanges i ON i.id = m.interchange_id
+             WHERE {PENDING}
+             ORDER BY o.id
+             LIMIT ?3"
+        )
+    };
+    let mut stmt = conn.prepare_cached(&sql)?;
     let rows = stmt.query_map(
         params![pass, format!("-{retry_after_seconds} seconds"), limit],
         |r| {
@@ -337,16 +361,43 @@ pub(super) fn pending_events(
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
-/// An interchange's bytes as received, for its events' payloads.
-pub(super) fn interchange_bytes(conn: &Connection, id: i64) -> Result<Vec<u8>, InboxError> {
-    let (raw, codec): (Vec<u8>, String) = conn.query_row(
-        "SELECT raw, raw_codec FROM interchanges WHERE id = ?1",
-        [id],
-        |r| Ok((r.get(0)?, r.get(1)?)),
+/// Interchanges' bytes as received, for their events' payloads.
+pub(super) fn interchange_bytes(
+    conn: &Connection,
+    ids: &[i64],
+) -> Result<HashMap<i64, Vec<u8>>, InboxError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT id, raw, raw_codec FROM interchanges
+         WHERE id IN (SELECT value FROM json_each(?1))",
     )?;
-    Ok(if codec == "zstd" {
-        zstd::stream::decode_all(raw.as_slice())?
-    } else {
-        raw
-    })
+    let list = serde_json::to_string(ids).unwrap_or_default();
+    let mut rows = stmt.query([list])?;
+    let mut out = HashMap::with_capacity(ids.len());
+    while let Some(r) = rows.next()? {
+        let raw: Vec<u8> = r.get(1)?;
+        let raw = if r.get_ref(2)?.as_str().is_ok_and(|c| c == "zstd") {
+            crate::inbox::decompress(&raw)?
+        } else {
+            raw
+        };
+        out.insert(r.get(0)?, raw);
+    }
+    Ok(out)
+}
+
+/// Marks events published, in one statement.
+pub(super) fn mark_published(
+    conn: &Connection,
+    rows: &[i64],
+    now: &str,
+) -> Result<usize, InboxError> {
+    Ok(conn
+        .prepare_cached(
+            "UPDATE outbox SET published_at = ?1, last_error = NULL
+             WHERE id IN (SELECT value FROM json_each(?2)) AND published_at IS NULL",
+        )?
+        .execute(params![
+            now,
+            serde_json::to_string(rows).unwrap_or_default()
+        ])?)
 }

@@ -57,11 +57,12 @@ pub struct Jet {
 
 impl Jet {
     pub fn create() -> Option<Jet> {
-        Jet::with_stream(true)
+        Jet::with_stream(true, None)
     }
 
-    /// A prefix of its own, with (or without) a stream capturing it.
-    pub fn with_stream(stream: bool) -> Option<Jet> {
+    /// A prefix of its own, with (or without) a stream capturing it, which takes messages up to
+    /// `max_message_size` bytes where given.
+    pub fn with_stream(stream: bool, max_message_size: Option<i32>) -> Option<Jet> {
         let rt = runtime();
         let client = match rt.block_on(
             async_nats::ConnectOptions::new()
@@ -85,6 +86,7 @@ impl Jet {
                 name: name.clone(),
                 subjects: vec![format!("{prefix}.>")],
                 storage: async_nats::jetstream::stream::StorageType::File,
+                max_message_size: max_message_size.unwrap_or(-1),
                 ..Default::default()
             }))
             .unwrap();
@@ -146,7 +148,8 @@ pub struct Rabbit {
 }
 
 impl Rabbit {
-    pub fn create(with_queue: bool) -> Option<Rabbit> {
+    /// With a queue bound to the exchange by `binding` (`#` for everything), or none.
+    pub fn create(binding: Option<&str>) -> Option<Rabbit> {
         use lapin::options::{ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions};
         use lapin::types::FieldTable;
         let rt = runtime();
@@ -173,7 +176,7 @@ impl Rabbit {
             }
         };
         let exchange = unique("edi_t_");
-        let queue = with_queue.then(|| format!("{exchange}_q"));
+        let queue = binding.map(|_| format!("{exchange}_q"));
         rt.block_on(async {
             channel
                 .exchange_declare(
@@ -203,7 +206,7 @@ impl Rabbit {
                     .queue_bind(
                         q.as_str().into(),
                         exchange.as_str().into(),
-                        "#".into(),
+                        binding.unwrap_or("#").into(),
                         QueueBindOptions::default(),
                         FieldTable::default(),
                     )

@@ -89,7 +89,7 @@ pub fn run_together(commands: Vec<std::process::Command>) -> Vec<std::process::O
 /// SQL that takes an SQLite inbox back from schema 7 to before migration 6 (the publisher's
 /// columns), for the tests that open an older inbox and see it brought up to date.
 pub const UNDO_PUBLISH_COLUMNS: &str = "
-    DROP INDEX outbox_failed; DROP INDEX outbox_unpublished;
+    DROP INDEX outbox_failed; DROP INDEX outbox_unpublished; DROP INDEX outbox_message;
     ALTER TABLE outbox DROP COLUMN attempts;
     ALTER TABLE outbox DROP COLUMN last_error;
     ALTER TABLE outbox DROP COLUMN last_attempt_at;

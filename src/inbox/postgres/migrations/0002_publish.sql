@@ -9,3 +9,5 @@ ALTER TABLE outbox ADD COLUMN failed_at timestamptz;
 DROP INDEX outbox_unpublished;
 CREATE INDEX outbox_unpublished ON outbox (id) WHERE published_at IS NULL AND failed_at IS NULL;
 CREATE INDEX outbox_failed ON outbox (failed_at) WHERE published_at IS NULL AND failed_at IS NOT NULL;
+-- An interchange's events, for publishing it whole.
+CREATE INDEX outbox_message ON outbox (message_id);
