@@ -53,6 +53,7 @@ pub struct Jet {
     js: async_nats::jetstream::Context,
     pub stream: String,
     pub prefix: String,
+    server: String,
 }
 
 impl Jet {
@@ -63,11 +64,16 @@ impl Jet {
     /// A prefix of its own, with (or without) a stream capturing it, which takes messages up to
     /// `max_message_size` bytes where given.
     pub fn with_stream(stream: bool, max_message_size: Option<i32>) -> Option<Jet> {
+        Jet::on(NATS, stream, max_message_size)
+    }
+
+    /// The same on the server at `server`.
+    pub fn on(server: &str, stream: bool, max_message_size: Option<i32>) -> Option<Jet> {
         let rt = runtime();
         let client = match rt.block_on(
             async_nats::ConnectOptions::new()
                 .connection_timeout(Duration::from_secs(5))
-                .connect(NATS),
+                .connect(server),
         ) {
             Ok(c) => c,
             Err(e) => {
@@ -96,18 +102,31 @@ impl Jet {
             js,
             stream: name,
             prefix,
+            server: server.to_string(),
         })
     }
 
     /// What `--to` gets.
     pub fn to(&self) -> String {
-        format!("{NATS}/{}", self.prefix)
+        format!("{}/{}", self.server, self.prefix)
     }
 
     /// Every message of the stream, in its order.
     pub fn messages(&self) -> Vec<Held> {
         self.rt.block_on(async {
-            let mut stream = self.js.get_stream(&self.stream).await.unwrap();
+            // After a restart of the server, this connection comes back on its own, in a while.
+            let mut tries = 0;
+            let mut stream = loop {
+                match self.js.get_stream(&self.stream).await {
+                    Ok(s) => break s,
+                    Err(e) if tries < 20 => {
+                        tries += 1;
+                        eprintln!("stream {}: {e}; again", self.stream);
+                        tokio::time::sleep(Duration::from_millis(500)).await;
+                    }
+                    Err(e) => panic!("stream {}: {e}", self.stream),
+                }
+            };
             let info = stream.info().await.unwrap().clone();
             let mut held = Vec::new();
             for seq in info.state.first_sequence..=info.state.last_sequence {
@@ -284,5 +303,78 @@ impl Drop for Rabbit {
                 )
                 .await
         });
+    }
+}
+
+/// A NATS server with JetStream of a test's own (on a free port, its store in a folder of the
+/// test's), which the test may kill and start again: a broker restart that the other tests,
+/// on the machine's server, do not see.
+pub struct OwnNats {
+    pub port: u16,
+    store: std::path::PathBuf,
+    child: Option<std::process::Child>,
+}
+
+impl OwnNats {
+    /// `None` (with a notice) where there is no `nats-server`, unless `EDI_INBOX_REQUIRE_NATS`.
+    pub fn start(store: &std::path::Path) -> Option<OwnNats> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .ok()?;
+        let mut own = OwnNats {
+            port,
+            store: store.to_path_buf(),
+            child: None,
+        };
+        if let Err(e) = own.up() {
+            unreachable("nats-server", "EDI_INBOX_REQUIRE_NATS", &e);
+            return None;
+        }
+        Some(own)
+    }
+
+    pub fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    /// Starts it (again) and waits until it answers.
+    pub fn up(&mut self) -> std::io::Result<()> {
+        let child = std::process::Command::new("/usr/sbin/nats-server")
+            .args([
+                "-a",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-js",
+                "-sd",
+            ])
+            .arg(&self.store)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()?;
+        self.child = Some(child);
+        let until = std::time::Instant::now() + Duration::from_secs(20);
+        while std::time::Instant::now() < until {
+            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Err(std::io::Error::other("nats-server did not start"))
+    }
+
+    /// Kills it dead, as a crash would.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for OwnNats {
+    fn drop(&mut self) {
+        self.kill();
     }
 }
