@@ -470,13 +470,7 @@ fn follow_reconnects_when_the_broker_drops_the_connection() {
         .unwrap();
     let mut child = Reaped(Some(child));
     let unpublished = || site.count("SELECT count(*) FROM outbox WHERE published_at IS NULL");
-    let wait = |what: &dyn Fn() -> bool| {
-        let until = Instant::now() + Duration::from_secs(60);
-        while !what() && Instant::now() < until {
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        what()
-    };
+    let wait = |what: &dyn Fn() -> bool| within(Duration::from_secs(60), what);
     assert!(wait(&|| unpublished() == 0), "the first events went out");
     // The broker's own name for the publisher's connection.
     let name = format!("edi-inbox publish {}", child.id());
@@ -641,13 +635,7 @@ fn follow_survives_a_nats_server_restart() {
         .unwrap();
     let mut child = Reaped(Some(child));
     let unpublished = || site.count("SELECT count(*) FROM outbox WHERE published_at IS NULL");
-    let wait = |what: &dyn Fn() -> bool| {
-        let until = Instant::now() + Duration::from_secs(90);
-        while !what() && Instant::now() < until {
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        what()
-    };
+    let wait = |what: &dyn Fn() -> bool| within(Duration::from_secs(90), what);
     assert!(wait(&|| unpublished() == 0), "the first events went out");
     server.kill();
     for sample in ["invoic-d96a-unoc-crlf.edi", "desadv-d07a-groups-v4.edi"] {
@@ -677,4 +665,13 @@ fn follow_survives_a_nats_server_restart() {
         expected_order(&site),
         "order kept"
     );
+}
+
+/// Waits until `what` holds, at most `limit`; whether it holds.
+fn within(limit: Duration, what: &dyn Fn() -> bool) -> bool {
+    let until = Instant::now() + limit;
+    while !what() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    what()
 }
