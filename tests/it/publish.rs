@@ -675,3 +675,42 @@ fn within(limit: Duration, what: &dyn Fn() -> bool) -> bool {
     }
     what()
 }
+
+per_backend! {
+    /// `--payload interchange` when interchanges' events interleave (hosts drawing ids from one
+    /// sequence): even with a batch of one, each interchange goes out once, whole, with all its
+    /// message references.
+    fn whole_interchanges_go_out_whole_when_their_events_interleave(site) {
+        site.put_sample("valid/desadv-d07a-groups-v4.edi", "a.edi");
+        site.put_sample("valid/two-interchanges.edi", "b.edi");
+        site.ingest_quietly(&[]).code(0);
+        // Every other event id given to the other interchanges' events.
+        let ids: Vec<i64> = site
+            .rows("SELECT id FROM outbox ORDER BY id")
+            .iter()
+            .map(|r| r[0].as_deref().unwrap().parse().unwrap())
+            .collect();
+        assert!(ids.len() >= 4, "{ids:?}");
+        let n = ids.len() as i64;
+        site.sql(&format!(
+            "UPDATE outbox SET id = id + 1000;
+             UPDATE outbox SET id = CASE WHEN (id - 1000) <= {half}
+                 THEN 2 * (id - 1000) - 1 ELSE 2 * (id - 1000 - {half}) END;",
+            half = (n + 1) / 2
+        ));
+        let out = site.path("out");
+        let to = format!("dir:{}", out.display());
+        let (code, lines, stderr) = publish(
+            &site,
+            &["--to", &to, "--json", "--payload", "interchange", "--batch", "1"],
+        );
+        assert_eq!(code, Some(0), "{stderr}");
+        let units = &lines[..lines.len() - 1];
+        let interchanges = site.count("SELECT count(*) FROM interchanges");
+        assert_eq!(units.len() as i64, interchanges, "{units:?}");
+        let refs: usize = units.iter().map(|u| u["message_refs"].as_array().unwrap().len()).sum();
+        assert_eq!(refs as i64, n, "every message in its interchange's one unit");
+        assert_eq!(fs::read_dir(&out).unwrap().count() as i64, interchanges);
+        assert_eq!(site.count("SELECT count(*) FROM outbox WHERE published_at IS NULL"), 0);
+    }
+}
