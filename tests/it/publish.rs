@@ -410,16 +410,7 @@ per_backend! {
         site.ingest_quietly(&[]).code(0);
         let out = site.path("out");
         let to = format!("dir:{}", out.display());
-        let mut child = Reaped(Some(
-            Command::new(assert_cmd::cargo::cargo_bin("edi-inbox"))
-                .arg("--db")
-                .arg(site.db_arg())
-                .args(["publish", "--follow", "--poll", "100ms", "-q", "--to", &to])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap(),
-        ));
+        let mut child = follow(&site, &["--to", &to]);
         let files = || fs::read_dir(&out).map_or(0, |d| d.count());
         let wait_for = |n: usize| {
             let until = Instant::now() + Duration::from_secs(30);
@@ -458,17 +449,15 @@ fn follow_reconnects_when_the_broker_drops_the_connection() {
     let site = Site::new();
     site.put_sample("valid/two-interchanges.edi", "a.edi");
     site.ingest_quietly(&[]).code(0);
-    let child = Command::new(assert_cmd::cargo::cargo_bin("edi-inbox"))
-        .arg("--db")
-        .arg(site.db_arg())
-        .args(["publish", "--follow", "--poll", "100ms", "-q", "--exchange"])
-        .arg(&rabbit.exchange)
-        .args(["--to", crate::common::brokers::AMQP])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut child = Reaped(Some(child));
+    let mut child = follow(
+        &site,
+        &[
+            "--exchange",
+            &rabbit.exchange,
+            "--to",
+            crate::common::brokers::AMQP,
+        ],
+    );
     let unpublished = || site.count("SELECT count(*) FROM outbox WHERE published_at IS NULL");
     let wait = |what: &dyn Fn() -> bool| within(Duration::from_secs(60), what);
     assert!(wait(&|| unpublished() == 0), "the first events went out");
@@ -617,23 +606,7 @@ fn follow_survives_a_nats_server_restart() {
     };
     site.put_sample("valid/two-interchanges.edi", "a.edi");
     site.ingest_quietly(&[]).code(0);
-    let child = Command::new(assert_cmd::cargo::cargo_bin("edi-inbox"))
-        .arg("--db")
-        .arg(site.db_arg())
-        .args([
-            "publish",
-            "--follow",
-            "--poll",
-            "100ms",
-            "-q",
-            "--to",
-            &jet.to(),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut child = Reaped(Some(child));
+    let mut child = follow(&site, &["--to", &jet.to()]);
     let unpublished = || site.count("SELECT count(*) FROM outbox WHERE published_at IS NULL");
     let wait = |what: &dyn Fn() -> bool| within(Duration::from_secs(90), what);
     assert!(wait(&|| unpublished() == 0), "the first events went out");
@@ -713,4 +686,19 @@ per_backend! {
         assert_eq!(fs::read_dir(&out).unwrap().count() as i64, interchanges);
         assert_eq!(site.count("SELECT count(*) FROM outbox WHERE published_at IS NULL"), 0);
     }
+}
+
+/// `publish --follow` with `args`, polling every 100 ms, quiet, its standard error kept.
+fn follow(site: &Site, args: &[&str]) -> Reaped {
+    Reaped(Some(
+        Command::new(assert_cmd::cargo::cargo_bin("edi-inbox"))
+            .arg("--db")
+            .arg(site.db_arg())
+            .args(["publish", "--follow", "--poll", "100ms", "-q"])
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ))
 }
