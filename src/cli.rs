@@ -55,7 +55,7 @@ pub enum Command {
     /// (interchanges, messages, outbox) are the record and stay. Once an entry is purged, a
     /// redelivery of that interchange is accepted as NEW. Choose N at least as long as the longest
     /// partner retry window, and shorter than the cycle after which a partner reuses control
-    /// references. Sightings and rejected-file records older than N days go too.
+    /// references. Sightings, rejected-file records and delivery records older than N days go too.
     Purge(PurgeArgs),
 
     /// Counts an operator checks first.
@@ -76,8 +76,66 @@ pub enum Command {
     /// when an event failed this run; 0 with a notice when another publish holds the inbox.
     Publish(PublishArgs),
 
+    /// Take interchanges from a broker and decide each exactly as ingest decides a file;
+    /// acknowledge each delivery only after its decisions are committed.
+    ///
+    /// From a JetStream pull consumer (durable, explicit acknowledgements; made where missing)
+    /// or a RabbitMQ queue (manual acknowledgements, a prefetch of one batch). Each delivery is
+    /// the bytes of one file, recorded under the broker's identity for it (nats:STREAM/SEQUENCE,
+    /// amqp:QUEUE/MESSAGE-ID) with its edi-filename header and how often it was delivered. A
+    /// crash before the acknowledgement has the broker deliver again, and the inbox decides
+    /// those as duplicates. A rejected delivery is recorded with its bytes, then terminated
+    /// (JetStream) or rejected without requeue (RabbitMQ: to the queue's dead-letter exchange),
+    /// and with --dead-letter published there too. Runs until SIGTERM or SIGINT (which finish
+    /// the open batch), or with --until-idle until nothing came for that long. Exit 3 when
+    /// anything was rejected or drifted, 1 on a database error (nothing acknowledged).
+    Consume(ConsumeArgs),
+
     /// Print a shell completion script.
     Completions(CompletionsArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ConsumeArgs {
+    /// Where from: nats://HOST:PORT/STREAM/CONSUMER (a JetStream pull consumer) or
+    /// amqp://USER:PASS@HOST:PORT/VHOST/QUEUE (RabbitMQ; %2f for the vhost /).
+    #[arg(long, value_name = "SOURCE")]
+    pub from: String,
+
+    /// Take up to N deliveries at once, decide them in one transaction, commit, then
+    /// acknowledge them (also the RabbitMQ prefetch).
+    #[arg(long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=65535))]
+    pub batch: u32,
+
+    /// Stop once nothing arrived for this long (e.g. 5s), for runs from cron; without it, run
+    /// until SIGTERM or SIGINT.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub until_idle: Option<Duration>,
+
+    /// Publish each rejected delivery here too, with the reason in the edi-inbox-reason
+    /// header: nats://HOST:PORT/SUBJECT (a JetStream stream must capture it) or
+    /// amqp://USER:PASS@HOST:PORT/VHOST/EXCHANGE (a topic exchange, declared if missing;
+    /// the delivery's routing key kept).
+    #[arg(long, value_name = "DEST")]
+    pub dead_letter: Option<String>,
+
+    /// The ack wait of a JetStream consumer made where missing: how long a delivery fetched
+    /// by a consume that died waits before it is delivered again. Longer than a batch takes.
+    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = parse_duration)]
+    pub ack_wait: Duration,
+
+    /// Print JSON Lines: one object per interchange, then a summary object.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Print only problems (drift, rejected) and the summary.
+    #[arg(short, long)]
+    pub quiet: bool,
+
+    /// Write the run's figures here in the Prometheus text format, atomically (after each
+    /// batch, at most every 10 seconds, and at the end).
+    #[arg(long, value_name = "PATH")]
+    pub metrics_file: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]

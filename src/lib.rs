@@ -28,6 +28,8 @@ mod clock;
 #[cfg(feature = "cli")]
 mod commands;
 #[cfg(feature = "cli")]
+mod consume;
+#[cfg(feature = "cli")]
 mod exit;
 #[cfg(feature = "cli")]
 mod filing;

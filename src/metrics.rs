@@ -41,6 +41,15 @@ impl Metrics {
         self.family(name, kind, help).sample(name, &[], value)
     }
 
+    /// A gauge of a run's outcomes, one sample per `status` label.
+    pub fn outcomes(&mut self, name: &str, help: &str, counts: &[(&str, usize)]) -> &mut Self {
+        self.family(name, "gauge", help);
+        for (status, n) in counts {
+            self.sample(name, &[("status", status)], *n as f64);
+        }
+        self
+    }
+
     #[cfg(test)]
     pub fn text(&self) -> &str {
         &self.text

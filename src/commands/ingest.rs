@@ -46,6 +46,12 @@ pub struct Outcome {
     pub error: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub offset: Option<usize>,
+    /// `consume`: the delivery's edi-filename header.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub filename: Option<String>,
+    /// `consume`: how many times the broker delivered it, this time included.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delivery_count: Option<u32>,
 }
 
 impl Outcome {
@@ -61,6 +67,8 @@ impl Outcome {
             stored_sha256: None,
             error: None,
             offset: None,
+            filename: None,
+            delivery_count: None,
         }
     }
 
@@ -88,7 +96,7 @@ impl Outcome {
         }
     }
 
-    fn rejected(file: &str, error: String, offset: Option<usize>) -> Outcome {
+    pub(super) fn rejected(file: &str, error: String, offset: Option<usize>) -> Outcome {
         Outcome {
             error: Some(error),
             offset,
@@ -96,7 +104,7 @@ impl Outcome {
         }
     }
 
-    fn human(&self) -> String {
+    pub(super) fn human(&self) -> String {
         match self.status {
             Status::New | Status::Duplicate | Status::Drift => {
                 let key = format!(
@@ -440,22 +448,18 @@ fn write_metrics(
         let v = inbox.counter(&format!("ingest_{status}"))?;
         m.sample(name, &[("status", status)], v as f64);
     }
-    let name = "edi_inbox_ingest_last_run_interchanges";
-    m.family(
-        name,
-        "gauge",
+    m.outcomes(
+        "edi_inbox_ingest_last_run_interchanges",
         "Outcomes of the last ingest run (skipped and unreadable files count once each).",
-    );
-    for (status, v) in [
-        ("new", s.new),
-        ("duplicate", s.duplicate),
-        ("drift", s.drift),
-        ("rejected", s.rejected),
-        ("skipped", s.skipped),
-    ] {
-        m.sample(name, &[("status", status)], v as f64);
-    }
-    m.single(
+        &[
+            ("new", s.new),
+            ("duplicate", s.duplicate),
+            ("drift", s.drift),
+            ("rejected", s.rejected),
+            ("skipped", s.skipped),
+        ],
+    )
+    .single(
         "edi_inbox_ingest_last_run_files",
         "gauge",
         "Files the last ingest run read.",
@@ -757,7 +761,7 @@ fn prepare_file(
 
 /// An interchange with its bytes again (and them compressed, where done ahead), or the error in
 /// its place.
-type Attached<'a> = Result<(Interchange<'a>, Option<Vec<u8>>), EnvelopeError>;
+pub(super) type Attached<'a> = Result<(Interchange<'a>, Option<Vec<u8>>), EnvelopeError>;
 
 /// A file of a batch, as its outcomes are made.
 enum Part {
@@ -814,70 +818,33 @@ fn decide_files(inbox: &mut dyn Inbox, files: Vec<Prepared>) -> anyhow::Result<V
             Part::Settled(_) => Vec::new(),
         })
         .collect();
-    let when = now();
-    let candidates: Vec<Candidate<'_>> = parts
+    let sources: Vec<Parsed<'_>> = parts
         .iter()
-        .zip(&attached)
+        .zip(attached)
         .filter_map(|(part, items)| match part {
-            Part::Parsed { shown, .. } => Some((shown, items)),
+            Part::Parsed {
+                shown,
+                bytes,
+                sha256,
+                ..
+            } => Some(Parsed {
+                shown,
+                bytes,
+                items,
+                sha256: sha256.as_deref(),
+            }),
             Part::Settled(_) => None,
         })
-        .flat_map(|(shown, items)| {
-            items.iter().flatten().map(|(i, c)| Candidate {
-                interchange: i,
-                compressed: c.as_deref(),
-                source_file: shown,
-                received_at: &when,
-            })
-        })
         .collect();
-    let mut decisions = inbox
-        .decide(&candidates)
-        .context("cannot write to the inbox database")?
-        .into_iter();
-    drop(candidates);
-    // The outcomes in each file's order; a file's bytes are recorded once, at its first error,
-    // and every error points at them.
-    let mut outcomes: Vec<Vec<Outcome>> = Vec::with_capacity(parts.len());
-    for (part, items) in parts.iter().zip(&attached) {
-        let Part::Parsed {
-            shown,
-            bytes,
-            sha256,
-            ..
-        } = part
-        else {
-            outcomes.push(Vec::new());
-            continue;
-        };
-        let mut record = None;
-        let mut file_outcomes = Vec::with_capacity(items.len());
-        for item in items {
-            file_outcomes.push(match item {
-                Ok((i, _)) => {
-                    let d = decisions
-                        .next()
-                        .context("the inbox returned fewer decisions than it was given")?;
-                    Outcome::decided(shown, i, &d)
-                }
-                Err(e) => {
-                    let file = match record.take() {
-                        Some(file) => file,
-                        None => inbox
-                            .rejected_file(shown, bytes, sha256.as_deref().unwrap_or(""), &when)
-                            .context("cannot write to the inbox database")?,
-                    };
-                    inbox
-                        .reject(&file, shown, e, &when)
-                        .context("cannot write to the inbox database")?;
-                    record = Some(file);
-                    Outcome::rejected(shown, e.to_string(), Some(e.offset))
-                }
-            });
-        }
-        outcomes.push(file_outcomes);
+    let mut decided = decide_parsed(inbox, &sources, &now())?.into_iter();
+    drop(sources);
+    let mut outcomes = Vec::with_capacity(parts.len());
+    for part in &parts {
+        outcomes.push(match part {
+            Part::Parsed { .. } => decided.next().unwrap_or_default(),
+            Part::Settled(_) => Vec::new(),
+        });
     }
-    drop(attached);
     Ok(parts
         .into_iter()
         .zip(outcomes)
@@ -894,6 +861,74 @@ fn decide_files(inbox: &mut dyn Inbox, files: Vec<Prepared>) -> anyhow::Result<V
             },
         })
         .collect())
+}
+
+/// One input's interchanges as the inbox decides them: a file's, or a delivery's.
+pub(super) struct Parsed<'a> {
+    /// The name it is reported and recorded under.
+    pub shown: &'a str,
+    pub bytes: &'a [u8],
+    pub items: Vec<Attached<'a>>,
+    /// Its SHA-256, where it holds rejected input (its record is keyed by it).
+    pub sha256: Option<&'a str>,
+}
+
+/// Decides the interchanges of several inputs in one call to the inbox, records their
+/// rejected pieces, and returns each input's outcomes in its order (nothing is committed).
+pub(super) fn decide_parsed(
+    inbox: &mut dyn Inbox,
+    sources: &[Parsed<'_>],
+    when: &str,
+) -> anyhow::Result<Vec<Vec<Outcome>>> {
+    let candidates: Vec<Candidate<'_>> = sources
+        .iter()
+        .flat_map(|p| {
+            p.items.iter().flatten().map(|(i, c)| Candidate {
+                interchange: i,
+                compressed: c.as_deref(),
+                source_file: p.shown,
+                received_at: when,
+            })
+        })
+        .collect();
+    let mut decisions = inbox
+        .decide(&candidates)
+        .context("cannot write to the inbox database")?
+        .into_iter();
+    drop(candidates);
+    // The outcomes in each input's order; its bytes are recorded once, at its first error,
+    // and every error points at them.
+    let mut outcomes: Vec<Vec<Outcome>> = Vec::with_capacity(sources.len());
+    for p in sources {
+        let shown = p.shown;
+        let mut record = None;
+        let mut own = Vec::with_capacity(p.items.len());
+        for item in &p.items {
+            own.push(match item {
+                Ok((i, _)) => {
+                    let d = decisions
+                        .next()
+                        .context("the inbox returned fewer decisions than it was given")?;
+                    Outcome::decided(shown, i, &d)
+                }
+                Err(e) => {
+                    let file = match record.take() {
+                        Some(file) => file,
+                        None => inbox
+                            .rejected_file(shown, p.bytes, p.sha256.unwrap_or(""), when)
+                            .context("cannot write to the inbox database")?,
+                    };
+                    inbox
+                        .reject(&file, shown, e, when)
+                        .context("cannot write to the inbox database")?;
+                    record = Some(file);
+                    Outcome::rejected(shown, e.to_string(), Some(e.offset))
+                }
+            });
+        }
+        outcomes.push(own);
+    }
+    Ok(outcomes)
 }
 
 impl<'a> Run<'a> {

@@ -1,6 +1,7 @@
 //! The commands: each a short function over the parser ([`crate::edifact`]) and the inbox
 //! ([`crate::inbox`]), and [`main`], which runs the one the command line names.
 
+mod consume;
 mod ingest;
 mod inspect;
 mod publish;
@@ -33,6 +34,40 @@ fn open_inbox(
         }
         other => other.into(),
     })
+}
+
+/// A flag set by the first SIGTERM or SIGINT, for a long run to finish its batch and stop; a
+/// second signal ends the process at once (for a batch stuck on a broker that does not answer).
+fn stop_on_signals() -> anyhow::Result<std::sync::Arc<std::sync::atomic::AtomicBool>> {
+    use anyhow::Context as _;
+    use std::sync::Arc;
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register_conditional_shutdown(signal, 1, Arc::clone(&stop))
+            .context("cannot watch for SIGTERM and SIGINT")?;
+        signal_hook::flag::register(signal, Arc::clone(&stop))
+            .context("cannot watch for SIGTERM and SIGINT")?;
+    }
+    Ok(stop)
+}
+
+/// A usage error found after clap's own checks: said on standard error, exit 2.
+fn usage(text: &str) -> anyhow::Result<ExitStatus> {
+    output::warn(&format!("error: {text}"));
+    Ok(ExitStatus::Usage)
+}
+
+/// Sleeps `d`, waking early when `stop` is set.
+fn sleep_unless(stop: &std::sync::atomic::AtomicBool, d: std::time::Duration) {
+    use std::sync::atomic::Ordering;
+    let until = std::time::Instant::now() + d;
+    while !stop.load(Ordering::Relaxed) {
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        std::thread::sleep(left.min(std::time::Duration::from_millis(50)));
+    }
 }
 
 /// The error and its causes in one line, each said once: an error whose message already holds
@@ -97,6 +132,7 @@ pub fn main() -> ExitCode {
         cli::Command::List(args) => reports::list(&db, cli.busy_timeout, args),
         cli::Command::Show(args) => reports::show(&db, cli.busy_timeout, args),
         cli::Command::Publish(args) => publish::run(&db, cli.busy_timeout, args),
+        cli::Command::Consume(args) => consume::run(&db, named, cli.busy_timeout, args),
         cli::Command::Completions(args) => completions(args),
     };
     let status = match result {

@@ -4,8 +4,7 @@
 //! confirmation and the mark sends those events again with the same ids.
 
 use std::collections::HashMap;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -60,7 +59,7 @@ pub fn run(
     let started = Instant::now();
     let destination = match Destination::parse(&args.to) {
         Ok(d) => d,
-        Err(e) => return usage(&format!("--to: {e}")),
+        Err(e) => return super::usage(&format!("--to: {e}")),
     };
     let prefix = match &destination {
         Destination::Nats { prefix, .. } => prefix.as_deref(),
@@ -68,7 +67,7 @@ pub fn run(
     };
     let template = match Template::parse(&args.subject, prefix) {
         Ok(t) => t,
-        Err(e) => return usage(&e),
+        Err(e) => return super::usage(&e),
     };
     let mut inbox = super::open_inbox(db, Access::Write, busy_timeout)?;
     let mut out = Out::default();
@@ -96,15 +95,9 @@ pub fn run(
         out.flush();
         return Ok(ExitStatus::Success);
     }
-    let stop = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-        // The first signal lets the batch in flight finish; a second one, while it is stuck
-        // (a broker that does not answer), ends the process (nothing unconfirmed is marked).
-        signal_hook::flag::register_conditional_shutdown(signal, 1, Arc::clone(&stop))
-            .context("cannot watch for SIGTERM and SIGINT")?;
-        signal_hook::flag::register(signal, Arc::clone(&stop))
-            .context("cannot watch for SIGTERM and SIGINT")?;
-    }
+    // A second signal, while a batch is stuck on a broker that does not answer, ends the
+    // process: nothing unconfirmed is marked.
+    let stop = super::stop_on_signals()?;
     let options = publish::Options {
         create_stream: args.create_stream.clone(),
         exchange: args.exchange.clone(),
@@ -123,7 +116,7 @@ pub fn run(
                         humantime::format_duration(backoff)
                     ),
                 );
-                sleep_unless(&stop, backoff);
+                super::sleep_unless(&stop, backoff);
                 backoff = (backoff * 2).min(MAX_BACKOFF);
             }
             Err(e) => return Err(e),
@@ -143,7 +136,7 @@ pub fn run(
         match run.one_batch(&mut *inbox, &mut *sink) {
             Ok(0) if !args.follow => break,
             Ok(0) => {
-                sleep_unless(&stop, args.poll);
+                super::sleep_unless(&stop, args.poll);
                 // A new pass: events refused in the last one may be tried again (once
                 // --retry-after has gone by).
                 run.pass = new_pass();
@@ -161,7 +154,7 @@ pub fn run(
                         humantime::format_duration(backoff)
                     ),
                 );
-                sleep_unless(&stop, backoff);
+                super::sleep_unless(&stop, backoff);
                 backoff = (backoff * 2).min(MAX_BACKOFF);
                 if let Ok(s) = publish::connect(&destination, &options) {
                     sink = s;
@@ -180,11 +173,6 @@ pub fn run(
     run.finish(&*inbox, &destination, started, stopped)
 }
 
-fn usage(text: &str) -> anyhow::Result<ExitStatus> {
-    crate::output::warn(&format!("error: {text}"));
-    Ok(ExitStatus::Usage)
-}
-
 /// A name for one pass over the outbox: an event is tried at most once per pass.
 fn new_pass() -> String {
     let host = rustix::system::uname()
@@ -192,18 +180,6 @@ fn new_pass() -> String {
         .to_string_lossy()
         .into_owned();
     format!("{host}:{}:{}", std::process::id(), crate::clock::now())
-}
-
-/// Sleeps `d`, waking early when `stop` is set.
-fn sleep_unless(stop: &AtomicBool, d: Duration) {
-    let until = Instant::now() + d;
-    while !stop.load(Ordering::Relaxed) {
-        let left = until.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            break;
-        }
-        std::thread::sleep(left.min(Duration::from_millis(50)));
-    }
 }
 
 enum BatchError {

@@ -22,6 +22,8 @@ pub struct PurgeReport {
     pub cutoff: String,
     pub sightings_purged: i64,
     pub rejections_purged: i64,
+    /// Records of deliveries `consume` took from a broker.
+    pub deliveries_purged: i64,
     /// `received_at` of the oldest entry kept.
     pub oldest_kept: Option<String>,
 }
@@ -32,11 +34,12 @@ pub fn run(db: &Location, busy_timeout: Duration, args: &PurgeArgs) -> anyhow::R
     let mut inbox = super::open_inbox(db, Access::Write, busy_timeout)?;
     // Clamped at 1970: --days 36500 purges everything older than that, which is nothing.
     let cutoff = crate::clock::days_ago(args.days);
-    let mut counts = [0i64; 3];
+    let mut counts = [0i64; 4];
     let targets = [
         PurgeTarget::Inbox,
         PurgeTarget::Sightings,
         PurgeTarget::Rejections,
+        PurgeTarget::Deliveries,
     ];
     for (target, count) in targets.iter().zip(counts.iter_mut()) {
         if args.dry_run {
@@ -69,6 +72,7 @@ pub fn run(db: &Location, busy_timeout: Duration, args: &PurgeArgs) -> anyhow::R
         cutoff,
         sightings_purged: counts[1],
         rejections_purged: counts[2],
+        deliveries_purged: counts[3],
         oldest_kept,
     };
     let mut out = Out::default();
@@ -81,8 +85,13 @@ pub fn run(db: &Location, busy_timeout: Duration, args: &PurgeArgs) -> anyhow::R
             "purged"
         };
         let n = |v: i64| v.max(0) as u64;
+        // Deliveries are named only where there are any: most inboxes never consume.
+        let deliveries = match n(report.deliveries_purged) {
+            0 => String::new(),
+            d => format!(", {}", count(d, "delivery record", "delivery records")),
+        };
         out.line(&format!(
-            "{verb} {} received before {} ({} days), {}, {}",
+            "{verb} {} received before {} ({} days), {}, {}{deliveries}",
             count(n(report.purged), "inbox entry", "inbox entries"),
             report.cutoff,
             report.days,

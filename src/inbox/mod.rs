@@ -22,8 +22,8 @@ use std::time::Duration;
 use crate::edifact::{EnvelopeError, Interchange};
 
 pub use records::{
-    Decision, Event, EventFilter, KeyHistory, OutboxEvent, PurgeTarget, RejectedFile, Sighting,
-    Stats, StoredInterchange, StoredMessage,
+    Decision, DeliveryRecord, Event, EventFilter, KeyHistory, OutboxEvent, PurgeTarget,
+    RejectedFile, Sighting, Stats, StoredInterchange, StoredMessage,
 };
 
 /// zstd level for stored interchanges: level 1 gave the same size as level 3 on EDIFACT text
@@ -131,6 +131,14 @@ pub trait Inbox {
         file: &RejectedFile,
         source_file: &str,
         error: &EnvelopeError,
+        seen_at: &str,
+    ) -> Result<(), InboxError>;
+
+    /// Records deliveries taken from a broker in the open batch (after its decisions), with
+    /// the counters `consume_deliveries` and `consume_redelivered` (those delivered before).
+    fn record_deliveries(
+        &mut self,
+        deliveries: &[DeliveryRecord<'_>],
         seen_at: &str,
     ) -> Result<(), InboxError>;
 

@@ -139,6 +139,21 @@ pub enum PurgeTarget {
     Inbox,
     Sightings,
     Rejections,
+    /// The log of deliveries taken from a broker.
+    Deliveries,
+}
+
+/// A delivery `consume` took from a broker, recorded in the batch that decides it.
+#[derive(Debug, Clone, Copy)]
+pub struct DeliveryRecord<'a> {
+    /// The broker's identity for it (`STREAM/SEQUENCE`, `QUEUE/MESSAGE-ID`): the source its
+    /// interchanges, sightings and rejections are recorded under.
+    pub source: &'a str,
+    /// The `edi-filename` header, where it carried one.
+    pub filename: Option<&'a str>,
+    /// How many times the broker has delivered it, this time included.
+    pub delivery_count: u32,
+    pub size: usize,
 }
 
 /// An outbox event as a publisher claims it: what identifies it, and its message's place in

@@ -102,7 +102,7 @@ impl AmqpSink {
 }
 
 /// `text` without the password `url` holds.
-fn scrub(text: &str, url: &str) -> String {
+pub fn scrub(text: &str, url: &str) -> String {
     let password = url
         .split_once("://")
         .and_then(|(_, rest)| rest.split('/').next())

@@ -8,6 +8,8 @@ mod amqp;
 mod dir;
 mod nats;
 
+pub use amqp::{scrub as amqp_scrub, shown as amqp_shown};
+
 use std::fmt::Write as _;
 use std::path::PathBuf;
 

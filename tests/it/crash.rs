@@ -241,3 +241,77 @@ fn a_publisher_stopped_between_confirmation_and_mark_sends_nothing_twice() {
         0
     );
 }
+
+/// `consume` stopped dead after a batch committed and before its acknowledgement (the second
+/// batch, so that the first was acknowledged), on RabbitMQ and on JetStream: the broker
+/// delivers that batch again, the rerun decides it as duplicates (counted as redelivered), and
+/// every interchange is applied once with every delivery acknowledged in the end.
+#[test]
+fn a_consumer_stopped_between_commit_and_ack_applies_nothing_twice() {
+    use crate::common::brokers::{Jet, Rabbit};
+    use crate::common::synth::{Layout, Synth};
+    let mut synth = Synth::new(5);
+    let bodies: Vec<Vec<u8>> = (0..12)
+        .map(|k| synth.interchange("GW", "HUB", &format!("K{k}"), 1, Layout::default()))
+        .collect();
+    for point in ["consume-after-commit", "consume-before-ack"] {
+        let rabbit = Rabbit::create(Some("#"));
+        let jet = Jet::create();
+        let mut sources = Vec::new();
+        if let Some(r) = &rabbit {
+            let all: Vec<_> = bodies
+                .iter()
+                .enumerate()
+                .map(|(k, b)| (b.clone(), Some(format!("m{k}")), None))
+                .collect();
+            r.put(&all);
+            sources.push(r.from());
+        }
+        if let Some(j) = &jet {
+            j.put(&bodies.iter().map(|b| (b.clone(), None)).collect::<Vec<_>>());
+            sources.push(j.from("c"));
+        }
+        for from in sources {
+            let site = Site::new();
+            let crashed = site
+                .command()
+                .args(["consume", "-q", "--batch", "3", "--ack-wait", "1s"])
+                .args(["--until-idle", "2s", "--from", &from])
+                .env("FAILPOINTS", format!("{point}=1*off->return"))
+                .output()
+                .unwrap();
+            assert_eq!(
+                crashed.status.code(),
+                None,
+                "{point}: the fail point stopped it"
+            );
+            assert_eq!(
+                site.count("SELECT count(*) FROM interchanges"),
+                6,
+                "{point} {from}"
+            );
+            let again = site
+                .cmd()
+                .args(["consume", "--json", "--until-idle", "3s", "--from", &from])
+                .output()
+                .unwrap();
+            assert_eq!(again.status.code(), Some(0), "{point} {from}");
+            let lines = crate::common::json_lines(&again.stdout);
+            let summary = &lines.last().unwrap()["summary"];
+            assert_eq!(summary["duplicate"], 3, "{point} {from}: {summary}");
+            assert_eq!(summary["new"], 6, "{point} {from}: {summary}");
+            assert_eq!(summary["redelivered"], 3, "{point} {from}: {summary}");
+            assert_eq!(site.count("SELECT count(*) FROM interchanges"), 12);
+            assert_eq!(
+                site.count("SELECT count(*) FROM deliveries WHERE delivery_count = 2"),
+                3
+            );
+        }
+        if let Some(r) = &rabbit {
+            assert_eq!(r.ready(), 0);
+        }
+        if let Some(j) = &jet {
+            assert_eq!(j.backlog("c"), Some((0, 0)));
+        }
+    }
+}

@@ -5,6 +5,7 @@
 #[macro_use]
 mod common;
 
+mod consume;
 mod corpus;
 /// Needs the fail points: `cargo test --features failpoints --test it crash::`.
 #[cfg(feature = "failpoints")]

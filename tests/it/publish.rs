@@ -9,6 +9,7 @@ use std::fs;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::common::Reaped;
 use crate::common::brokers::{Held, Jet, OwnNats, Rabbit};
 use crate::common::site::Site;
 use crate::common::synth::Synth;
@@ -508,23 +509,6 @@ fn follow_reconnects_when_the_broker_drops_the_connection() {
 
 /// A child process killed when the test ends, whether it passes or panics: a `--follow`
 /// publisher must not outlive its test.
-struct Reaped(Option<std::process::Child>);
-
-impl Reaped {
-    fn id(&self) -> u32 {
-        self.0.as_ref().map_or(0, std::process::Child::id)
-    }
-}
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
 /// RabbitMQ with `kill -9` at random moments, then a run to the end: every event in the queue
 /// at least once, and an event seen twice always under the same `message_id` (so a consumer
 /// that drops ids it has seen gets each once).

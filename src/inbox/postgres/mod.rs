@@ -23,8 +23,8 @@ use postgres::{Client, Config, GenericClient, NoTls};
 use tls::{Verify, is_url, take_tls};
 
 use super::{
-    Access, Candidate, Decision, Event, EventFilter, Inbox, InboxError, KeyHistory, KeyProbe,
-    OutboxEvent, PurgeTarget, RejectedFile, Stats,
+    Access, Candidate, Decision, DeliveryRecord, Event, EventFilter, Inbox, InboxError, KeyHistory,
+    KeyProbe, OutboxEvent, PurgeTarget, RejectedFile, Stats,
 };
 use crate::edifact::EnvelopeError;
 
@@ -33,6 +33,7 @@ use crate::edifact::EnvelopeError;
 const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0001_schema.sql"),
     include_str!("migrations/0002_publish.sql"),
+    include_str!("migrations/0003_deliveries.sql"),
 ];
 
 /// How long a connection may take where neither the string nor `PGCONNECT_TIMEOUT` says.
@@ -690,6 +691,25 @@ impl Inbox for PgInbox {
         self.begin()?;
         queries::record_rejection(self.client.get_mut(), file, source_file, error)?;
         *self.pending_counts.entry("ingest_rejected").or_default() += 1;
+        Ok(())
+    }
+
+    fn record_deliveries(
+        &mut self,
+        deliveries: &[DeliveryRecord<'_>],
+        _seen_at: &str,
+    ) -> Result<(), InboxError> {
+        if deliveries.is_empty() {
+            return Ok(());
+        }
+        self.begin()?;
+        queries::record_deliveries(self.client.get_mut(), deliveries)?;
+        let redelivered = deliveries.iter().filter(|d| d.delivery_count > 1).count();
+        *self.pending_counts.entry("consume_deliveries").or_default() += deliveries.len() as i64;
+        *self
+            .pending_counts
+            .entry("consume_redelivered")
+            .or_default() += redelivered as i64;
         Ok(())
     }
 

@@ -8,8 +8,8 @@ use postgres::GenericClient;
 
 use crate::edifact::EnvelopeError;
 use crate::inbox::{
-    Event, EventFilter, InboxError, KeyHistory, OutboxEvent, PurgeTarget, REJECTED_BYTES_LIMIT,
-    RejectedFile, Sighting, Stats, StoredInterchange, StoredMessage,
+    DeliveryRecord, Event, EventFilter, InboxError, KeyHistory, OutboxEvent, PurgeTarget,
+    REJECTED_BYTES_LIMIT, RejectedFile, Sighting, Stats, StoredInterchange, StoredMessage,
 };
 use crate::status::Status;
 
@@ -240,6 +240,9 @@ pub(super) fn count_older(
         PurgeTarget::Rejections => {
             "SELECT count(*) FROM rejected_files WHERE last_seen_at < $1::text::timestamptz"
         }
+        PurgeTarget::Deliveries => {
+            "SELECT count(*) FROM deliveries WHERE seen_at < $1::text::timestamptz"
+        }
     };
     Ok(c.query_one(sql, &[&cutoff])?.get(0))
 }
@@ -264,6 +267,12 @@ pub(super) fn delete_older(
         PurgeTarget::Sightings => c.execute(
             "DELETE FROM sightings WHERE id IN (
                  SELECT id FROM sightings WHERE seen_at < $1::text::timestamptz ORDER BY seen_at
+                 LIMIT $2 FOR UPDATE SKIP LOCKED)",
+            &[&cutoff, &limit],
+        )?,
+        PurgeTarget::Deliveries => c.execute(
+            "DELETE FROM deliveries WHERE id IN (
+                 SELECT id FROM deliveries WHERE seen_at < $1::text::timestamptz ORDER BY seen_at
                  LIMIT $2 FOR UPDATE SKIP LOCKED)",
             &[&cutoff, &limit],
         )?,
@@ -344,6 +353,30 @@ pub(super) fn storable(text: &str) -> std::borrow::Cow<'_, str> {
     } else {
         text.into()
     }
+}
+
+/// Records deliveries taken from a broker, in one statement.
+pub(super) fn record_deliveries(
+    c: &mut impl GenericClient,
+    deliveries: &[DeliveryRecord<'_>],
+) -> Result<(), InboxError> {
+    let sources: Vec<_> = deliveries.iter().map(|d| storable(d.source)).collect();
+    let names: Vec<_> = deliveries
+        .iter()
+        .map(|d| d.filename.map(storable))
+        .collect();
+    let counts: Vec<i32> = deliveries
+        .iter()
+        .map(|d| i32::try_from(d.delivery_count).unwrap_or(i32::MAX))
+        .collect();
+    let sizes: Vec<i64> = deliveries.iter().map(|d| d.size as i64).collect();
+    c.execute(
+        "INSERT INTO deliveries (source, filename, delivery_count, size, seen_at)
+         SELECT s, f, n, z, now() FROM unnest($1::text[], $2::text[], $3::int[], $4::bigint[])
+             AS d (s, f, n, z)",
+        &[&sources, &names, &counts, &sizes],
+    )?;
+    Ok(())
 }
 
 /// Records a rejected file's bytes once; the same file with the same content only counts again.

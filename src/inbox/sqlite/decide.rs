@@ -5,7 +5,7 @@
 use rusqlite::{Connection, params};
 
 use crate::edifact::{EnvelopeError, Interchange, Message};
-use crate::inbox::{Decision, InboxError, REJECTED_BYTES_LIMIT, RejectedFile};
+use crate::inbox::{Decision, DeliveryRecord, InboxError, REJECTED_BYTES_LIMIT, RejectedFile};
 
 /// The decision for one interchange: take the key, or find who has it.
 pub(super) fn decide(
@@ -207,6 +207,28 @@ fn bind_message(
     stmt.raw_bind_parameter(before + 10, m.segments as i64)?;
     stmt.raw_bind_parameter(before + 11, m.span.start as i64)?;
     stmt.raw_bind_parameter(before + 12, m.span.end as i64)?;
+    Ok(())
+}
+
+/// Records deliveries taken from a broker.
+pub(super) fn record_deliveries(
+    conn: &Connection,
+    deliveries: &[DeliveryRecord<'_>],
+    seen_at: &str,
+) -> Result<(), InboxError> {
+    let mut insert = conn.prepare_cached(
+        "INSERT INTO deliveries (source, filename, delivery_count, size, seen_at)
+         VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?;
+    for d in deliveries {
+        insert.execute(params![
+            d.source,
+            d.filename,
+            d.delivery_count,
+            d.size as i64,
+            seen_at
+        ])?;
+    }
     Ok(())
 }
 

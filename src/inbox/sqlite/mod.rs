@@ -20,8 +20,8 @@ use std::time::Duration;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 
 use super::{
-    Access, Candidate, Decision, Event, EventFilter, Inbox, InboxError, KeyHistory, KeyProbe,
-    OutboxEvent, PurgeTarget, RejectedFile, Stats,
+    Access, Candidate, Decision, DeliveryRecord, Event, EventFilter, Inbox, InboxError, KeyHistory,
+    KeyProbe, OutboxEvent, PurgeTarget, RejectedFile, Stats,
 };
 use crate::edifact::EnvelopeError;
 
@@ -46,6 +46,7 @@ const MIGRATIONS: &[Migration] = &[
     Migration::Code(decide::rehash),
     Migration::Sql(include_str!("migrations/0005_id_sequences.sql")),
     Migration::Sql(include_str!("migrations/0006_publish.sql")),
+    Migration::Sql(include_str!("migrations/0007_deliveries.sql")),
 ];
 
 impl From<rusqlite::Error> for InboxError {
@@ -410,6 +411,22 @@ impl Inbox for SqliteInbox {
     ) -> Result<(), InboxError> {
         self.in_savepoint(|c| decide::record_rejection(c, file, source_file, error, seen_at))?;
         *self.pending_counts.entry("ingest_rejected").or_default() += 1;
+        Ok(())
+    }
+
+    fn record_deliveries(
+        &mut self,
+        deliveries: &[DeliveryRecord<'_>],
+        seen_at: &str,
+    ) -> Result<(), InboxError> {
+        self.begin()?;
+        self.in_savepoint(|c| decide::record_deliveries(c, deliveries, seen_at))?;
+        let redelivered = deliveries.iter().filter(|d| d.delivery_count > 1).count();
+        *self.pending_counts.entry("consume_deliveries").or_default() += deliveries.len() as i64;
+        *self
+            .pending_counts
+            .entry("consume_redelivered")
+            .or_default() += redelivered as i64;
         Ok(())
     }
 
@@ -1172,7 +1189,7 @@ UNH+1+ORDERS:D:96A:UN'BGM+220+PO1+9'UNT+3+1'UNH+2+ORDERS:D:96A:UN'UNT+2+2'UNZ+2+
         inbox
             .connection()
             .execute_batch(
-                "DROP TABLE id_sequences;
+                "DROP TABLE id_sequences; DROP TABLE deliveries;
                  DROP INDEX outbox_failed; DROP INDEX outbox_unpublished;
                  DROP INDEX outbox_message;
                  ALTER TABLE outbox DROP COLUMN attempts;

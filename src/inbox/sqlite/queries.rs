@@ -196,6 +196,7 @@ impl PurgeSql for PurgeTarget {
             PurgeTarget::Rejections => {
                 "SELECT count(*) FROM rejected_files WHERE last_seen_at < ?1"
             }
+            PurgeTarget::Deliveries => "SELECT count(*) FROM deliveries WHERE seen_at < ?1",
         }
     }
 
@@ -215,6 +216,10 @@ impl PurgeSql for PurgeTarget {
                 "DELETE FROM rejected_files WHERE id IN (
                      SELECT id FROM rejected_files WHERE last_seen_at < ?1
                      ORDER BY last_seen_at LIMIT ?2)"
+            }
+            PurgeTarget::Deliveries => {
+                "DELETE FROM deliveries WHERE id IN (
+                     SELECT id FROM deliveries WHERE seen_at < ?1 ORDER BY seen_at LIMIT ?2)"
             }
         }
     }

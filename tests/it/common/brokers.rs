@@ -151,6 +151,86 @@ impl Jet {
     }
 }
 
+impl Jet {
+    /// What `consume --from` gets for the durable consumer `consumer` on the stream.
+    pub fn from(&self, consumer: &str) -> String {
+        format!("{}/{}/{consumer}", self.server, self.stream)
+    }
+
+    /// Publishes each body to `PREFIX.in`, with its `edi-filename` header where given, the
+    /// confirmations pipelined; returns when the stream holds them all. After a restart of the
+    /// server, this connection comes back on its own, in a while: a message not confirmed is
+    /// published again, one by one (a copy may be stored twice, as a gateway's retry would).
+    pub fn put(&self, bodies: &[(Vec<u8>, Option<String>)]) {
+        let subject = format!("{}.in", self.prefix);
+        let headers = |name: &Option<String>| {
+            let mut headers = async_nats::HeaderMap::new();
+            if let Some(n) = name {
+                headers.insert("edi-filename", n.as_str());
+            }
+            headers
+        };
+        self.rt.block_on(async {
+            // Back (after a restart) once the stream answers: what is published before only
+            // waits out its confirmation's timeout.
+            for _ in 0..120 {
+                if self.js.get_stream(&self.stream).await.is_ok() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            for chunk in bodies.chunks(500) {
+                let mut acks = Vec::with_capacity(chunk.len());
+                for (body, name) in chunk {
+                    let sent = self
+                        .js
+                        .publish_with_headers(subject.clone(), headers(name), body.clone().into())
+                        .await;
+                    acks.push(sent);
+                }
+                for ((body, name), sent) in chunk.iter().zip(acks) {
+                    let confirmed = match sent {
+                        Ok(ack) => ack.await.is_ok(),
+                        Err(_) => false,
+                    };
+                    let mut tries = 0;
+                    let mut stored = confirmed;
+                    while !stored {
+                        if let Ok(ack) = self
+                            .js
+                            .publish_with_headers(
+                                subject.clone(),
+                                headers(name),
+                                body.clone().into(),
+                            )
+                            .await
+                        {
+                            stored = ack.await.is_ok();
+                        }
+                        if !stored {
+                            tries += 1;
+                            assert!(tries < 120, "{subject}: not stored after a minute");
+                            tokio::time::sleep(Duration::from_millis(500)).await;
+                        }
+                    }
+                }
+            }
+        });
+    }
+
+    /// The durable consumer's (messages not delivered yet, delivered and not acknowledged);
+    /// `None` where it does not exist.
+    pub fn backlog(&self, consumer: &str) -> Option<(u64, usize)> {
+        self.rt.block_on(async {
+            let stream = self.js.get_stream(&self.stream).await.ok()?;
+            let mut c: async_nats::jetstream::consumer::PullConsumer =
+                stream.get_consumer(consumer).await.ok()?;
+            let info = c.info().await.ok()?;
+            Some((info.num_pending, info.num_ack_pending))
+        })
+    }
+}
+
 impl Drop for Jet {
     fn drop(&mut self) {
         let _ = self.rt.block_on(self.js.delete_stream(&self.stream));
@@ -164,11 +244,17 @@ pub struct Rabbit {
     _connection: lapin::Connection,
     pub exchange: String,
     pub queue: Option<String>,
+    /// The queue's dead-letter exchange and the queue bound to it, where it has them.
+    dead: Option<(String, String)>,
 }
 
 impl Rabbit {
     /// With a queue bound to the exchange by `binding` (`#` for everything), or none.
     pub fn create(binding: Option<&str>) -> Option<Rabbit> {
+        Rabbit::declare(binding, false)
+    }
+
+    fn declare(binding: Option<&str>, dead_letters: bool) -> Option<Rabbit> {
         use lapin::options::{ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions};
         use lapin::types::FieldTable;
         let rt = runtime();
@@ -196,7 +282,44 @@ impl Rabbit {
         };
         let exchange = unique("edi_t_");
         let queue = binding.map(|_| format!("{exchange}_q"));
+        let dead = dead_letters.then(|| (format!("{exchange}_dlx"), format!("{exchange}_dead")));
+        let mut queue_args = FieldTable::default();
+        if let Some((dlx, _)) = &dead {
+            queue_args.insert(
+                "x-dead-letter-exchange".into(),
+                lapin::types::AMQPValue::LongString(dlx.as_str().into()),
+            );
+        }
         rt.block_on(async {
+            if let Some((dlx, dq)) = &dead {
+                channel
+                    .exchange_declare(
+                        dlx.as_str().into(),
+                        lapin::ExchangeKind::Fanout,
+                        ExchangeDeclareOptions::default(),
+                        FieldTable::default(),
+                    )
+                    .await
+                    .unwrap();
+                channel
+                    .queue_declare(
+                        dq.as_str().into(),
+                        QueueDeclareOptions::default(),
+                        FieldTable::default(),
+                    )
+                    .await
+                    .unwrap();
+                channel
+                    .queue_bind(
+                        dq.as_str().into(),
+                        dlx.as_str().into(),
+                        "".into(),
+                        QueueBindOptions::default(),
+                        FieldTable::default(),
+                    )
+                    .await
+                    .unwrap();
+            }
             channel
                 .exchange_declare(
                     exchange.as_str().into(),
@@ -217,7 +340,7 @@ impl Rabbit {
                             durable: true,
                             ..Default::default()
                         },
-                        FieldTable::default(),
+                        queue_args,
                     )
                     .await
                     .unwrap();
@@ -239,20 +362,108 @@ impl Rabbit {
             _connection: connection,
             exchange,
             queue,
+            dead,
         })
+    }
+
+    /// With a queue bound to the exchange by `#`, whose dead-letter exchange routes to a
+    /// queue of its own ([`Rabbit::take_dead`]).
+    pub fn with_dead_letters() -> Option<Rabbit> {
+        Rabbit::declare(Some("#"), true)
+    }
+
+    /// What `consume --from` gets for the queue.
+    pub fn from(&self) -> String {
+        format!("{AMQP}/{}", self.queue.as_deref().unwrap_or_default())
+    }
+
+    /// Publishes each body to the exchange (routing key `edi.in`) with its `message_id` and
+    /// `edi-filename` where given, confirmed.
+    pub fn put(&self, bodies: &[(Vec<u8>, Option<String>, Option<String>)]) {
+        use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
+        self.rt.block_on(async {
+            let ch = self._connection.create_channel().await.unwrap();
+            ch.confirm_select(ConfirmSelectOptions::default())
+                .await
+                .unwrap();
+            for chunk in bodies.chunks(500) {
+                let mut confirms = Vec::with_capacity(chunk.len());
+                for (body, id, name) in chunk {
+                    let mut p = lapin::BasicProperties::default().with_delivery_mode(2);
+                    if let Some(id) = id {
+                        p = p.with_message_id(id.as_str().into());
+                    }
+                    if let Some(n) = name {
+                        let mut h = lapin::types::FieldTable::default();
+                        h.insert(
+                            "edi-filename".into(),
+                            lapin::types::AMQPValue::LongString(n.as_str().into()),
+                        );
+                        p = p.with_headers(h);
+                    }
+                    confirms.push(
+                        ch.basic_publish(
+                            self.exchange.as_str().into(),
+                            "edi.in".into(),
+                            BasicPublishOptions::default(),
+                            body,
+                            p,
+                        )
+                        .await
+                        .unwrap(),
+                    );
+                }
+                for c in confirms {
+                    c.await.unwrap();
+                }
+            }
+        });
+    }
+
+    /// Messages ready in the queue (not delivered, or given back by a consumer that went).
+    pub fn ready(&self) -> u32 {
+        use lapin::options::QueueDeclareOptions;
+        let q = self.queue.clone().unwrap_or_default();
+        self.rt.block_on(async {
+            let ch = self._connection.create_channel().await.unwrap();
+            let declared = ch
+                .queue_declare(
+                    q.as_str().into(),
+                    QueueDeclareOptions {
+                        passive: true,
+                        ..Default::default()
+                    },
+                    lapin::types::FieldTable::default(),
+                )
+                .await
+                .unwrap();
+            declared.message_count()
+        })
+    }
+
+    /// Every message the queue's dead-letter exchange took, taken off its queue.
+    pub fn take_dead(&self) -> Vec<Held> {
+        match &self.dead {
+            Some((_, dq)) => self.take_from(dq),
+            None => Vec::new(),
+        }
     }
 
     /// Every message in the queue, taken off it, in its order.
     pub fn take(&self) -> Vec<Held> {
+        match &self.queue {
+            Some(q) => self.take_from(q),
+            None => Vec::new(),
+        }
+    }
+
+    fn take_from(&self, q: &str) -> Vec<Held> {
         use lapin::options::{BasicAckOptions, BasicGetOptions};
-        let Some(q) = &self.queue else {
-            return Vec::new();
-        };
         self.rt.block_on(async {
             let mut held = Vec::new();
             while let Some(m) = self
                 .channel
-                .basic_get(q.as_str().into(), BasicGetOptions::default())
+                .basic_get(q.into(), BasicGetOptions::default())
                 .await
                 .unwrap()
             {
@@ -294,6 +505,16 @@ impl Drop for Rabbit {
                 let _ = self
                     .channel
                     .queue_delete(q.as_str().into(), QueueDeleteOptions::default())
+                    .await;
+            }
+            if let Some((dlx, dq)) = &self.dead {
+                let _ = self
+                    .channel
+                    .queue_delete(dq.as_str().into(), QueueDeleteOptions::default())
+                    .await;
+                let _ = self
+                    .channel
+                    .exchange_delete(dlx.as_str().into(), ExchangeDeleteOptions::default())
                     .await;
             }
             self.channel

@@ -86,9 +86,11 @@ pub fn run_together(commands: Vec<std::process::Command>) -> Vec<std::process::O
     waiting.into_iter().map(|t| t.join().unwrap()).collect()
 }
 
-/// SQL that takes an SQLite inbox back from schema 7 to before migration 6 (the publisher's
-/// columns), for the tests that open an older inbox and see it brought up to date.
+/// SQL that takes an SQLite inbox back from schema 8 to before migration 6 (the publisher's
+/// columns; and migration 7, the deliveries), for the tests that open an older inbox and see
+/// it brought up to date.
 pub const UNDO_PUBLISH_COLUMNS: &str = "
+    DROP TABLE deliveries;
     DROP INDEX outbox_failed; DROP INDEX outbox_unpublished; DROP INDEX outbox_message;
     ALTER TABLE outbox DROP COLUMN attempts;
     ALTER TABLE outbox DROP COLUMN last_error;
@@ -96,3 +98,21 @@ pub const UNDO_PUBLISH_COLUMNS: &str = "
     ALTER TABLE outbox DROP COLUMN last_attempt_pass;
     ALTER TABLE outbox DROP COLUMN failed_at;
     CREATE INDEX outbox_unpublished ON outbox (id) WHERE published_at IS NULL;";
+
+/// A child process (a long run of the binary) killed and reaped however the test ends.
+pub struct Reaped(pub Option<std::process::Child>);
+
+impl Reaped {
+    pub fn id(&self) -> u32 {
+        self.0.as_ref().map_or(0, std::process::Child::id)
+    }
+}
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}

@@ -1,0 +1,535 @@
+//! `edi-inbox consume`: the transactional inbox in front of a broker. Fetch a batch of
+//! deliveries, decide their interchanges in one transaction exactly as `ingest` decides files,
+//! commit, and only then acknowledge them. A crash anywhere before the acknowledgement has the
+//! broker deliver them again, and the inbox decides them as duplicates.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use super::ingest::{Outcome, Parsed, decide_parsed};
+use crate::cli::ConsumeArgs;
+use crate::consume::{self, Delivery, Feed, Settle, Source};
+use crate::edifact;
+use crate::exit::ExitStatus;
+use crate::inbox::{Access, DeliveryRecord, Inbox, Location};
+use crate::metrics::{Metrics, unix_now};
+use crate::output::{Out, count, problem};
+use crate::publish::{self, Answer, Attr, Destination, Outgoing};
+use crate::status::Status;
+
+/// How long one fetch waits for deliveries, at most: the stop flag is looked at in between.
+const FETCH_WAIT: Duration = Duration::from_secs(1);
+
+/// How long to wait before reconnecting after the broker went away, at most.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// How often a long run writes its metrics file, at most.
+const METRICS_EVERY: Duration = Duration::from_secs(10);
+
+/// The header a dead letter carries its reason in (and, beside it, where it came from).
+const REASON: Attr = Attr {
+    name: "reason",
+    nats: "edi-inbox-reason",
+    amqp: "edi-inbox-reason",
+};
+const SOURCE: Attr = Attr {
+    name: "source",
+    nats: "edi-inbox-source",
+    amqp: "edi-inbox-source",
+};
+const FILENAME: Attr = Attr {
+    name: "filename",
+    nats: consume::FILENAME_HEADER,
+    amqp: consume::FILENAME_HEADER,
+};
+
+/// The run's counts.
+#[derive(Debug, Default, Serialize)]
+struct Summary {
+    deliveries: usize,
+    new: usize,
+    duplicate: usize,
+    drift: usize,
+    rejected: usize,
+    /// Deliveries the broker had delivered before (after a crash or a lost acknowledgement).
+    redelivered: usize,
+}
+
+/// Where `--dead-letter` sends rejected deliveries.
+struct DeadLetter {
+    destination: Destination,
+    options: publish::Options,
+    /// The NATS subject (an AMQP dead letter keeps the delivery's routing key).
+    subject: Option<String>,
+    sink: Option<Box<dyn publish::Sink>>,
+}
+
+impl DeadLetter {
+    fn parse(text: &str) -> Result<DeadLetter, String> {
+        if text.starts_with("amqp://") {
+            let (url, exchange) = consume::split_last_segment(text)
+                .ok_or("--dead-letter amqp:// takes amqp://USER:PASS@HOST:PORT/VHOST/EXCHANGE")?;
+            return Ok(DeadLetter {
+                destination: Destination::Amqp { url },
+                options: publish::Options {
+                    exchange,
+                    ..Default::default()
+                },
+                subject: None,
+                sink: None,
+            });
+        }
+        match Destination::parse(text) {
+            Ok(Destination::Nats {
+                server,
+                prefix: Some(subject),
+            }) => Ok(DeadLetter {
+                destination: Destination::Nats {
+                    server,
+                    prefix: None,
+                },
+                options: publish::Options {
+                    stream_subjects: vec![subject.clone()],
+                    ..Default::default()
+                },
+                subject: Some(subject),
+                sink: None,
+            }),
+            _ => Err(
+                "--dead-letter takes nats://HOST:PORT/SUBJECT or amqp://USER:PASS@HOST:PORT/VHOST/EXCHANGE"
+                    .into(),
+            ),
+        }
+    }
+
+    /// Publishes the rejected deliveries, each with its reason; all of them stored, or an error
+    /// (then none is settled, and the broker delivers them again).
+    fn send(&mut self, rejected: &[(&Delivery, String)]) -> anyhow::Result<()> {
+        let shown = self.destination.shown();
+        let sink = match &mut self.sink {
+            Some(sink) => sink,
+            None => self.sink.insert(
+                publish::connect(&self.destination, &self.options)
+                    .with_context(|| format!("--dead-letter {shown}"))?,
+            ),
+        };
+        let batch: Vec<Outgoing> = rejected
+            .iter()
+            .map(|(d, reason)| {
+                let mut attributes = vec![
+                    (REASON, publish::header_value(reason)),
+                    (SOURCE, publish::header_value(&d.source)),
+                ];
+                if let Some(f) = &d.filename {
+                    attributes.push((FILENAME, publish::header_value(f)));
+                }
+                Outgoing {
+                    // The same whenever it is sent again: JetStream drops a second copy.
+                    id: format!(
+                        "dead-letter:{}:{}",
+                        d.source,
+                        &hex::encode(Sha256::digest(&d.body))[..32]
+                    ),
+                    subject: self.subject.clone().unwrap_or_else(|| d.subject.clone()),
+                    attributes,
+                    body: d.body.clone(),
+                }
+            })
+            .collect();
+        let (answers, error) = sink.send(batch);
+        if let Some(e) = error {
+            self.sink = None;
+            return Err(e.context(format!("--dead-letter {shown}")));
+        }
+        for a in answers {
+            if let Answer::Refused(why) = a {
+                anyhow::bail!("--dead-letter {shown} refused a rejected delivery: {why}");
+            }
+        }
+        Ok(())
+    }
+}
+
+/// How a batch failed.
+enum BatchError {
+    /// The inbox: nothing of the batch was committed, nothing acknowledged; the run ends.
+    Inbox(anyhow::Error),
+    /// The broker, after the commit: the unacknowledged deliveries come again.
+    Broker(anyhow::Error),
+    /// The dead-letter destination, after the commit: the rejected deliveries were not
+    /// settled and come again; the run ends.
+    DeadLetter(anyhow::Error),
+}
+
+struct Run<'a> {
+    args: &'a ConsumeArgs,
+    out: Out,
+    summary: Summary,
+    dead_letter: Option<DeadLetter>,
+    started: Instant,
+    metrics_written: Option<Instant>,
+    /// Problems outside the outcomes (a metrics file not written).
+    other_problems: usize,
+}
+
+/// Runs `consume`.
+pub fn run(
+    db: &Location,
+    named: bool,
+    busy_timeout: Duration,
+    args: &ConsumeArgs,
+) -> anyhow::Result<ExitStatus> {
+    let source = match Source::parse(&args.from) {
+        Ok(s) => s,
+        Err(e) => return super::usage(&format!("--from: {e}")),
+    };
+    let dead_letter = match args.dead_letter.as_deref().map(DeadLetter::parse) {
+        None => None,
+        Some(Ok(d)) => Some(d),
+        Some(Err(e)) => return super::usage(&e),
+    };
+    if !named && db.sqlite_path().is_some_and(|p| !p.exists()) {
+        crate::output::warn(&format!(
+            "there is no inbox database {} in this folder, and a new one is created only where --db or EDI_INBOX_DB names it (a new inbox would apply every redelivery again); nothing was consumed",
+            db.shown()
+        ));
+        return Ok(ExitStatus::Usage);
+    }
+    if crate::clock::before_1970() {
+        anyhow::bail!(
+            "the system clock reads a time before 1970; nothing was consumed: set the clock, then run again"
+        );
+    }
+    let mut inbox = super::open_inbox(db, Access::Create, busy_timeout)?;
+    let stop = super::stop_on_signals()?;
+    let options = consume::Options {
+        batch: args.batch as usize,
+        ack_wait: args.ack_wait,
+    };
+    let mut feed = consume::connect(&source, options)?;
+    let mut run = Run {
+        args,
+        out: Out::default(),
+        summary: Summary::default(),
+        dead_letter,
+        started: Instant::now(),
+        metrics_written: None,
+        other_problems: 0,
+    };
+    inbox.start_run();
+    let mut last_seen = Instant::now();
+    let mut backoff = Duration::from_millis(500);
+    while !stop.load(Ordering::Relaxed) {
+        let wait = match args.until_idle {
+            Some(idle) => idle.saturating_sub(last_seen.elapsed()).min(FETCH_WAIT),
+            None => FETCH_WAIT,
+        };
+        if args.until_idle.is_some() && wait.is_zero() {
+            break;
+        }
+        let failed = match feed.fetch(args.batch as usize, wait) {
+            Ok(deliveries) if deliveries.is_empty() => continue,
+            Ok(deliveries) => match run.batch(&mut *inbox, &mut *feed, deliveries) {
+                Ok(()) => {
+                    last_seen = Instant::now();
+                    backoff = Duration::from_millis(500);
+                    run.metrics_now(&*inbox, false);
+                    continue;
+                }
+                Err(BatchError::Inbox(e)) => {
+                    run.out.flush();
+                    return Err(e.context(
+                        "nothing of the batch was committed or acknowledged; the broker delivers it again",
+                    ));
+                }
+                Err(BatchError::DeadLetter(e)) => {
+                    run.out.flush();
+                    return Err(e.context(
+                        "the rejected deliveries were recorded but not acknowledged; the broker delivers them again",
+                    ));
+                }
+                Err(BatchError::Broker(e)) => {
+                    last_seen = Instant::now();
+                    e.context("the batch was committed; the deliveries not acknowledged come again and are decided as duplicates")
+                }
+            },
+            Err(e) => e,
+        };
+        // The broker went away (a restart, a network failure): connect again, with backoff.
+        // A run with --until-idle gives up once it has waited that long.
+        if args
+            .until_idle
+            .is_some_and(|idle| last_seen.elapsed() >= idle)
+        {
+            run.out.flush();
+            return Err(failed.context(format!(
+                "{} did not answer for --until-idle",
+                source.shown()
+            )));
+        }
+        problem(
+            &mut run.out,
+            &format!(
+                "{}; reconnecting in {}",
+                super::one_message(&failed),
+                humantime::format_duration(backoff)
+            ),
+        );
+        super::sleep_unless(&stop, backoff);
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+        match consume::connect(&source, options) {
+            Ok(f) => feed = f,
+            Err(e) => problem(&mut run.out, &super::one_message(&e)),
+        }
+    }
+    drop(feed);
+    inbox.end_run();
+    Ok(run.finish(&*inbox))
+}
+
+impl Run<'_> {
+    /// Decides a batch of deliveries, commits, reports, dead-letters the rejected ones (with
+    /// `--dead-letter`), then acknowledges them all.
+    fn batch(
+        &mut self,
+        inbox: &mut dyn Inbox,
+        feed: &mut dyn Feed,
+        deliveries: Vec<Delivery>,
+    ) -> Result<(), BatchError> {
+        let when = crate::clock::now();
+        let items: Vec<Vec<_>> = deliveries
+            .iter()
+            .map(|d| {
+                edifact::interchanges(&d.body)
+                    .map(|i| i.map(|i| (i, None)))
+                    .collect()
+            })
+            .collect();
+        // A delivery holding rejected input is recorded under its hash.
+        let hashes: Vec<Option<String>> = deliveries
+            .iter()
+            .zip(&items)
+            .map(|(d, items)| {
+                items
+                    .iter()
+                    .any(Result::is_err)
+                    .then(|| hex::encode(Sha256::digest(&d.body)))
+            })
+            .collect();
+        let sources: Vec<Parsed<'_>> = deliveries
+            .iter()
+            .zip(items)
+            .zip(&hashes)
+            .map(|((d, items), sha256)| Parsed {
+                shown: &d.source,
+                bytes: &d.body,
+                items,
+                sha256: sha256.as_deref(),
+            })
+            .collect();
+        let outcomes = decide_parsed(inbox, &sources, &when).map_err(BatchError::Inbox)?;
+        drop(sources);
+        let records: Vec<DeliveryRecord<'_>> = deliveries
+            .iter()
+            .map(|d| DeliveryRecord {
+                source: &d.source,
+                filename: d.filename.as_deref(),
+                delivery_count: d.delivery_count,
+                size: d.body.len(),
+            })
+            .collect();
+        inbox
+            .record_deliveries(&records, &when)
+            .context("cannot write to the inbox database")
+            .map_err(BatchError::Inbox)?;
+        inbox
+            .commit()
+            .context("cannot commit to the inbox database")
+            .map_err(BatchError::Inbox)?;
+        crash_point!("consume-after-commit");
+        let mut settled = Vec::with_capacity(deliveries.len());
+        let mut rejected = Vec::new();
+        for (d, outcomes) in deliveries.iter().zip(outcomes) {
+            self.summary.deliveries += 1;
+            if d.delivery_count > 1 {
+                self.summary.redelivered += 1;
+            }
+            let reasons: Vec<String> = outcomes
+                .iter()
+                .filter(|o| o.status == Status::Rejected)
+                .map(|o| match o.offset {
+                    Some(at) => format!("{} (byte {at})", o.error.as_deref().unwrap_or("")),
+                    None => o.error.clone().unwrap_or_default(),
+                })
+                .collect();
+            for mut o in outcomes {
+                o.filename.clone_from(&d.filename);
+                o.delivery_count = Some(d.delivery_count);
+                self.report(&o);
+            }
+            if reasons.is_empty() {
+                settled.push((d.tag, Settle::Ack));
+            } else {
+                rejected.push((d, reasons.join("; ")));
+            }
+        }
+        self.out.flush();
+        if let Some(dl) = &mut self.dead_letter
+            && !rejected.is_empty()
+            && let Err(e) = dl.send(&rejected)
+        {
+            // The others are done with (an acknowledgement lost here only brings them again);
+            // the rejected ones come again, and are recorded again (a rejection counts its
+            // sightings).
+            let _ = feed.settle(&settled);
+            return Err(BatchError::DeadLetter(e));
+        }
+        settled.extend(rejected.iter().map(|(d, _)| (d.tag, Settle::Reject)));
+        crash_point!("consume-before-ack");
+        feed.settle(&settled).map_err(BatchError::Broker)
+    }
+
+    fn report(&mut self, o: &Outcome) {
+        match o.status {
+            Status::New => self.summary.new += 1,
+            Status::Duplicate => self.summary.duplicate += 1,
+            Status::Drift => self.summary.drift += 1,
+            Status::Rejected | Status::Failed | Status::Skipped => self.summary.rejected += 1,
+        }
+        if self.args.json {
+            self.out.json(o);
+        } else if !self.args.quiet || o.status.is_problem() {
+            let mut line = o.human();
+            if let Some(f) = &o.filename {
+                line.push_str(&format!("  (edi-filename {})", crate::output::escape(f)));
+            }
+            if let Some(n) = o.delivery_count.filter(|&n| n > 1) {
+                line.push_str(&format!("  (delivery {n})"));
+            }
+            self.out.line(&line);
+        }
+    }
+
+    /// Writes the metrics file where one is asked for: after a batch at most every
+    /// [`METRICS_EVERY`], and at the end (`last`).
+    fn metrics_now(&mut self, inbox: &dyn Inbox, last: bool) {
+        let Some(path) = &self.args.metrics_file else {
+            return;
+        };
+        if !last
+            && self
+                .metrics_written
+                .is_some_and(|t| t.elapsed() < METRICS_EVERY)
+        {
+            return;
+        }
+        self.metrics_written = Some(Instant::now());
+        if let Err(e) = write_metrics(path, inbox, &self.summary, self.started, last) {
+            self.other_problems += usize::from(last);
+            problem(
+                &mut self.out,
+                &format!("cannot write the metrics file {}: {e:#}", path.display()),
+            );
+        }
+    }
+
+    /// The summary and metrics; the status: 3 where anything was rejected or drifted, else 0
+    /// (also when a signal stopped the run).
+    fn finish(mut self, inbox: &dyn Inbox) -> ExitStatus {
+        self.metrics_now(inbox, true);
+        let s = &self.summary;
+        if self.args.json {
+            #[derive(Serialize)]
+            struct Last<'a> {
+                summary: &'a Summary,
+            }
+            self.out.json(&Last { summary: s });
+        } else {
+            self.out.line(&format!(
+                "{}: {} new, {} duplicate, {} drift, {} rejected ({} redelivered)",
+                count(s.deliveries as u64, "delivery", "deliveries"),
+                s.new,
+                s.duplicate,
+                s.drift,
+                s.rejected,
+                s.redelivered
+            ));
+        }
+        self.out.flush();
+        ExitStatus::from_problems(
+            s.drift + s.rejected + self.other_problems + usize::from(self.out.failed()),
+        )
+    }
+}
+
+/// The run's figures for Prometheus: the inbox's cumulative delivery counters, this run's
+/// outcomes so far, and when it last committed a batch.
+fn write_metrics(
+    path: &std::path::Path,
+    inbox: &dyn Inbox,
+    s: &Summary,
+    started: Instant,
+    last: bool,
+) -> anyhow::Result<()> {
+    let mut m = Metrics::default();
+    m.single(
+        "edi_inbox_consume_deliveries_total",
+        "counter",
+        "Deliveries edi-inbox consume took from a broker since the database was created.",
+        inbox.counter("consume_deliveries")? as f64,
+    )
+    .single(
+        "edi_inbox_consume_redelivered_total",
+        "counter",
+        "Of those, deliveries the broker had delivered before (after a crash or a lost acknowledgement).",
+        inbox.counter("consume_redelivered")? as f64,
+    )
+    .outcomes(
+        "edi_inbox_consume_run_interchanges",
+        "Outcomes of the current (or last) consume run so far.",
+        &[
+            ("new", s.new),
+            ("duplicate", s.duplicate),
+            ("drift", s.drift),
+            ("rejected", s.rejected),
+        ],
+    )
+    .single(
+        "edi_inbox_consume_run_deliveries",
+        "gauge",
+        "Deliveries the current (or last) consume run took.",
+        s.deliveries as f64,
+    )
+    .single(
+        "edi_inbox_consume_run_duration_seconds",
+        "gauge",
+        "Wall time of the current (or last) consume run so far.",
+        started.elapsed().as_secs_f64(),
+    )
+    .single(
+        "edi_inbox_consume_last_batch_timestamp_seconds",
+        "gauge",
+        "Unix time at which consume last wrote this file after a committed batch (or at its end).",
+        unix_now(),
+    )
+    .single(
+        "edi_inbox_inbox_entries",
+        "gauge",
+        "Entries in the inbox, the duplicate-detection window.",
+        inbox.stats()?.inbox as f64,
+    );
+    if last {
+        m.single(
+            "edi_inbox_consume_last_success_timestamp_seconds",
+            "gauge",
+            "Unix time at which the last consume run finished without a fatal error.",
+            unix_now(),
+        );
+    }
+    m.write_to(path)?;
+    Ok(())
+}

@@ -1,0 +1,183 @@
+//! `--from amqp://USER:PASS@HOST:PORT/VHOST/QUEUE`: a RabbitMQ queue, with manual
+//! acknowledgements and a prefetch of one batch. A rejected delivery is rejected without
+//! requeue, so that a dead-letter exchange set on the queue receives it; deliveries not
+//! acknowledged when the connection ends go back to the queue at once.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, anyhow};
+use futures_util::StreamExt as _;
+use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicQosOptions, BasicRejectOptions};
+use lapin::types::{AMQPValue, FieldTable};
+use lapin::{Channel, Connection, ConnectionProperties, Consumer};
+
+use super::{Delivery, FILENAME_HEADER, Feed, Options, Settle};
+use crate::publish::{amqp_scrub, amqp_shown};
+
+/// Once the first delivery of a batch came, how long the next may take to still join it.
+const GAP: Duration = Duration::from_millis(20);
+
+/// How long a batch gathers at most.
+const MAX_GATHER: Duration = Duration::from_secs(1);
+
+pub struct AmqpFeed {
+    runtime: tokio::runtime::Runtime,
+    connection: Connection,
+    channel: Channel,
+    consumer: Consumer,
+    queue: String,
+    shown: String,
+}
+
+impl AmqpFeed {
+    pub fn connect(url: &str, queue: &str, options: Options) -> anyhow::Result<AmqpFeed> {
+        let shown = format!("{}/{queue}", amqp_shown(url));
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let prefetch = u16::try_from(options.batch).unwrap_or(u16::MAX);
+        let (connection, channel, consumer) = runtime
+            .block_on(async {
+                let connection = tokio::time::timeout(
+                    Duration::from_secs(10),
+                    // Named, so that an operator (or a test) can find it in the broker's list.
+                    Connection::connect(
+                        url,
+                        ConnectionProperties::default().with_connection_name(
+                            format!("edi-inbox consume {}", std::process::id()).into(),
+                        ),
+                    ),
+                )
+                .await
+                .map_err(|_| anyhow!("no answer within 10 s"))?
+                // The driver's message may quote the URL, password and all.
+                .map_err(|e| anyhow!("{}", amqp_scrub(&e.to_string(), url)))?;
+                let channel = connection.create_channel().await?;
+                channel
+                    .basic_qos(prefetch, BasicQosOptions::default())
+                    .await?;
+                let consumer = channel
+                    .basic_consume(
+                        queue.into(),
+                        format!("edi-inbox-{}", std::process::id()).into(),
+                        BasicConsumeOptions::default(),
+                        FieldTable::default(),
+                    )
+                    .await
+                    .with_context(|| format!("cannot consume from queue {queue}"))?;
+                anyhow::Ok((connection, channel, consumer))
+            })
+            .with_context(|| format!("cannot connect to {shown}"))?;
+        Ok(AmqpFeed {
+            runtime,
+            connection,
+            channel,
+            consumer,
+            queue: queue.to_string(),
+            shown,
+        })
+    }
+}
+
+fn take(queue: &str, d: lapin::message::Delivery) -> Delivery {
+    let headers = d.properties.headers().as_ref();
+    let header = |name: &str| headers.and_then(|h| h.inner().get(name));
+    let filename = header(FILENAME_HEADER).and_then(|v| match v {
+        AMQPValue::LongString(s) => Some(String::from_utf8_lossy(s.as_bytes()).into_owned()),
+        AMQPValue::ShortString(s) => Some(s.as_str().to_string()),
+        _ => None,
+    });
+    // Quorum queues count deliveries (earlier ones, in x-delivery-count); classic queues only
+    // say whether it came before.
+    let earlier = header("x-delivery-count").and_then(|v| match v {
+        AMQPValue::LongLongInt(n) => u32::try_from(*n).ok(),
+        AMQPValue::LongInt(n) => u32::try_from(*n).ok(),
+        AMQPValue::LongUInt(n) => Some(*n),
+        AMQPValue::ShortInt(n) => u32::try_from(*n).ok(),
+        AMQPValue::ShortShortInt(n) => u32::try_from(*n).ok(),
+        _ => None,
+    });
+    let delivery_count = match earlier {
+        Some(n) => n.saturating_add(1),
+        None if d.redelivered => 2,
+        None => 1,
+    };
+    let source = match d.properties.message_id() {
+        Some(id) => format!("amqp:{queue}/{}", id.as_str()),
+        None => format!("amqp:{queue}/delivery-{}", d.delivery_tag),
+    };
+    Delivery {
+        tag: d.delivery_tag,
+        source,
+        subject: d.routing_key.as_str().to_string(),
+        filename,
+        delivery_count,
+        body: bytes::Bytes::from(d.data),
+    }
+}
+
+impl Feed for AmqpFeed {
+    fn fetch(&mut self, max: usize, wait: Duration) -> anyhow::Result<Vec<Delivery>> {
+        let consumer = &mut self.consumer;
+        let shown = &self.shown;
+        let queue = &self.queue;
+        self.runtime.block_on(async move {
+            let mut taken = Vec::new();
+            let started = Instant::now();
+            let mut timeout = wait;
+            while taken.len() < max {
+                let next = match tokio::time::timeout(timeout, consumer.next()).await {
+                    Err(_) => break,
+                    Ok(next) => next,
+                };
+                match next {
+                    Some(Ok(d)) => taken.push(take(queue, d)),
+                    Some(Err(e)) => return Err(anyhow!("{shown}: {e}")),
+                    None => {
+                        return Err(anyhow!(
+                            "{shown}: the broker cancelled the consumer (queue deleted?)"
+                        ));
+                    }
+                }
+                // Group commit: what is already here, or comes right after, joins the batch.
+                timeout = GAP.min(MAX_GATHER.saturating_sub(started.elapsed()));
+            }
+            Ok(taken)
+        })
+    }
+
+    fn settle(&mut self, settled: &[(u64, Settle)]) -> anyhow::Result<()> {
+        let channel = self.channel.clone();
+        let shown = self.shown.clone();
+        self.runtime.block_on(async move {
+            for (tag, how) in settled {
+                let sent = match how {
+                    Settle::Ack => channel.basic_ack(*tag, BasicAckOptions::default()).await,
+                    // To the queue's dead-letter exchange, if it has one.
+                    Settle::Reject => {
+                        channel
+                            .basic_reject(*tag, BasicRejectOptions { requeue: false })
+                            .await
+                    }
+                };
+                sent.map_err(|e| anyhow!("{shown}: cannot acknowledge: {e}"))?;
+            }
+            anyhow::Ok(())
+        })
+    }
+}
+
+impl Drop for AmqpFeed {
+    /// Closes the connection cleanly, so that every acknowledgement sent is taken (and what
+    /// was fetched and not settled goes back to the queue).
+    fn drop(&mut self) {
+        let connection = &self.connection;
+        let _ = self.runtime.block_on(async {
+            tokio::time::timeout(
+                Duration::from_secs(5),
+                connection.close(200, "consume done".into()),
+            )
+            .await
+        });
+    }
+}

@@ -1,0 +1,173 @@
+//! `--from nats://HOST:PORT/STREAM/CONSUMER`: a durable JetStream pull consumer with explicit
+//! acknowledgements, made where missing. Several `consume` processes on one consumer share its
+//! deliveries: each pull hands out messages no other pull holds.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use anyhow::{Context as _, anyhow, bail};
+use async_nats::jetstream::{self, AckKind, consumer::pull};
+use futures_util::StreamExt as _;
+
+use super::{Delivery, FILENAME_HEADER, Feed, Options, Settle};
+use crate::publish::without_userinfo;
+
+/// How long the server may take to answer a request (a stream or consumer lookup).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub struct NatsFeed {
+    runtime: tokio::runtime::Runtime,
+    client: async_nats::Client,
+    consumer: jetstream::consumer::PullConsumer,
+    stream: String,
+    server: String,
+    /// What acknowledges each delivery handed out and not yet settled, by tag.
+    ackers: HashMap<u64, jetstream::message::Acker>,
+    next_tag: u64,
+}
+
+impl NatsFeed {
+    pub fn connect(
+        server: &str,
+        stream: &str,
+        consumer: &str,
+        options: Options,
+    ) -> anyhow::Result<NatsFeed> {
+        let shown = without_userinfo(server);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let (client, consumer) = runtime
+            .block_on(async {
+                let client = async_nats::ConnectOptions::new()
+                    .connection_timeout(REQUEST_TIMEOUT)
+                    .request_timeout(Some(REQUEST_TIMEOUT))
+                    .connect(server)
+                    .await?;
+                let js = jetstream::new(client.clone());
+                let s = js.get_stream(stream).await.with_context(|| {
+                    format!("there is no JetStream stream {stream} (create it, capturing the subjects the gateway publishes to)")
+                })?;
+                let config = pull::Config {
+                    durable_name: Some(consumer.to_string()),
+                    ack_policy: jetstream::consumer::AckPolicy::Explicit,
+                    ack_wait: options.ack_wait,
+                    // Room for several hosts' batches at once (the server's default, 1,000,
+                    // would cut one batch of 2,000 in half).
+                    max_ack_pending: (options.batch as i64).saturating_mul(16).max(1000),
+                    ..Default::default()
+                };
+                let c = s
+                    .get_or_create_consumer(consumer, config)
+                    .await
+                    .with_context(|| format!("cannot find or create the consumer {consumer} on stream {stream}"))?;
+                let info = c.cached_info();
+                if info.config.ack_policy == jetstream::consumer::AckPolicy::None {
+                    bail!(
+                        "the consumer {consumer} on stream {stream} acknowledges nothing (ack policy none): deliveries could be lost; give consume a consumer with explicit acknowledgements"
+                    );
+                }
+                anyhow::Ok((client, c))
+            })
+            .with_context(|| format!("cannot consume from {shown}/{stream}/{consumer}"))?;
+        Ok(NatsFeed {
+            runtime,
+            client,
+            consumer,
+            stream: stream.to_string(),
+            server: shown,
+            ackers: HashMap::new(),
+            next_tag: 0,
+        })
+    }
+
+    /// Takes one message: its acknowledgement kept under a new tag.
+    fn take(&mut self, message: jetstream::Message) -> anyhow::Result<Delivery> {
+        let (sequence, delivered) = {
+            let info = message
+                .info()
+                .map_err(|e| anyhow!("a message without JetStream metadata: {e}"))?;
+            (info.stream_sequence, info.delivered)
+        };
+        let (message, acker) = message.split();
+        let filename = message
+            .headers
+            .as_ref()
+            .and_then(|h| h.get(FILENAME_HEADER))
+            .map(|v| v.as_str().to_string());
+        self.next_tag += 1;
+        self.ackers.insert(self.next_tag, acker);
+        Ok(Delivery {
+            tag: self.next_tag,
+            source: format!("nats:{}/{sequence}", self.stream),
+            subject: message.subject.to_string(),
+            filename,
+            delivery_count: u32::try_from(delivered.max(1)).unwrap_or(u32::MAX),
+            body: message.payload,
+        })
+    }
+}
+
+impl Feed for NatsFeed {
+    fn fetch(&mut self, max: usize, wait: Duration) -> anyhow::Result<Vec<Delivery>> {
+        let consumer = self.consumer.clone();
+        let server = self.server.clone();
+        let messages = self.runtime.block_on(async move {
+            // What is there now, without waiting; only when that is nothing, one pull that
+            // waits. Every pull is read to its end: a message the server handed to a pull
+            // nobody reads waits out the ack wait before it comes again.
+            let mut taken = Vec::new();
+            let mut ready = consumer
+                .fetch()
+                .max_messages(max)
+                .messages()
+                .await
+                .map_err(|e| anyhow!("{server}: cannot pull: {e}"))?;
+            while let Some(m) = ready.next().await {
+                taken.push(m.map_err(|e| anyhow!("{server}: pull failed: {e}"))?);
+            }
+            if taken.is_empty() && !wait.is_zero() {
+                let mut waited = consumer
+                    .batch()
+                    .max_messages(max)
+                    .expires(wait)
+                    .messages()
+                    .await
+                    .map_err(|e| anyhow!("{server}: cannot pull: {e}"))?;
+                while let Some(m) = waited.next().await {
+                    taken.push(m.map_err(|e| anyhow!("{server}: pull failed: {e}"))?);
+                }
+            }
+            anyhow::Ok(taken)
+        })?;
+        messages.into_iter().map(|m| self.take(m)).collect()
+    }
+
+    fn settle(&mut self, settled: &[(u64, Settle)]) -> anyhow::Result<()> {
+        let ackers: Vec<_> = settled
+            .iter()
+            .filter_map(|(tag, how)| self.ackers.remove(tag).map(|a| (a, *how)))
+            .collect();
+        let client = self.client.clone();
+        let server = self.server.clone();
+        self.runtime.block_on(async move {
+            for (acker, how) in ackers {
+                let kind = match how {
+                    Settle::Ack => AckKind::Ack,
+                    // Not redelivered; the server posts an advisory an operator can watch.
+                    Settle::Reject => AckKind::Term,
+                };
+                acker
+                    .ack_with(kind)
+                    .await
+                    .map_err(|e| anyhow!("{server}: cannot acknowledge: {e}"))?;
+            }
+            // The acknowledgements are on their way only once flushed; a process that ends
+            // before would leave them unsent.
+            client
+                .flush()
+                .await
+                .map_err(|e| anyhow!("{server}: cannot acknowledge: {e}"))
+        })
+    }
+}
