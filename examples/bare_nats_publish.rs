@@ -9,6 +9,9 @@
 //! `bare_nats_publish reset STREAM SUBJECTS`   (re)create a file stream capturing SUBJECTS
 //! `bare_nats_publish delete STREAM`
 //! `bare_nats_publish publish DB SUBJECT BATCH` prints the seconds publishing took
+//! `bare_nats_publish files DIR SUBJECT`        each file of DIR (in name order) as one message,
+//!                                              with its name in `edi-filename`: what a gateway
+//!                                              publishes for `consume` (`benches/scripts/consume.sh`)
 
 use std::time::{Duration, Instant};
 
@@ -74,8 +77,33 @@ fn main() -> anyhow::Result<()> {
             println!("{:.3}", started.elapsed().as_secs_f64());
             Ok(())
         }
+        ["files", dir, subject] => {
+            let mut paths: Vec<_> = std::fs::read_dir(dir)?
+                .map(|e| e.map(|e| e.path()))
+                .collect::<Result<_, _>>()?;
+            paths.sort();
+            rt.block_on(async {
+                for chunk in paths.chunks(1000) {
+                    let mut acks = Vec::with_capacity(chunk.len());
+                    for path in chunk {
+                        let mut headers = async_nats::HeaderMap::new();
+                        let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+                        headers.insert("edi-filename", name.unwrap_or_default().as_str());
+                        let body = std::fs::read(path)?;
+                        acks.push(
+                            js.publish_with_headers(subject.to_string(), headers, body.into())
+                                .await?,
+                        );
+                    }
+                    for a in acks {
+                        a.await?;
+                    }
+                }
+                anyhow::Ok(())
+            })
+        }
         _ => Err(anyhow!(
-            "usage: bare_nats_publish reset STREAM SUBJECTS | delete STREAM | publish DB SUBJECT BATCH"
+            "usage: bare_nats_publish reset STREAM SUBJECTS | delete STREAM | publish DB SUBJECT BATCH | files DIR SUBJECT"
         )),
     }
 }

@@ -10,12 +10,12 @@ use anyhow::Context as _;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use super::ingest::{Outcome, Parsed, decide_parsed};
+use super::ingest::{Attached, Outcome, Parsed, decide_parsed};
 use crate::cli::ConsumeArgs;
 use crate::consume::{self, Delivery, Feed, Settle, Source};
 use crate::edifact;
 use crate::exit::ExitStatus;
-use crate::inbox::{Access, DeliveryRecord, Inbox, Location};
+use crate::inbox::{Access, DeliveryRecord, Inbox, KeyProbe, Location};
 use crate::metrics::{Metrics, unix_now};
 use crate::output::{Out, count, problem};
 use crate::publish::{self, Answer, Attr, Destination, Outgoing};
@@ -174,6 +174,8 @@ struct Run<'a> {
     metrics_written: Option<Instant>,
     /// Problems outside the outcomes (a metrics file not written).
     other_problems: usize,
+    /// One look at the inbox's keys per preparing thread.
+    probes: Vec<Option<Box<dyn KeyProbe + Send>>>,
 }
 
 /// Runs `consume`.
@@ -219,6 +221,9 @@ pub fn run(
         started: Instant::now(),
         metrics_written: None,
         other_problems: 0,
+        probes: (0..std::thread::available_parallelism().map_or(1, |n| n.get().clamp(1, 4)))
+            .map(|_| inbox.probe())
+            .collect(),
     };
     inbox.start_run();
     let mut last_seen = Instant::now();
@@ -301,14 +306,7 @@ impl Run<'_> {
         deliveries: Vec<Delivery>,
     ) -> Result<(), BatchError> {
         let when = crate::clock::now();
-        let items: Vec<Vec<_>> = deliveries
-            .iter()
-            .map(|d| {
-                edifact::interchanges(&d.body)
-                    .map(|i| i.map(|i| (i, None)))
-                    .collect()
-            })
-            .collect();
+        let items = self.prepare(&deliveries);
         // A delivery holding rejected input is recorded under its hash.
         let hashes: Vec<Option<String>> = deliveries
             .iter()
@@ -391,6 +389,56 @@ impl Run<'_> {
         settled.extend(rejected.iter().map(|(d, _)| (d.tag, Settle::Reject)));
         crash_point!("consume-before-ack");
         feed.settle(&settled).map_err(BatchError::Broker)
+    }
+
+    /// Parses, hashes and compresses the deliveries' interchanges on a few threads (the
+    /// deciding one writes them afterwards): done on this thread alone, it made consume 1.5x to
+    /// 1.7x the time of ingest on the same interchanges, whose reading threads do it ahead.
+    /// Where the inbox already holds a key (a redelivery), its bytes are not compressed.
+    fn prepare<'d>(&mut self, deliveries: &'d [Delivery]) -> Vec<Vec<Attached<'d>>> {
+        let per = deliveries.len().div_ceil(self.probes.len().max(1)).max(1);
+        let probes = std::mem::take(&mut self.probes);
+        let (items, probes) = std::thread::scope(|scope| {
+            let workers: Vec<_> = deliveries
+                .chunks(per)
+                .zip(probes.into_iter().chain(std::iter::repeat_with(|| None)))
+                .map(|(chunk, probe)| {
+                    scope.spawn(move || {
+                        let items: Vec<Vec<Attached<'d>>> = chunk
+                            .iter()
+                            .map(|d| {
+                                edifact::interchanges(&d.body)
+                                    .map(|i| {
+                                        i.map(|i| {
+                                            let u = &i.unb;
+                                            let known = probe.as_ref().is_some_and(|p| {
+                                                p.has(&u.sender, &u.recipient, &u.control_ref)
+                                            });
+                                            // A failure only means the inbox compresses it.
+                                            let c = (!known)
+                                                .then(|| crate::inbox::compress(&i.raw).ok())
+                                                .flatten();
+                                            (i, c)
+                                        })
+                                    })
+                                    .collect()
+                            })
+                            .collect();
+                        (items, probe)
+                    })
+                })
+                .collect();
+            let mut items = Vec::with_capacity(deliveries.len());
+            let mut probes = Vec::new();
+            for w in workers {
+                let (done, probe) = w.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+                items.extend(done);
+                probes.push(probe);
+            }
+            (items, probes)
+        });
+        self.probes = probes;
+        items
     }
 
     fn report(&mut self, o: &Outcome) {

@@ -17,6 +17,9 @@ use crate::publish::{amqp_scrub, amqp_shown};
 /// Once the first delivery of a batch came, how long the next may take to still join it.
 const GAP: Duration = Duration::from_millis(20);
 
+/// How long the acknowledgements of a batch may take to go out.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// How long a batch gathers at most.
 const MAX_GATHER: Duration = Duration::from_secs(1);
 
@@ -149,7 +152,7 @@ impl Feed for AmqpFeed {
     fn settle(&mut self, settled: &[(u64, Settle)]) -> anyhow::Result<()> {
         let channel = self.channel.clone();
         let shown = self.shown.clone();
-        self.runtime.block_on(async move {
+        let answer = async move {
             for (tag, how) in settled {
                 let sent = match how {
                     Settle::Ack => channel.basic_ack(*tag, BasicAckOptions::default()).await,
@@ -163,7 +166,11 @@ impl Feed for AmqpFeed {
                 sent.map_err(|e| anyhow!("{shown}: cannot acknowledge: {e}"))?;
             }
             anyhow::Ok(())
-        })
+        };
+        // A broker under a resource alarm can stop reading without a word.
+        self.runtime
+            .block_on(async { tokio::time::timeout(SETTLE_TIMEOUT, answer).await })
+            .map_err(|_| anyhow!("{}: acknowledgements not sent within 30 s", self.shown))?
     }
 }
 

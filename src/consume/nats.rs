@@ -112,7 +112,7 @@ impl Feed for NatsFeed {
     fn fetch(&mut self, max: usize, wait: Duration) -> anyhow::Result<Vec<Delivery>> {
         let consumer = self.consumer.clone();
         let server = self.server.clone();
-        let messages = self.runtime.block_on(async move {
+        let pull = async move {
             // What is there now, without waiting; only when that is nothing, one pull that
             // waits. Every pull is read to its end: a message the server handed to a pull
             // nobody reads waits out the ack wait before it comes again.
@@ -139,7 +139,20 @@ impl Feed for NatsFeed {
                 }
             }
             anyhow::Ok(taken)
-        })?;
+        };
+        // A pull without a wait has no timer of its own: one whose answer was lost with the
+        // connection (a server restarting) would be waited for forever.
+        let limit = wait + REQUEST_TIMEOUT;
+        let messages = self
+            .runtime
+            .block_on(async { tokio::time::timeout(limit, pull).await })
+            .map_err(|_| {
+                anyhow!(
+                    "{}: no answer to a pull within {} s",
+                    self.server,
+                    limit.as_secs()
+                )
+            })??;
         messages.into_iter().map(|m| self.take(m)).collect()
     }
 
@@ -150,7 +163,7 @@ impl Feed for NatsFeed {
             .collect();
         let client = self.client.clone();
         let server = self.server.clone();
-        self.runtime.block_on(async move {
+        let answer = async move {
             for (acker, how) in ackers {
                 let kind = match how {
                     Settle::Ack => AckKind::Ack,
@@ -168,6 +181,9 @@ impl Feed for NatsFeed {
                 .flush()
                 .await
                 .map_err(|e| anyhow!("{server}: cannot acknowledge: {e}"))
-        })
+        };
+        self.runtime
+            .block_on(async { tokio::time::timeout(REQUEST_TIMEOUT, answer).await })
+            .map_err(|_| anyhow!("{}: acknowledgements not sent within 10 s", self.server))?
     }
 }
