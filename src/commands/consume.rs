@@ -228,18 +228,32 @@ pub fn run(
     inbox.start_run();
     let mut last_seen = Instant::now();
     let mut backoff = Duration::from_millis(500);
+    // The broker's last failure, until a fetch works again.
+    let mut down: Option<anyhow::Error> = None;
     while !stop.load(Ordering::Relaxed) {
         let wait = match args.until_idle {
             Some(idle) => idle.saturating_sub(last_seen.elapsed()).min(FETCH_WAIT),
             None => FETCH_WAIT,
         };
         if args.until_idle.is_some() && wait.is_zero() {
+            // Idle because the broker is gone is not idle: that run failed.
+            if let Some(e) = down {
+                run.out.flush();
+                return Err(e.context(format!(
+                    "{} did not answer for --until-idle",
+                    source.shown()
+                )));
+            }
             break;
         }
         let failed = match feed.fetch(args.batch as usize, wait) {
-            Ok(deliveries) if deliveries.is_empty() => continue,
+            Ok(deliveries) if deliveries.is_empty() => {
+                down = None;
+                continue;
+            }
             Ok(deliveries) => match run.batch(&mut *inbox, &mut *feed, deliveries) {
                 Ok(()) => {
+                    down = None;
                     last_seen = Instant::now();
                     backoff = Duration::from_millis(500);
                     run.metrics_now(&*inbox, false);
@@ -266,16 +280,6 @@ pub fn run(
         };
         // The broker went away (a restart, a network failure): connect again, with backoff.
         // A run with --until-idle gives up once it has waited that long.
-        if args
-            .until_idle
-            .is_some_and(|idle| last_seen.elapsed() >= idle)
-        {
-            run.out.flush();
-            return Err(failed.context(format!(
-                "{} did not answer for --until-idle",
-                source.shown()
-            )));
-        }
         problem(
             &mut run.out,
             &format!(
@@ -284,11 +288,18 @@ pub fn run(
                 humantime::format_duration(backoff)
             ),
         );
+        down = Some(failed);
         super::sleep_unless(&stop, backoff);
         backoff = (backoff * 2).min(MAX_BACKOFF);
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
         match consume::connect(&source, options) {
             Ok(f) => feed = f,
-            Err(e) => problem(&mut run.out, &super::one_message(&e)),
+            Err(e) => {
+                problem(&mut run.out, &super::one_message(&e));
+                down = Some(e);
+            }
         }
     }
     drop(feed);
@@ -331,6 +342,18 @@ impl Run<'_> {
             .collect();
         let outcomes = decide_parsed(inbox, &sources, &when).map_err(BatchError::Inbox)?;
         drop(sources);
+        // An interchange the inbox refused (a value the database cannot hold) is rejected
+        // without a parse error, which is what records a delivery's bytes: recorded here, so
+        // that no rejected delivery is settled with its bytes kept nowhere.
+        for ((d, outcomes), sha256) in deliveries.iter().zip(&outcomes).zip(&hashes) {
+            if sha256.is_none() && outcomes.iter().any(|o| o.status == Status::Rejected) {
+                let sha256 = hex::encode(Sha256::digest(&d.body));
+                inbox
+                    .rejected_file(&d.source, &d.body, &sha256, &when)
+                    .context("cannot write to the inbox database")
+                    .map_err(BatchError::Inbox)?;
+            }
+        }
         let records: Vec<DeliveryRecord<'_>> = deliveries
             .iter()
             .map(|d| DeliveryRecord {

@@ -17,6 +17,9 @@ use crate::publish::{amqp_scrub, amqp_shown};
 /// Once the first delivery of a batch came, how long the next may take to still join it.
 const GAP: Duration = Duration::from_millis(20);
 
+/// How long connecting, opening a channel and starting to consume may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
+
 /// How long the acknowledgements of a batch may take to go out.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -39,37 +42,37 @@ impl AmqpFeed {
             .enable_all()
             .build()?;
         let prefetch = u16::try_from(options.batch).unwrap_or(u16::MAX);
-        let (connection, channel, consumer) = runtime
-            .block_on(async {
-                let connection = tokio::time::timeout(
-                    Duration::from_secs(10),
-                    // Named, so that an operator (or a test) can find it in the broker's list.
-                    Connection::connect(
-                        url,
-                        ConnectionProperties::default().with_connection_name(
-                            format!("edi-inbox consume {}", std::process::id()).into(),
-                        ),
-                    ),
+        let setup = async {
+            // Named, so that an operator (or a test) can find it in the broker's list.
+            let connection = Connection::connect(
+                url,
+                ConnectionProperties::default().with_connection_name(
+                    format!("edi-inbox consume {}", std::process::id()).into(),
+                ),
+            )
+            .await
+            // The driver's message may quote the URL, password and all.
+            .map_err(|e| anyhow!("{}", amqp_scrub(&e.to_string(), url)))?;
+            let channel = connection.create_channel().await?;
+            channel
+                .basic_qos(prefetch, BasicQosOptions::default())
+                .await?;
+            let consumer = channel
+                .basic_consume(
+                    queue.into(),
+                    format!("edi-inbox-{}", std::process::id()).into(),
+                    BasicConsumeOptions::default(),
+                    FieldTable::default(),
                 )
                 .await
-                .map_err(|_| anyhow!("no answer within 10 s"))?
-                // The driver's message may quote the URL, password and all.
-                .map_err(|e| anyhow!("{}", amqp_scrub(&e.to_string(), url)))?;
-                let channel = connection.create_channel().await?;
-                channel
-                    .basic_qos(prefetch, BasicQosOptions::default())
-                    .await?;
-                let consumer = channel
-                    .basic_consume(
-                        queue.into(),
-                        format!("edi-inbox-{}", std::process::id()).into(),
-                        BasicConsumeOptions::default(),
-                        FieldTable::default(),
-                    )
-                    .await
-                    .with_context(|| format!("cannot consume from queue {queue}"))?;
-                anyhow::Ok((connection, channel, consumer))
-            })
+                .with_context(|| format!("cannot consume from queue {queue}"))?;
+            anyhow::Ok((connection, channel, consumer))
+        };
+        // A broker that takes the connection and then says nothing must not hold the run.
+        let (connection, channel, consumer) = runtime
+            .block_on(async { tokio::time::timeout(CONNECT_TIMEOUT, setup).await })
+            .map_err(|_| anyhow!("no answer within {} s", CONNECT_TIMEOUT.as_secs()))
+            .and_then(|r| r)
             .with_context(|| format!("cannot connect to {shown}"))?;
         Ok(AmqpFeed {
             runtime,

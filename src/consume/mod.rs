@@ -139,9 +139,10 @@ pub trait Feed {
     /// returned come again (at once on RabbitMQ, after the consumer's ack wait on JetStream).
     fn fetch(&mut self, max: usize, wait: Duration) -> anyhow::Result<Vec<Delivery>>;
 
-    /// Acknowledges or rejects deliveries (after the commit), and makes sure the broker has the
-    /// answers before it returns. An error means the connection failed: the broker delivers
-    /// the unanswered ones again, and the inbox decides them as duplicates.
+    /// Acknowledges or rejects deliveries (after the commit): the answers are written to the
+    /// connection before it returns (not confirmed by the broker). An error, or an answer lost
+    /// with the connection, means the broker delivers those again, and the inbox decides them
+    /// as duplicates.
     fn settle(&mut self, settled: &[(u64, Settle)]) -> anyhow::Result<()>;
 }
 

@@ -61,10 +61,12 @@ impl NatsFeed {
                     .get_or_create_consumer(consumer, config)
                     .await
                     .with_context(|| format!("cannot find or create the consumer {consumer} on stream {stream}"))?;
-                let info = c.cached_info();
-                if info.config.ack_policy == jetstream::consumer::AckPolicy::None {
+                // `all` would have one host's acknowledgement take another's deliveries not yet
+                // committed with it, and `none` acknowledges on delivery: either can lose one.
+                let policy = c.cached_info().config.ack_policy;
+                if policy != jetstream::consumer::AckPolicy::Explicit {
                     bail!(
-                        "the consumer {consumer} on stream {stream} acknowledges nothing (ack policy none): deliveries could be lost; give consume a consumer with explicit acknowledgements"
+                        "the consumer {consumer} on stream {stream} has the ack policy {policy:?}, not explicit: deliveries could be acknowledged before they are committed; give consume a consumer with explicit acknowledgements"
                     );
                 }
                 anyhow::Ok((client, c))
@@ -153,6 +155,12 @@ impl Feed for NatsFeed {
                     limit.as_secs()
                 )
             })??;
+        // A pull on a connection that is down ends quietly, with nothing: that is not idleness.
+        if messages.is_empty()
+            && self.client.connection_state() != async_nats::connection::State::Connected
+        {
+            return Err(anyhow!("{}: not connected", self.server));
+        }
         messages.into_iter().map(|m| self.take(m)).collect()
     }
 

@@ -290,9 +290,12 @@ fn a_consumer_stopped_between_commit_and_ack_applies_nothing_twice() {
                 6,
                 "{point} {from}"
             );
+            let metrics = site.path("consume.prom");
             let again = site
                 .cmd()
                 .args(["consume", "--json", "--until-idle", "3s", "--from", &from])
+                .arg("--metrics-file")
+                .arg(&metrics)
                 .output()
                 .unwrap();
             assert_eq!(again.status.code(), Some(0), "{point} {from}");
@@ -305,6 +308,12 @@ fn a_consumer_stopped_between_commit_and_ack_applies_nothing_twice() {
             assert_eq!(
                 site.count("SELECT count(*) FROM deliveries WHERE delivery_count = 2"),
                 3
+            );
+            let prom = std::fs::read_to_string(&metrics).unwrap();
+            assert!(
+                prom.contains("edi_inbox_consume_redelivered_total 3\n")
+                    && prom.contains("edi_inbox_consume_deliveries_total 15\n"),
+                "{prom}"
             );
         }
         if let Some(r) = &rabbit {

@@ -462,30 +462,7 @@ fn follow_reconnects_when_the_broker_drops_the_connection() {
     let unpublished = || site.count("SELECT count(*) FROM outbox WHERE published_at IS NULL");
     let wait = |what: &dyn Fn() -> bool| within(Duration::from_secs(60), what);
     assert!(wait(&|| unpublished() == 0), "the first events went out");
-    // The broker's own name for the publisher's connection.
-    let name = format!("edi-inbox publish {}", child.id());
-    let listed = Command::new("rabbitmqctl")
-        .args([
-            "list_connections",
-            "-q",
-            "--no-table-headers",
-            "pid",
-            "client_properties",
-        ])
-        .output()
-        .unwrap();
-    let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
-    let pid = listed
-        .lines()
-        .find(|l| l.contains(&format!("{{\"connection_name\",\"{name}\"}}")))
-        .and_then(|l| l.split('\t').next())
-        .unwrap_or_else(|| panic!("{name} not in {listed}"))
-        .to_string();
-    let closed = Command::new("rabbitmqctl")
-        .args(["close_connection", &pid, "test: broker going away"])
-        .output()
-        .unwrap();
-    assert!(closed.status.success(), "{closed:?}");
+    crate::common::brokers::close_rabbitmq_connection(&format!("edi-inbox publish {}", child.id()));
     site.put_sample("valid/invoic-d96a-unoc-crlf.edi", "b.edi");
     site.put_sample("valid/desadv-d07a-groups-v4.edi", "c.edi");
     site.ingest_quietly(&[]).code(0);

@@ -218,6 +218,53 @@ impl Jet {
         });
     }
 
+    /// A durable pull consumer `name` that acknowledges all earlier messages with each
+    /// acknowledgement (ack policy `all`): one `consume` must refuse.
+    pub fn consumer_acking_all(&self, name: &str) {
+        use async_nats::jetstream::consumer::{AckPolicy, pull};
+        self.rt.block_on(async {
+            let stream = self.js.get_stream(&self.stream).await.unwrap();
+            stream
+                .create_consumer(pull::Config {
+                    durable_name: Some(name.to_string()),
+                    ack_policy: AckPolicy::All,
+                    ..Default::default()
+                })
+                .await
+                .unwrap();
+        });
+    }
+
+    /// Starts counting the server's advisories that `consumer` terminated a message.
+    pub fn watch_terminated(&self, consumer: &str) -> async_nats::Subscriber {
+        self.rt.block_on(async {
+            let sub = self
+                .js
+                .client()
+                .subscribe(format!(
+                    "$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.{}.{consumer}",
+                    self.stream
+                ))
+                .await
+                .unwrap();
+            self.js.client().flush().await.unwrap();
+            sub
+        })
+    }
+
+    /// How many advisories `watch` got (those in the next second included).
+    pub fn count(&self, watch: &mut async_nats::Subscriber) -> usize {
+        use futures_util::StreamExt as _;
+        self.rt.block_on(async {
+            let mut n = 0;
+            while let Ok(Some(_)) = tokio::time::timeout(Duration::from_secs(1), watch.next()).await
+            {
+                n += 1;
+            }
+            n
+        })
+    }
+
     /// The durable consumer's (messages not delivered yet, delivered and not acknowledged);
     /// `None` where it does not exist.
     pub fn backlog(&self, consumer: &str) -> Option<(u64, usize)> {
@@ -525,6 +572,33 @@ impl Drop for Rabbit {
                 .await
         });
     }
+}
+
+/// Has RabbitMQ close the connection the client named `name` (`rabbitmqctl close_connection`),
+/// as a broker going away would.
+pub fn close_rabbitmq_connection(name: &str) {
+    let listed = std::process::Command::new("rabbitmqctl")
+        .args([
+            "list_connections",
+            "-q",
+            "--no-table-headers",
+            "pid",
+            "client_properties",
+        ])
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
+    let pid = listed
+        .lines()
+        .find(|l| l.contains(&format!("{{\"connection_name\",\"{name}\"}}")))
+        .and_then(|l| l.split('\t').next())
+        .unwrap_or_else(|| panic!("{name} not in {listed}"))
+        .to_string();
+    let closed = std::process::Command::new("rabbitmqctl")
+        .args(["close_connection", &pid, "test: broker going away"])
+        .output()
+        .unwrap();
+    assert!(closed.status.success(), "{closed:?}");
 }
 
 /// A NATS server with JetStream of a test's own (on a free port, its store in a folder of the
