@@ -5,6 +5,7 @@
 //! checks UNB..UNZ, `hash` hashes each interchange, `model` is what comes out.
 
 pub mod charset;
+pub mod contrl;
 mod envelope;
 pub mod error;
 mod hash;
