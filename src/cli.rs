@@ -136,6 +136,37 @@ pub struct ConsumeArgs {
     /// batch, at most every 10 seconds, and at the end).
     #[arg(long, value_name = "PATH")]
     pub metrics_file: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub acks: AckArgs,
+}
+
+/// How interchanges are answered with a CONTRL (ingest and consume).
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct AckArgs {
+    /// Build a CONTRL acknowledgement in the decision's transaction and store it: where UNB 0031
+    /// asks for one (requested), for every interchange (always), or never. Never for an
+    /// interchange of CONTRL or APERAK messages.
+    #[arg(long, value_enum, value_name = "WHEN", default_value = "requested")]
+    pub contrl: ContrlWhen,
+
+    /// For an exact duplicate: its first CONTRL again, the same bytes (resend), or a CONTRL
+    /// rejecting it as a duplicate (reject: UCI 0083 4, 0085 26).
+    #[arg(long, value_enum, value_name = "HOW", default_value = "resend")]
+    pub contrl_duplicates: ContrlDuplicates,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ContrlWhen {
+    Requested,
+    Always,
+    Never,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ContrlDuplicates {
+    Resend,
+    Reject,
 }
 
 #[derive(Debug, clap::Args)]
@@ -253,6 +284,9 @@ pub struct IngestArgs {
     #[arg(long, value_name = "PATH")]
     pub metrics_file: Option<PathBuf>,
 
+    #[command(flatten)]
+    pub acks: AckArgs,
+
     /// Files or folders to read.
     #[arg(required = true, value_name = "PATH")]
     pub paths: Vec<PathBuf>,
@@ -324,6 +358,10 @@ pub struct ShowArgs {
     /// Print the stored bytes of the interchange (the copy the inbox holds, else the latest).
     #[arg(long, conflicts_with = "json")]
     pub raw: bool,
+
+    /// Print the bytes of the first CONTRL that answered it.
+    #[arg(long, conflicts_with_all = ["json", "raw"])]
+    pub contrl: bool,
 
     /// Print one JSON object.
     #[arg(long)]

@@ -340,7 +340,8 @@ impl Run<'_> {
                 sha256: sha256.as_deref(),
             })
             .collect();
-        let outcomes = decide_parsed(inbox, &sources, &when).map_err(BatchError::Inbox)?;
+        let outcomes =
+            decide_parsed(inbox, &sources, &when, &self.args.acks).map_err(BatchError::Inbox)?;
         drop(sources);
         // An interchange the inbox refused (a value the database cannot hold) is rejected
         // without a parse error, which is what records a delivery's bytes: recorded here, so

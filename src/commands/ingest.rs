@@ -11,7 +11,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use crate::cli::IngestArgs;
+use crate::cli::{AckArgs, ContrlDuplicates, ContrlWhen, IngestArgs};
 use crate::edifact::{self, EnvelopeError, Interchange};
 use crate::exit::ExitStatus;
 use crate::filing::{self, Claim, Claimed};
@@ -52,6 +52,9 @@ pub struct Outcome {
     /// `consume`: how many times the broker delivered it, this time included.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub delivery_count: Option<u32>,
+    /// The control reference (0020) of the CONTRL that answers it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub contrl: Option<String>,
 }
 
 impl Outcome {
@@ -69,6 +72,7 @@ impl Outcome {
             offset: None,
             filename: None,
             delivery_count: None,
+            contrl: None,
         }
     }
 
@@ -348,7 +352,7 @@ fn read_and_decide(
                 break;
             };
             run.progress.inc(1);
-            batch.add(inbox, prepared, size, budget)?;
+            batch.add(inbox, prepared, size, budget, &args.acks)?;
             if batch.due(args.batch as usize) {
                 flush(inbox, run, &mut batch, budget)?;
             }
@@ -379,6 +383,7 @@ impl Batch {
         prepared: Prepared,
         bytes: usize,
         budget: &Budget,
+        acks: &AckArgs,
     ) -> anyhow::Result<()> {
         if let Prepared::Parsed { items, .. } = &prepared {
             self.interchanges += items.len();
@@ -388,7 +393,8 @@ impl Batch {
             self.bytes += bytes;
             self.undecided.push(prepared);
         } else {
-            self.decided.extend(decide_files(inbox, vec![prepared])?);
+            self.decided
+                .extend(decide_files(inbox, vec![prepared], acks)?);
             budget.release(bytes);
         }
         Ok(())
@@ -420,7 +426,7 @@ fn flush(
     if decided.is_empty() && undecided.is_empty() {
         return Ok(());
     }
-    decided.extend(decide_files(inbox, undecided)?);
+    decided.extend(decide_files(inbox, undecided, &run.args.acks)?);
     inbox
         .commit()
         .context("cannot commit to the inbox database")?;
@@ -777,7 +783,11 @@ enum Part {
 
 /// Decides the interchanges of a batch's files in one call to the inbox, records their rejected
 /// pieces, and returns each file with its outcomes in order (nothing is committed yet).
-fn decide_files(inbox: &mut dyn Inbox, files: Vec<Prepared>) -> anyhow::Result<Vec<Decided>> {
+fn decide_files(
+    inbox: &mut dyn Inbox,
+    files: Vec<Prepared>,
+    acks: &AckArgs,
+) -> anyhow::Result<Vec<Decided>> {
     let mut parts = Vec::with_capacity(files.len());
     let mut all_items = Vec::with_capacity(files.len());
     for f in files {
@@ -836,7 +846,7 @@ fn decide_files(inbox: &mut dyn Inbox, files: Vec<Prepared>) -> anyhow::Result<V
             Part::Settled(_) => None,
         })
         .collect();
-    let mut decided = decide_parsed(inbox, &sources, &now())?.into_iter();
+    let mut decided = decide_parsed(inbox, &sources, &now(), acks)?.into_iter();
     drop(sources);
     let mut outcomes = Vec::with_capacity(parts.len());
     for part in &parts {
@@ -879,6 +889,7 @@ pub(super) fn decide_parsed(
     inbox: &mut dyn Inbox,
     sources: &[Parsed<'_>],
     when: &str,
+    acks: &AckArgs,
 ) -> anyhow::Result<Vec<Vec<Outcome>>> {
     let candidates: Vec<Candidate<'_>> = sources
         .iter()
@@ -909,7 +920,10 @@ pub(super) fn decide_parsed(
                     let d = decisions
                         .next()
                         .context("the inbox returned fewer decisions than it was given")?;
-                    Outcome::decided(shown, i, &d)
+                    let mut o = Outcome::decided(shown, i, &d);
+                    o.contrl = answer(inbox, i, &d, acks, when)
+                        .context("cannot write to the inbox database")?;
+                    o
                 }
                 Err(e) => {
                     let file = match record.take() {
@@ -929,6 +943,95 @@ pub(super) fn decide_parsed(
         outcomes.push(own);
     }
     Ok(outcomes)
+}
+
+/// The CONTRL that answers a decision, where one is due: built and stored in the open batch
+/// (new: acknowledged; drift, or a duplicate with `--contrl-duplicates reject`: rejected with
+/// 0085 26), or for a duplicate the first one's again. Returns its control reference.
+fn answer(
+    inbox: &mut dyn Inbox,
+    i: &Interchange<'_>,
+    d: &Decision,
+    acks: &AckArgs,
+    when: &str,
+) -> Result<Option<String>, crate::inbox::InboxError> {
+    use crate::edifact::contrl::{self, Action, Detail, Level, Mode, SyntaxError};
+    let mode = match acks.contrl {
+        ContrlWhen::Requested => Mode::Requested,
+        ContrlWhen::Always => Mode::Always,
+        ContrlWhen::Never => Mode::Never,
+    };
+    let types: Vec<&str> = i.messages.iter().map(|m| m.message_type.as_str()).collect();
+    let Some(action) = contrl::wanted(mode, &i.unb, &types) else {
+        return Ok(None);
+    };
+    let duplicate = Some(SyntaxError {
+        code: contrl::DUPLICATE_DETECTED,
+        level: Level::Interchange,
+        tag: None,
+    });
+    let u = &i.unb;
+    let (action, error) = match d {
+        Decision::New { .. } => (action, None),
+        Decision::Drift { .. } => (Action::Rejected, duplicate),
+        Decision::Duplicate if acks.contrl_duplicates == ContrlDuplicates::Reject => {
+            (Action::Rejected, duplicate)
+        }
+        // The partner most likely sent again because our answer got lost: the same answer.
+        Decision::Duplicate => {
+            let first = inbox.acknowledgements(&u.sender, &u.recipient, &u.control_ref)?;
+            return Ok(first.into_iter().next().map(|a| a.own_ref));
+        }
+        Decision::Refused { .. } => return Ok(None),
+    };
+    let detail = Detail {
+        error,
+        ..Detail::default()
+    };
+    let partner = format!(
+        "{}:{}",
+        u.sender,
+        u.sender_qualifier.as_deref().unwrap_or("")
+    );
+    let prepared = prepared_at(when);
+    let build = |own_ref: &str| {
+        contrl::build(
+            u,
+            &i.separators,
+            i.has_una,
+            action,
+            &detail,
+            own_ref,
+            prepared,
+        )
+    };
+    let own_ref = inbox.acknowledge(&crate::inbox::NewAcknowledgement {
+        sender: &u.sender,
+        recipient: &u.recipient,
+        control_ref: &u.control_ref,
+        partner: &partner,
+        action: action.code(),
+        error_code: error.map(|e| e.code),
+        build: &build,
+        created_at: when,
+    })?;
+    Ok(Some(own_ref))
+}
+
+/// UNB S004 of a CONTRL from a stored time (`2026-11-30T09:05:00.000Z`).
+fn prepared_at(when: &str) -> crate::edifact::contrl::Prepared {
+    let n = |range: std::ops::Range<usize>| {
+        when.get(range)
+            .and_then(|s| s.parse::<u16>().ok())
+            .unwrap_or(0)
+    };
+    crate::edifact::contrl::Prepared {
+        year: n(0..4),
+        month: n(5..7) as u8,
+        day: n(8..10) as u8,
+        hour: n(11..13) as u8,
+        minute: n(14..16) as u8,
+    }
 }
 
 impl<'a> Run<'a> {

@@ -128,6 +128,19 @@ pub fn show(db: &Location, busy_timeout: Duration, args: &ShowArgs) -> anyhow::R
         );
         return Ok(ExitStatus::Problems);
     }
+    let acks = inbox.acknowledgements(&args.sender, &args.recipient, &args.control_ref)?;
+    if args.contrl {
+        match acks.first() {
+            Some(a) => out.raw(&a.bytes),
+            None => {
+                problem(&mut out, "no CONTRL answered this interchange");
+                out.flush();
+                return Ok(ExitStatus::Problems);
+            }
+        }
+        out.flush();
+        return Ok(reported(&out));
+    }
     if args.raw {
         let pick = h
             .interchanges
@@ -141,9 +154,30 @@ pub fn show(db: &Location, busy_timeout: Duration, args: &ShowArgs) -> anyhow::R
         return Ok(reported(&out));
     }
     if args.json {
-        out.json(&h);
+        #[derive(serde::Serialize)]
+        struct Shown<'a> {
+            #[serde(flatten)]
+            history: &'a crate::inbox::KeyHistory,
+            acknowledgements: &'a [crate::inbox::StoredAcknowledgement],
+        }
+        out.json(&Shown {
+            history: &h,
+            acknowledgements: &acks,
+        });
         out.flush();
         return Ok(reported(&out));
+    }
+    for a in &acks {
+        out.line(&format!(
+            "answered by CONTRL {}  UCI 0083 {}{}  at {}",
+            a.own_ref,
+            a.action,
+            a.error_code
+                .as_deref()
+                .map(|c| format!(", 0085 {c}"))
+                .unwrap_or_default(),
+            a.created_at
+        ));
     }
     for i in &h.interchanges {
         let q = |id: &str, q: &Option<String>| match q {

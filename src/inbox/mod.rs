@@ -22,8 +22,9 @@ use std::time::Duration;
 use crate::edifact::{EnvelopeError, Interchange};
 
 pub use records::{
-    Decision, DeliveryRecord, Event, EventFilter, KeyHistory, OutboxEvent, PurgeTarget,
-    RejectedFile, Sighting, Stats, StoredInterchange, StoredMessage,
+    Decision, DeliveryRecord, Event, EventFilter, KeyHistory, NewAcknowledgement, OutboxEvent,
+    PurgeTarget, RejectedFile, Sighting, Stats, StoredAcknowledgement, StoredInterchange,
+    StoredMessage,
 };
 
 /// zstd level for stored interchanges: level 1 gave the same size as level 3 on EDIFACT text
@@ -141,6 +142,19 @@ pub trait Inbox {
         deliveries: &[DeliveryRecord<'_>],
         seen_at: &str,
     ) -> Result<(), InboxError>;
+
+    /// Stores a CONTRL in the open batch, under the next control reference of its partner's
+    /// counter (allocated in the same transaction: a crash never reuses one); returns that
+    /// reference.
+    fn acknowledge(&mut self, ack: &NewAcknowledgement<'_>) -> Result<String, InboxError>;
+
+    /// The CONTRLs stored for a key, oldest first.
+    fn acknowledgements(
+        &self,
+        sender: &str,
+        recipient: &str,
+        control_ref: &str,
+    ) -> Result<Vec<StoredAcknowledgement>, InboxError>;
 
     /// Makes every decision of the batch durable at once.
     fn commit(&mut self) -> Result<(), InboxError>;
@@ -308,6 +322,11 @@ pub fn open(
             Box::new(postgres::PgInbox::connect(target, busy_timeout, access)?)
         }
     })
+}
+
+/// A CONTRL's own control reference (0020, at most 14 characters) from its counter's value.
+pub fn contrl_reference(n: i64) -> String {
+    format!("{n:014}")
 }
 
 /// Stored interchange bytes back as received, from a zstd frame. The decompression context is

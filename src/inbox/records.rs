@@ -143,6 +143,34 @@ pub enum PurgeTarget {
     Deliveries,
 }
 
+/// A CONTRL to store in the open batch: the key it answers, what it says, and how to build its
+/// bytes once the backend has allocated its own control reference.
+pub struct NewAcknowledgement<'a> {
+    pub sender: &'a str,
+    pub recipient: &'a str,
+    pub control_ref: &'a str,
+    /// Whose counter gives the control reference: the answered sender with its qualifier.
+    pub partner: &'a str,
+    /// UCI 0083.
+    pub action: &'a str,
+    /// 0085, where rejected.
+    pub error_code: Option<&'a str>,
+    /// The CONTRL interchange under a control reference.
+    pub build: &'a dyn Fn(&str) -> Vec<u8>,
+    pub created_at: &'a str,
+}
+
+/// A stored CONTRL, as `show` prints it and a redelivery repeats it.
+#[derive(Debug, Clone, Serialize)]
+pub struct StoredAcknowledgement {
+    pub own_ref: String,
+    pub action: String,
+    pub error_code: Option<String>,
+    pub created_at: String,
+    #[serde(skip)]
+    pub bytes: Vec<u8>,
+}
+
 /// A delivery `consume` took from a broker, recorded in the batch that decides it.
 #[derive(Debug, Clone, Copy)]
 pub struct DeliveryRecord<'a> {

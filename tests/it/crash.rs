@@ -324,3 +324,47 @@ fn a_consumer_stopped_between_commit_and_ack_applies_nothing_twice() {
         }
     }
 }
+
+/// A CONTRL is part of its decision: a run stopped dead before a commit (the third batch) keeps
+/// the acknowledgements of the batches committed before it and none of the lost batch, and its
+/// partner's counter did not move for them; the rerun answers the rest, and every control
+/// reference is used once, 1 to N without a gap or a repeat.
+#[test]
+fn acknowledgements_commit_with_their_decisions_or_not_at_all() {
+    use crate::common::synth::{Layout, Synth};
+    let site = Site::new();
+    let mut synth = Synth::new(21);
+    for k in 0..12 {
+        site.put(
+            &format!("a{k:02}.edi"),
+            &synth.interchange("ACKPARTNER", "HUB", &format!("A{k}"), 1, Layout::default()),
+        );
+    }
+    let args = ["ingest", "-q", "--batch", "4", "--contrl", "always"];
+    let crashed = site
+        .command()
+        .args(args)
+        .arg(site.drop())
+        .env("FAILPOINTS", "before-commit=2*off->return")
+        .output()
+        .unwrap();
+    assert_eq!(crashed.status.code(), None, "the fail point stopped it");
+    let decided = site.count("SELECT count(*) FROM interchanges");
+    let answered = site.count("SELECT count(*) FROM acknowledgements");
+    assert_eq!(
+        answered, decided,
+        "an acknowledgement for each committed decision only"
+    );
+    assert!(decided < 12, "the crash lost a batch");
+    site.cmd().args(args).arg(site.drop()).assert().code(0);
+    assert_eq!(site.count("SELECT count(*) FROM acknowledgements"), 12);
+    assert_eq!(
+        site.count("SELECT count(DISTINCT own_ref) FROM acknowledgements"),
+        12
+    );
+    assert_eq!(
+        site.count("SELECT max(CAST(own_ref AS INTEGER)) FROM acknowledgements"),
+        12,
+        "no reference skipped or reused"
+    );
+}

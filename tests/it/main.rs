@@ -6,6 +6,7 @@
 mod common;
 
 mod consume;
+mod contrl;
 mod corpus;
 /// Needs the fail points: `cargo test --features failpoints --test it crash::`.
 #[cfg(feature = "failpoints")]

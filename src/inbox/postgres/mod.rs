@@ -24,7 +24,8 @@ use tls::{Verify, is_url, take_tls};
 
 use super::{
     Access, Candidate, Decision, DeliveryRecord, Event, EventFilter, Inbox, InboxError, KeyHistory,
-    KeyProbe, OutboxEvent, PurgeTarget, RejectedFile, Stats,
+    KeyProbe, NewAcknowledgement, OutboxEvent, PurgeTarget, RejectedFile, Stats,
+    StoredAcknowledgement,
 };
 use crate::edifact::EnvelopeError;
 
@@ -34,6 +35,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0001_schema.sql"),
     include_str!("migrations/0002_publish.sql"),
     include_str!("migrations/0003_deliveries.sql"),
+    include_str!("migrations/0004_acknowledgements.sql"),
 ];
 
 /// How long a connection may take where neither the string nor `PGCONNECT_TIMEOUT` says.
@@ -711,6 +713,25 @@ impl Inbox for PgInbox {
             .entry("consume_redelivered")
             .or_default() += redelivered as i64;
         Ok(())
+    }
+
+    fn acknowledge(&mut self, ack: &NewAcknowledgement<'_>) -> Result<String, InboxError> {
+        self.begin()?;
+        queries::record_acknowledgement(self.client.get_mut(), ack)
+    }
+
+    fn acknowledgements(
+        &self,
+        sender: &str,
+        recipient: &str,
+        control_ref: &str,
+    ) -> Result<Vec<StoredAcknowledgement>, InboxError> {
+        queries::acknowledgements(
+            &mut *self.client.borrow_mut(),
+            sender,
+            recipient,
+            control_ref,
+        )
     }
 
     fn commit(&mut self) -> Result<(), InboxError> {

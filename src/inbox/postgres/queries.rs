@@ -8,8 +8,9 @@ use postgres::GenericClient;
 
 use crate::edifact::EnvelopeError;
 use crate::inbox::{
-    DeliveryRecord, Event, EventFilter, InboxError, KeyHistory, OutboxEvent, PurgeTarget,
-    REJECTED_BYTES_LIMIT, RejectedFile, Sighting, Stats, StoredInterchange, StoredMessage,
+    DeliveryRecord, Event, EventFilter, InboxError, KeyHistory, NewAcknowledgement, OutboxEvent,
+    PurgeTarget, REJECTED_BYTES_LIMIT, RejectedFile, Sighting, Stats, StoredAcknowledgement,
+    StoredInterchange, StoredMessage,
 };
 use crate::status::Status;
 
@@ -353,6 +354,67 @@ pub(super) fn storable(text: &str) -> std::borrow::Cow<'_, str> {
     } else {
         text.into()
     }
+}
+
+/// Allocates the partner's next CONTRL control reference (the counter's row stays locked until
+/// the commit, so hosts answering one partner take turns) and stores the CONTRL under it.
+pub(super) fn record_acknowledgement(
+    c: &mut impl GenericClient,
+    ack: &NewAcknowledgement<'_>,
+) -> Result<String, InboxError> {
+    let n: i64 = c
+        .query_one(
+            "INSERT INTO contrl_counters (partner, next) VALUES ($1, 2)
+             ON CONFLICT (partner) DO UPDATE SET next = contrl_counters.next + 1
+             RETURNING next - 1",
+            &[&storable(ack.partner)],
+        )?
+        .get(0);
+    let own_ref = crate::inbox::contrl_reference(n);
+    let bytes = (ack.build)(&own_ref);
+    c.execute(
+        "INSERT INTO acknowledgements (sender, recipient, control_ref, partner, own_ref, action,
+             error_code, bytes, created_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now())",
+        &[
+            &storable(ack.sender),
+            &storable(ack.recipient),
+            &storable(ack.control_ref),
+            &storable(ack.partner),
+            &own_ref,
+            &ack.action,
+            &ack.error_code,
+            &bytes,
+        ],
+    )?;
+    Ok(own_ref)
+}
+
+/// The CONTRLs stored for a key, oldest first.
+pub(super) fn acknowledgements(
+    c: &mut impl GenericClient,
+    sender: &str,
+    recipient: &str,
+    control_ref: &str,
+) -> Result<Vec<StoredAcknowledgement>, InboxError> {
+    Ok(c.query(
+        concat!(
+            "SELECT own_ref, action, error_code, ",
+            ts!("created_at"),
+            ", bytes FROM acknowledgements
+                 WHERE sender = $1 AND recipient = $2 AND control_ref = $3 ORDER BY id"
+        ),
+        &[&sender, &recipient, &control_ref],
+    )?
+    .into_iter()
+    .map(|r| StoredAcknowledgement {
+        own_ref: r.get(0),
+        action: r.get(1),
+        error_code: r.get(2),
+        created_at: r.get(3),
+        bytes: r.get(4),
+    })
+    .collect())
 }
 
 /// Records deliveries taken from a broker, in one statement.

@@ -5,7 +5,9 @@
 use rusqlite::{Connection, params};
 
 use crate::edifact::{EnvelopeError, Interchange, Message};
-use crate::inbox::{Decision, DeliveryRecord, InboxError, REJECTED_BYTES_LIMIT, RejectedFile};
+use crate::inbox::{
+    Decision, DeliveryRecord, InboxError, NewAcknowledgement, REJECTED_BYTES_LIMIT, RejectedFile,
+};
 
 /// The decision for one interchange: take the key, or find who has it.
 pub(super) fn decide(
@@ -208,6 +210,39 @@ fn bind_message(
     stmt.raw_bind_parameter(before + 11, m.span.start as i64)?;
     stmt.raw_bind_parameter(before + 12, m.span.end as i64)?;
     Ok(())
+}
+
+/// Allocates the partner's next CONTRL control reference and stores the CONTRL under it.
+pub(super) fn record_acknowledgement(
+    conn: &Connection,
+    ack: &NewAcknowledgement<'_>,
+) -> Result<String, InboxError> {
+    let n: i64 = conn
+        .prepare_cached(
+            "INSERT INTO contrl_counters (partner, next) VALUES (?1, 2)
+             ON CONFLICT (partner) DO UPDATE SET next = next + 1
+             RETURNING next - 1",
+        )?
+        .query_row([ack.partner], |r| r.get(0))?;
+    let own_ref = crate::inbox::contrl_reference(n);
+    let bytes = (ack.build)(&own_ref);
+    conn.prepare_cached(
+        "INSERT INTO acknowledgements (sender, recipient, control_ref, partner, own_ref, action,
+             error_code, bytes, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    )?
+    .execute(params![
+        ack.sender,
+        ack.recipient,
+        ack.control_ref,
+        ack.partner,
+        own_ref,
+        ack.action,
+        ack.error_code,
+        bytes,
+        ack.created_at
+    ])?;
+    Ok(own_ref)
 }
 
 /// Records deliveries taken from a broker.

@@ -21,7 +21,8 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 
 use super::{
     Access, Candidate, Decision, DeliveryRecord, Event, EventFilter, Inbox, InboxError, KeyHistory,
-    KeyProbe, OutboxEvent, PurgeTarget, RejectedFile, Stats,
+    KeyProbe, NewAcknowledgement, OutboxEvent, PurgeTarget, RejectedFile, Stats,
+    StoredAcknowledgement,
 };
 use crate::edifact::EnvelopeError;
 
@@ -47,6 +48,7 @@ const MIGRATIONS: &[Migration] = &[
     Migration::Sql(include_str!("migrations/0005_id_sequences.sql")),
     Migration::Sql(include_str!("migrations/0006_publish.sql")),
     Migration::Sql(include_str!("migrations/0007_deliveries.sql")),
+    Migration::Sql(include_str!("migrations/0008_acknowledgements.sql")),
 ];
 
 impl From<rusqlite::Error> for InboxError {
@@ -428,6 +430,35 @@ impl Inbox for SqliteInbox {
             .entry("consume_redelivered")
             .or_default() += redelivered as i64;
         Ok(())
+    }
+
+    fn acknowledge(&mut self, ack: &NewAcknowledgement<'_>) -> Result<String, InboxError> {
+        self.begin()?;
+        self.in_savepoint(|c| decide::record_acknowledgement(c, ack))
+    }
+
+    fn acknowledgements(
+        &self,
+        sender: &str,
+        recipient: &str,
+        control_ref: &str,
+    ) -> Result<Vec<StoredAcknowledgement>, InboxError> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT own_ref, action, error_code, created_at, bytes FROM acknowledgements
+             WHERE sender = ?1 AND recipient = ?2 AND control_ref = ?3 ORDER BY id",
+        )?;
+        let rows = stmt
+            .query_map([sender, recipient, control_ref], |r| {
+                Ok(StoredAcknowledgement {
+                    own_ref: r.get(0)?,
+                    action: r.get(1)?,
+                    error_code: r.get(2)?,
+                    created_at: r.get(3)?,
+                    bytes: r.get(4)?,
+                })
+            })?
+            .collect::<Result<_, _>>()?;
+        Ok(rows)
     }
 
     /// One fsync with `synchronous=FULL`, whatever the batch's size. Between batches, the WAL
@@ -1190,6 +1221,7 @@ UNH+1+ORDERS:D:96A:UN'BGM+220+PO1+9'UNT+3+1'UNH+2+ORDERS:D:96A:UN'UNT+2+2'UNZ+2+
             .connection()
             .execute_batch(
                 "DROP TABLE id_sequences; DROP TABLE deliveries;
+                 DROP TABLE acknowledgements; DROP TABLE contrl_counters;
                  DROP INDEX outbox_failed; DROP INDEX outbox_unpublished;
                  DROP INDEX outbox_message;
                  ALTER TABLE outbox DROP COLUMN attempts;

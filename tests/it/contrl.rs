@@ -1,0 +1,248 @@
+//! CONTRL acknowledgements (issue 15, as far as it goes: built and stored in the decision's
+//! transaction; their delivery through the outbox is still to come): each one read back by
+//! `edi-inbox inspect` and by a second, independent reader of ISO 9735 written here, field by
+//! field; a redelivery answered with the same CONTRL; drift rejected with 0085 26; control
+//! references that never repeat; on both backends.
+
+use std::fs;
+
+use crate::common::site::Site;
+use crate::common::synth::{Layout, Synth};
+
+/// A second reader of ISO 9735 syntax, from the standard: the UNA (or the level A defaults),
+/// then segments split at unreleased terminators, elements at `+`, components at `:`, the
+/// release character taken out. Nothing of the crate's parser is used.
+fn segments(bytes: &[u8]) -> Vec<Vec<Vec<String>>> {
+    // Whatever precedes the service string advice or the header (a byte order mark) is not
+    // EDIFACT.
+    let start = bytes
+        .windows(3)
+        .position(|w| w == b"UNA" || w == b"UNB")
+        .unwrap_or(0);
+    let bytes = &bytes[start..];
+    // Level A (`:+?'`), or level B (IS1, IS3, IS4, no release) where UNB is followed by IS3.
+    let (mut seps, mut rest) = ((b':', b'+', Some(b'?'), b'\''), bytes);
+    if bytes.get(3) == Some(&0x1D) {
+        seps = (0x1F, 0x1D, None, 0x1C);
+    }
+    if let Some(una) = bytes.strip_prefix(b"UNA") {
+        seps = (una[0], una[1], Some(una[3]).filter(|r| *r != b' '), una[5]);
+        rest = &una[6..];
+    }
+    let (component, element, release, terminator) = seps;
+    let mut out = Vec::new();
+    let (mut seg, mut elem, mut comp) = (Vec::new(), Vec::new(), Vec::new());
+    let mut released = false;
+    for &b in rest {
+        if released {
+            comp.push(b);
+            released = false;
+        } else if Some(b) == release {
+            released = true;
+        } else if b == component {
+            elem.push(latin1(std::mem::take(&mut comp)));
+        } else if b == element {
+            elem.push(latin1(std::mem::take(&mut comp)));
+            seg.push(std::mem::take(&mut elem));
+        } else if b == terminator {
+            elem.push(latin1(std::mem::take(&mut comp)));
+            seg.push(std::mem::take(&mut elem));
+            out.push(std::mem::take(&mut seg));
+        } else if b != b'\r' && b != b'\n' {
+            comp.push(b);
+        }
+    }
+    out
+}
+
+/// Bytes as ISO 8859-1 text (UNOC; the envelope's values are ASCII either way).
+fn latin1(bytes: Vec<u8>) -> String {
+    bytes.into_iter().map(char::from).collect()
+}
+
+/// Element `e`, component `c` of a segment ("" where absent).
+fn at(seg: &[Vec<String>], e: usize, c: usize) -> &str {
+    seg.get(e).and_then(|x| x.get(c)).map_or("", String::as_str)
+}
+
+/// The CONTRL stored for a key, as `show --contrl` prints it.
+fn contrl_of(site: &Site, sender: &str, recipient: &str, control_ref: &str) -> Vec<u8> {
+    let out = site
+        .cmd()
+        .args(["show", sender, recipient, control_ref, "--contrl"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// Checks a CONTRL against the interchange it answers, field by field: the UNB with the
+/// parties swapped (each with its qualifier), the subject's syntax identifier, no 0031 of its
+/// own; one message CONTRL of the subject's version; the UCI with the subject's 0020, S002 and
+/// S003 unswapped and the action; UNT and UNZ counts and references. Returns the segments.
+fn check(contrl: &[u8], subject: &[u8], action: &str) -> Vec<Vec<Vec<String>>> {
+    let s = segments(subject);
+    let unb = s.iter().find(|seg| seg[0][0] == "UNB").unwrap();
+    let c = segments(contrl);
+    let tags: Vec<&str> = c.iter().map(|seg| seg[0][0].as_str()).collect();
+    assert_eq!(tags.first(), Some(&"UNB"), "{tags:?}");
+    assert_eq!(tags.last(), Some(&"UNZ"), "{tags:?}");
+    let cu = &c[0];
+    assert_eq!(at(cu, 1, 0), at(unb, 1, 0), "syntax identifier");
+    assert_eq!(at(cu, 1, 1), at(unb, 1, 1), "syntax version");
+    assert_eq!(
+        cu[2], unb[3],
+        "CONTRL sender = subject recipient (S003 whole)"
+    );
+    assert_eq!(
+        cu[3], unb[2],
+        "CONTRL recipient = subject sender (S002 whole)"
+    );
+    assert!(cu.len() <= 6, "no 0031 or later elements: {cu:?}");
+    let own_ref = at(cu, 5, 0).to_string();
+    assert!(!own_ref.is_empty() && own_ref.len() <= 14, "{own_ref}");
+    let date = at(cu, 4, 0);
+    let v4 = at(unb, 1, 1) == "4";
+    assert_eq!(date.len(), if v4 { 8 } else { 6 }, "{date}");
+    let unh = &c[1];
+    assert_eq!(at(unh, 0, 0), "UNH");
+    let version = if v4 {
+        ["CONTRL", "4", "1", "UN"]
+    } else {
+        ["CONTRL", "D", "3", "UN"]
+    };
+    assert_eq!(unh[2][..4], version.map(String::from));
+    let uci = c.iter().find(|seg| seg[0][0] == "UCI").unwrap();
+    assert_eq!(at(uci, 1, 0), at(unb, 5, 0), "UCI 0020");
+    assert_eq!(uci[2], unb[2], "UCI S002 unswapped");
+    assert_eq!(uci[3], unb[3], "UCI S003 unswapped");
+    assert_eq!(at(uci, 4, 0), action, "UCI 0083");
+    let unt = c.iter().find(|seg| seg[0][0] == "UNT").unwrap();
+    assert_eq!(
+        at(unt, 1, 0),
+        (c.len() - 2).to_string(),
+        "UNT counts UNH..UNT"
+    );
+    assert_eq!(at(unt, 2, 0), at(unh, 1, 0));
+    let unz = c.last().unwrap();
+    assert_eq!((at(unz, 1, 0), at(unz, 2, 0)), ("1", own_ref.as_str()));
+    c
+}
+
+per_backend! {
+    /// Every valid sample with --contrl always: one CONTRL each, valid for `inspect` (one
+    /// CONTRL message) and for the reader above, field by field; a rerun of the same files
+    /// (duplicates) is answered with the same CONTRL, nothing new stored; with
+    /// --contrl-duplicates reject, with a CONTRL of its own rejecting it (4, 26).
+    fn every_new_interchange_gets_one_contrl_and_a_redelivery_the_same(site) {
+        for entry in fs::read_dir(crate::common::samples().join("valid")).unwrap() {
+            let path = entry.unwrap().path();
+            fs::copy(&path, site.drop().join(path.file_name().unwrap())).unwrap();
+        }
+        let (code, lines) = site.ingest_json(&["--contrl", "always"]);
+        assert_eq!(code, Some(0));
+        let new: Vec<_> = lines.iter().filter(|l| l["status"] == "new").collect();
+        assert_eq!(new.len(), 7);
+        for l in &new {
+            let (s, r, c) = (
+                l["sender"].as_str().unwrap(),
+                l["recipient"].as_str().unwrap(),
+                l["control_ref"].as_str().unwrap(),
+            );
+            let bytes = contrl_of(&site, s, r, c);
+            let file = site.path(&format!("contrl-{c}.edi"));
+            fs::write(&file, &bytes).unwrap();
+            let (code, inspected) = crate::common::inspect_json(&[&file]);
+            assert_eq!(code, Some(0), "{}", String::from_utf8_lossy(&bytes));
+            assert_eq!(inspected[0]["messages"][0]["type"], "CONTRL", "{inspected:?}");
+            // The subject as stored, for its UNB.
+            let raw = site.cmd().args(["show", s, r, c, "--raw"]).output().unwrap().stdout;
+            let segs = check(&bytes, &raw, "7");
+            assert_eq!(at(&segs[0], 5, 0), l["contrl"].as_str().unwrap());
+        }
+        let stored = site.count("SELECT count(*) FROM acknowledgements");
+        assert_eq!(stored, 7);
+        let (_, again) = site.ingest_json(&["--contrl", "always"]);
+        for (first, second) in new.iter().zip(again.iter().filter(|l| l["status"] == "duplicate")) {
+            assert_eq!(first["contrl"], second["contrl"], "the same CONTRL again");
+        }
+        assert_eq!(site.count("SELECT count(*) FROM acknowledgements"), 7);
+        let (_, rejected) = site.ingest_json(&["--contrl", "always", "--contrl-duplicates", "reject"]);
+        assert_eq!(rejected.iter().filter(|l| l["contrl"].is_string()).count(), 7);
+        assert_eq!(
+            site.count("SELECT count(*) FROM acknowledgements WHERE action = '4' AND error_code = '26'"),
+            7
+        );
+    }
+}
+
+per_backend! {
+    /// Asked for in UNB 0031 (the default --contrl requested): answered; not asked: not; an
+    /// interchange of CONTRL messages: never, even with --contrl always. Drift is answered with
+    /// a rejection, 0085 26. Syntax 4 with 0031 2 gets an indication of receipt (8).
+    fn who_is_answered_and_how(site) {
+        let asked = "UNA:+.? 'UNB+UNOC:3+PARTNER?+A:ZZ+HUB:14+240101:1200+ASK1++++1'UNH+1+ORDERS:D:96A:UN'BGM+220+1'UNT+3+1'UNZ+1+ASK1'";
+        let unasked = "UNB+UNOC:3+PARTNER:ZZ+HUB:14+240101:1200+NOASK'UNH+1+ORDERS:D:96A:UN'UNT+2+1'UNZ+1+NOASK'";
+        let acks = "UNB+UNOC:3+PARTNER:ZZ+HUB:14+240101:1200+ACK1++++1'UNH+1+CONTRL:D:3:UN'UCI+X+A+B+7'UNT+3+1'UNZ+1+ACK1'";
+        let receipt = "UNB+UNOC:4+P4:14+HUB:14+20240101:1200+RCPT++++2'UNH+1+ORDERS:D:01B:UN'UNT+2+1'UNZ+1+RCPT'";
+        site.put("a.edi", asked.as_bytes());
+        site.put("b.edi", unasked.as_bytes());
+        site.put("c.edi", acks.as_bytes());
+        site.put("d.edi", receipt.as_bytes());
+        let (code, lines) = site.ingest_json(&[]);
+        assert_eq!(code, Some(0));
+        let answered: Vec<_> = lines
+            .iter()
+            .filter(|l| l["contrl"].is_string())
+            .map(|l| l["control_ref"].as_str().unwrap())
+            .collect();
+        assert_eq!(answered, ["ASK1", "RCPT"]);
+        check(&contrl_of(&site, "PARTNER+A", "HUB", "ASK1"), asked.as_bytes(), "7");
+        check(&contrl_of(&site, "P4", "HUB", "RCPT"), receipt.as_bytes(), "8");
+        // Drift: the same key, other content.
+        site.put("e.edi", asked.replace("BGM+220+1", "BGM+220+2").as_bytes());
+        let (code, lines) = site.ingest_json(&["--contrl", "always"]);
+        assert_eq!(code, Some(3));
+        let drift = lines.iter().find(|l| l["status"] == "drift").unwrap();
+        assert!(drift["contrl"].is_string(), "{drift}");
+        assert_eq!(
+            site.count("SELECT count(*) FROM acknowledgements WHERE control_ref = 'ASK1' AND action = '4' AND error_code = '26'"),
+            1
+        );
+        assert_eq!(site.count("SELECT count(*) FROM acknowledgements WHERE control_ref = 'ACK1'"), 0);
+    }
+}
+
+per_backend! {
+    /// 10,000 acknowledgements to one partner (in 50 files of 200 interchanges): 10,000
+    /// control references, none repeated, 1 to 10,000 in the order decided.
+    fn control_references_never_repeat_for_a_partner(site) {
+        let mut synth = Synth::new(3);
+        for f in 0..50 {
+            let mut file = Vec::new();
+            for k in 0..200 {
+                file.extend(synth.interchange("ONEPARTNER", "HUB", &format!("F{f}K{k}"), 1, Layout::default()));
+            }
+            site.put(&format!("f{f:02}.edi"), &file);
+        }
+        let out = site
+            .cmd()
+            .args(["ingest", "-q", "--contrl", "always"])
+            .arg(site.drop())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(site.count("SELECT count(*) FROM acknowledgements"), 10_000);
+        assert_eq!(site.count("SELECT count(DISTINCT own_ref) FROM acknowledgements"), 10_000);
+        assert_eq!(site.count("SELECT count(DISTINCT partner) FROM acknowledgements"), 1);
+        assert_eq!(
+            site.count("SELECT count(*) FROM acknowledgements WHERE own_ref = '00000000010000'"),
+            1
+        );
+    }
+}
