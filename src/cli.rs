@@ -157,6 +157,13 @@ pub struct AckArgs {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PublishKind {
+    All,
+    Message,
+    Contrl,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ContrlWhen {
     Requested,
     Always,
@@ -199,6 +206,11 @@ pub struct PublishArgs {
     /// interchange once.
     #[arg(long, value_enum, default_value = "message")]
     pub payload: crate::publish::Payload,
+
+    /// Which events: all, message (the received messages' events), or contrl (only the CONTRL
+    /// acknowledgements, edifact.CONTRL.outbound, e.g. as files a partner connector picks up).
+    #[arg(long, value_enum, default_value = "all")]
+    pub kind: PublishKind,
 
     /// Keep running: publish new events as they are committed (within --poll), until SIGTERM
     /// or SIGINT, which finish the batch in flight.

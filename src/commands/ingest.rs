@@ -118,6 +118,11 @@ impl Outcome {
                     self.control_ref.as_deref().unwrap_or(""),
                     count(self.messages.unwrap_or(0) as u64, "message", "messages")
                 );
+                // The CONTRL that answers it, where one does.
+                let key = match &self.contrl {
+                    Some(r) => format!("{key}  CONTRL {r}"),
+                    None => key,
+                };
                 match self.status {
                     Status::New | Status::Duplicate => {
                         format!("{}  {}  {key}", self.status.label(), self.file)
@@ -906,6 +911,17 @@ pub(super) fn decide_parsed(
         .decide(&candidates)
         .context("cannot write to the inbox database")?
         .into_iter();
+    // The partners this batch may answer, their counters taken in one order.
+    let mut partners: Vec<String> = candidates
+        .iter()
+        .filter(|c| wanted(c.interchange, acks).is_some())
+        .map(|c| partner(&c.interchange.unb))
+        .collect();
+    partners.sort_unstable();
+    partners.dedup();
+    inbox
+        .lock_partners(&partners)
+        .context("cannot write to the inbox database")?;
     drop(candidates);
     // The outcomes in each input's order; its bytes are recorded once, at its first error,
     // and every error points at them.
@@ -955,14 +971,8 @@ fn answer(
     acks: &AckArgs,
     when: &str,
 ) -> Result<Option<String>, crate::inbox::InboxError> {
-    use crate::edifact::contrl::{self, Action, Detail, Level, Mode, SyntaxError};
-    let mode = match acks.contrl {
-        ContrlWhen::Requested => Mode::Requested,
-        ContrlWhen::Always => Mode::Always,
-        ContrlWhen::Never => Mode::Never,
-    };
-    let types: Vec<&str> = i.messages.iter().map(|m| m.message_type.as_str()).collect();
-    let Some(action) = contrl::wanted(mode, &i.unb, &types) else {
+    use crate::edifact::contrl::{self, Action, Detail, Level, SyntaxError};
+    let Some(action) = wanted(i, acks) else {
         return Ok(None);
     };
     let duplicate = Some(SyntaxError {
@@ -977,10 +987,15 @@ fn answer(
         Decision::Duplicate if acks.contrl_duplicates == ContrlDuplicates::Reject => {
             (Action::Rejected, duplicate)
         }
-        // The partner most likely sent again because our answer got lost: the same answer.
+        // The partner most likely sent again because our answer got lost: the same answer
+        // (where the first copy got none, one now).
         Decision::Duplicate => {
-            let first = inbox.acknowledgements(&u.sender, &u.recipient, &u.control_ref)?;
-            return Ok(first.into_iter().next().map(|a| a.own_ref));
+            let again =
+                inbox.resend_acknowledgement(&u.sender, &u.recipient, &u.control_ref, when)?;
+            if again.is_some() {
+                return Ok(again);
+            }
+            (action, None)
         }
         Decision::Refused { .. } => return Ok(None),
     };
@@ -988,11 +1003,7 @@ fn answer(
         error,
         ..Detail::default()
     };
-    let partner = format!(
-        "{}:{}",
-        u.sender,
-        u.sender_qualifier.as_deref().unwrap_or("")
-    );
+    let partner = partner(u);
     let prepared = prepared_at(when);
     let build = |own_ref: &str| {
         contrl::build(
@@ -1016,6 +1027,27 @@ fn answer(
         created_at: when,
     })?;
     Ok(Some(own_ref))
+}
+
+/// The action a CONTRL for this interchange would state, where one is due.
+fn wanted(i: &Interchange<'_>, acks: &AckArgs) -> Option<crate::edifact::contrl::Action> {
+    use crate::edifact::contrl::{self, Mode};
+    let mode = match acks.contrl {
+        ContrlWhen::Requested => Mode::Requested,
+        ContrlWhen::Always => Mode::Always,
+        ContrlWhen::Never => Mode::Never,
+    };
+    let types: Vec<&str> = i.messages.iter().map(|m| m.message_type.as_str()).collect();
+    contrl::wanted(mode, &i.unb, &types)
+}
+
+/// Whose counter numbers a CONTRL: the answered sender, with its qualifier.
+fn partner(u: &crate::edifact::Unb) -> String {
+    format!(
+        "{}:{}",
+        u.sender,
+        u.sender_qualifier.as_deref().unwrap_or("")
+    )
 }
 
 /// UNB S004 of a CONTRL from a stored time (`2026-11-30T09:05:00.000Z`).

@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use serde::Serialize;
 
-use crate::cli::PublishArgs;
+use crate::cli::{PublishArgs, PublishKind};
 use crate::exit::ExitStatus;
-use crate::inbox::{Access, Inbox, Location, OutboxEvent};
+use crate::inbox::{Access, Inbox, Location, Outbox, OutboxEvent};
 use crate::metrics::{Metrics, unix_now};
 use crate::output::{Out, count, problem};
 use crate::publish::{self, Answer, Destination, Outgoing, Payload, Template};
@@ -48,6 +48,9 @@ struct Line<'a> {
     error: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     attempts: Option<i64>,
+    /// Attempts made before this one.
+    #[serde(skip)]
+    tried: i64,
 }
 
 /// Runs `publish`.
@@ -207,8 +210,95 @@ struct Unit {
 }
 
 impl Run<'_> {
-    /// Claims, sends and marks one batch; returns how many events it claimed.
+    /// Claims, sends and marks one batch of each kind asked for: the CONTRLs first (a partner
+    /// waits for them), then the messages' events; returns how many events it claimed.
     fn one_batch(
+        &mut self,
+        inbox: &mut dyn Inbox,
+        sink: &mut dyn publish::Sink,
+    ) -> Result<usize, BatchError> {
+        let mut claimed = 0;
+        if self.args.kind != PublishKind::Message {
+            claimed += self.contrl_batch(inbox, sink)?;
+        }
+        if self.args.kind != PublishKind::Contrl {
+            claimed += self.message_batch(inbox, sink)?;
+        }
+        Ok(claimed)
+    }
+
+    /// Claims, sends and marks a batch of CONTRLs.
+    fn contrl_batch(
+        &mut self,
+        inbox: &mut dyn Inbox,
+        sink: &mut dyn publish::Sink,
+    ) -> Result<usize, BatchError> {
+        let events = inbox
+            .pending_contrl(&self.pass, self.args.retry_after, self.args.batch)
+            .context("cannot read the CONTRL outbox")
+            .map_err(BatchError::Inbox)?;
+        if events.is_empty() {
+            return Ok(0);
+        }
+        let outgoing: Vec<Outgoing> = events
+            .iter()
+            .map(|e| publish::contrl_outgoing(e, &self.template))
+            .collect();
+        let named: Vec<(String, String)> = outgoing
+            .iter()
+            .map(|o| (o.id.clone(), o.subject.clone()))
+            .collect();
+        let (answers, lost) = sink.send(outgoing);
+        crash_point!("publish-after-confirm");
+        // Answers in order; those after a lost connection have none and are not marked.
+        let published: Vec<i64> = events
+            .iter()
+            .zip(&answers)
+            .filter(|(_, a)| matches!(a, Answer::Stored | Answer::Duplicate))
+            .map(|(e, _)| e.row)
+            .collect();
+        inbox
+            .mark_published(Outbox::Acknowledgements, &published)
+            .context("cannot mark CONTRLs published")
+            .map_err(BatchError::Inbox)?;
+        for ((e, (id, subject)), answer) in events.iter().zip(&named).zip(&answers) {
+            let parked = match answer {
+                Answer::Refused(why) => inbox
+                    .mark_failed(
+                        Outbox::Acknowledgements,
+                        &[e.row],
+                        why,
+                        &self.pass,
+                        self.args.max_attempts,
+                    )
+                    .context("cannot record a failed CONTRL")
+                    .map_err(BatchError::Inbox)?,
+                _ => 0,
+            };
+            let line = Line {
+                status: "",
+                id,
+                subject,
+                event_type: &e.event_type,
+                sender: &e.sender,
+                recipient: &e.recipient,
+                control_ref: &e.own_ref,
+                message_refs: Vec::new(),
+                error: None,
+                attempts: None,
+                tried: e.attempts,
+            };
+            self.report_one(line, answer, parked > 0);
+        }
+        self.out.flush();
+        match lost {
+            Some(e) => Err(BatchError::Destination(e)),
+            None => Ok(events.len()),
+        }
+    }
+
+    /// Claims, sends and marks a batch of the messages' events.
+    fn message_batch(
         &mut self,
         inbox: &mut dyn Inbox,
         sink: &mut dyn publish::Sink,
@@ -240,14 +330,20 @@ impl Run<'_> {
             outcomes.push((unit, answer));
         }
         inbox
-            .mark_published(&published)
+            .mark_published(Outbox::Messages, &published)
             .context("cannot mark events published")
             .map_err(BatchError::Inbox)?;
         for (unit, answer) in outcomes {
             let rows: Vec<i64> = unit.events.iter().map(|e| e.row).collect();
             let parked = match &answer {
                 Answer::Refused(why) => inbox
-                    .mark_failed(&rows, why, &self.pass, self.args.max_attempts)
+                    .mark_failed(
+                        Outbox::Messages,
+                        &rows,
+                        why,
+                        &self.pass,
+                        self.args.max_attempts,
+                    )
                     .context("cannot record a failed event")
                     .map_err(BatchError::Inbox)?,
                 _ => 0,
@@ -333,7 +429,26 @@ impl Run<'_> {
 
     fn report(&mut self, unit: &Unit, answer: &Answer, parked: bool) {
         let e = &unit.events[0];
-        let (id, subject) = (&unit.id, &unit.subject);
+        let line = Line {
+            status: "",
+            id: &unit.id,
+            subject: &unit.subject,
+            event_type: &e.event_type,
+            sender: &e.sender,
+            recipient: &e.recipient,
+            control_ref: &e.control_ref,
+            message_refs: unit.events.iter().map(|e| e.message_ref.as_str()).collect(),
+            error: None,
+            attempts: None,
+            tried: e.attempts,
+        };
+        self.report_one(line, answer, parked);
+    }
+
+    /// Counts and prints what became of one event (or interchange, or CONTRL): `e` says what it
+    /// was, the answer what became of it.
+    fn report_one<'a>(&mut self, mut e: Line<'a>, answer: &'a Answer, parked: bool) {
+        let (id, subject) = (e.id, e.subject);
         let (status, error) = match answer {
             Answer::Stored => ("published", None),
             Answer::Duplicate => ("duplicate", None),
@@ -351,26 +466,15 @@ impl Run<'_> {
                 self.summary.parked += usize::from(parked);
             }
         }
-        let attempts = error.map(|_| e.attempts + 1);
+        (e.status, e.error, e.attempts) = (status, error, error.map(|_| e.tried + 1));
         if self.args.json {
-            self.out.json(&Line {
-                status,
-                id,
-                subject,
-                event_type: &e.event_type,
-                sender: &e.sender,
-                recipient: &e.recipient,
-                control_ref: &e.control_ref,
-                message_refs: unit.events.iter().map(|e| e.message_ref.as_str()).collect(),
-                error,
-                attempts,
-            });
+            self.out.json(&e);
             return;
         }
         if self.args.quiet && error.is_none() {
             return;
         }
-        let refs: Vec<&str> = unit.events.iter().map(|e| e.message_ref.as_str()).collect();
+        let refs = &e.message_refs;
         let mut line = format!(
             "{status:<9}  {subject}  {} -> {}  ref {}  message {}  id {id}",
             e.sender,
@@ -381,7 +485,7 @@ impl Run<'_> {
         if let Some(why) = error {
             line.push_str(&format!(
                 ": {why} (attempt {} of {})",
-                e.attempts + 1,
+                e.tried + 1,
                 self.args.max_attempts
             ));
         }

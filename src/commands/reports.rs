@@ -167,18 +167,6 @@ pub fn show(db: &Location, busy_timeout: Duration, args: &ShowArgs) -> anyhow::R
         out.flush();
         return Ok(reported(&out));
     }
-    for a in &acks {
-        out.line(&format!(
-            "answered by CONTRL {}  UCI 0083 {}{}  at {}",
-            a.own_ref,
-            a.action,
-            a.error_code
-                .as_deref()
-                .map(|c| format!(", 0085 {c}"))
-                .unwrap_or_default(),
-            a.created_at
-        ));
-    }
     for i in &h.interchanges {
         let q = |id: &str, q: &Option<String>| match q {
             Some(q) => format!("{id} (qualifier {q})"),
@@ -233,6 +221,18 @@ pub fn show(db: &Location, busy_timeout: Duration, args: &ShowArgs) -> anyhow::R
             s.seen_at,
             s.status.label(),
             s.source_file
+        ));
+    }
+    for a in &acks {
+        out.line(&format!(
+            "answered by CONTRL {}  UCI 0083 {}{}  at {}",
+            a.own_ref,
+            a.action,
+            a.error_code
+                .as_deref()
+                .map(|c| format!(", 0085 {c}"))
+                .unwrap_or_default(),
+            a.created_at
         ));
     }
     out.flush();

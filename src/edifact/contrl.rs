@@ -92,9 +92,9 @@ pub fn syntax_error(kind: &ErrorKind) -> Option<SyntaxError> {
         // 21: invalid character.
         K::NulByte | K::DanglingRelease { .. } => ("21", Interchange, None),
         // 33: invalid occurrence outside message, package or group.
-        K::OutsideMessage | K::UntWithoutUnh | K::UneWithoutUng | K::MixedGroups => {
-            ("33", Interchange, None)
-        }
+        K::OutsideMessage | K::UntWithoutUnh | K::UneWithoutUng => ("33", Interchange, None),
+        // 30: groups and messages/packages mixed.
+        K::MixedGroups => ("30", Interchange, None),
         // 26: duplicate detected (a message or group reference used twice).
         K::DuplicateMessage { .. } => ("26", Message, Some(Tag::UNH)),
         K::DuplicateGroup { .. } => ("26", Group, Some(Tag::UNG)),
@@ -162,8 +162,14 @@ pub fn build(
     own_ref: &str,
     when: Prepared,
 ) -> Vec<u8> {
-    let w = Writer { s: *separators };
     let syntax_4 = subject.syntax_version == "4";
+    let mut s = *separators;
+    // Syntax 4 without a UNA has `*` as its repetition separator: a value holding one is
+    // released.
+    if syntax_4 && !has_una && s.release.is_some() && s.repetition.is_none() {
+        s.repetition = Some(b'*');
+    }
+    let w = Writer { s };
     let date = if syntax_4 {
         format!("{:04}{:02}{:02}", when.year, when.month, when.day)
     } else {
@@ -181,7 +187,7 @@ pub fn build(
         subject.recipient_routing.as_deref(),
     );
     let mut segments: Vec<Vec<Vec<String>>> = Vec::new();
-    segments.push(vec![
+    let mut unb = vec![
         vec!["UNB".into()],
         vec![
             subject.syntax_id.to_string(),
@@ -191,7 +197,13 @@ pub fn build(
         sender.clone(),
         vec![date, time],
         vec![own_ref.to_string()],
-    ]);
+    ];
+    // The answer to a test interchange is a test too (0035), so that it never counts as
+    // production on the partner's side; S005, 0026, 0029, 0031 and 0032 stay empty.
+    if subject.is_test() {
+        unb.extend([vec![], vec![], vec![], vec![], vec![], vec!["1".into()]]);
+    }
+    segments.push(unb);
     let message_id: Vec<String> = if syntax_4 {
         ["CONTRL", "4", "1", "UN"].map(String::from).to_vec()
     } else {
@@ -519,7 +531,7 @@ mod tests {
                 Some(("13", Level::Group, Some("UNE"))),
             ),
             (K::UneWithoutUng, Some(("33", Level::Interchange, None))),
-            (K::MixedGroups, Some(("33", Level::Interchange, None))),
+            (K::MixedGroups, Some(("30", Level::Interchange, None))),
             (
                 K::UntCount {
                     declared: s(),
@@ -581,6 +593,27 @@ mod tests {
             let want = want.map(|(c, l, t)| (c, l, t.map(str::to_string)));
             assert_eq!(got, want, "{kind:?}");
         }
+    }
+
+    #[test]
+    fn a_test_interchange_gets_a_test_answer_and_releases_are_kept() {
+        let s = subject(
+            "UNB+UNOC:4+A?*B:14+R:14+20240101:1200+T1++++1++1'UNH+1+ORDERS:D:01B:UN'UNT+2+1'UNZ+1+T1'",
+        );
+        assert!(s.unb.is_test());
+        let bytes = build(
+            &s.unb,
+            &s.separators,
+            s.has_una,
+            Action::Acknowledged,
+            &Detail::default(),
+            "C9",
+            WHEN,
+        );
+        assert_eq!(
+            String::from_utf8(bytes).unwrap(),
+            "UNB+UNOC:4+R:14+A?*B:14+20261130:0905+C9++++++1'UNH+1+CONTRL:4:1:UN'UCI+T1+A?*B:14+R:14+7'UNT+3+1'UNZ+1+C9'"
+        );
     }
 
     #[test]

@@ -22,9 +22,9 @@ use std::time::Duration;
 use crate::edifact::{EnvelopeError, Interchange};
 
 pub use records::{
-    Decision, DeliveryRecord, Event, EventFilter, KeyHistory, NewAcknowledgement, OutboxEvent,
-    PurgeTarget, RejectedFile, Sighting, Stats, StoredAcknowledgement, StoredInterchange,
-    StoredMessage,
+    ContrlEvent, Decision, DeliveryRecord, Event, EventFilter, KeyHistory, NewAcknowledgement,
+    Outbox, OutboxEvent, PurgeTarget, RejectedFile, Sighting, Stats, StoredAcknowledgement,
+    StoredInterchange, StoredMessage,
 };
 
 /// zstd level for stored interchanges: level 1 gave the same size as level 3 on EDIFACT text
@@ -148,6 +148,32 @@ pub trait Inbox {
     /// reference.
     fn acknowledge(&mut self, ack: &NewAcknowledgement<'_>) -> Result<String, InboxError>;
 
+    /// Sends the first CONTRL stored for a key again (a redelivery of its interchange): a new
+    /// event in the CONTRL outbox, the same bytes. Returns its control reference, `None` where
+    /// no CONTRL answered the key.
+    fn resend_acknowledgement(
+        &mut self,
+        sender: &str,
+        recipient: &str,
+        control_ref: &str,
+        created_at: &str,
+    ) -> Result<Option<String>, InboxError>;
+
+    /// Takes the counters of these partners (sorted, without repeats) for the open batch
+    /// before any of them is used, where other hosts may use them at once.
+    fn lock_partners(&mut self, _partners: &[String]) -> Result<(), InboxError> {
+        Ok(())
+    }
+
+    /// Up to `limit` CONTRLs to deliver, in the order written, claimed as
+    /// [`Inbox::pending_events`] claims events.
+    fn pending_contrl(
+        &self,
+        pass: &str,
+        retry_after: std::time::Duration,
+        limit: u32,
+    ) -> Result<Vec<ContrlEvent>, InboxError>;
+
     /// The CONTRLs stored for a key, oldest first.
     fn acknowledgements(
         &self,
@@ -233,13 +259,14 @@ pub trait Inbox {
     ) -> Result<std::collections::HashMap<i64, Vec<u8>>, InboxError>;
 
     /// Marks events published (the broker confirmed them), in one short transaction.
-    fn mark_published(&mut self, rows: &[i64]) -> Result<(), InboxError>;
+    fn mark_published(&mut self, outbox: Outbox, rows: &[i64]) -> Result<(), InboxError>;
 
     /// Records a failed attempt at publishing events, with its reason, in one short
     /// transaction; an event tried `max_attempts` times is parked (no longer claimed). Returns
     /// how many were parked.
     fn mark_failed(
         &mut self,
+        outbox: Outbox,
         rows: &[i64],
         error: &str,
         pass: &str,

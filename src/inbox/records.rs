@@ -171,6 +171,44 @@ pub struct StoredAcknowledgement {
     pub bytes: Vec<u8>,
 }
 
+/// Which outbox a publisher marks: the messages' events, or the CONTRLs'.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outbox {
+    Messages,
+    Acknowledgements,
+}
+
+impl Outbox {
+    pub fn table(self) -> &'static str {
+        match self {
+            Outbox::Messages => "outbox",
+            Outbox::Acknowledgements => "contrl_outbox",
+        }
+    }
+}
+
+/// A CONTRL to deliver, as a publisher claims it.
+#[derive(Debug, Clone)]
+pub struct ContrlEvent {
+    /// The `contrl_outbox` row: for marking it.
+    pub row: i64,
+    pub event_type: String,
+    pub created_at: String,
+    pub attempts: i64,
+    /// Which sending of the acknowledgement this is (1, then 2... for redeliveries answered).
+    pub send: i64,
+    /// The CONTRL's own sender and recipient (the answered interchange's recipient and sender).
+    pub sender: String,
+    pub recipient: String,
+    /// The partner's counter it was numbered by.
+    pub partner: String,
+    /// The CONTRL's own 0020.
+    pub own_ref: String,
+    /// The answered interchange's 0020.
+    pub control_ref: String,
+    pub bytes: Vec<u8>,
+}
+
 /// A delivery `consume` took from a broker, recorded in the batch that decides it.
 #[derive(Debug, Clone, Copy)]
 pub struct DeliveryRecord<'a> {

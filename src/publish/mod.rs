@@ -234,6 +234,18 @@ impl Template {
 
     /// The subject of an event.
     pub fn render(&self, e: &OutboxEvent) -> String {
+        self.render_values([
+            &e.message_type,
+            &e.sender,
+            &e.recipient,
+            &e.version,
+            &e.release,
+        ])
+    }
+
+    /// The subject for `{type}`, `{sender}`, `{recipient}`, `{version}` and `{release}`.
+    pub fn render_values(&self, values: [&str; 5]) -> String {
+        let [message_type, sender, recipient, version, release] = values;
         let mut subject = String::with_capacity(64);
         for (n, t) in self.tokens.iter().enumerate() {
             if n > 0 {
@@ -245,11 +257,11 @@ impl Template {
             }
             let mut token = t.clone();
             for (p, v) in [
-                ("{type}", e.message_type.as_str()),
-                ("{sender}", e.sender.as_str()),
-                ("{recipient}", e.recipient.as_str()),
-                ("{version}", e.version.as_str()),
-                ("{release}", e.release.as_str()),
+                ("{type}", message_type),
+                ("{sender}", sender),
+                ("{recipient}", recipient),
+                ("{version}", version),
+                ("{release}", release),
             ] {
                 if token.contains(p) {
                     token = token.replace(p, &subject_token(v));
@@ -420,6 +432,51 @@ pub fn outgoing(
         attributes,
         body,
     })
+}
+
+/// A CONTRL to deliver, as it goes out: its bytes, under an id made of the partner, its own
+/// control reference and which sending it is (the same id when the same sending is published
+/// again after a crash; another for the answer to a redelivery, which must go out again), to the
+/// subject `--subject` makes for `CONTRL`, from us to the partner.
+pub fn contrl_outgoing(e: &crate::inbox::ContrlEvent, subject: &Template) -> Outgoing {
+    let mut h = Sha256::new();
+    for p in [
+        "edi-inbox contrl",
+        &e.partner,
+        &e.own_ref,
+        &e.send.to_string(),
+    ] {
+        h.update((p.len() as u64).to_be_bytes());
+        h.update(p.as_bytes());
+    }
+    let id = hex::encode(&h.finalize()[..16]);
+    // CONTRL:4:1:UN for syntax 4, CONTRL:D:3:UN before (whatever the separators).
+    let v4 = e
+        .bytes
+        .windows(8)
+        .any(|w| w.starts_with(b"CONTRL") && w[7] == b'4');
+    let (version, release) = if v4 { ("4", "1") } else { ("D", "3") };
+    let attributes = vec![
+        (attr!("specversion"), "1.0".to_string()),
+        (attr!("id"), id.clone()),
+        (
+            attr!("source"),
+            format!("/edi-inbox/{}", subject_token(&e.sender)),
+        ),
+        (attr!("type"), header_value(&e.event_type)),
+        (attr!("time"), e.created_at.clone()),
+        (attr!("edisender"), header_value(&e.sender)),
+        (attr!("edirecipient"), header_value(&e.recipient)),
+        (attr!("edicontrolref"), header_value(&e.own_ref)),
+        (attr!("edimessagetype"), "CONTRL".to_string()),
+        (attr!("ediansweredcontrolref"), header_value(&e.control_ref)),
+    ];
+    Outgoing {
+        subject: subject.render_values(["CONTRL", &e.sender, &e.recipient, version, release]),
+        id,
+        attributes,
+        body: bytes::Bytes::from(e.bytes.clone()),
+    }
 }
 
 #[cfg(test)]

@@ -601,9 +601,16 @@ fn published_interchanges_consumed_into_a_second_inbox_are_the_same() {
         .assert()
         .code(0);
     let second = Site::new();
-    let (code, lines, stderr) = consume(&second, "1s", &["--from", &jet.from("copy")]);
+    let (code, lines, stderr) = consume(
+        &second,
+        "1s",
+        &["--from", &jet.from("copy"), "--contrl", "always"],
+    );
     assert_eq!(code, Some(0), "{stderr}");
     assert_eq!(lines.last().unwrap()["summary"]["new"], 7);
+    // Each answered by a CONTRL, as ingest answers a file.
+    assert_eq!(lines.iter().filter(|l| l["contrl"].is_string()).count(), 7);
+    assert_eq!(second.count("SELECT count(*) FROM acknowledgements"), 7);
     let keys = "SELECT sender || '/' || recipient, control_ref, sha256 FROM interchanges";
     assert_eq!(first.triples(keys), second.triples(keys));
     assert_eq!(

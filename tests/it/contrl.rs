@@ -103,7 +103,12 @@ fn check(contrl: &[u8], subject: &[u8], action: &str) -> Vec<Vec<Vec<String>>> {
         cu[3], unb[2],
         "CONTRL recipient = subject sender (S002 whole)"
     );
-    assert!(cu.len() <= 6, "no 0031 or later elements: {cu:?}");
+    assert_eq!(at(cu, 9, 0), "", "no 0031 of its own: {cu:?}");
+    assert_eq!(
+        at(cu, 11, 0),
+        at(unb, 11, 0),
+        "the test indicator 0035 echoed"
+    );
     let own_ref = at(cu, 5, 0).to_string();
     assert!(!own_ref.is_empty() && own_ref.len() <= 14, "{own_ref}");
     let date = at(cu, 4, 0);
@@ -167,11 +172,26 @@ per_backend! {
         }
         let stored = site.count("SELECT count(*) FROM acknowledgements");
         assert_eq!(stored, 7);
+        let before: Vec<Vec<u8>> = new
+            .iter()
+            .map(|l| {
+                let v = |k: &str| l[k].as_str().unwrap().to_string();
+                contrl_of(&site, &v("sender"), &v("recipient"), &v("control_ref"))
+            })
+            .collect();
         let (_, again) = site.ingest_json(&["--contrl", "always"]);
-        for (first, second) in new.iter().zip(again.iter().filter(|l| l["status"] == "duplicate")) {
+        let duplicates: Vec<_> = again.iter().filter(|l| l["status"] == "duplicate").collect();
+        assert_eq!(duplicates.len(), 7);
+        for (first, second) in new.iter().zip(&duplicates) {
             assert_eq!(first["contrl"], second["contrl"], "the same CONTRL again");
         }
         assert_eq!(site.count("SELECT count(*) FROM acknowledgements"), 7);
+        // Queued again for delivery, the same bytes.
+        assert_eq!(site.count("SELECT count(*) FROM contrl_outbox"), 14);
+        for (l, bytes) in new.iter().zip(&before) {
+            let v = |k: &str| l[k].as_str().unwrap().to_string();
+            assert_eq!(&contrl_of(&site, &v("sender"), &v("recipient"), &v("control_ref")), bytes);
+        }
         let (_, rejected) = site.ingest_json(&["--contrl", "always", "--contrl-duplicates", "reject"]);
         assert_eq!(rejected.iter().filter(|l| l["contrl"].is_string()).count(), 7);
         assert_eq!(
@@ -244,5 +264,67 @@ per_backend! {
             site.count("SELECT count(*) FROM acknowledgements WHERE own_ref = '00000000010000'"),
             1
         );
+    }
+}
+
+per_backend! {
+    /// Delivered through the outbox: `publish --kind contrl` writes only the CONTRLs, one file
+    /// each holding the stored bytes; nothing twice on a rerun; a redelivery's answer goes out
+    /// again under an id of its own with the same bytes; `--kind message` sends only the
+    /// messages' events. A duplicate whose first copy was not answered is answered now.
+    fn contrls_go_out_through_the_outbox(site) {
+        for entry in fs::read_dir(crate::common::samples().join("valid")).unwrap() {
+            let path = entry.unwrap().path();
+            fs::copy(&path, site.drop().join(path.file_name().unwrap())).unwrap();
+        }
+        // First without answers: the rerun's duplicates get theirs then.
+        let quietly = |when: &str| {
+            site.cmd()
+                .args(["ingest", "-q", "--contrl", when])
+                .arg(site.drop())
+                .assert()
+                .code(0);
+        };
+        quietly("never");
+        let (_, lines) = site.ingest_json(&["--contrl", "always"]);
+        assert_eq!(lines.iter().filter(|l| l["contrl"].is_string()).count(), 7, "{lines:?}");
+        let out = site.path("contrl-out");
+        let to = format!("dir:{}", out.display());
+        let publish = |kind: &str, to: &str| {
+            let out = site
+                .cmd()
+                .args(["publish", "--json", "--kind", kind, "--to", to])
+                .output()
+                .unwrap();
+            assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+            crate::common::json_lines(&out.stdout)
+        };
+        let sent = publish("contrl", &to);
+        let events: Vec<_> = sent.iter().filter(|l| l["status"] == "published").collect();
+        assert_eq!(events.len(), 7);
+        assert!(events.iter().all(|l| l["event_type"] == "edifact.CONTRL.outbound"));
+        let mut files = site.files_in("contrl-out");
+        assert_eq!(files.len(), 7);
+        for l in &events {
+            let body = fs::read(out.join(format!("{}.edi", l["id"].as_str().unwrap()))).unwrap();
+            let c = segments(&body);
+            assert_eq!(at(&c[1], 2, 0), "CONTRL");
+            assert_eq!(at(&c[0], 5, 0), l["control_ref"].as_str().unwrap());
+        }
+        assert_eq!(publish("contrl", &to).iter().filter(|l| l["status"] == "published").count(), 0);
+        // A redelivery: the same answer goes out again.
+        quietly("always");
+        assert_eq!(publish("contrl", &to).iter().filter(|l| l["status"] == "published").count(), 7);
+        let again = site.files_in("contrl-out");
+        assert_eq!(again.len(), 14);
+        let bodies: std::collections::BTreeSet<Vec<u8>> =
+            again.iter().map(|f| fs::read(out.join(f)).unwrap()).collect();
+        assert_eq!(bodies.len(), 7, "the same bytes again");
+        files.sort();
+        // The messages' events alone elsewhere.
+        let msgs = site.path("msg-out");
+        let sent = publish("message", &format!("dir:{}", msgs.display()));
+        assert_eq!(sent.iter().filter(|l| l["status"] == "published").count(), 10);
+        assert!(sent.iter().all(|l| l["event_type"] != "edifact.CONTRL.outbound"));
     }
 }

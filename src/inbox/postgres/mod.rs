@@ -23,9 +23,9 @@ use postgres::{Client, Config, GenericClient, NoTls};
 use tls::{Verify, is_url, take_tls};
 
 use super::{
-    Access, Candidate, Decision, DeliveryRecord, Event, EventFilter, Inbox, InboxError, KeyHistory,
-    KeyProbe, NewAcknowledgement, OutboxEvent, PurgeTarget, RejectedFile, Stats,
-    StoredAcknowledgement,
+    Access, Candidate, ContrlEvent, Decision, DeliveryRecord, Event, EventFilter, Inbox,
+    InboxError, KeyHistory, KeyProbe, NewAcknowledgement, Outbox, OutboxEvent, PurgeTarget,
+    RejectedFile, Stats, StoredAcknowledgement,
 };
 use crate::edifact::EnvelopeError;
 
@@ -36,6 +36,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0002_publish.sql"),
     include_str!("migrations/0003_deliveries.sql"),
     include_str!("migrations/0004_acknowledgements.sql"),
+    include_str!("migrations/0005_contrl_outbox.sql"),
 ];
 
 /// How long a connection may take where neither the string nor `PGCONNECT_TIMEOUT` says.
@@ -720,6 +721,69 @@ impl Inbox for PgInbox {
         queries::record_acknowledgement(self.client.get_mut(), ack)
     }
 
+    fn resend_acknowledgement(
+        &mut self,
+        sender: &str,
+        recipient: &str,
+        control_ref: &str,
+        _created_at: &str,
+    ) -> Result<Option<String>, InboxError> {
+        self.begin()?;
+        Ok(self
+            .client
+            .get_mut()
+            .query_opt(
+                "WITH first AS (
+                     SELECT id, own_ref FROM acknowledgements
+                     WHERE sender = $1 AND recipient = $2 AND control_ref = $3
+                       AND (action <> '4' OR error_code IS NULL OR error_code <> '26')
+                     ORDER BY id LIMIT 1),
+                 sent AS (
+                     INSERT INTO contrl_outbox (acknowledgement_id, send, event_type, created_at)
+                     SELECT f.id,
+                            (SELECT max(send) + 1 FROM contrl_outbox WHERE acknowledgement_id = f.id),
+                            'edifact.CONTRL.outbound', now()
+                     FROM first f)
+                 SELECT own_ref FROM first",
+                &[&sender, &recipient, &control_ref],
+            )?
+            .map(|r| r.get(0)))
+    }
+
+    /// Hosts answering the same partners in another order would each hold one counter and wait
+    /// for the other's: taken in one order, up front, they wait in turn instead.
+    fn lock_partners(&mut self, partners: &[String]) -> Result<(), InboxError> {
+        if partners.is_empty() {
+            return Ok(());
+        }
+        self.begin()?;
+        let c = self.client.get_mut();
+        c.execute(
+            "INSERT INTO contrl_counters (partner, next)
+             SELECT p, 1 FROM unnest($1::text[]) AS p ORDER BY p ON CONFLICT DO NOTHING",
+            &[&partners],
+        )?;
+        c.execute(
+            "SELECT 1 FROM contrl_counters WHERE partner = ANY($1) ORDER BY partner FOR UPDATE",
+            &[&partners],
+        )?;
+        Ok(())
+    }
+
+    fn pending_contrl(
+        &self,
+        pass: &str,
+        retry_after: Duration,
+        limit: u32,
+    ) -> Result<Vec<ContrlEvent>, InboxError> {
+        queries::pending_contrl(
+            &mut *self.client.borrow_mut(),
+            pass,
+            retry_after.as_secs_f64(),
+            limit,
+        )
+    }
+
     fn acknowledgements(
         &self,
         sender: &str,
@@ -870,12 +934,15 @@ impl Inbox for PgInbox {
         queries::interchange_bytes(&mut *self.client.borrow_mut(), ids)
     }
 
-    fn mark_published(&mut self, rows: &[i64]) -> Result<(), InboxError> {
+    fn mark_published(&mut self, outbox: Outbox, rows: &[i64]) -> Result<(), InboxError> {
         let host = self.host.clone();
         let mut tx = self.client.get_mut().transaction()?;
         let n = tx.execute(
-            "UPDATE outbox SET published_at = now(), last_error = NULL
-             WHERE id = ANY($1) AND published_at IS NULL",
+            &format!(
+                "UPDATE {} SET published_at = now(), last_error = NULL
+                 WHERE id = ANY($1) AND published_at IS NULL",
+                outbox.table()
+            ),
             &[&rows],
         )?;
         let counts = BTreeMap::from([("publish_published", n as i64)]);
@@ -886,6 +953,7 @@ impl Inbox for PgInbox {
 
     fn mark_failed(
         &mut self,
+        outbox: Outbox,
         rows: &[i64],
         error: &str,
         pass: &str,
@@ -895,11 +963,14 @@ impl Inbox for PgInbox {
         let mut tx = self.client.get_mut().transaction()?;
         let parked = tx
             .query(
-                "UPDATE outbox SET attempts = attempts + 1, last_error = $2,
-                        last_attempt_at = now(), last_attempt_pass = $3,
-                        failed_at = CASE WHEN attempts + 1 >= $4 THEN now() END
-                 WHERE id = ANY($1) AND published_at IS NULL
-                 RETURNING failed_at IS NOT NULL",
+                &format!(
+                    "UPDATE {} SET attempts = attempts + 1, last_error = $2,
+                            last_attempt_at = now(), last_attempt_pass = $3,
+                            failed_at = CASE WHEN attempts + 1 >= $4 THEN now() END
+                     WHERE id = ANY($1) AND published_at IS NULL
+                     RETURNING failed_at IS NOT NULL",
+                    outbox.table()
+                ),
                 &[
                     &rows,
                     &queries::storable(error),

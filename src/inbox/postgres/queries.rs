@@ -8,9 +8,9 @@ use postgres::GenericClient;
 
 use crate::edifact::EnvelopeError;
 use crate::inbox::{
-    DeliveryRecord, Event, EventFilter, InboxError, KeyHistory, NewAcknowledgement, OutboxEvent,
-    PurgeTarget, REJECTED_BYTES_LIMIT, RejectedFile, Sighting, Stats, StoredAcknowledgement,
-    StoredInterchange, StoredMessage,
+    ContrlEvent, DeliveryRecord, Event, EventFilter, InboxError, KeyHistory, NewAcknowledgement,
+    OutboxEvent, PurgeTarget, REJECTED_BYTES_LIMIT, RejectedFile, Sighting, Stats,
+    StoredAcknowledgement, StoredInterchange, StoredMessage,
 };
 use crate::status::Status;
 
@@ -373,9 +373,13 @@ pub(super) fn record_acknowledgement(
     let own_ref = crate::inbox::contrl_reference(n);
     let bytes = (ack.build)(&own_ref);
     c.execute(
-        "INSERT INTO acknowledgements (sender, recipient, control_ref, partner, own_ref, action,
-             error_code, bytes, created_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now())",
+        "WITH a AS (
+             INSERT INTO acknowledgements (sender, recipient, control_ref, partner, own_ref,
+                 action, error_code, bytes, created_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now())
+             RETURNING id)
+         INSERT INTO contrl_outbox (acknowledgement_id, send, event_type, created_at)
+         SELECT id, 1, 'edifact.CONTRL.outbound', now() FROM a",
         &[
             &storable(ack.sender),
             &storable(ack.recipient),
@@ -388,6 +392,46 @@ pub(super) fn record_acknowledgement(
         ],
     )?;
     Ok(own_ref)
+}
+
+/// The CONTRLs to deliver, claimed as events are.
+pub(super) fn pending_contrl(
+    c: &mut impl GenericClient,
+    pass: &str,
+    retry_after_seconds: f64,
+    limit: u32,
+) -> Result<Vec<ContrlEvent>, InboxError> {
+    Ok(c.query(
+        concat!(
+            "SELECT o.id, o.event_type, ",
+            ts!("o.created_at"),
+            ", o.attempts, o.send, a.recipient, a.sender, a.partner, a.own_ref,
+                        a.control_ref, a.bytes
+                 FROM contrl_outbox o
+                 JOIN acknowledgements a ON a.id = o.acknowledgement_id
+                 WHERE o.published_at IS NULL AND o.failed_at IS NULL
+                   AND (o.last_attempt_at IS NULL
+                        OR (o.last_attempt_pass IS DISTINCT FROM $1
+                            AND o.last_attempt_at <= now() - make_interval(secs => $2)))
+                 ORDER BY o.id LIMIT $3"
+        ),
+        &[&pass, &retry_after_seconds, &i64::from(limit)],
+    )?
+    .into_iter()
+    .map(|r| ContrlEvent {
+        row: r.get(0),
+        event_type: r.get(1),
+        created_at: r.get(2),
+        attempts: i64::from(r.get::<_, i32>(3)),
+        send: i64::from(r.get::<_, i32>(4)),
+        sender: r.get(5),
+        recipient: r.get(6),
+        partner: r.get(7),
+        own_ref: r.get(8),
+        control_ref: r.get(9),
+        bytes: r.get(10),
+    })
+    .collect())
 }
 
 /// The CONTRLs stored for a key, oldest first.

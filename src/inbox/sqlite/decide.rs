@@ -242,6 +242,11 @@ pub(super) fn record_acknowledgement(
         bytes,
         ack.created_at
     ])?;
+    conn.prepare_cached(
+        "INSERT INTO contrl_outbox (acknowledgement_id, send, event_type, created_at)
+         VALUES (last_insert_rowid(), 1, 'edifact.CONTRL.outbound', ?1)",
+    )?
+    .execute([ack.created_at])?;
     Ok(own_ref)
 }
 

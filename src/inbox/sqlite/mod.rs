@@ -20,9 +20,9 @@ use std::time::Duration;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 
 use super::{
-    Access, Candidate, Decision, DeliveryRecord, Event, EventFilter, Inbox, InboxError, KeyHistory,
-    KeyProbe, NewAcknowledgement, OutboxEvent, PurgeTarget, RejectedFile, Stats,
-    StoredAcknowledgement,
+    Access, Candidate, ContrlEvent, Decision, DeliveryRecord, Event, EventFilter, Inbox,
+    InboxError, KeyHistory, KeyProbe, NewAcknowledgement, Outbox, OutboxEvent, PurgeTarget,
+    RejectedFile, Stats, StoredAcknowledgement,
 };
 use crate::edifact::EnvelopeError;
 
@@ -49,6 +49,7 @@ const MIGRATIONS: &[Migration] = &[
     Migration::Sql(include_str!("migrations/0006_publish.sql")),
     Migration::Sql(include_str!("migrations/0007_deliveries.sql")),
     Migration::Sql(include_str!("migrations/0008_acknowledgements.sql")),
+    Migration::Sql(include_str!("migrations/0009_contrl_outbox.sql")),
 ];
 
 impl From<rusqlite::Error> for InboxError {
@@ -437,6 +438,39 @@ impl Inbox for SqliteInbox {
         self.in_savepoint(|c| decide::record_acknowledgement(c, ack))
     }
 
+    fn resend_acknowledgement(
+        &mut self,
+        sender: &str,
+        recipient: &str,
+        control_ref: &str,
+        created_at: &str,
+    ) -> Result<Option<String>, InboxError> {
+        self.begin()?;
+        self.in_savepoint(|c| {
+            Ok(c.prepare_cached(
+                "INSERT INTO contrl_outbox (acknowledgement_id, send, event_type, created_at)
+                 SELECT a.id, (SELECT max(send) + 1 FROM contrl_outbox WHERE acknowledgement_id = a.id),
+                        'edifact.CONTRL.outbound', ?4
+                 FROM acknowledgements a
+                 WHERE a.sender = ?1 AND a.recipient = ?2 AND a.control_ref = ?3
+                   AND (a.action <> '4' OR a.error_code IS NULL OR a.error_code <> '26')
+                 ORDER BY a.id LIMIT 1
+                 RETURNING (SELECT own_ref FROM acknowledgements WHERE id = acknowledgement_id)",
+            )?
+            .query_row([sender, recipient, control_ref, created_at], |r| r.get(0))
+            .optional()?)
+        })
+    }
+
+    fn pending_contrl(
+        &self,
+        pass: &str,
+        retry_after: Duration,
+        limit: u32,
+    ) -> Result<Vec<ContrlEvent>, InboxError> {
+        queries::pending_contrl(&self.conn, pass, retry_after.as_secs() as i64, limit)
+    }
+
     fn acknowledgements(
         &self,
         sender: &str,
@@ -624,12 +658,12 @@ impl Inbox for SqliteInbox {
         queries::interchange_bytes(&self.conn, ids)
     }
 
-    fn mark_published(&mut self, rows: &[i64]) -> Result<(), InboxError> {
+    fn mark_published(&mut self, outbox: Outbox, rows: &[i64]) -> Result<(), InboxError> {
         let now = crate::clock::now();
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let n = queries::mark_published(&tx, rows, &now)?;
+        let n = queries::mark_published(&tx, outbox, rows, &now)?;
         queries::add_counter(&tx, "publish_published", n as i64)?;
         tx.commit()?;
         Ok(())
@@ -637,6 +671,7 @@ impl Inbox for SqliteInbox {
 
     fn mark_failed(
         &mut self,
+        outbox: Outbox,
         rows: &[i64],
         error: &str,
         pass: &str,
@@ -648,13 +683,14 @@ impl Inbox for SqliteInbox {
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
         let mut parked = 0;
         {
-            let mut mark = tx.prepare_cached(
-                "UPDATE outbox SET attempts = attempts + 1, last_error = ?1,
+            let mut mark = tx.prepare_cached(&format!(
+                "UPDATE {} SET attempts = attempts + 1, last_error = ?1,
                         last_attempt_at = ?2, last_attempt_pass = ?3,
                         failed_at = CASE WHEN attempts + 1 >= ?4 THEN ?2 END
                  WHERE id = ?5 AND published_at IS NULL
                  RETURNING failed_at IS NOT NULL",
-            )?;
+                outbox.table()
+            ))?;
             for row in rows {
                 let now_parked: Option<bool> = mark
                     .query_row(
@@ -1221,7 +1257,7 @@ UNH+1+ORDERS:D:96A:UN'BGM+220+PO1+9'UNT+3+1'UNH+2+ORDERS:D:96A:UN'UNT+2+2'UNZ+2+
             .connection()
             .execute_batch(
                 "DROP TABLE id_sequences; DROP TABLE deliveries;
-                 DROP TABLE acknowledgements; DROP TABLE contrl_counters;
+                 DROP TABLE contrl_outbox; DROP TABLE acknowledgements; DROP TABLE contrl_counters;
                  DROP INDEX outbox_failed; DROP INDEX outbox_unpublished;
                  DROP INDEX outbox_message;
                  ALTER TABLE outbox DROP COLUMN attempts;

@@ -2,8 +2,8 @@
 //! cumulative counters.
 
 use crate::inbox::{
-    Event, EventFilter, InboxError, KeyHistory, OutboxEvent, PurgeTarget, Sighting, Stats,
-    StoredInterchange, StoredMessage,
+    ContrlEvent, Event, EventFilter, InboxError, KeyHistory, Outbox, OutboxEvent, PurgeTarget,
+    Sighting, Stats, StoredInterchange, StoredMessage,
 };
 use crate::status::Status;
 use std::collections::HashMap;
@@ -366,6 +366,45 @@ pub(super) fn pending_events(
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
+/// The CONTRLs to deliver, claimed as events are.
+pub(super) fn pending_contrl(
+    conn: &Connection,
+    pass: &str,
+    retry_after_seconds: i64,
+    limit: u32,
+) -> Result<Vec<ContrlEvent>, InboxError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT o.id, o.event_type, o.created_at, o.attempts, o.send, a.recipient, a.sender,
+                a.partner, a.own_ref, a.control_ref, a.bytes
+         FROM contrl_outbox o
+         JOIN acknowledgements a ON a.id = o.acknowledgement_id
+         WHERE o.published_at IS NULL AND o.failed_at IS NULL
+           AND (o.last_attempt_at IS NULL
+                OR (o.last_attempt_pass IS NOT ?1
+                    AND o.last_attempt_at <= strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?2)))
+         ORDER BY o.id LIMIT ?3",
+    )?;
+    let rows = stmt.query_map(
+        params![pass, format!("-{retry_after_seconds} seconds"), limit],
+        |r| {
+            Ok(ContrlEvent {
+                row: r.get(0)?,
+                event_type: r.get(1)?,
+                created_at: r.get(2)?,
+                attempts: r.get(3)?,
+                send: r.get(4)?,
+                sender: r.get(5)?,
+                recipient: r.get(6)?,
+                partner: r.get(7)?,
+                own_ref: r.get(8)?,
+                control_ref: r.get(9)?,
+                bytes: r.get(10)?,
+            })
+        },
+    )?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
 /// Interchanges' bytes as received, for their events' payloads.
 pub(super) fn interchange_bytes(
     conn: &Connection,
@@ -393,14 +432,16 @@ pub(super) fn interchange_bytes(
 /// Marks events published, in one statement.
 pub(super) fn mark_published(
     conn: &Connection,
+    outbox: Outbox,
     rows: &[i64],
     now: &str,
 ) -> Result<usize, InboxError> {
     Ok(conn
-        .prepare_cached(
-            "UPDATE outbox SET published_at = ?1, last_error = NULL
+        .prepare_cached(&format!(
+            "UPDATE {} SET published_at = ?1, last_error = NULL
              WHERE id IN (SELECT value FROM json_each(?2)) AND published_at IS NULL",
-        )?
+            outbox.table()
+        ))?
         .execute(params![
             now,
             serde_json::to_string(rows).unwrap_or_default()

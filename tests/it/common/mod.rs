@@ -86,11 +86,12 @@ pub fn run_together(commands: Vec<std::process::Command>) -> Vec<std::process::O
     waiting.into_iter().map(|t| t.join().unwrap()).collect()
 }
 
-/// SQL that takes an SQLite inbox back from schema 9 to before migration 6 (the publisher's
-/// columns; and migrations 7 and 8, the deliveries and the acknowledgements), for the tests
+/// SQL that takes an SQLite inbox back from schema 10 to before migration 6 (the publisher's
+/// columns; and migrations 7 to 9, the deliveries and the acknowledgements), for the tests
 /// that open an older inbox and see it brought up to date.
 pub const UNDO_PUBLISH_COLUMNS: &str = "
-    DROP TABLE deliveries; DROP TABLE acknowledgements; DROP TABLE contrl_counters;
+    DROP TABLE deliveries; DROP TABLE contrl_outbox; DROP TABLE acknowledgements;
+    DROP TABLE contrl_counters;
     DROP INDEX outbox_failed; DROP INDEX outbox_unpublished; DROP INDEX outbox_message;
     ALTER TABLE outbox DROP COLUMN attempts;
     ALTER TABLE outbox DROP COLUMN last_error;
