@@ -368,3 +368,49 @@ fn acknowledgements_commit_with_their_decisions_or_not_at_all() {
         "no reference skipped or reused"
     );
 }
+
+/// The CONTRLs' delivery stopped dead between the folder's confirmation and the mark (the
+/// second batch): the rerun finds the same ids there, so every acknowledgement is one file, and
+/// all are marked published.
+#[test]
+fn contrls_stopped_between_confirmation_and_mark_go_out_once() {
+    let site = Site::new();
+    for entry in std::fs::read_dir(crate::common::samples().join("valid")).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, site.drop().join(path.file_name().unwrap())).unwrap();
+    }
+    site.cmd()
+        .args(["ingest", "-q", "--contrl", "always"])
+        .arg(site.drop())
+        .assert()
+        .code(0);
+    let out = site.path("contrl-out");
+    let to = format!("dir:{}", out.display());
+    let crashed = site
+        .command()
+        .args([
+            "publish", "-q", "--kind", "contrl", "--batch", "2", "--to", &to,
+        ])
+        .env("FAILPOINTS", "publish-after-confirm=1*off->return")
+        .output()
+        .unwrap();
+    assert_eq!(crashed.status.code(), None, "the fail point stopped it");
+    let written = std::fs::read_dir(&out).unwrap().count();
+    let marked = site.count("SELECT count(*) FROM contrl_outbox WHERE published_at IS NOT NULL");
+    assert_eq!((written, marked), (4, 2), "confirmed 4, marked 2");
+    let again = site
+        .cmd()
+        .args(["publish", "--json", "--kind", "contrl", "--to", &to])
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(0));
+    let lines = crate::common::json_lines(&again.stdout);
+    let statuses: Vec<&str> = lines.iter().filter_map(|l| l["status"].as_str()).collect();
+    assert_eq!(statuses.iter().filter(|s| **s == "duplicate").count(), 2);
+    assert_eq!(statuses.len(), 5);
+    assert_eq!(std::fs::read_dir(&out).unwrap().count(), 7);
+    assert_eq!(
+        site.count("SELECT count(*) FROM contrl_outbox WHERE published_at IS NULL"),
+        0
+    );
+}
