@@ -12,7 +12,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::cli::{AckArgs, ContrlDuplicates, ContrlWhen, IngestArgs};
-use crate::edifact::{self, EnvelopeError, Interchange};
+use crate::edifact::{self, EnvelopeError, Interchange, RejectedContext};
 use crate::exit::ExitStatus;
 use crate::filing::{self, Claim, Claimed};
 use crate::inbox::{Access, Candidate, Decision, Inbox, KeyProbe, Location};
@@ -911,11 +911,38 @@ pub(super) fn decide_parsed(
         .decide(&candidates)
         .context("cannot write to the inbox database")?
         .into_iter();
+    // What the parser had read of each rejected interchange, where its answer is due (the
+    // input parsed again: rare, and only where a CONTRL may be).
+    let contexts: Vec<Vec<Option<RejectedContext>>> = sources
+        .iter()
+        .map(|p| {
+            p.items
+                .iter()
+                .map(|item| match item {
+                    Err(e) if acks.contrl != ContrlWhen::Never => {
+                        edifact::rejected_context(p.bytes, e.offset).filter(|c| {
+                            let types: Vec<&str> =
+                                c.message_types.iter().map(|t| t.as_str()).collect();
+                            // A UNB without its key cannot be answered: the partner could
+                            // not tell which interchange the answer is for.
+                            let u = &c.unb;
+                            let keyed = ![&u.sender, &u.recipient, &u.control_ref]
+                                .iter()
+                                .any(|v| v.is_empty());
+                            keyed && wanted_for(u, &types, acks).is_some()
+                        })
+                    }
+                    _ => None,
+                })
+                .collect()
+        })
+        .collect();
     // The partners this batch may answer, their counters taken in one order.
     let mut partners: Vec<String> = candidates
         .iter()
         .filter(|c| wanted(c.interchange, acks).is_some())
         .map(|c| partner(&c.interchange.unb))
+        .chain(contexts.iter().flatten().flatten().map(|c| partner(&c.unb)))
         .collect();
     partners.sort_unstable();
     partners.dedup();
@@ -926,11 +953,11 @@ pub(super) fn decide_parsed(
     // The outcomes in each input's order; its bytes are recorded once, at its first error,
     // and every error points at them.
     let mut outcomes: Vec<Vec<Outcome>> = Vec::with_capacity(sources.len());
-    for p in sources {
+    for (p, contexts) in sources.iter().zip(&contexts) {
         let shown = p.shown;
         let mut record = None;
         let mut own = Vec::with_capacity(p.items.len());
-        for item in &p.items {
+        for (item, context) in p.items.iter().zip(contexts) {
             own.push(match item {
                 Ok((i, _)) => {
                     let d = decisions
@@ -952,7 +979,12 @@ pub(super) fn decide_parsed(
                         .reject(&file, shown, e, when)
                         .context("cannot write to the inbox database")?;
                     record = Some(file);
-                    Outcome::rejected(shown, e.to_string(), Some(e.offset))
+                    let mut o = Outcome::rejected(shown, e.to_string(), Some(e.offset));
+                    if let Some(c) = context {
+                        o.contrl = answer_rejected(inbox, c, e, when)
+                            .context("cannot write to the inbox database")?;
+                    }
+                    o
                 }
             });
         }
@@ -1031,14 +1063,73 @@ fn answer(
 
 /// The action a CONTRL for this interchange would state, where one is due.
 fn wanted(i: &Interchange<'_>, acks: &AckArgs) -> Option<crate::edifact::contrl::Action> {
+    let types: Vec<&str> = i.messages.iter().map(|m| m.message_type.as_str()).collect();
+    wanted_for(&i.unb, &types, acks)
+}
+
+fn wanted_for(
+    unb: &crate::edifact::Unb,
+    types: &[&str],
+    acks: &AckArgs,
+) -> Option<crate::edifact::contrl::Action> {
     use crate::edifact::contrl::{self, Mode};
     let mode = match acks.contrl {
         ContrlWhen::Requested => Mode::Requested,
         ContrlWhen::Always => Mode::Always,
         ContrlWhen::Never => Mode::Never,
     };
-    let types: Vec<&str> = i.messages.iter().map(|m| m.message_type.as_str()).collect();
-    contrl::wanted(mode, &i.unb, &types)
+    contrl::wanted(mode, unb, types)
+}
+
+/// The CONTRL that rejects an interchange the parser could not accept (its UNB read): UCI 4,
+/// with the error's 0085 at the lowest level that can express it. Returns its control
+/// reference; `None` where the error has no code (nothing of the interchange to answer).
+fn answer_rejected(
+    inbox: &mut dyn Inbox,
+    c: &RejectedContext,
+    e: &EnvelopeError,
+    when: &str,
+) -> Result<Option<String>, crate::inbox::InboxError> {
+    use crate::edifact::contrl::{self, Action, Detail};
+    let Some(error) = contrl::syntax_error(&e.kind) else {
+        return Ok(None);
+    };
+    let s009 = c.message.as_ref().map(|(r, s)| {
+        (
+            r.as_str(),
+            [s[0].as_str(), s[1].as_str(), s[2].as_str(), s[3].as_str()],
+        )
+    });
+    let detail = Detail {
+        error: Some(error),
+        group_ref: c.group_ref.as_deref(),
+        message: s009,
+    };
+    let u = &c.unb;
+    let prepared = prepared_at(when);
+    let build = |own_ref: &str| {
+        contrl::build(
+            u,
+            &c.separators,
+            c.has_una,
+            Action::Rejected,
+            &detail,
+            own_ref,
+            prepared,
+        )
+    };
+    let partner = partner(u);
+    let own_ref = inbox.acknowledge(&crate::inbox::NewAcknowledgement {
+        sender: &u.sender,
+        recipient: &u.recipient,
+        control_ref: &u.control_ref,
+        partner: &partner,
+        action: Action::Rejected.code(),
+        error_code: Some(error.code),
+        build: &build,
+        created_at: when,
+    })?;
+    Ok(Some(own_ref))
 }
 
 /// Whose counter numbers a CONTRL: the answered sender, with its qualifier.

@@ -10,6 +10,7 @@ use super::charset::Charset;
 use super::error::{EnvelopeError, ErrorKind, Tag};
 use super::hash::{SegmentHasher, hash_preamble};
 use super::lexer::{RawSegment, unescape};
+use super::model::RejectedContext;
 use super::model::{Group, Interchange, Message, Unb};
 use super::segments::{self, Raw};
 use super::syntax::Separators;
@@ -35,6 +36,8 @@ pub(super) struct Builder {
     segments: usize,
     hasher: SegmentHasher,
     pub(super) first_error: Option<EnvelopeError>,
+    /// What surrounded the first error, for an answer to the interchange (a CONTRL).
+    pub(super) context: Option<Box<RejectedContext>>,
 }
 
 struct OpenMessage {
@@ -134,6 +137,7 @@ impl Builder {
             segments: 0,
             hasher: SegmentHasher::new(hash_buf),
             first_error: None,
+            context: None,
         };
         // The same bytes under other service characters decode to other values (a `?+` is a
         // released `+` under `?`, data and a separator under `!`), so the characters in force
@@ -178,9 +182,53 @@ impl Builder {
     }
 
     fn fail(&mut self, e: EnvelopeError) {
+        self.fail_in(e, None);
+    }
+
+    /// An error of `message`, one no longer open (taken off to be closed).
+    fn fail_in(&mut self, e: EnvelopeError, message: Option<&Message>) {
         if self.first_error.is_none() {
             self.first_error = Some(e);
+            self.context = Some(self.context_in(message));
         }
+    }
+
+    /// The interchange's envelope as far as it was read: its UNB, and the message and group
+    /// open (or last closed) where an error was found.
+    pub(super) fn context_now(&self) -> Box<RejectedContext> {
+        self.context_in(None)
+    }
+
+    fn context_in(&self, message: Option<&Message>) -> Box<RejectedContext> {
+        let message = message
+            .or(self.open_message.as_ref().map(|o| &o.message))
+            .or(self.messages.last());
+        let group = self.open_group.or(self.groups.len().checked_sub(1));
+        Box::new(RejectedContext {
+            unb: self.unb.clone(),
+            separators: self.seps,
+            has_una: self.has_una,
+            group_ref: group
+                .and_then(|g| self.groups.get(g))
+                .map(|g| g.reference.clone()),
+            message: message.map(|m| {
+                (
+                    m.reference.clone(),
+                    [
+                        m.message_type.clone(),
+                        m.version.clone(),
+                        m.release.clone(),
+                        m.agency.clone(),
+                    ],
+                )
+            }),
+            message_types: self
+                .messages
+                .iter()
+                .chain(self.open_message.as_ref().map(|o| &o.message))
+                .map(|m| m.message_type.clone())
+                .collect(),
+        })
     }
 
     /// Inlined into the loop of `interchanges` (another module, so another codegen unit, where
@@ -234,10 +282,11 @@ impl Builder {
         let v = self.values();
         let reference = v.text(raw.e0062);
         if let Some(open) = self.open_message.take() {
-            self.fail(seg.error(ErrorKind::UnhWithoutUnt {
+            let e = seg.error(ErrorKind::UnhWithoutUnt {
                 reference: reference.to_string(),
-                open: open.message.reference.into(),
-            }));
+                open: open.message.reference.to_string(),
+            });
+            self.fail_in(e, Some(&open.message));
         }
         if self.open_group.is_none() && !self.groups.is_empty() {
             self.fail(seg.error(ErrorKind::MixedGroups));
@@ -296,22 +345,26 @@ impl Builder {
         message.segments += 1;
         let t = segments::unt(seg.body, self.seps);
         let v = self.values();
-        match v.count(t.count) {
-            Ok(n) if n == message.segments as u64 => {}
-            Ok(_) => self.fail(seg.error(ErrorKind::UntCount {
+        // Reported with the message, which is no longer open.
+        let count = match v.count(t.count) {
+            Ok(n) if n == message.segments as u64 => None,
+            Ok(_) => Some(seg.error(ErrorKind::UntCount {
                 declared: v.text(t.count).into(),
                 actual: message.segments,
             })),
-            Err(found) => self.fail(seg.error(ErrorKind::BadCount {
+            Err(found) => Some(seg.error(ErrorKind::BadCount {
                 element: "segment count (0074)",
                 found: found.into(),
             })),
-        }
-        if !v.is(t.reference, &message.reference) {
-            self.fail(seg.error(ErrorKind::UntReference {
+        };
+        let reference = (!v.is(t.reference, &message.reference)).then(|| {
+            seg.error(ErrorKind::UntReference {
                 found: v.text(t.reference).into(),
                 expected: message.reference.to_string(),
-            }));
+            })
+        });
+        for e in [count, reference].into_iter().flatten() {
+            self.fail_in(e, Some(&message));
         }
         if let Some(g) = message.group.and_then(|g| self.groups.get_mut(g)) {
             g.messages += 1;
@@ -322,9 +375,10 @@ impl Builder {
 
     fn close_open_message(&mut self, seg: &RawSegment<'_>) {
         if let Some(open) = self.open_message.take() {
-            self.fail(seg.error(ErrorKind::MessageNotClosed {
-                open: open.message.reference.into(),
-            }));
+            let e = seg.error(ErrorKind::MessageNotClosed {
+                open: open.message.reference.to_string(),
+            });
+            self.fail_in(e, Some(&open.message));
         }
     }
 

@@ -4,7 +4,7 @@
 use super::envelope::Builder;
 use super::error::{EnvelopeError, ErrorKind, Tag};
 use super::lexer::{read_segment, skip_padding};
-use super::model::Interchange;
+use super::model::{Interchange, RejectedContext};
 use super::syntax::{Separators, parse_una};
 
 /// A UTF-8 byte-order mark, skipped before the first segment.
@@ -23,7 +23,23 @@ pub fn interchanges(data: &[u8]) -> Interchanges<'_> {
         started: false,
         done: false,
         spare: Vec::new(),
+        context: None,
     }
+}
+
+/// What the parser had read of the interchange whose error lies at byte `offset` of `data`
+/// (its UNB, the message and group around the error), where it had read a UNB: for answering
+/// a rejected interchange. Parses `data` again, so it is for the rare rejected file.
+pub fn rejected_context(data: &[u8], offset: usize) -> Option<RejectedContext> {
+    let mut all = interchanges(data);
+    while let Some(item) = all.next() {
+        if let Err(e) = item
+            && e.offset == offset
+        {
+            return all.context.take().map(|c| *c);
+        }
+    }
+    None
 }
 
 /// Iterator returned by [`interchanges`].
@@ -37,6 +53,8 @@ pub struct Interchanges<'a> {
     done: bool,
     /// The hash buffer of the last interchange, handed to the next rather than made anew.
     spare: Vec<u8>,
+    /// What was read of the interchange of the last error returned, where a UNB was.
+    context: Option<Box<RejectedContext>>,
 }
 
 impl<'a> Iterator for Interchanges<'a> {
@@ -64,6 +82,7 @@ impl<'a> Iterator for Interchanges<'a> {
 
 impl<'a> Interchanges<'a> {
     fn read_one(&mut self) -> Result<Option<Interchange<'a>>, EnvelopeError> {
+        self.context = None;
         let data = self.data;
         let mut pos = self.pos;
         if pos == 0 && data.starts_with(BOM) {
@@ -145,11 +164,13 @@ impl<'a> Interchanges<'a> {
                 // The first error found is the one reported; the iterator stops either way.
                 self.segment_number = number;
                 self.done = true;
+                self.context = Some(b.context.take().unwrap_or_else(|| b.context_now()));
                 return Err(b.first_error.unwrap_or(e));
             }
         }
         self.segment_number = number;
         self.pos = end;
+        self.context = b.context.take();
         let (result, spare) = b.finish(&data[start..end]);
         self.spare = spare;
         result.map(Some)

@@ -157,3 +157,18 @@ impl Interchange<'_> {
         hex::encode(self.sha256)
     }
 }
+
+/// What the parser had read of an interchange it rejected: enough to answer it (a CONTRL
+/// reporting the error at the lowest level that can express it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RejectedContext {
+    pub unb: Unb,
+    pub separators: Separators,
+    pub has_una: bool,
+    /// UNG 0048 of the group open (or last closed) at the error.
+    pub group_ref: Option<CompactString>,
+    /// UNH 0062 and S009 (0065, 0052, 0054, 0051) of the message open (or last closed).
+    pub message: Option<(CompactString, [CompactString; 4])>,
+    /// S009 0065 of every message read.
+    pub message_types: Vec<CompactString>,
+}

@@ -86,8 +86,22 @@ fn contrl_of(site: &Site, sender: &str, recipient: &str, control_ref: &str) -> V
 /// own; one message CONTRL of the subject's version; the UCI with the subject's 0020, S002 and
 /// S003 unswapped and the action; UNT and UNZ counts and references. Returns the segments.
 fn check(contrl: &[u8], subject: &[u8], action: &str) -> Vec<Vec<Vec<String>>> {
+    check_one(contrl, subject, None, action)
+}
+
+/// The same against the subject's interchange with control reference `control_ref` (the
+/// first where `None`).
+fn check_one(
+    contrl: &[u8],
+    subject: &[u8],
+    control_ref: Option<&str>,
+    action: &str,
+) -> Vec<Vec<Vec<String>>> {
     let s = segments(subject);
-    let unb = s.iter().find(|seg| seg[0][0] == "UNB").unwrap();
+    let unb = s
+        .iter()
+        .find(|seg| seg[0][0] == "UNB" && control_ref.is_none_or(|r| at(seg, 5, 0) == r))
+        .unwrap();
     let c = segments(contrl);
     let tags: Vec<&str> = c.iter().map(|seg| seg[0][0].as_str()).collect();
     assert_eq!(tags.first(), Some(&"UNB"), "{tags:?}");
@@ -326,5 +340,79 @@ per_backend! {
         let sent = publish("message", &format!("dir:{}", msgs.display()));
         assert_eq!(sent.iter().filter(|l| l["status"] == "published").count(), 10);
         assert!(sent.iter().all(|l| l["event_type"] != "edifact.CONTRL.outbound"));
+    }
+}
+
+per_backend! {
+    /// Every broken sample with --contrl always: the expected 0083, 0085, level and service
+    /// segment tag of each answer (none where the UNB cannot be read, or has no key), each
+    /// CONTRL read back by the reader above against the interchange it answers.
+    fn rejected_interchanges_are_answered_with_their_error(site) {
+        // (file, control reference, 0083, 0085, the segment that reports it, 0135/0013).
+        let table: &[(&str, &str, &str, &str, &str, &str)] = &[
+            ("dangling-release.edi", "B0001", "4", "21", "UCI", ""),
+            ("duplicate-message-ref.edi", "B0010", "4", "26", "UCM", "UNH"),
+            ("good-then-bad.edi", "B0012", "7", "", "", ""),
+            ("good-then-bad.edi", "B0013", "4", "29", "UCI", "UNZ"),
+            ("segment-outside-message.edi", "B0011", "4", "33", "UCI", ""),
+            ("truncated-no-unz.edi", "B0001", "4", "13", "UCI", "UNZ"),
+            ("une-count-wrong.edi", "B0009", "4", "29", "UCF", "UNE"),
+            ("unt-count-wrong.edi", "B0001", "4", "29", "UCM", "UNT"),
+            ("unt-reference-mismatch.edi", "B0001", "4", "28", "UCM", "UNT"),
+            ("unz-count-wrong.edi", "B0001", "4", "29", "UCI", "UNZ"),
+            ("unz-reference-mismatch.edi", "B0001", "4", "28", "UCI", "UNZ"),
+        ];
+        let unanswered = ["binary-garbage.bin", "empty.edi", "message-only.edi", "short-una.edi", "empty-control-ref.edi"];
+        for entry in fs::read_dir(crate::common::samples().join("broken")).unwrap() {
+            let path = entry.unwrap().path();
+            fs::copy(&path, site.drop().join(path.file_name().unwrap())).unwrap();
+        }
+        let (code, lines) = site.ingest_json(&["--contrl", "always"]);
+        assert_eq!(code, Some(3));
+        let bytes_sql = if site.is_postgres() {
+            "convert_from(bytes, 'LATIN1')"
+        } else {
+            "CAST(bytes AS TEXT)"
+        };
+        let mut answered = 0;
+        for l in lines.iter().filter(|l| l.get("status").is_some()) {
+            let file = l["file"].as_str().unwrap().rsplit('/').next().unwrap();
+            let Some(own_ref) = l["contrl"].as_str() else {
+                assert!(unanswered.contains(&file), "{file} was not answered: {l}");
+                continue;
+            };
+            answered += 1;
+            let rows = site.rows(&format!(
+                "SELECT control_ref, {bytes_sql} FROM acknowledgements WHERE own_ref = '{own_ref}'"
+            ));
+            let control_ref = rows[0][0].clone().unwrap();
+            let bytes = rows[0][1].clone().unwrap().into_bytes();
+            let row = table
+                .iter()
+                .find(|r| r.0 == file && r.1 == control_ref)
+                .unwrap_or_else(|| panic!("{file} {control_ref} not in the table"));
+            let subject = fs::read(site.drop().join(file)).unwrap_or_else(|_| {
+                fs::read(crate::common::samples().join("broken").join(file)).unwrap()
+            });
+            let c = check_one(&bytes, &subject, Some(&control_ref), row.2);
+            let seg = |tag: &str| c.iter().find(|s| s[0][0] == tag).cloned();
+            match row.4 {
+                "" => assert!(seg("UCM").is_none() && seg("UCF").is_none()),
+                "UCI" => {
+                    let uci = seg("UCI").unwrap();
+                    assert_eq!((at(&uci, 5, 0), at(&uci, 6, 0)), (row.3, row.5), "{file}");
+                }
+                "UCF" => {
+                    let ucf = seg("UCF").unwrap();
+                    assert_eq!((at(&ucf, 4, 0), at(&ucf, 5, 0), at(&ucf, 6, 0)), ("4", row.3, row.5), "{file}");
+                }
+                "UCM" => {
+                    let ucm = seg("UCM").unwrap();
+                    assert_eq!((at(&ucm, 3, 0), at(&ucm, 4, 0), at(&ucm, 5, 0)), ("4", row.3, row.5), "{file}");
+                }
+                other => panic!("{other}"),
+            }
+        }
+        assert_eq!(answered, table.len());
     }
 }
