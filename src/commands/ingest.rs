@@ -1103,6 +1103,10 @@ fn answer_rejected(
     let detail = Detail {
         error: Some(error),
         group_ref: c.group_ref.as_deref(),
+        group_parties: [
+            c.group_parties[0].as_deref().unwrap_or(""),
+            c.group_parties[1].as_deref().unwrap_or(""),
+        ],
         message: s009,
     };
     let u = &c.unb;

@@ -133,6 +133,8 @@ pub struct Detail<'a> {
     pub error: Option<SyntaxError>,
     /// UNG 0048, for a UCF.
     pub group_ref: Option<&'a str>,
+    /// UNG S006/0040 and S007/0044, for a UCF (copied as the group stated them).
+    pub group_parties: [&'a str; 2],
     /// UNH 0062 and S009 (0065, 0052, 0054, 0051), for a UCM.
     pub message: Option<(&'a str, [&'a str; 4])>,
 }
@@ -242,8 +244,8 @@ pub fn build(
                 let mut ucf = vec![
                     vec!["UCF".into()],
                     vec![detail.group_ref.unwrap_or("").to_string()],
-                    vec![],
-                    vec![],
+                    vec![detail.group_parties[0].to_string()],
+                    vec![detail.group_parties[1].to_string()],
                     vec![Action::Rejected.code().into()],
                 ];
                 ucf.extend(error_elements(e));
@@ -419,8 +421,8 @@ mod tests {
         });
         let detail = Detail {
             error: unt,
-            group_ref: None,
             message: Some(("M1", ["INVOIC", "D", "96A", "UN"])),
+            ..Detail::default()
         };
         let bytes = build(
             &s.unb,

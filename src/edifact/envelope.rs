@@ -203,14 +203,19 @@ impl Builder {
         let message = message
             .or(self.open_message.as_ref().map(|o| &o.message))
             .or(self.messages.last());
-        let group = self.open_group.or(self.groups.len().checked_sub(1));
+        let group = self
+            .open_group
+            .or(self.groups.len().checked_sub(1))
+            .and_then(|g| self.groups.get(g));
         Box::new(RejectedContext {
             unb: self.unb.clone(),
             separators: self.seps,
             has_una: self.has_una,
-            group_ref: group
-                .and_then(|g| self.groups.get(g))
-                .map(|g| g.reference.clone()),
+            group_ref: group.map(|g| g.reference.clone()),
+            group_parties: [
+                group.and_then(|g| g.sender.clone()),
+                group.and_then(|g| g.recipient.clone()),
+            ],
             message: message.map(|m| {
                 (
                     m.reference.clone(),

@@ -167,6 +167,8 @@ pub struct RejectedContext {
     pub has_una: bool,
     /// UNG 0048 of the group open (or last closed) at the error.
     pub group_ref: Option<CompactString>,
+    /// Its UNG S006/0040 and S007/0044, the application sender and recipient.
+    pub group_parties: [Option<CompactString>; 2],
     /// UNH 0062 and S009 (0065, 0052, 0054, 0051) of the message open (or last closed).
     pub message: Option<(CompactString, [CompactString; 4])>,
     /// S009 0065 of every message read.

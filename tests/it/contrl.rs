@@ -65,6 +65,19 @@ fn at(seg: &[Vec<String>], e: usize, c: usize) -> &str {
     seg.get(e).and_then(|x| x.get(c)).map_or("", String::as_str)
 }
 
+/// `ingest -q --contrl always` of the drop folder: its exit status (what it said on standard
+/// error shown).
+fn answer_all(site: &Site) -> Option<i32> {
+    let out = site
+        .cmd()
+        .args(["ingest", "-q", "--contrl", "always"])
+        .arg(site.drop())
+        .output()
+        .unwrap();
+    eprint!("{}", String::from_utf8_lossy(&out.stderr));
+    out.status.code()
+}
+
 /// The CONTRL stored for a key, as `show --contrl` prints it.
 fn contrl_of(site: &Site, sender: &str, recipient: &str, control_ref: &str) -> Vec<u8> {
     let out = site
@@ -264,13 +277,7 @@ per_backend! {
             }
             site.put(&format!("f{f:02}.edi"), &file);
         }
-        let out = site
-            .cmd()
-            .args(["ingest", "-q", "--contrl", "always"])
-            .arg(site.drop())
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(answer_all(&site), Some(0));
         assert_eq!(site.count("SELECT count(*) FROM acknowledgements"), 10_000);
         assert_eq!(site.count("SELECT count(DISTINCT own_ref) FROM acknowledgements"), 10_000);
         assert_eq!(site.count("SELECT count(DISTINCT partner) FROM acknowledgements"), 1);
@@ -385,6 +392,7 @@ per_backend! {
             let rows = site.rows(&format!(
                 "SELECT control_ref, {bytes_sql} FROM acknowledgements WHERE own_ref = '{own_ref}'"
             ));
+            assert_eq!(rows.len(), 1, "{own_ref}: one CONTRL of that reference");
             let control_ref = rows[0][0].clone().unwrap();
             let bytes = rows[0][1].clone().unwrap().into_bytes();
             let row = table
@@ -405,6 +413,10 @@ per_backend! {
                 "UCF" => {
                     let ucf = seg("UCF").unwrap();
                     assert_eq!((at(&ucf, 4, 0), at(&ucf, 5, 0), at(&ucf, 6, 0)), ("4", row.3, row.5), "{file}");
+                    // S006 and S007 as the UNG stated them (their first components).
+                    let s = segments(&subject);
+                    let ung = s.iter().find(|s| s[0][0] == "UNG").unwrap();
+                    assert_eq!((at(&ucf, 2, 0), at(&ucf, 3, 0)), (at(ung, 2, 0), at(ung, 3, 0)), "{file}");
                 }
                 "UCM" => {
                     let ucm = seg("UCM").unwrap();
@@ -414,5 +426,55 @@ per_backend! {
             }
         }
         assert_eq!(answered, table.len());
+    }
+}
+
+/// Every file of the shared corpus (real files nobody here wrote) with --contrl always: every
+/// CONTRL made, for what was accepted and what was rejected, is read back by `inspect` as one
+/// valid interchange holding one CONTRL message, and by the reader above (UNT counting its
+/// segments, the UCI present, UNZ naming the UNB's reference).
+#[test]
+fn every_contrl_made_for_the_corpus_reads_back() {
+    let Some(root) = crate::corpus::corpus() else {
+        eprintln!("no corpus beside the checkout and EDI_INBOX_CORPUS unset: nothing to check");
+        return;
+    };
+    let site = Site::new();
+    let manifest = fs::read_to_string(root.join("real/MANIFEST.tsv")).unwrap();
+    for (n, line) in manifest.lines().skip(1).enumerate() {
+        let file = line.split('\t').next().unwrap();
+        if let Ok(bytes) = fs::read(root.join(file)) {
+            site.put(&format!("c{n:04}.edi"), &bytes);
+        }
+    }
+    assert!(matches!(answer_all(&site), Some(0 | 3)));
+    let rows = site.rows("SELECT own_ref, partner, hex(bytes) FROM acknowledgements");
+    assert!(rows.len() > 50, "{} CONTRLs", rows.len());
+    let mut files = Vec::new();
+    for (k, r) in rows.iter().enumerate() {
+        let bytes = hex::decode(r[2].clone().unwrap()).unwrap();
+        let c = segments(&bytes);
+        let tags: Vec<&str> = c.iter().map(|s| s[0][0].as_str()).collect();
+        assert_eq!(tags[..2], ["UNB", "UNH"], "{r:?}");
+        assert!(tags.contains(&"UCI"), "{r:?}");
+        let unt = c.iter().find(|s| s[0][0] == "UNT").unwrap();
+        assert_eq!(at(unt, 1, 0), (c.len() - 2).to_string(), "{r:?}");
+        assert_eq!(at(c.last().unwrap(), 2, 0), at(&c[0], 5, 0), "{r:?}");
+        let path = site.path(&format!("contrl{k:04}.edi"));
+        fs::write(&path, &bytes).unwrap();
+        files.push(path);
+    }
+    let paths: Vec<&std::path::Path> = files.iter().map(|p| p.as_path()).collect();
+    let (code, inspected) = crate::common::inspect_json(&paths);
+    assert_eq!(code, Some(0), "{inspected:?}");
+    let interchanges: Vec<_> = inspected
+        .iter()
+        .filter(|l| l.get("messages").is_some())
+        .collect();
+    assert_eq!(interchanges.len(), rows.len());
+    for i in interchanges {
+        let messages = i["messages"].as_array().unwrap();
+        assert_eq!(messages.len(), 1, "{i}");
+        assert_eq!(messages[0]["type"], "CONTRL", "{i}");
     }
 }

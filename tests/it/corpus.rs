@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use crate::common::{edi_inbox, json_lines};
 
-fn corpus() -> Option<PathBuf> {
+pub fn corpus() -> Option<PathBuf> {
     if let Some(dir) = std::env::var_os("EDI_INBOX_CORPUS") {
         let dir = PathBuf::from(dir);
         assert!(
