@@ -1091,7 +1091,7 @@ fn answer_rejected(
     when: &str,
 ) -> Result<Option<String>, crate::inbox::InboxError> {
     use crate::edifact::contrl::{self, Action, Detail};
-    let Some(error) = contrl::syntax_error(&e.kind) else {
+    let Some(error) = contrl::syntax_error(&e.kind, e.tag) else {
         return Ok(None);
     };
     let s009 = c.message.as_ref().map(|(r, s)| {

@@ -65,10 +65,18 @@ pub struct SyntaxError {
 pub const DUPLICATE_DETECTED: &str = "26";
 
 /// The report of one parser error: one row per kind of [`ErrorKind`], the only place the kinds
-/// meet the codes of ISO 9735 (0085). `None` where no UNB was read (nothing to answer).
-pub fn syntax_error(kind: &ErrorKind) -> Option<SyntaxError> {
+/// meet the codes of ISO 9735 (0085). `None` where no UNB was read (nothing to answer). `at` is
+/// the tag of the segment the error was found in: a missing element or a count that is not a
+/// number in a UNT or UNE is reported at its message's or group's level; in a UNH or UNG (whose
+/// own identification may be what is missing) on the UCI, with the tag.
+pub fn syntax_error(kind: &ErrorKind, at: Option<Tag>) -> Option<SyntaxError> {
     use ErrorKind as K;
     use Level::{Group, Interchange, Message};
+    let level_of = |tag: Option<Tag>| match tag {
+        Some(Tag::UNT) => Message,
+        Some(Tag::UNE) => Group,
+        _ => Interchange,
+    };
     let (code, level, tag) = match kind {
         // No interchange to answer: the rejection stays in the inbox's own report.
         K::Empty | K::NoInterchange | K::TruncatedUna { .. } | K::BadUna { .. } => return None,
@@ -81,14 +89,14 @@ pub fn syntax_error(kind: &ErrorKind) -> Option<SyntaxError> {
         K::UneReference { .. } => ("28", Group, Some(Tag::UNE)),
         K::UnzReference { .. } => ("28", Interchange, Some(Tag::UNZ)),
         // 13: missing (a mandatory element, or the segment that closes a level).
-        K::MissingElement { .. } => ("13", Interchange, Some(Tag::UNB)),
+        K::MissingElement { .. } => ("13", level_of(at), at.or(Some(Tag::UNB))),
         K::UnhWithoutUnt { .. } | K::MessageNotClosed { .. } => ("13", Message, Some(Tag::UNT)),
         K::UngWithoutUne { .. } | K::GroupNotClosed { .. } => ("13", Group, Some(Tag::UNE)),
         K::MissingUnz { .. } | K::UnbBeforeUnz { .. } | K::Unterminated { .. } => {
             ("13", Interchange, Some(Tag::UNZ))
         }
         // 12: invalid value.
-        K::BadCount { .. } => ("12", Interchange, None),
+        K::BadCount { .. } => ("12", level_of(at), at),
         // 21: invalid character.
         K::NulByte | K::DanglingRelease { .. } => ("21", Interchange, None),
         // 33: invalid occurrence outside message, package or group.
@@ -415,10 +423,13 @@ mod tests {
     #[test]
     fn errors_are_reported_at_the_lowest_level_that_knows_them() {
         let s = subject(V3);
-        let unt = syntax_error(&ErrorKind::UntCount {
-            declared: "3".into(),
-            actual: 4,
-        });
+        let unt = syntax_error(
+            &ErrorKind::UntCount {
+                declared: "3".into(),
+                actual: 4,
+            },
+            Some(Tag::UNT),
+        );
         let detail = Detail {
             error: unt,
             message: Some(("M1", ["INVOIC", "D", "96A", "UN"])),
@@ -590,7 +601,7 @@ mod tests {
             ),
         ];
         for (kind, want) in rows {
-            let got = syntax_error(&kind)
+            let got = syntax_error(&kind, None)
                 .map(|e| (e.code, e.level, e.tag.map(|t| t.as_str().to_string())));
             let want = want.map(|(c, l, t)| (c, l, t.map(str::to_string)));
             assert_eq!(got, want, "{kind:?}");
@@ -616,6 +627,69 @@ mod tests {
             String::from_utf8(bytes).unwrap(),
             "UNB+UNOC:4+R:14+A?*B:14+20261130:0905+C9++++++1'UNH+1+CONTRL:4:1:UN'UCI+T1+A?*B:14+R:14+7'UNT+3+1'UNZ+1+C9'"
         );
+    }
+
+    /// A missing element or a count that is not a number: at the level of its segment.
+    #[test]
+    fn missing_and_invalid_values_are_reported_where_they_stand() {
+        let rows = [
+            (
+                ErrorKind::MissingElement { element: "0062" },
+                Tag::UNH,
+                "13",
+                Level::Interchange,
+            ),
+            (
+                ErrorKind::MissingElement { element: "0048" },
+                Tag::UNG,
+                "13",
+                Level::Interchange,
+            ),
+            (
+                ErrorKind::MissingElement { element: "0020" },
+                Tag::UNB,
+                "13",
+                Level::Interchange,
+            ),
+            (
+                ErrorKind::BadCount {
+                    element: "0074",
+                    found: "x".into(),
+                },
+                Tag::UNT,
+                "12",
+                Level::Message,
+            ),
+            (
+                ErrorKind::BadCount {
+                    element: "0060",
+                    found: "x".into(),
+                },
+                Tag::UNE,
+                "12",
+                Level::Group,
+            ),
+            (
+                ErrorKind::BadCount {
+                    element: "0036",
+                    found: "x".into(),
+                },
+                Tag::UNZ,
+                "12",
+                Level::Interchange,
+            ),
+        ];
+        for (kind, tag, code, level) in rows {
+            assert_eq!(
+                syntax_error(&kind, Some(tag)),
+                Some(SyntaxError {
+                    code,
+                    level,
+                    tag: Some(tag)
+                }),
+                "{kind:?}"
+            );
+        }
     }
 
     #[test]
