@@ -26,7 +26,7 @@ pub fn corpus() -> Option<PathBuf> {
 }
 
 /// Rows of a TSV file as maps from column name to value.
-fn tsv(path: PathBuf) -> Vec<BTreeMap<String, String>> {
+pub fn tsv(path: PathBuf) -> Vec<BTreeMap<String, String>> {
     let text = std::fs::read_to_string(&path).unwrap();
     let mut lines = text.lines();
     let header: Vec<&str> = lines.next().unwrap().split('\t').collect();
@@ -43,7 +43,7 @@ fn tsv(path: PathBuf) -> Vec<BTreeMap<String, String>> {
 }
 
 /// The envelope verdict of a `notes` column, after any `broken[...]` tag.
-fn verdict(notes: &str) -> &str {
+pub fn verdict(notes: &str) -> &str {
     let notes = match notes.strip_prefix("broken[") {
         Some(rest) => rest.split_once("] ").map_or(rest, |(_, v)| v),
         None => notes,
