@@ -93,6 +93,10 @@ pub enum Command {
 
     /// Print a shell completion script.
     Completions(CompletionsArgs),
+
+    /// Write the manual pages, one per command (edi-inbox.1, edi-inbox-ingest.1, ...), from
+    /// these very definitions, into a folder.
+    Man(ManArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -386,6 +390,13 @@ pub enum CompletionShell {
     Bash,
     Zsh,
     Fish,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ManArgs {
+    /// The folder to write the pages into (created where missing).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
 }
 
 #[derive(Debug, clap::Args)]

@@ -107,6 +107,18 @@ fn completions(args: &cli::CompletionsArgs) -> anyhow::Result<ExitStatus> {
     Ok(ExitStatus::from_problems(usize::from(out.failed())))
 }
 
+/// Writes one manual page per command, as ripgrep generates its own: from the clap definitions,
+/// so that a page never says other than `--help`.
+fn man(args: &cli::ManArgs) -> anyhow::Result<ExitStatus> {
+    use anyhow::Context as _;
+    use clap::CommandFactory;
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("cannot create {}", args.out.display()))?;
+    clap_mangen::generate_to(cli::Cli::command(), &args.out)
+        .with_context(|| format!("cannot write the manual pages into {}", args.out.display()))?;
+    Ok(ExitStatus::Success)
+}
+
 /// Parses the command line, runs the command and turns its outcome into an exit status.
 pub fn main() -> ExitCode {
     #[cfg(feature = "failpoints")]
@@ -134,6 +146,7 @@ pub fn main() -> ExitCode {
         cli::Command::Publish(args) => publish::run(&db, cli.busy_timeout, args),
         cli::Command::Consume(args) => consume::run(&db, named, cli.busy_timeout, args),
         cli::Command::Completions(args) => completions(args),
+        cli::Command::Man(args) => man(args),
     };
     let status = match result {
         Ok(status) => status,

@@ -562,3 +562,70 @@ fn completions_for_three_shells() {
         .assert()
         .code(2);
 }
+
+/// `man --out DIR` writes one page per command, from the clap definitions (as ripgrep does), and
+/// each renders with `groff -man -ww` without a warning. (`.ci/run` installs groff; without it
+/// outside CI, only the pages are checked.)
+#[test]
+fn man_writes_one_page_per_command_that_groff_renders_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("man");
+    edi_inbox()
+        .args(["man", "--out"])
+        .arg(&out)
+        .assert()
+        .code(0);
+    let mut pages: Vec<String> = fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    pages.sort();
+    // Every command `--help` lists has its page.
+    let help = edi_inbox().arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout).into_owned();
+    let commands: Vec<&str> = help
+        .split("Commands:")
+        .nth(1)
+        .unwrap()
+        .split("Options:")
+        .next()
+        .unwrap()
+        .lines()
+        // A command's line, not the wrapped rest of a description.
+        .filter(|l| l.starts_with("  ") && !l.starts_with("   "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .collect();
+    assert!(commands.len() >= 10, "{commands:?}");
+    for c in &commands {
+        assert!(
+            pages.contains(&format!("edi-inbox-{c}.1")),
+            "{c}: {pages:?}"
+        );
+    }
+    assert!(pages.contains(&"edi-inbox.1".to_string()));
+    let consume = fs::read_to_string(out.join("edi-inbox-consume.1")).unwrap();
+    assert!(consume.contains("\\-\\-until\\-idle"), "{consume}");
+    let Ok(groff) = Command::new("groff").arg("-v").output() else {
+        assert!(
+            std::env::var_os("EDI_INBOX_REQUIRE_POSTGRES").is_none(),
+            "groff is missing in CI"
+        );
+        eprintln!("no groff: the pages were not rendered");
+        return;
+    };
+    assert!(groff.status.success());
+    for page in &pages {
+        let rendered = Command::new("groff")
+            .args(["-man", "-ww", "-z"])
+            .arg(out.join(page))
+            .output()
+            .unwrap();
+        assert!(rendered.status.success(), "{page}");
+        assert!(
+            rendered.stderr.is_empty(),
+            "{page}: {}",
+            String::from_utf8_lossy(&rendered.stderr)
+        );
+    }
+}
