@@ -47,6 +47,15 @@ impl Out {
     }
 
     /// Writes one JSON object on a line of its own (JSON escapes control characters itself).
+    /// The last line of `--json` output: `{"summary": ...}`.
+    pub fn json_summary<T: serde::Serialize>(&mut self, summary: &T) {
+        #[derive(serde::Serialize)]
+        struct Last<'a, T> {
+            summary: &'a T,
+        }
+        self.json(&Last { summary });
+    }
+
     pub fn json<T: serde::Serialize>(&mut self, value: &T) {
         if !self.is_open() {
             return;

@@ -515,11 +515,7 @@ impl Run<'_> {
         self.metrics_now(inbox, true);
         let s = &self.summary;
         if self.args.json {
-            #[derive(Serialize)]
-            struct Last<'a> {
-                summary: &'a Summary,
-            }
-            self.out.json(&Last { summary: s });
+            self.out.json_summary(s);
         } else {
             self.out.line(&format!(
                 "{}: {} new, {} duplicate, {} drift, {} rejected ({} redelivered)",

@@ -1186,11 +1186,7 @@ impl<'a> Run<'a> {
     fn summarise(&mut self) {
         let s = &self.summary;
         if self.args.json {
-            #[derive(Serialize)]
-            struct Last<'a> {
-                summary: &'a Summary,
-            }
-            self.out.json(&Last { summary: s });
+            self.out.json_summary(s);
         } else {
             self.out.line(&format!(
                 "{}: {} new, {} duplicate, {} drift, {} rejected, {} skipped",
