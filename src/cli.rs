@@ -99,6 +99,20 @@ pub enum Command {
     Man(ManArgs),
 }
 
+impl Command {
+    /// The command's name as its metrics say it, and its --metrics-file where one is asked for.
+    pub fn metrics_file(&self) -> Option<(&'static str, &std::path::Path)> {
+        let (name, path) = match self {
+            Command::Ingest(a) => ("ingest", &a.metrics_file),
+            Command::Purge(a) => ("purge", &a.metrics_file),
+            Command::Publish(a) => ("publish", &a.metrics_file),
+            Command::Consume(a) => ("consume", &a.metrics_file),
+            _ => return None,
+        };
+        path.as_deref().map(|p| (name, p))
+    }
+}
+
 #[derive(Debug, clap::Args)]
 pub struct ConsumeArgs {
     /// Where from: nats://HOST:PORT/STREAM/CONSUMER (a JetStream pull consumer) or

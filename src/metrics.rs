@@ -69,6 +69,12 @@ impl Metrics {
         fs::create_dir_all(dir)?;
         let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
         let mut f = fs::File::create(&tmp)?;
+        // Readable by the scraper, which runs as another user (whatever the umask keeps from
+        // the database): figures are not secrets.
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            f.set_permissions(fs::Permissions::from_mode(0o644))?;
+        }
         f.write_all(self.text.as_bytes())?;
         f.sync_all()?;
         drop(f);
@@ -82,6 +88,58 @@ fn escape(v: &str) -> String {
     v.replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")
+}
+
+/// The families [`stamp_run`] owns: how each command's last run ended, and when. One family
+/// for every command (told apart by a `command` label), so that one alert rule covers them all;
+/// node_exporter merges a family found in several files when its HELP and TYPE agree.
+pub const EXIT_CODE: &str = "edi_inbox_last_run_exit_code";
+pub const RUN_TIMESTAMP: &str = "edi_inbox_last_run_timestamp_seconds";
+
+/// Records in the metrics file at `path` how a run of `command` ended, as its last step: the
+/// file the command wrote keeps its figures and gains these two families. A run that ended in a
+/// fatal error wrote no figures; the previous run's are kept (among them its last success,
+/// which is what the alert on "no successful run for a while" must go on seeing).
+pub fn stamp_run(path: &Path, command: &str, exit_code: u8) -> std::io::Result<()> {
+    let before = match fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(e),
+    };
+    let mut m = Metrics::default();
+    for line in before.lines() {
+        let name = line
+            .strip_prefix("# HELP ")
+            .or_else(|| line.strip_prefix("# TYPE "))
+            .unwrap_or(line);
+        let name = name.split(['{', ' ']).next().unwrap_or_default();
+        if name != EXIT_CODE && name != RUN_TIMESTAMP && !line.is_empty() {
+            m.text.push_str(line);
+            m.text.push('\n');
+        }
+    }
+    m.family(
+        EXIT_CODE,
+        "gauge",
+        "Exit status of the last run of each command: 0 all good, 1 fatal error (nothing decided), 2 usage error, 3 finished with something to look at.",
+    )
+    .sample(EXIT_CODE, &[("command", command)], f64::from(exit_code))
+    .family(
+        RUN_TIMESTAMP,
+        "gauge",
+        "Unix time at which the last run of each command ended, however it ended.",
+    )
+    .sample(RUN_TIMESTAMP, &[("command", command)], unix_now());
+    m.write_to(path)
+}
+
+/// The value of an unlabelled sample `name` in the metrics file at `path`, if it holds one.
+pub fn previous_value(path: &Path, name: &str) -> Option<f64> {
+    let text = fs::read_to_string(path).ok()?;
+    text.lines().find_map(|line| {
+        let (n, v) = line.split_once(' ')?;
+        (n == name).then(|| v.trim().parse().ok()).flatten()
+    })
 }
 
 /// Seconds since the Unix epoch, now.
@@ -112,5 +170,37 @@ mod tests {
         m.write_to(&path).unwrap();
         assert_eq!(fs::read_to_string(&path).unwrap(), m.text());
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o644, "{mode:o}");
+    }
+
+    #[test]
+    fn a_stamp_keeps_the_figures_and_replaces_the_last_stamp() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ingest.prom");
+        // A fatal first run: no figures, only the stamp.
+        stamp_run(&path, "ingest", 1).unwrap();
+        let text = fs::read_to_string(&path).unwrap();
+        assert!(text.contains("\nedi_inbox_last_run_exit_code{command=\"ingest\"} 1\n"));
+        assert_eq!(text.matches("# TYPE").count(), 2, "{text}");
+        let mut m = Metrics::default();
+        m.single("x_last_success_timestamp_seconds", "gauge", "When.", 7.0);
+        m.write_to(&path).unwrap();
+        stamp_run(&path, "ingest", 0).unwrap();
+        // Then a fatal run again: the success before it stays, the stamp is replaced.
+        stamp_run(&path, "ingest", 1).unwrap();
+        let text = fs::read_to_string(&path).unwrap();
+        assert!(text.starts_with(m.text()), "{text}");
+        assert_eq!(text.matches(EXIT_CODE).count(), 3, "{text}");
+        assert_eq!(text.matches(RUN_TIMESTAMP).count(), 3, "{text}");
+        assert!(text.contains("\nedi_inbox_last_run_exit_code{command=\"ingest\"} 1\n"));
+        assert!(!text.contains("} 0\n"), "{text}");
+        assert_eq!(
+            previous_value(&path, "x_last_success_timestamp_seconds"),
+            Some(7.0)
+        );
+        assert_eq!(previous_value(&path, "x_last"), None);
+        assert_eq!(previous_value(&dir.path().join("none.prom"), "x"), None);
     }
 }

@@ -584,12 +584,9 @@ fn write_metrics(
         "Unix time at which consume last wrote this file after a committed batch (or at its end).",
         unix_now(),
     )
-    .single(
-        "edi_inbox_inbox_entries",
-        "gauge",
-        "Entries in the inbox, the duplicate-detection window.",
-        inbox.stats()?.inbox as f64,
-    );
+;
+    // Not the inbox's size: that is ingest's figure, and node_exporter drops a series that two
+    // files on one host both hold.
     if last {
         m.single(
             "edi_inbox_consume_last_success_timestamp_seconds",

@@ -165,5 +165,27 @@ pub fn main() -> ExitCode {
             ExitStatus::Fatal
         }
     };
-    status.into()
+    stamp_metrics(&cli.command, status).into()
+}
+
+/// Ends a run by recording its exit status in its metrics file (also when it failed before
+/// writing any figures), for the alert on runs that exit non-zero.
+fn stamp_metrics(command: &cli::Command, status: ExitStatus) -> ExitStatus {
+    let Some((name, path)) = command.metrics_file() else {
+        return status;
+    };
+    match crate::metrics::stamp_run(path, name, status as u8) {
+        Ok(()) => status,
+        Err(e) => {
+            output::warn(&format!(
+                "cannot record the exit status in the metrics file {}: {e}",
+                path.display()
+            ));
+            if status == ExitStatus::Success {
+                ExitStatus::Problems
+            } else {
+                status
+            }
+        }
+    }
 }

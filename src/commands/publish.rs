@@ -106,13 +106,27 @@ pub fn run(
         exchange: args.exchange.clone(),
         stream_subjects: vec![template.wildcard()],
     };
+    let mut run = Run {
+        args,
+        template,
+        out,
+        summary: Summary::default(),
+        pass: new_pass(),
+        started,
+        last_success: None,
+        metrics_written: None,
+    };
     let mut backoff = Duration::from_millis(500);
-    let mut sink = loop {
+    let sink = loop {
         match publish::connect(&destination, &options) {
-            Ok(sink) => break sink,
-            Err(e) if args.follow && !stop.load(Ordering::Relaxed) => {
+            Ok(sink) => break Some(sink),
+            // Stopped while waiting for the destination: the run ends as asked, having marked
+            // nothing.
+            Err(_) if args.follow && stop.load(Ordering::Relaxed) => break None,
+            Err(e) if args.follow => {
+                run.metrics_now(&*inbox);
                 problem(
-                    &mut out,
+                    &mut run.out,
                     &format!(
                         "{}; trying again in {}",
                         super::one_message(&e),
@@ -125,18 +139,21 @@ pub fn run(
             Err(e) => return Err(e),
         }
     };
-    let mut run = Run {
-        args,
-        template,
-        out,
-        summary: Summary::default(),
-        pass: new_pass(),
+    let Some(mut sink) = sink else {
+        return run.finish(&*inbox, &destination, true);
     };
     loop {
         if stop.load(Ordering::Relaxed) {
             break;
         }
-        match run.one_batch(&mut *inbox, &mut *sink) {
+        let batch = run.one_batch(&mut *inbox, &mut *sink);
+        if batch.is_ok() {
+            run.last_success = Some(unix_now());
+        }
+        if args.follow {
+            run.metrics_now(&*inbox);
+        }
+        match batch {
             Ok(0) if !args.follow => break,
             Ok(0) => {
                 super::sleep_unless(&stop, args.poll);
@@ -173,7 +190,7 @@ pub fn run(
         }
     }
     let stopped = stop.load(Ordering::Relaxed);
-    run.finish(&*inbox, &destination, started, stopped)
+    run.finish(&*inbox, &destination, stopped)
 }
 
 /// A name for one pass over the outbox: an event is tried at most once per pass.
@@ -198,7 +215,16 @@ struct Run<'a> {
     out: Out,
     summary: Summary,
     pass: String,
+    started: Instant,
+    /// When a batch (or, with --follow, a look at an empty outbox) last went through without a
+    /// destination error: what the alert on a stalled publisher watches.
+    last_success: Option<f64>,
+    metrics_written: Option<Instant>,
 }
+
+/// How often `publish --follow` rewrites its metrics file, at most: a long run is watched
+/// through it (backlog, last success) while it runs, not only when it ends.
+const METRICS_EVERY: Duration = Duration::from_secs(10);
 
 /// What goes out as one message: its events (one, or an interchange's), its id and subject,
 /// and its place in the batch sent, or why it cannot be built.
@@ -492,13 +518,55 @@ impl Run<'_> {
         self.out.line(&line);
     }
 
+    /// The run's figures so far, for the metrics file at `path`.
+    fn figures(
+        &self,
+        inbox: &dyn Inbox,
+        stats: &crate::inbox::Stats,
+        path: &std::path::Path,
+    ) -> anyhow::Result<Metrics> {
+        metrics(
+            inbox,
+            &self.summary,
+            stats,
+            self.started,
+            self.last_success,
+            path,
+        )
+    }
+
+    /// With --follow, rewrites the metrics file (at most every [`METRICS_EVERY`]); a file that
+    /// cannot be written is said, and the run goes on.
+    fn metrics_now(&mut self, inbox: &dyn Inbox) {
+        let Some(path) = &self.args.metrics_file else {
+            return;
+        };
+        if self
+            .metrics_written
+            .is_some_and(|t| t.elapsed() < METRICS_EVERY)
+        {
+            return;
+        }
+        self.metrics_written = Some(Instant::now());
+        let written = inbox
+            .stats()
+            .map_err(anyhow::Error::from)
+            .and_then(|stats| self.figures(inbox, &stats, path))
+            .and_then(|m| Ok(m.write_to(path)?));
+        if let Err(e) = written {
+            problem(
+                &mut self.out,
+                &format!("cannot write the metrics file {}: {e:#}", path.display()),
+            );
+        }
+    }
+
     /// The summary and metrics; the status. Stopped by a signal, the run ends as asked: 0 (its
     /// refusals were reported as they came, and are in the metrics).
     fn finish(
         mut self,
         inbox: &dyn Inbox,
         destination: &Destination,
-        started: Instant,
         stopped: bool,
     ) -> anyhow::Result<ExitStatus> {
         let stats = inbox.stats()?;
@@ -533,7 +601,7 @@ impl Run<'_> {
         self.out.flush();
         let mut metrics_failed = false;
         if let Some(path) = &self.args.metrics_file {
-            let m = metrics(inbox, &self.summary, &stats, started)?;
+            let m = self.figures(inbox, &stats, path)?;
             if let Err(e) = m.write_to(path) {
                 metrics_failed = true;
                 problem(
@@ -554,7 +622,15 @@ fn metrics(
     s: &Summary,
     stats: &crate::inbox::Stats,
     started: Instant,
+    last_success: Option<f64>,
+    path: &std::path::Path,
 ) -> anyhow::Result<Metrics> {
+    // A run that has not got through yet (a publisher waiting for its broker) keeps the last
+    // success the file already holds, so the alert on a stalled publisher sees the real age.
+    let name = "edi_inbox_publish_last_success_timestamp_seconds";
+    let last_success = last_success
+        .or_else(|| crate::metrics::previous_value(path, name))
+        .unwrap_or(0.0);
     let mut m = Metrics::default();
     m.family(
         "edi_inbox_publish_events_total",
@@ -614,10 +690,10 @@ fn metrics(
         started.elapsed().as_secs_f64(),
     )
     .single(
-        "edi_inbox_publish_last_success_timestamp_seconds",
+        name,
         "gauge",
-        "Unix time at which the last publish run finished.",
-        unix_now(),
+        "Unix time at which publish last got a batch through (with --follow, also a look at an empty outbox) without a destination error.",
+        last_success,
     );
     Ok(m)
 }

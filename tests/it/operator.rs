@@ -415,18 +415,14 @@ fn check_exposition(text: &str) {
 }
 
 fn promtool_check(path: &std::path::Path) {
-    let Ok(out) = Command::new("promtool")
+    let Some(promtool) = promtool() else {
+        return;
+    };
+    let out = Command::new(promtool)
         .args(["check", "metrics"])
         .stdin(fs::File::open(path).unwrap())
         .output()
-    else {
-        assert!(
-            std::env::var_os("EDI_INBOX_REQUIRE_PROMETHEUS").is_none(),
-            "promtool is required here but not installed"
-        );
-        eprintln!("promtool is not installed: checked by hand only");
-        return;
-    };
+        .unwrap();
     assert!(
         out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
         "promtool: {} {}",
@@ -492,8 +488,159 @@ per_backend! {
     }
 }
 
+/// Every run records how it ended; a fatal run keeps the figures (and the last success) of the
+/// run before it, so that the alert on "no success for a while" still sees the real age.
+#[test]
+fn a_run_that_fails_records_its_exit_status_and_keeps_the_last_success() {
+    let site = Site::new();
+    site.put_sample("valid/two-interchanges.edi", "a.edi");
+    let prom = site.path("metrics/edi_inbox_ingest.prom");
+    let stamp = |code: u8| format!("\nedi_inbox_last_run_exit_code{{command=\"ingest\"}} {code}\n");
+    let success = |text: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix("edi_inbox_ingest_last_success_timestamp_seconds "))
+            .map(str::to_string)
+    };
+    site.cmd()
+        .args(["ingest", "-q", "--metrics-file"])
+        .arg(&prom)
+        .arg(site.drop())
+        .assert()
+        .code(0);
+    let first = fs::read_to_string(&prom).unwrap();
+    assert!(first.contains(&stamp(0)), "{first}");
+    let last_success = success(&first).expect("a last success");
+
+    // A fatal error before anything is decided: the archive folder is a file.
+    let not_a_folder = site.put("archive", b"x");
+    site.cmd()
+        .args(["ingest", "-q", "--archive"])
+        .arg(&not_a_folder)
+        .arg("--metrics-file")
+        .arg(&prom)
+        .arg(site.drop())
+        .assert()
+        .code(1);
+    let failed = fs::read_to_string(&prom).unwrap();
+    assert!(failed.contains(&stamp(1)), "{failed}");
+    assert!(!failed.contains(&stamp(0)), "{failed}");
+    assert_eq!(success(&failed), Some(last_success), "{failed}");
+    assert!(
+        failed.contains("edi_inbox_ingest_interchanges_total{status=\"new\"} 2\n"),
+        "{failed}"
+    );
+    check_exposition(&failed);
+    promtool_check(&prom);
+
+    // A usage error (no database where none is named) is recorded too, as 2.
+    let fresh = Site::new();
+    let prom = fresh.path("edi_inbox_ingest.prom");
+    edi_inbox()
+        .current_dir(fresh.path(""))
+        .args(["ingest", "--metrics-file"])
+        .arg(&prom)
+        .arg(fresh.drop())
+        .assert()
+        .code(2);
+    let text = fs::read_to_string(&prom).unwrap();
+    assert!(text.contains(&stamp(2)), "{text}");
+    assert!(
+        text.contains("\nedi_inbox_last_run_timestamp_seconds{command=\"ingest\"} 1"),
+        "{text}"
+    );
+}
+
+/// `publish --follow` writes its figures while it runs; waiting for a broker that does not
+/// answer, it keeps the last success the file held, so the alert sees the publisher stalled.
+#[test]
+fn a_following_publisher_that_cannot_connect_keeps_its_last_success() {
+    let site = Site::new();
+    site.put_sample("valid/two-interchanges.edi", "a.edi");
+    site.ingest_quietly(&[]).code(0);
+    let prom = site.path("edi_inbox_publish.prom");
+    let before = "# HELP edi_inbox_publish_last_success_timestamp_seconds When.\n\
+                  # TYPE edi_inbox_publish_last_success_timestamp_seconds gauge\n\
+                  edi_inbox_publish_last_success_timestamp_seconds 1234\n";
+    fs::write(&prom, before).unwrap();
+    // Nothing listens on port 1 of the loopback address: every connection is refused.
+    let mut publisher = crate::common::Reaped(Some(
+        std::process::Command::new(assert_cmd::cargo::cargo_bin("edi-inbox"))
+            .arg("--db")
+            .arg(site.db_arg())
+            .args([
+                "publish",
+                "--follow",
+                "--to",
+                "nats://127.0.0.1:1",
+                "--metrics-file",
+            ])
+            .arg(&prom)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    ));
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let text = loop {
+        let text = fs::read_to_string(&prom).unwrap();
+        if text.contains("edi_inbox_outbox_unpublished ") {
+            break text;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no figures written: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    unsafe { libc::kill(publisher.id() as i32, libc::SIGTERM) };
+    let status = publisher.0.take().unwrap().wait().unwrap();
+    assert!(
+        text.contains("\nedi_inbox_outbox_unpublished 2\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("\nedi_inbox_publish_last_success_timestamp_seconds 1234\n"),
+        "{text}"
+    );
+    // Stopped while it never got through: the run ends as asked, and says how.
+    assert_eq!(status.code(), Some(0));
+    let text = fs::read_to_string(&prom).unwrap();
+    assert!(
+        text.contains("\nedi_inbox_last_run_exit_code{command=\"publish\"} 0\n"),
+        "{text}"
+    );
+}
+
 /// Where prometheus-node-exporter is installed (`.ci/run` installs it), it serves both files.
 fn node_exporter_reads(textfile: &std::path::Path) {
+    let Some(body) = node_exporter_serves(textfile) else {
+        return;
+    };
+    assert!(
+        body.contains("edi_inbox_ingest_interchanges_total{status=\"new\"} 2"),
+        "{body}"
+    );
+    assert!(body.contains("edi_inbox_purge_entries_total 0"), "{body}");
+}
+
+/// promtool, where it is installed; `None` with a notice where it is not, unless
+/// `EDI_INBOX_REQUIRE_PROMETHEUS` is set (`.ci/run` sets it): then a failure.
+pub(crate) fn promtool() -> Option<&'static str> {
+    if Command::new("promtool").arg("--version").output().is_ok() {
+        return Some("promtool");
+    }
+    assert!(
+        std::env::var_os("EDI_INBOX_REQUIRE_PROMETHEUS").is_none(),
+        "promtool is required here but not installed"
+    );
+    eprintln!("promtool is not installed: skipped");
+    None
+}
+
+/// What node_exporter's textfile collector serves of the metrics files in `textfile`, having
+/// read them without an error; `None` (with a notice) where it is not installed, unless
+/// `EDI_INBOX_REQUIRE_PROMETHEUS` is set.
+pub(crate) fn node_exporter_serves(textfile: &std::path::Path) -> Option<String> {
     use std::io::{Read, Write};
     let bin = [
         "/usr/bin/prometheus-node-exporter",
@@ -507,7 +654,7 @@ fn node_exporter_reads(textfile: &std::path::Path) {
             "prometheus-node-exporter is required here but not installed"
         );
         eprintln!("prometheus-node-exporter is not installed: not served");
-        return;
+        return None;
     };
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -540,12 +687,8 @@ fn node_exporter_reads(textfile: &std::path::Path) {
     }
     let _ = child.kill();
     let _ = child.wait();
-    assert!(
-        body.contains("edi_inbox_ingest_interchanges_total{status=\"new\"} 2"),
-        "{body}"
-    );
-    assert!(body.contains("edi_inbox_purge_entries_total 0"), "{body}");
     assert!(body.contains("\nnode_textfile_scrape_error 0\n"), "{body}");
+    Some(body)
 }
 
 #[test]
