@@ -17,6 +17,7 @@ mod hosts;
 mod ingest;
 mod inspect;
 mod operator;
+mod packaging;
 mod parser_props;
 mod postgres;
 mod publish;

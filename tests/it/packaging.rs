@@ -1,0 +1,459 @@
+//! What ships beside the binary (`packaging/`): the systemd units' command lines, run as systemd
+//! runs them; the alert rules, through promtool; the Grafana dashboard; and that every metric
+//! those two name is one the binary writes. The package itself is built and installed in a
+//! throwaway root by `packaging/check`, which `.ci/run` runs.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::common::brokers::Jet;
+use crate::common::samples;
+
+fn packaging() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("packaging")
+}
+
+/// The environment file's `NAME=value` lines (comments and blank lines passed over), with
+/// `overrides` replacing the values of the same names.
+fn environment(overrides: &[(&str, String)]) -> BTreeMap<String, String> {
+    let text = fs::read_to_string(packaging().join("env")).unwrap();
+    let mut env = BTreeMap::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let (name, value) = line
+            .split_once('=')
+            .unwrap_or_else(|| panic!("not NAME=value in packaging/env: {line}"));
+        env.insert(name.to_string(), value.to_string());
+    }
+    for (name, value) in overrides {
+        assert!(
+            env.contains_key(*name),
+            "packaging/env has no {name} to override"
+        );
+        env.insert(name.to_string(), value.clone());
+    }
+    env
+}
+
+/// A unit's `ExecStart=`, its variables expanded as systemd expands them: `${NAME}` into one
+/// word, `$NAME` split at whitespace (no word at all when empty). Every name must be set.
+fn exec_start(unit: &str, env: &BTreeMap<String, String>) -> Vec<String> {
+    let text = fs::read_to_string(packaging().join("systemd").join(unit)).unwrap();
+    let line = text
+        .lines()
+        .find_map(|l| l.strip_prefix("ExecStart="))
+        .unwrap_or_else(|| panic!("{unit} has no ExecStart="));
+    let value = |name: &str| {
+        env.get(name)
+            .unwrap_or_else(|| panic!("{unit} uses {name}, which packaging/env does not set"))
+            .clone()
+    };
+    let mut words = Vec::new();
+    for word in line.split_whitespace() {
+        if let Some(name) = word.strip_prefix('$').filter(|n| !n.starts_with('{')) {
+            words.extend(value(name).split_whitespace().map(str::to_string));
+            continue;
+        }
+        let mut out = String::new();
+        let mut rest = word;
+        while let Some(start) = rest.find("${") {
+            out.push_str(&rest[..start]);
+            let end = rest[start..].find('}').expect("a closing brace") + start;
+            out.push_str(&value(&rest[start + 2..end]));
+            rest = &rest[end + 1..];
+        }
+        out.push_str(rest);
+        words.push(out);
+    }
+    assert_eq!(
+        words.first().map(String::as_str),
+        Some("/usr/bin/edi-inbox"),
+        "{unit}"
+    );
+    words
+}
+
+/// The unit's command, with this build's binary for /usr/bin/edi-inbox and the environment
+/// file's variables in its environment (systemd's `EnvironmentFile=`: EDI_INBOX_DB is read
+/// from there).
+fn unit_command(unit: &str, env: &BTreeMap<String, String>) -> Command {
+    let words = exec_start(unit, env);
+    let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("edi-inbox"));
+    cmd.args(&words[1..]).env_clear().envs(env);
+    cmd.env("PATH", std::env::var_os("PATH").unwrap_or_default());
+    cmd
+}
+
+/// The metric families the metrics files in `dir` hold (their `# TYPE` lines).
+fn families(dir: &Path) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    for entry in fs::read_dir(dir).unwrap() {
+        let text = fs::read_to_string(entry.unwrap().path()).unwrap();
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# TYPE ") {
+                names.insert(rest.split(' ').next().unwrap().to_string());
+            }
+        }
+    }
+    names
+}
+
+/// Every `edi_inbox_…` metric name in `text`.
+fn named_metrics(text: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("edi_inbox_") {
+        let before = rest[..at].chars().last();
+        let tail = &rest[at..];
+        let len = tail
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(tail.len());
+        // Not the tail of a longer word (a file name such as edi_inbox_ingest.prom is one, but
+        // the rules and dashboard name none).
+        if !before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+            names.insert(tail[..len].to_string());
+        }
+        rest = &tail[len..];
+    }
+    names
+}
+
+/// Each PromQL expression of the dashboard's panels.
+fn dashboard_queries() -> Vec<String> {
+    let text = fs::read_to_string(packaging().join("grafana/edi-inbox.json")).unwrap();
+    let dash: serde_json::Value = serde_json::from_str(&text).expect("the dashboard is JSON");
+    let mut queries = Vec::new();
+    for panel in dash["panels"].as_array().expect("panels") {
+        let targets = panel["targets"].as_array().expect("each panel has targets");
+        assert!(!targets.is_empty(), "{panel}");
+        for t in targets {
+            queries.push(t["expr"].as_str().expect("each target an expr").to_string());
+        }
+    }
+    queries
+}
+
+/// Sets a file's modification time an hour back, past any --min-age.
+fn age(path: &Path) {
+    fs::File::options()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_modified(SystemTime::now() - Duration::from_secs(3600))
+        .unwrap();
+}
+
+#[test]
+fn the_units_command_lines_run_as_systemd_runs_them_and_write_every_metric_the_rules_and_dashboard_name()
+ {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("var/lib/edi-inbox");
+    let at = |rel: &str| state.join(rel).display().to_string();
+    for sub in ["drop", "archive", "quarantine", "metrics", "out"] {
+        fs::create_dir_all(state.join(sub)).unwrap();
+    }
+    let jet = Jet::create();
+    let mut overrides = vec![
+        ("EDI_INBOX_DB", at("inbox.db")),
+        ("EDI_INBOX_DROP", at("drop")),
+        ("EDI_INBOX_ARCHIVE", at("archive")),
+        ("EDI_INBOX_QUARANTINE", at("quarantine")),
+        ("EDI_INBOX_METRICS", at("metrics")),
+        ("EDI_INBOX_PUBLISH_TO", format!("dir:{}", at("out"))),
+        ("EDI_INBOX_CONSUME_ARGS", "--until-idle 2s".to_string()),
+    ];
+    if let Some(jet) = &jet {
+        overrides.push(("EDI_INBOX_CONSUME_FROM", jet.from("edi-inbox")));
+    }
+    let env = environment(&overrides);
+
+    // Ingest, with the file's --min-age: every sample, aged past it, then one just written.
+    let mut valid = 0;
+    let mut broken = 0;
+    for kind in ["valid", "broken"] {
+        for entry in fs::read_dir(samples().join(kind)).unwrap() {
+            let from = entry.unwrap().path();
+            let to = state.join("drop").join(format!(
+                "{kind}-{}",
+                from.file_name().unwrap().to_string_lossy()
+            ));
+            fs::copy(&from, &to).unwrap();
+            age(&to);
+            *if kind == "valid" {
+                &mut valid
+            } else {
+                &mut broken
+            } += 1;
+        }
+    }
+    fs::write(state.join("drop/young.edi"), b"UNB+UNOA:1").unwrap();
+    let out = unit_command("edi-inbox-ingest.service", &env)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let summary = format!("{} files: ", valid + broken + 1);
+    assert!(
+        stdout
+            .lines()
+            .all(|l| l.starts_with("rejected ") || l.starts_with(&summary)),
+        "--quiet prints only problems and the summary: {stdout}"
+    );
+    assert_eq!(stdout.lines().count(), broken + 1, "{stdout}");
+    // Interchange files only: a quarantined file has its reason beside it, NAME.error.txt.
+    let listing = |sub: &str| {
+        fs::read_dir(state.join(sub))
+            .unwrap()
+            .filter(|e| {
+                !e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .ends_with(".error.txt")
+            })
+            .count()
+    };
+    assert_eq!(
+        (listing("drop"), listing("archive"), listing("quarantine")),
+        (1, valid, broken),
+        "only the young file stays in the drop folder"
+    );
+
+    let out = unit_command("edi-inbox-purge.service", &env)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+
+    // The long-running publisher: its metrics file comes while it runs; SIGTERM ends it with 0.
+    let mut publisher = unit_command("edi-inbox-publish.service", &env)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let publish_prom = state.join("metrics/edi_inbox_publish.prom");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !fs::read_to_string(&publish_prom)
+        .is_ok_and(|t| t.contains("\nedi_inbox_outbox_unpublished 0\n"))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "publish --follow wrote no metrics with an empty outbox"
+        );
+        assert!(publisher.try_wait().unwrap().is_none(), "publish ended");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(listing("out") > 0, "nothing published");
+    unsafe { libc::kill(publisher.id() as i32, libc::SIGTERM) };
+    assert_eq!(publisher.wait().unwrap().code(), Some(0));
+
+    if let Some(jet) = &jet {
+        let body = fs::read(samples().join("valid/two-interchanges.edi")).unwrap();
+        jet.put(&[(body, Some("again.edi".to_string()))]);
+        let out = unit_command("edi-inbox-consume.service", &env)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+    }
+
+    let metrics = state.join("metrics");
+    let written = families(&metrics);
+    let stamps = fs::read_dir(&metrics)
+        .unwrap()
+        .map(|e| fs::read_to_string(e.unwrap().path()).unwrap())
+        .collect::<String>();
+    for (command, code) in [("ingest", 3), ("purge", 0), ("publish", 0)] {
+        let line = format!("edi_inbox_last_run_exit_code{{command=\"{command}\"}} {code}\n");
+        assert!(stamps.contains(&line), "{line} in {stamps}");
+    }
+    // Without the consumer's file, its metrics are not known here (NATS is not running).
+    let consume_known = jet.is_some();
+    let rules = fs::read_to_string(packaging().join("prometheus/edi-inbox.rules.yml")).unwrap();
+    let named: BTreeSet<String> = named_metrics(&rules)
+        .into_iter()
+        .chain(dashboard_queries().iter().flat_map(|q| named_metrics(q)))
+        .collect();
+    assert!(named.len() >= 15, "{named:?}");
+    for name in &named {
+        if !consume_known && name.starts_with("edi_inbox_consume_") {
+            continue;
+        }
+        assert!(
+            written.contains(name),
+            "{name} is named by the rules or the dashboard, but no command wrote it: {written:?}"
+        );
+    }
+    // node_exporter serves the files together: every family, those they share merged.
+    if let Some(body) = crate::operator::node_exporter_serves(&metrics) {
+        // Each series of each file, by its name and labels (the value may be reformatted). A
+        // series two files both held would be served once and the other copy dropped, with
+        // only a log line to say so: no two files may hold the same one.
+        let mut seen = BTreeMap::new();
+        for entry in fs::read_dir(&metrics).unwrap() {
+            let path = entry.unwrap().path();
+            for line in fs::read_to_string(&path).unwrap().lines() {
+                if line.starts_with('#') {
+                    continue;
+                }
+                let series = line[..line.rfind(' ').unwrap()].to_string();
+                assert!(body.contains(&format!("\n{series} ")), "{series}: {body}");
+                if let Some(other) = seen.insert(series.clone(), path.clone()) {
+                    panic!("{series} is in {} and {}", other.display(), path.display());
+                }
+            }
+        }
+        for command in ["ingest", "purge", "publish"] {
+            let series = format!("edi_inbox_last_run_exit_code{{command=\"{command}\"}}");
+            assert!(body.contains(&series), "{series}: {body}");
+        }
+    }
+}
+
+/// `promtool check rules` and `promtool test rules`; then, for each alert in turn, its
+/// expression replaced by one that never fires: the tests must catch every one of them.
+#[test]
+fn alert_rules_pass_promtool_and_every_alert_has_a_test_that_fires_it() {
+    let Some(promtool) = crate::operator::promtool() else {
+        return;
+    };
+    let rules = fs::read_to_string(packaging().join("prometheus/edi-inbox.rules.yml")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let test_files = ["edi-inbox.rules.test.yml", "edi-inbox.rules.daily.test.yml"];
+    let mut tests = String::new();
+    for file in test_files {
+        let text = fs::read_to_string(packaging().join("prometheus").join(file)).unwrap();
+        fs::write(dir.path().join(file), &text).unwrap();
+        tests.push_str(&text);
+    }
+    let run = |rules: &str, verb: &str| {
+        fs::write(dir.path().join("edi-inbox.rules.yml"), rules).unwrap();
+        let files: &[&str] = if verb == "check" {
+            &["edi-inbox.rules.yml"]
+        } else {
+            &test_files
+        };
+        Command::new(promtool)
+            .args([verb, "rules"])
+            .args(files)
+            .current_dir(dir.path())
+            .output()
+            .unwrap()
+    };
+    let out = run(&rules, "check");
+    assert!(out.status.success(), "{out:?}");
+    let out = run(&rules, "test");
+    assert!(out.status.success(), "{out:?}");
+
+    let alerts: Vec<&str> = rules
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("- alert: "))
+        .collect();
+    assert!(alerts.len() >= 10, "{alerts:?}");
+    for alert in &alerts {
+        assert!(
+            tests.contains(&format!("alertname: {alert}\n")),
+            "{alert} has no test"
+        );
+        let silenced = silence(&rules, alert);
+        assert_ne!(silenced, rules);
+        let out = run(&silenced, "check");
+        assert!(out.status.success(), "{out:?}");
+        let out = run(&silenced, "test");
+        assert!(
+            !out.status.success() && String::from_utf8_lossy(&out.stderr).contains(alert),
+            "with {alert} never firing, the rule tests still pass: {out:?}"
+        );
+    }
+}
+
+/// The rules with `alert`'s expression (one line, or a `|` block) replaced by one that never
+/// fires.
+fn silence(rules: &str, alert: &str) -> String {
+    let mut out = Vec::new();
+    let mut lines = rules.lines().peekable();
+    let mut inside = false;
+    while let Some(line) = lines.next() {
+        if let Some(name) = line.trim().strip_prefix("- alert: ") {
+            inside = name == alert;
+        }
+        match line.trim_start().strip_prefix("expr:") {
+            Some(_) if inside => {
+                let indent = line.len() - line.trim_start().len();
+                out.push(format!("{}expr: vector(1) == 0", " ".repeat(indent)));
+                while lines
+                    .peek()
+                    .is_some_and(|next| next.len() - next.trim_start().len() > indent)
+                {
+                    lines.next();
+                }
+            }
+            _ => out.push(line.to_string()),
+        }
+    }
+    out.join("\n") + "\n"
+}
+
+#[test]
+fn the_dashboard_is_grafana_json_whose_panels_each_query_edi_inbox_metrics() {
+    let text = fs::read_to_string(packaging().join("grafana/edi-inbox.json")).unwrap();
+    let dash: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(dash["uid"], "edi-inbox");
+    let variables: Vec<&str> = dash["templating"]["list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(variables, ["datasource", "instance"]);
+    let panels = dash["panels"].as_array().unwrap();
+    let ids: BTreeSet<u64> = panels.iter().map(|p| p["id"].as_u64().unwrap()).collect();
+    assert_eq!(ids.len(), panels.len(), "panel ids are unique");
+    for p in panels {
+        assert_eq!(p["datasource"]["uid"], "${datasource}", "{p}");
+        for key in ["x", "y", "w", "h"] {
+            assert!(p["gridPos"][key].is_u64(), "{p}");
+        }
+    }
+    let titles: Vec<&str> = panels
+        .iter()
+        .map(|p| p["title"].as_str().unwrap())
+        .collect();
+    for wanted in [
+        "Outcomes of the last ingest run",
+        "Drift and rejections",
+        "Run duration",
+        "Outbox backlog",
+    ] {
+        assert!(titles.contains(&wanted), "{titles:?}");
+    }
+    for q in dashboard_queries() {
+        assert!(
+            !named_metrics(&q).is_empty(),
+            "{q} names no edi-inbox metric"
+        );
+        assert!(
+            q.contains("instance=~\"$instance\""),
+            "{q} ignores the host picker"
+        );
+    }
+}
+
+#[test]
+fn named_metrics_finds_whole_metric_names_only() {
+    assert_eq!(
+        named_metrics("rate(edi_inbox_a_total{x=\"1\"}[5m]) / edi_inbox_b and my_edi_inbox_c"),
+        ["edi_inbox_a_total", "edi_inbox_b"]
+            .map(String::from)
+            .into_iter()
+            .collect()
+    );
+    let rules = "      - alert: A\n        expr: |\n          x > 1\n          or y > 2\n        labels:\n      - alert: B\n        expr: z > 3\n";
+    assert_eq!(
+        silence(rules, "A"),
+        "      - alert: A\n        expr: vector(1) == 0\n        labels:\n      - alert: B\n        expr: z > 3\n"
+    );
+}
