@@ -911,27 +911,30 @@ pub(super) fn decide_parsed(
         .decide(&candidates)
         .context("cannot write to the inbox database")?
         .into_iter();
-    // What the parser had read of each rejected interchange, where its answer is due (the
-    // input parsed again: rare, and only where a CONTRL may be).
+    // What the parser had read of each rejected interchange, where its answer is due (a file
+    // with errors parsed again, once, and only where a CONTRL may be).
     let contexts: Vec<Vec<Option<RejectedContext>>> = sources
         .iter()
         .map(|p| {
+            let mut read =
+                if acks.contrl != ContrlWhen::Never && p.items.iter().any(|item| item.is_err()) {
+                    edifact::rejected_contexts(p.bytes)
+                } else {
+                    Default::default()
+                };
             p.items
                 .iter()
                 .map(|item| match item {
-                    Err(e) if acks.contrl != ContrlWhen::Never => {
-                        edifact::rejected_context(p.bytes, e.offset).filter(|c| {
-                            let types: Vec<&str> =
-                                c.message_types.iter().map(|t| t.as_str()).collect();
-                            // A UNB without its key cannot be answered: the partner could
-                            // not tell which interchange the answer is for.
-                            let u = &c.unb;
-                            let keyed = ![&u.sender, &u.recipient, &u.control_ref]
-                                .iter()
-                                .any(|v| v.is_empty());
-                            keyed && wanted_for(u, &types, acks).is_some()
-                        })
-                    }
+                    Err(e) => read.remove(&e.offset).filter(|c| {
+                        let types: Vec<&str> = c.message_types.iter().map(|t| t.as_str()).collect();
+                        // A UNB without its key cannot be answered: the partner could
+                        // not tell which interchange the answer is for.
+                        let u = &c.unb;
+                        let keyed = ![&u.sender, &u.recipient, &u.control_ref]
+                            .iter()
+                            .any(|v| v.is_empty());
+                        keyed && wanted_for(u, &types, acks).is_some()
+                    }),
                     _ => None,
                 })
                 .collect()

@@ -27,19 +27,21 @@ pub fn interchanges(data: &[u8]) -> Interchanges<'_> {
     }
 }
 
-/// What the parser had read of the interchange whose error lies at byte `offset` of `data`
-/// (its UNB, the message and group around the error), where it had read a UNB: for answering
-/// a rejected interchange. Parses `data` again, so it is for the rare rejected file.
-pub fn rejected_context(data: &[u8], offset: usize) -> Option<RejectedContext> {
+/// What the parser had read of each rejected interchange of `data` (its UNB, the message and
+/// group around the error), where it had read a UNB, by the byte offset of the error: for
+/// answering rejected interchanges. Parses `data` again, once however many errors it holds (a
+/// file of 4,000 broken interchanges was parsed 4,000 times when this went one error at a time).
+pub fn rejected_contexts(data: &[u8]) -> std::collections::HashMap<usize, RejectedContext> {
+    let mut found = std::collections::HashMap::new();
     let mut all = interchanges(data);
     while let Some(item) = all.next() {
         if let Err(e) = item
-            && e.offset == offset
+            && let Some(c) = all.context.take()
         {
-            return all.context.take().map(|c| *c);
+            found.entry(e.offset).or_insert(*c);
         }
     }
-    None
+    found
 }
 
 /// Iterator returned by [`interchanges`].
@@ -174,5 +176,36 @@ impl<'a> Interchanges<'a> {
         let (result, spare) = b.finish(&data[start..end]);
         self.spare = spare;
         result.map(Some)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_rejected_interchange_has_its_context_by_the_offset_of_its_error() {
+        let mut data = Vec::new();
+        for n in 0..3 {
+            data.extend_from_slice(
+                format!(
+                    "UNB+UNOC:3+S+R+240101:1200+R{n}'UNH+{n}+ORDERS:D:96A:UN'BGM+220'UNT+9+{n}'UNZ+1+R{n}'"
+                )
+                .as_bytes(),
+            );
+        }
+        let errors: Vec<usize> = interchanges(&data)
+            .filter_map(|i| i.err().map(|e| e.offset))
+            .collect();
+        assert_eq!(errors.len(), 3);
+        let contexts = rejected_contexts(&data);
+        assert_eq!(contexts.len(), 3);
+        for (n, offset) in errors.iter().enumerate() {
+            let c = &contexts[offset];
+            assert_eq!(c.unb.control_ref.as_str(), format!("R{n}"));
+            let (reference, s009) = c.message.as_ref().unwrap();
+            assert_eq!(reference.as_str(), n.to_string());
+            assert_eq!(s009[0].as_str(), "ORDERS");
+        }
     }
 }

@@ -17,7 +17,7 @@ pub mod syntax;
 
 pub use charset::Charset;
 pub use error::{EnvelopeError, ErrorKind, Tag};
-pub use interchanges::rejected_context;
+pub use interchanges::rejected_contexts;
 pub use interchanges::{Interchanges, interchanges};
 pub use model::{Group, Interchange, Message, RejectedContext, Unb};
 pub use syntax::Separators;
