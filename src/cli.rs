@@ -116,8 +116,14 @@ impl Command {
 #[derive(Debug, clap::Args)]
 pub struct ConsumeArgs {
     /// Where from: nats://HOST:PORT/STREAM/CONSUMER (a JetStream pull consumer) or
-    /// amqp://USER:PASS@HOST:PORT/VHOST/QUEUE (RabbitMQ; %2f for the vhost /).
-    #[arg(long, value_name = "SOURCE")]
+    /// amqp://USER:PASS@HOST:PORT/VHOST/QUEUE (RabbitMQ; %2f for the vhost /). Read from the
+    /// environment where not given, so that a password stays out of the process list.
+    #[arg(
+        long,
+        value_name = "SOURCE",
+        env = "EDI_INBOX_CONSUME_FROM",
+        hide_env_values = true
+    )]
     pub from: String,
 
     /// Take up to N deliveries at once, decide them in one transaction, commit, then
@@ -134,7 +140,12 @@ pub struct ConsumeArgs {
     /// header: nats://HOST:PORT/SUBJECT (a JetStream stream must capture it) or
     /// amqp://USER:PASS@HOST:PORT/VHOST/EXCHANGE (a topic exchange, declared if missing;
     /// the delivery's routing key kept).
-    #[arg(long, value_name = "DEST")]
+    #[arg(
+        long,
+        value_name = "DEST",
+        env = "EDI_INBOX_DEAD_LETTER",
+        hide_env_values = true
+    )]
     pub dead_letter: Option<String>,
 
     /// The ack wait of a JetStream consumer made where missing: how long a delivery fetched
@@ -197,8 +208,14 @@ pub enum ContrlDuplicates {
 #[derive(Debug, clap::Args)]
 pub struct PublishArgs {
     /// Where to: nats://HOST:PORT[/SUBJECT-PREFIX] (JetStream), amqp://USER:PASS@HOST:PORT/VHOST
-    /// (RabbitMQ), or dir:PATH (one file per event).
-    #[arg(long, value_name = "DEST")]
+    /// (RabbitMQ), or dir:PATH (one file per event). Read from the environment where not
+    /// given, so that a password stays out of the process list.
+    #[arg(
+        long,
+        value_name = "DEST",
+        env = "EDI_INBOX_PUBLISH_TO",
+        hide_env_values = true
+    )]
     pub to: String,
 
     /// The NATS subject, or AMQP routing key, of an event: dot-separated parts, each plain

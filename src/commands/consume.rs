@@ -249,6 +249,9 @@ pub fn run(
         let failed = match feed.fetch(args.batch as usize, wait) {
             Ok(deliveries) if deliveries.is_empty() => {
                 down = None;
+                // An idle consumer's file stays fresh too: its last-batch time says it is
+                // alive, and the status of a run before it does not linger.
+                run.metrics_now(&*inbox, false);
                 continue;
             }
             Ok(deliveries) => match run.batch(&mut *inbox, &mut *feed, deliveries) {
@@ -581,7 +584,7 @@ fn write_metrics(
     .single(
         "edi_inbox_consume_last_batch_timestamp_seconds",
         "gauge",
-        "Unix time at which consume last wrote this file after a committed batch (or at its end).",
+        "Unix time at which consume last wrote this file: after a committed batch, a fetch that found nothing, or at its end.",
         unix_now(),
     )
 ;

@@ -73,31 +73,6 @@ pub fn run(
         Err(e) => return super::usage(&e),
     };
     let mut inbox = super::open_inbox(db, Access::Write, busy_timeout)?;
-    let mut out = Out::default();
-    if !inbox
-        .lock_publisher()
-        .with_context(|| format!("cannot take the publisher's lock of {}", db.shown()))?
-    {
-        let text = format!(
-            "another edi-inbox publish is running on {}; it publishes these events, so this run does nothing",
-            db.shown()
-        );
-        if args.json {
-            #[derive(Serialize)]
-            struct Locked<'a> {
-                status: &'static str,
-                message: &'a str,
-            }
-            out.json(&Locked {
-                status: "locked",
-                message: &text,
-            });
-        } else {
-            out.line(&text);
-        }
-        out.flush();
-        return Ok(ExitStatus::Success);
-    }
     // A second signal, while a batch is stuck on a broker that does not answer, ends the
     // process: nothing unconfirmed is marked.
     let stop = super::stop_on_signals()?;
@@ -109,13 +84,59 @@ pub fn run(
     let mut run = Run {
         args,
         template,
-        out,
+        out: Out::default(),
         summary: Summary::default(),
         pass: new_pass(),
         started,
         last_success: None,
         metrics_written: None,
     };
+    let take_lock = |inbox: &mut dyn Inbox| {
+        inbox
+            .lock_publisher()
+            .with_context(|| format!("cannot take the publisher's lock of {}", db.shown()))
+    };
+    if !take_lock(&mut *inbox)? {
+        let text = format!(
+            "another edi-inbox publish is running on {}; it publishes these events, so this run does nothing",
+            db.shown()
+        );
+        if !args.follow {
+            if args.json {
+                #[derive(Serialize)]
+                struct Locked<'a> {
+                    status: &'static str,
+                    message: &'a str,
+                }
+                run.out.json(&Locked {
+                    status: "locked",
+                    message: &text,
+                });
+            } else {
+                run.out.line(&text);
+            }
+            run.out.flush();
+            return Ok(ExitStatus::Success);
+        }
+        // With --follow, a standby (a second host's service): it waits, healthy, and takes
+        // over once the other one stops.
+        problem(
+            &mut run.out,
+            &format!("{text} until it stops; this one takes over then"),
+        );
+        loop {
+            run.last_success = Some(unix_now());
+            run.metrics_now(&*inbox);
+            super::sleep_unless(&stop, args.poll.max(Duration::from_secs(1)));
+            if stop.load(Ordering::Relaxed) {
+                return run.finish(&*inbox, &destination, true);
+            }
+            if take_lock(&mut *inbox)? {
+                run.last_success = None;
+                break;
+            }
+        }
+    }
     let mut backoff = Duration::from_millis(500);
     let sink = loop {
         match publish::connect(&destination, &options) {

@@ -124,6 +124,35 @@ fn named_metrics(text: &str) -> BTreeSet<String> {
     names
 }
 
+/// The label values `text` selects on, as (metric, label, value): `m{l="v"}` gives v, and
+/// `m{l=~"a|b"}` gives a and b. The labels Prometheus adds when it scrapes (instance, job) are
+/// not the binary's, and passed over.
+fn selected_labels(text: &str) -> Vec<(String, String, String)> {
+    let mut found = Vec::new();
+    for metric in named_metrics(text) {
+        let mut rest = text;
+        while let Some(at) = rest.find(&format!("{metric}{{")) {
+            let inner = &rest[at + metric.len() + 1..];
+            let end = inner.find('}').expect("a closing brace");
+            for matcher in inner[..end].split(',') {
+                let (label, value) = match matcher.split_once("=~") {
+                    Some((l, v)) => (l, v),
+                    None => matcher.split_once('=').expect("label=value"),
+                };
+                let label = label.trim();
+                if label == "instance" || label == "job" {
+                    continue;
+                }
+                for v in value.trim().trim_matches('"').split('|') {
+                    found.push((metric.clone(), label.to_string(), v.to_string()));
+                }
+            }
+            rest = &inner[end..];
+        }
+    }
+    found
+}
+
 /// Each PromQL expression of the dashboard's panels.
 fn dashboard_queries() -> Vec<String> {
     let text = fs::read_to_string(packaging().join("grafana/edi-inbox.json")).unwrap();
@@ -278,6 +307,23 @@ fn the_units_command_lines_run_as_systemd_runs_them_and_write_every_metric_the_r
         .chain(dashboard_queries().iter().flat_map(|q| named_metrics(q)))
         .collect();
     assert!(named.len() >= 15, "{named:?}");
+    // And every label value they select on is one those runs wrote.
+    let samples: Vec<String> = stamps.lines().map(str::to_string).collect();
+    let queries: Vec<String> = std::iter::once(rules.clone())
+        .chain(dashboard_queries())
+        .collect();
+    for (metric, label, value) in queries.iter().flat_map(|q| selected_labels(q)) {
+        if !consume_known && metric.starts_with("edi_inbox_consume_") {
+            continue;
+        }
+        let wanted = format!("{label}=\"{value}\"");
+        assert!(
+            samples
+                .iter()
+                .any(|l| l.starts_with(&format!("{metric}{{")) && l.contains(&wanted)),
+            "{metric}{{{wanted}}} is selected by the rules or the dashboard, but no command wrote it"
+        );
+    }
     for name in &named {
         if !consume_known && name.starts_with("edi_inbox_consume_") {
             continue;
@@ -355,8 +401,8 @@ fn alert_rules_pass_promtool_and_every_alert_has_a_test_that_fires_it() {
     assert!(alerts.len() >= 10, "{alerts:?}");
     for alert in &alerts {
         assert!(
-            tests.contains(&format!("alertname: {alert}\n")),
-            "{alert} has no test"
+            tests.contains(&format!("alertname: {alert}\n        exp_alerts: []\n")),
+            "{alert} has no test where it stays quiet"
         );
         let silenced = silence(&rules, alert);
         assert_ne!(silenced, rules);
@@ -451,9 +497,67 @@ fn named_metrics_finds_whole_metric_names_only() {
             .into_iter()
             .collect()
     );
+    assert_eq!(
+        selected_labels(
+            "increase(edi_inbox_x_total{status=\"drift\"}[5m]) + edi_inbox_y{instance=~\"$instance\", outcome=~\"failed|parked\"}"
+        ),
+        [
+            ("edi_inbox_x_total", "status", "drift"),
+            ("edi_inbox_y", "outcome", "failed"),
+            ("edi_inbox_y", "outcome", "parked"),
+        ]
+        .map(|(m, l, v)| (m.to_string(), l.to_string(), v.to_string()))
+    );
     let rules = "      - alert: A\n        expr: |\n          x > 1\n          or y > 2\n        labels:\n      - alert: B\n        expr: z > 3\n";
     assert_eq!(
         silence(rules, "A"),
         "      - alert: A\n        expr: vector(1) == 0\n        labels:\n      - alert: B\n        expr: z > 3\n"
     );
+}
+
+/// The units give `publish` and `consume` their broker URLs through the environment: read from
+/// there, a password shows neither in `--help` nor in an error.
+#[test]
+fn broker_urls_from_the_environment_keep_their_passwords_out_of_help_and_errors() {
+    let secret = "s3cr3t-pw";
+    for (command, var, url) in [
+        (
+            "publish",
+            "EDI_INBOX_PUBLISH_TO",
+            format!("amqp://edi:{secret}@127.0.0.1:1/%2f"),
+        ),
+        (
+            "consume",
+            "EDI_INBOX_CONSUME_FROM",
+            format!("amqp://edi:{secret}@127.0.0.1:1/%2f/edi"),
+        ),
+    ] {
+        let help = crate::common::edi_inbox()
+            .env(var, &url)
+            .args([command, "--help"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&help.stdout);
+        assert!(help.status.success() && text.contains(var), "{text}");
+        assert!(!text.contains(secret), "{text}");
+
+        // Nothing listens on port 1: the run fails, naming the broker without the password.
+        let site = crate::common::site::Site::new();
+        site.put_sample("valid/two-interchanges.edi", "a.edi");
+        site.ingest_quietly(&[]).code(0);
+        let mut cmd = site.cmd();
+        cmd.env(var, &url).arg(command);
+        if command == "consume" {
+            cmd.args(["--until-idle", "1s"]);
+        }
+        let out = cmd.output().unwrap();
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.status.code(), Some(1), "{said}");
+        assert!(said.contains("127.0.0.1:1"), "{said}");
+        assert!(!said.contains(secret), "{said}");
+    }
 }

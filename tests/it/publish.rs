@@ -405,7 +405,8 @@ fn returned_messages_are_told_apart_in_a_mixed_batch() {
 
 per_backend! {
     /// `--follow`: events committed while it runs go out within the poll interval; a second
-    /// publisher meanwhile exits 0 saying one is running; SIGTERM ends it with exit 0.
+    /// publisher meanwhile exits 0 saying one is running, a second one with --follow waits and
+    /// takes over when the first stops; SIGTERM ends each with exit 0.
     fn follow_publishes_new_events_until_sigterm(site) {
         site.put_sample("valid/two-interchanges.edi", "a.edi");
         site.ingest_quietly(&[]).code(0);
@@ -432,10 +433,26 @@ per_backend! {
         site.ingest_quietly(&[]).code(0);
         let messages = site.count("SELECT count(*) FROM messages") as usize;
         assert_eq!(wait_for(messages), messages);
+        // A second publisher with --follow (a second host's service) is a standby: it waits
+        // without publishing, and takes over once the first one stops.
+        let mut standby = follow(&site, &["--to", &to]);
+        std::thread::sleep(Duration::from_millis(500));
+        assert!(standby.0.as_mut().unwrap().try_wait().unwrap().is_none(), "the standby ended");
         unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
         let status = child.0.take().unwrap().wait().unwrap();
         assert_eq!(status.code(), Some(0));
         assert_eq!(site.count("SELECT count(*) FROM outbox WHERE published_at IS NULL"), 0);
+        site.put_sample("valid/orders-d01b-no-una.edi", "c.edi");
+        site.ingest_quietly(&[]).code(0);
+        let messages = site.count("SELECT count(*) FROM messages") as usize;
+        assert_eq!(wait_for(messages), messages, "the standby took over");
+        unsafe { libc::kill(standby.id() as i32, libc::SIGTERM) };
+        let standby = standby.0.take().unwrap().wait_with_output().unwrap();
+        assert_eq!(standby.status.code(), Some(0));
+        assert!(
+            String::from_utf8_lossy(&standby.stderr).contains("this one takes over then"),
+            "{standby:?}"
+        );
     }
 }
 

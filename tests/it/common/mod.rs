@@ -39,7 +39,14 @@ use assert_cmd::Command;
 /// The `edi-inbox` binary built for this test run.
 pub fn edi_inbox() -> Command {
     let mut cmd = Command::cargo_bin("edi-inbox").expect("the edi-inbox binary is built");
-    cmd.env_remove("EDI_INBOX_DB");
+    for var in [
+        "EDI_INBOX_DB",
+        "EDI_INBOX_PUBLISH_TO",
+        "EDI_INBOX_CONSUME_FROM",
+        "EDI_INBOX_DEAD_LETTER",
+    ] {
+        cmd.env_remove(var);
+    }
     cmd
 }
 

@@ -136,6 +136,9 @@ impl Site {
         let mut c = Command::new(assert_cmd::cargo::cargo_bin("edi-inbox"));
         c.env_remove("FAILPOINTS")
             .env_remove("EDI_INBOX_DB")
+            .env_remove("EDI_INBOX_PUBLISH_TO")
+            .env_remove("EDI_INBOX_CONSUME_FROM")
+            .env_remove("EDI_INBOX_DEAD_LETTER")
             .arg("--db")
             .arg(self.db_arg());
         c
