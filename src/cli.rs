@@ -19,7 +19,14 @@ pub struct Cli {
     /// postgresql://..., or "host=... dbname=..."). `ingest` creates it on first use, only where it
     /// is named here or in EDI_INBOX_DB; without either, edi-inbox.db in the current folder is
     /// used if it exists.
-    #[arg(long, global = true, env = "EDI_INBOX_DB", value_name = "PATH|URL")]
+    // Its value is never shown in --help: a PostgreSQL URL may carry a password.
+    #[arg(
+        long,
+        global = true,
+        env = "EDI_INBOX_DB",
+        hide_env_values = true,
+        value_name = "PATH|URL"
+    )]
     pub db: Option<PathBuf>,
 
     /// The schema a PostgreSQL inbox lives in (created on first use).

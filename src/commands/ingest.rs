@@ -930,10 +930,7 @@ pub(super) fn decide_parsed(
                         // A UNB without its key cannot be answered: the partner could
                         // not tell which interchange the answer is for.
                         let u = &c.unb;
-                        let keyed = ![&u.sender, &u.recipient, &u.control_ref]
-                            .iter()
-                            .any(|v| v.is_empty());
-                        keyed && wanted_for(u, &types, acks).is_some()
+                        u.is_keyed() && wanted_for(u, &types, acks).is_some()
                     }),
                     _ => None,
                 })

@@ -95,6 +95,8 @@ pub fn syntax_error(kind: &ErrorKind, at: Option<Tag>) -> Option<SyntaxError> {
         K::MissingUnz { .. } | K::UnbBeforeUnz { .. } | K::Unterminated { .. } => {
             ("13", Interchange, Some(Tag::UNZ))
         }
+        // 2: syntax version or level not supported.
+        K::UnsupportedSyntaxVersion { .. } => ("2", Interchange, Some(Tag::UNB)),
         // 12: invalid value.
         K::BadCount { .. } => ("12", level_of(at), at),
         // 21: invalid character.
@@ -173,6 +175,13 @@ pub fn build(
     when: Prepared,
 ) -> Vec<u8> {
     let syntax_4 = subject.syntax_version == "4";
+    // An interchange in a syntax version ISO 9735 does not define (rejected with 0085 2) is
+    // answered in version 3, which any reader of CONTRL D:3 takes, rather than echoing a
+    // version no parser reads.
+    let version = match subject.syntax_version.as_str() {
+        v @ ("1" | "2" | "3" | "4") => v,
+        _ => "3",
+    };
     let mut s = *separators;
     // Syntax 4 without a UNA has `*` as its repetition separator: a value holding one is
     // released.
@@ -199,10 +208,7 @@ pub fn build(
     let mut segments: Vec<Vec<Vec<String>>> = Vec::new();
     let mut unb = vec![
         vec!["UNB".into()],
-        vec![
-            subject.syntax_id.to_string(),
-            subject.syntax_version.to_string(),
-        ],
+        vec![subject.syntax_id.to_string(), version.to_string()],
         recipient.clone(),
         sender.clone(),
         vec![date, time],

@@ -150,6 +150,11 @@ impl Builder {
         }
         if let Some(element) = raw.missing(&seps) {
             b.fail(unb.error(ErrorKind::MissingElement { element }));
+        } else if !matches!(b.unb.syntax_version.as_str(), "1" | "2" | "3" | "4") {
+            // 0002 is one digit, and ISO 9735 defines versions 1 to 4 only: another number is a
+            // syntax this parser (and the partner's CONTRL reader) cannot be sure it reads.
+            let found = b.unb.syntax_version.to_string();
+            b.fail(unb.error(ErrorKind::UnsupportedSyntaxVersion { found }));
         }
         let u = &b.unb;
         let values = [
@@ -617,6 +622,58 @@ UNH+1+ORDERS:D:96A:UN'BGM+220+PO1+9'UNT+3+1'UNZ+1+REF1'";
     }
 
     #[test]
+    fn a_syntax_version_iso_9735_does_not_define_is_rejected_at_its_unb() {
+        let mut data = ORDERS.to_vec();
+        let second = data.len();
+        data.extend_from_slice(&replace(
+            &replace(ORDERS, "REF1", "REF2"),
+            "UNOC:3",
+            "UNOC:0",
+        ));
+        let all: Vec<_> = interchanges(&data).collect();
+        assert_eq!(all[0].as_ref().unwrap().unb.syntax_version, "3");
+        let e = all[1].as_ref().unwrap_err();
+        assert_eq!(e.offset, second);
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "UNB at byte {second} (segment 6) syntax version number (S001/0002) `0` is not one \
+                 ISO 9735 defines (1 to 4)"
+            )
+        );
+        for version in ["1", "2", "3", "4"] {
+            let data = replace(ORDERS, "UNOC:3", &format!("UNOC:{version}"));
+            assert_eq!(one(&data).unb.syntax_version, version);
+        }
+    }
+
+    #[test]
+    fn a_key_element_of_spaces_is_missing() {
+        for (from, to, element) in [
+            (
+                "+SENDER:14",
+                "+  :14",
+                "interchange sender identification (0004)",
+            ),
+            (
+                "+RECIPIENT:14",
+                "+ :14",
+                "interchange recipient identification (0010)",
+            ),
+            ("+REF1'", "+ '", "interchange control reference (0020)"),
+        ] {
+            let e = err(&replace(ORDERS, from, to));
+            assert_eq!(e.kind, ErrorKind::MissingElement { element }, "{to}");
+            assert_eq!(e.offset, 0);
+        }
+        // Spaces around a value are the partner's and stay part of it.
+        assert_eq!(
+            one(&replace(ORDERS, "+SENDER:14", "+ S :14")).unb.sender,
+            " S "
+        );
+    }
+
+    #[test]
     fn a_lexical_error_stops_the_file() {
         let mut data = ORDERS.to_vec();
         data.extend_from_slice(b"XX+1'");
@@ -646,6 +703,10 @@ UNH+1+ORDERS:D:96A:UN'BGM+220+PO1+9'UNT+3+1'UNZ+1+REF1'";
             (replace(ORDERS, "SENDER:14", "SEN\0DER:14"), "nul-byte"),
             (replace(ORDERS, "ORDERS:D", "ORD\0ERS:D"), "nul-byte"),
             (replace(ORDERS, "+SENDER:14", "+:14"), "missing-element"),
+            (replace(ORDERS, "+SENDER:14", "+   :14"), "missing-element"),
+            (replace(ORDERS, "+SENDER:14", "+? ? :14"), "missing-element"),
+            (replace(ORDERS, "+RECIPIENT:14", "+ "), "missing-element"),
+            (replace(ORDERS, "+REF1'", "+  '"), "missing-element"),
             (replace(ORDERS, "+RECIPIENT:14", "+"), "missing-element"),
             (replace(ORDERS, "UNH+1+", "UNH++"), "missing-element"),
             (replace(ORDERS, "UNH+1+ORDERS", "UNH+1+"), "missing-element"),
@@ -683,7 +744,9 @@ UNH+1+ORDERS:D:96A:UN'BGM+220+PO1+9'UNT+3+1'UNZ+1+REF1'";
             (b"".to_vec(), "empty"),
             (b"\r\n \t".to_vec(), "empty"),
         ];
-        for (data, code) in cases {
+        let versions = ["UNOC:0", "UNOC:5", "UNOC:03", "UNOC:x"]
+            .map(|v| (replace(ORDERS, "UNOC:3", v), "unsupported-syntax-version"));
+        for (data, code) in cases.into_iter().chain(versions) {
             let e = err(&data);
             assert_eq!(e.code(), code, "{} -> {e}", String::from_utf8_lossy(&data));
         }

@@ -88,6 +88,8 @@ pub enum ErrorKind {
     UnbBeforeUnz { control_ref: String },
     #[error("has no {element}")]
     MissingElement { element: &'static str },
+    #[error("syntax version number (S001/0002) `{found}` is not one ISO 9735 defines (1 to 4)")]
+    UnsupportedSyntaxVersion { found: String },
     #[error("holds a NUL byte in a value: no EDIFACT character repertoire has one")]
     NulByte,
     #[error("{element} `{found}` is not a number")]
@@ -203,6 +205,7 @@ impl EnvelopeError {
             ErrorKind::TrailingData { .. } => "trailing-data",
             ErrorKind::MissingUnz { .. } | ErrorKind::UnbBeforeUnz { .. } => "missing-unz",
             ErrorKind::MissingElement { .. } => "missing-element",
+            ErrorKind::UnsupportedSyntaxVersion { .. } => "unsupported-syntax-version",
             ErrorKind::NulByte => "nul-byte",
             ErrorKind::BadCount { .. } => "bad-count",
             ErrorKind::OutsideMessage => "outside-message",

@@ -59,6 +59,14 @@ impl Unb {
     pub fn is_test(&self) -> bool {
         self.test_indicator.as_deref() == Some("1")
     }
+
+    /// True where each part of the key (0004, 0010, 0020) has a value: not empty, not only
+    /// spaces (the parser rejects either as missing).
+    pub fn is_keyed(&self) -> bool {
+        [&self.sender, &self.recipient, &self.control_ref]
+            .iter()
+            .all(|v| v.bytes().any(|b| b != b' '))
+    }
 }
 
 /// UNG..UNE, a functional group.

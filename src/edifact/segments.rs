@@ -204,17 +204,26 @@ impl<'a> Unb<'a> {
 
     /// The first mandatory element that is empty. The date and time (S004) are mandatory too,
     /// but real files leave them out, and they are not part of the key, so they are not checked.
+    /// The key's parts (0004, 0010, 0020) made only of spaces are missing too: every partner
+    /// that blanks its identification would otherwise share one key.
     pub fn missing(&self, seps: &Separators) -> Option<&'static str> {
+        let key = [
+            (self.s002[0], "interchange sender identification (0004)"),
+            (self.s003[0], "interchange recipient identification (0010)"),
+            (self.e0020, "interchange control reference (0020)"),
+        ];
         first_missing(
             seps,
             &[
                 (self.s001[0], "syntax identifier (S001/0001)"),
                 (self.s001[1], "syntax version number (S001/0002)"),
-                (self.s002[0], "interchange sender identification (0004)"),
-                (self.s003[0], "interchange recipient identification (0010)"),
-                (self.e0020, "interchange control reference (0020)"),
             ],
         )
+        .or_else(|| {
+            key.iter()
+                .find(|(raw, _)| unescape(raw, seps).iter().all(|&b| b == b' '))
+                .map(|(_, element)| *element)
+        })
     }
 }
 

@@ -515,10 +515,106 @@ fn named_metrics_finds_whole_metric_names_only() {
     );
 }
 
-/// The units give `publish` and `consume` their broker URLs through the environment: read from
-/// there, a password shows neither in `--help` nor in an error.
+/// Every variable the program reads, set to a value holding a secret: no command's `--help`,
+/// no manual page and no completion script shows it (a PostgreSQL URL or a broker URL carries a
+/// password). Every `[env: NAME]` a help text names must be one of these, so that a variable
+/// added later is tested too.
 #[test]
-fn broker_urls_from_the_environment_keep_their_passwords_out_of_help_and_errors() {
+fn no_value_from_the_environment_shows_in_help_man_pages_or_completions() {
+    let secret = "s3cr3t-pw";
+    let vars = [
+        ("EDI_INBOX_DB", format!("postgres://u:{secret}@h/db")),
+        (
+            "EDI_INBOX_PUBLISH_TO",
+            format!("amqp://edi:{secret}@h:1/%2f"),
+        ),
+        (
+            "EDI_INBOX_CONSUME_FROM",
+            format!("amqp://edi:{secret}@h:1/%2f/q"),
+        ),
+        (
+            "EDI_INBOX_DEAD_LETTER",
+            format!("amqp://edi:{secret}@h:1/%2f/x"),
+        ),
+    ];
+    let with_secrets = |args: &[&str]| {
+        let mut cmd = crate::common::edi_inbox();
+        for (var, value) in &vars {
+            cmd.env(var, value);
+        }
+        let out = cmd.args(args).output().unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "edi-inbox {args:?}: {text}");
+        text
+    };
+    let commands = [
+        "inspect",
+        "ingest",
+        "purge",
+        "stats",
+        "list",
+        "show",
+        "publish",
+        "consume",
+        "completions",
+        "man",
+    ];
+    let top = with_secrets(&["--help"]);
+    for command in commands {
+        assert!(
+            top.contains(command),
+            "--help does not list {command}: {top}"
+        );
+    }
+    let mut named = std::collections::BTreeSet::new();
+    for args in std::iter::once(vec!["--help"])
+        .chain(commands.iter().map(|c| vec![*c, "--help"]))
+        .chain(commands.iter().map(|c| vec!["help", *c]))
+        .chain(commands.iter().map(|c| vec![*c, "-h"]))
+    {
+        let text = with_secrets(&args);
+        assert!(
+            !text.contains(secret),
+            "edi-inbox {args:?} shows a secret:\n{text}"
+        );
+        for part in text.split("[env: ").skip(1) {
+            let name: String = part
+                .chars()
+                .take_while(|c| c.is_ascii_uppercase() || *c == '_')
+                .collect();
+            named.insert(name);
+        }
+    }
+    let known: std::collections::BTreeSet<String> =
+        vars.iter().map(|(v, _)| v.to_string()).collect();
+    assert_eq!(
+        named, known,
+        "the variables --help names, against those tested"
+    );
+    for shell in ["bash", "zsh", "fish"] {
+        let text = with_secrets(&["completions", shell]);
+        assert!(!text.contains(secret), "completions {shell} shows a secret");
+    }
+    let pages = tempfile::tempdir().unwrap();
+    with_secrets(&["man", "--out", pages.path().to_str().unwrap()]);
+    let mut read = 0;
+    for page in std::fs::read_dir(pages.path()).unwrap() {
+        let page = page.unwrap().path();
+        let text = std::fs::read_to_string(&page).unwrap();
+        assert!(!text.contains(secret), "{} shows a secret", page.display());
+        read += 1;
+    }
+    assert!(read > commands.len(), "{read} manual pages");
+}
+
+/// The units give `publish` and `consume` their broker URLs through the environment: read from
+/// there, a password shows in no error.
+#[test]
+fn broker_urls_from_the_environment_keep_their_passwords_out_of_errors() {
     let secret = "s3cr3t-pw";
     for (command, var, url) in [
         (
@@ -532,15 +628,6 @@ fn broker_urls_from_the_environment_keep_their_passwords_out_of_help_and_errors(
             format!("amqp://edi:{secret}@127.0.0.1:1/%2f/edi"),
         ),
     ] {
-        let help = crate::common::edi_inbox()
-            .env(var, &url)
-            .args([command, "--help"])
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&help.stdout);
-        assert!(help.status.success() && text.contains(var), "{text}");
-        assert!(!text.contains(secret), "{text}");
-
         // Nothing listens on port 1: the run fails, naming the broker without the password.
         let site = crate::common::site::Site::new();
         site.put_sample("valid/two-interchanges.edi", "a.edi");

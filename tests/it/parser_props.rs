@@ -156,7 +156,8 @@ proptest! {
         prop_assert_eq!(a.unb, b.unb);
     }
 
-    /// Any value survives escaping: the key read back is the value written.
+    /// Any value survives escaping: the key read back is the value written; one made only of
+    /// spaces is missing.
     #[test]
     fn escaped_keys_read_back(
         sender in "[A-Z0-9:+?' .]{1,20}",
@@ -177,6 +178,10 @@ proptest! {
             escape(&sender), escape(&reference), escape(&reference)
         );
         let i = interchanges(data.as_bytes()).next().unwrap();
+        if sender.trim_matches(' ').is_empty() || reference.trim_matches(' ').is_empty() {
+            prop_assert_eq!(i.map_err(|e| e.code()).err(), Some("missing-element"));
+            return Ok(());
+        }
         let i = i.map_err(|e| TestCaseError::fail(e.to_string()))?;
         prop_assert_eq!(i.unb.sender, sender);
         prop_assert_eq!(i.unb.control_ref, reference);

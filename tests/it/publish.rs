@@ -680,3 +680,182 @@ fn follow(site: &Site, args: &[&str]) -> Reaped {
             .unwrap(),
     ))
 }
+
+/// Every name in `dir`, sorted.
+fn names_in(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Issue 22, 1: whoever may write in the folder (the pick-up side must) plants symbolic links
+/// at the temporary names a publisher would pick (`.ID.edi.PID.tmp` before: the id is the same
+/// in every inbox, the process id lies in a small range) and at one event's own name, each
+/// pointing at a file the publisher may write (here, as on a real host, standing for the inbox
+/// database). After `publish` that file is unchanged, every other event's `ID.edi` is a regular
+/// file with the event's bytes, and the event whose name holds a link is refused for it, never
+/// marked published without its file.
+#[test]
+fn links_planted_in_the_folder_are_never_written_through() {
+    use std::os::unix::fs::symlink;
+    let site = Site::new();
+    samples_ingested(&site);
+    // The ids and bodies, from a folder nobody else may write to.
+    let clean = site.path("clean");
+    let (code, _, stderr) = publish(&site, &["--to", &format!("dir:{}", clean.display())]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let published = names_in(&clean);
+    assert_eq!(published.len(), 10);
+    site.sql("UPDATE outbox SET published_at = NULL");
+
+    let victim = site.path("victim.db");
+    fs::write(&victim, b"the inbox database").unwrap();
+    let out = site.path("out");
+    fs::create_dir(&out).unwrap();
+    // The next process ids: a process started now has the last one.
+    let next = Command::new("true").spawn().unwrap();
+    let first = next.id();
+    let mut next = next;
+    next.wait().unwrap();
+    let mut planted = BTreeSet::new();
+    for name in &published {
+        for pid in first..first + 3000 {
+            let tmp = format!(".{name}.{pid}.tmp");
+            symlink(&victim, out.join(&tmp)).unwrap();
+            planted.insert(tmp);
+        }
+    }
+    let taken = &published[0];
+    symlink(&victim, out.join(taken)).unwrap();
+    planted.insert(taken.clone());
+
+    let (code, lines, stderr) = publish(
+        &site,
+        &["--to", &format!("dir:{}", out.display()), "--json"],
+    );
+    assert_eq!(code, Some(3), "one event refused: {stderr} {lines:?}");
+    assert_eq!(
+        fs::read(&victim).unwrap(),
+        b"the inbox database",
+        "written through a link"
+    );
+    let refused: Vec<&serde_json::Value> =
+        lines.iter().filter(|l| l["status"] == "failed").collect();
+    assert_eq!(refused.len(), 1, "{lines:?}");
+    let reason = refused[0]["error"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("not a regular file (a symbolic link)"),
+        "{reason}"
+    );
+    assert_eq!(
+        format!("{}.edi", refused[0]["id"].as_str().unwrap()),
+        *taken
+    );
+    for name in &published[1..] {
+        let meta = fs::symlink_metadata(out.join(name)).unwrap();
+        assert!(
+            meta.file_type().is_file(),
+            "{name} is {:?}",
+            meta.file_type()
+        );
+        assert_eq!(
+            fs::read(out.join(name)).unwrap(),
+            fs::read(clean.join(name)).unwrap()
+        );
+    }
+    // Nothing else was left in the folder: no temporary file, no link followed.
+    let left: Vec<String> = names_in(&out)
+        .into_iter()
+        .filter(|n| !planted.contains(n) && !published[1..].contains(n))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    assert_eq!(
+        site.count("SELECT count(*) FROM outbox WHERE published_at IS NULL"),
+        1,
+        "the refused event stays unpublished"
+    );
+}
+
+/// Issue 22, 1: a folder any user may write to without the sticky bit (anyone could swap a
+/// published file before it is picked up) is refused, exit 1, naming it; with the sticky bit,
+/// as /tmp has, or without write for others, it is used.
+#[test]
+fn a_folder_others_may_write_to_without_the_sticky_bit_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let site = Site::new();
+    samples_ingested(&site);
+    let out = site.path("out");
+    fs::create_dir(&out).unwrap();
+    let to = format!("dir:{}", out.display());
+    fs::set_permissions(&out, fs::Permissions::from_mode(0o777)).unwrap();
+    let (code, _, stderr) = publish(&site, &["--to", &to]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{} may be written by any user and has no sticky bit",
+            out.display()
+        )),
+        "{stderr}"
+    );
+    assert!(names_in(&out).is_empty());
+    assert_eq!(
+        site.count("SELECT count(*) FROM outbox WHERE published_at IS NULL"),
+        10
+    );
+    fs::set_permissions(&out, fs::Permissions::from_mode(0o1777)).unwrap();
+    let (code, _, stderr) = publish(&site, &["--to", &to]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(names_in(&out).len(), 10);
+}
+
+/// Issue 22, 1: a `dir:` publisher killed (`kill -9`) while it writes leaves its temporary
+/// file; the next run removes it (this host's, its process gone), and keeps another host's.
+/// In the end the folder holds exactly one file per event and no temporary file.
+#[test]
+fn a_publisher_killed_mid_write_leaves_no_temporary_file_for_good() {
+    let site = Site::new();
+    site.fill(400, 21);
+    site.ingest(1000);
+    let events = site.count("SELECT count(*) FROM outbox") as usize;
+    assert!(events > 300, "{events}");
+    let out = site.path("out");
+    let to = format!("dir:{}", out.display());
+    let temporaries = |dir: &std::path::Path| -> Vec<String> {
+        names_in(dir)
+            .into_iter()
+            .filter(|n| n.ends_with(".tmp"))
+            .collect()
+    };
+    let mut g = Synth::new(8);
+    let mut seen_left = 0;
+    for _ in 0..40 {
+        let mut child = site
+            .command()
+            .args(["publish", "-q", "--batch", "20", "--to", &to])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(15 + g.below(60)));
+        let _ = child.kill();
+        let _ = child.wait();
+        seen_left += usize::from(!temporaries(&out).is_empty());
+        if seen_left >= 2 {
+            break;
+        }
+    }
+    assert!(
+        seen_left >= 2,
+        "no kill fell between a temporary file's creation and its link"
+    );
+    // Another host's temporary in a shared folder: only that host can tell it stale.
+    let other = ".edi-inbox.another-host.1.0123456789abcdef.tmp";
+    fs::write(out.join(other), b"partial").unwrap();
+    let (code, _, stderr) = publish(&site, &["--to", &to, "-q"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(temporaries(&out), vec![other.to_string()]);
+    assert_eq!(names_in(&out).len(), events + 1);
+}

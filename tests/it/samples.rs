@@ -34,6 +34,14 @@ const SAMPLES: &[(&str, Expect)] = &[
         },
     ),
     (
+        "broken/blank-sender.edi",
+        Rejected {
+            before: 0,
+            kind: "missing-element",
+            offset: 0,
+        },
+    ),
+    (
         "broken/dangling-release.edi",
         Rejected {
             before: 0,
@@ -95,6 +103,14 @@ const SAMPLES: &[(&str, Expect)] = &[
             before: 0,
             kind: "truncated-una",
             offset: 0,
+        },
+    ),
+    (
+        "broken/syntax-version-0.edi",
+        Rejected {
+            before: 0,
+            kind: "unsupported-syntax-version",
+            offset: 10,
         },
     ),
     (
