@@ -657,15 +657,47 @@ fn names_that_are_not_utf8_keep_their_bytes() {
     assert_eq!(names(&site.path("archive")), [b, a]);
 }
 
-/// Runs `cmd` as an unprivileged user where the tests run as root (who reads every file), so
-/// that permissions apply; as anyone else, as that user.
-fn unprivileged(cmd: &mut Command) -> &mut Command {
+/// `cmd` again, to run as an unprivileged user where the tests run as root (who reads every
+/// file), so that permissions apply; as anyone else, as that user. Its program is a link to
+/// (or a copy of) the binary inside `site`, which the test opens to that user: the build's own
+/// binary may lie under a folder only its owner may enter (root's home is mode 0700).
+fn unprivileged(site: &Site, cmd: &Command) -> Command {
+    use std::os::unix::fs::PermissionsExt;
     use std::os::unix::process::CommandExt;
     // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        cmd.uid(65534).gid(65534);
+    if unsafe { libc::geteuid() } != 0 {
+        let mut same = Command::new(cmd.get_program());
+        copy_settings(cmd, &mut same);
+        return same;
     }
-    cmd
+    let bin = site.path("bin");
+    let program = bin.join("edi-inbox");
+    if !program.exists() {
+        fs::create_dir_all(&bin).unwrap();
+        fs::set_permissions(&bin, fs::Permissions::from_mode(0o755)).unwrap();
+        if fs::hard_link(cmd.get_program(), &program).is_err() {
+            fs::copy(cmd.get_program(), &program).unwrap();
+        }
+        fs::set_permissions(&program, fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let mut other = Command::new(&program);
+    copy_settings(cmd, &mut other);
+    other.uid(65534).gid(65534);
+    other
+}
+
+/// The arguments, environment and working folder of `from`, onto `to`.
+fn copy_settings(from: &Command, to: &mut Command) {
+    to.args(from.get_args());
+    for (key, value) in from.get_envs() {
+        match value {
+            Some(v) => to.env(key, v),
+            None => to.env_remove(key),
+        };
+    }
+    if let Some(dir) = from.get_current_dir() {
+        to.current_dir(dir);
+    }
 }
 
 /// Opens a temporary site to every user (the tests' folders are private to their owner).
@@ -686,12 +718,14 @@ fn an_unreadable_file_is_quarantined() {
     let path = site.put_sample("valid/orders-d01b-no-una.edi", "secret.edi");
     fs::set_permissions(&path, fs::Permissions::from_mode(0o000)).unwrap();
     // Still young, it may still be uploading (as another user, before a chmod): left alone.
-    let out = unprivileged(site.ingest_command(10).args(["--min-age", "1h"]))
+    let out = unprivileged(&site, site.ingest_command(10).args(["--min-age", "1h"]))
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(site.files_in("drop"), ["secret.edi"]);
-    let out = unprivileged(&mut site.ingest_command(10)).output().unwrap();
+    let out = unprivileged(&site, &site.ingest_command(10))
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("permission denied"),
@@ -925,7 +959,7 @@ fn reports_work_for_a_user_who_may_only_read() {
             &["show", "5412345000013", "4012345000023", "INV0001"],
         ] {
             let mut cmd = site.command();
-            let out = unprivileged(cmd.args(args)).output().unwrap();
+            let out = unprivileged(&site, cmd.args(args)).output().unwrap();
             assert_eq!(
                 out.status.code(),
                 Some(0),
