@@ -341,6 +341,8 @@ impl Run<'_> {
                 bytes: &d.body,
                 items,
                 sha256: sha256.as_deref(),
+                sending: &d.source,
+                redelivered: d.delivery_count > 1,
             })
             .collect();
         let outcomes =

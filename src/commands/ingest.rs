@@ -847,6 +847,8 @@ fn decide_files(
                 bytes,
                 items,
                 sha256: sha256.as_deref(),
+                sending: shown.rsplit('/').next().unwrap_or(shown),
+                redelivered: false,
             }),
             Part::Settled(_) => None,
         })
@@ -886,11 +888,42 @@ pub(super) struct Parsed<'a> {
     pub items: Vec<Attached<'a>>,
     /// Its SHA-256, where it holds rejected input (its record is keyed by it).
     pub sha256: Option<&'a str>,
+    /// Which of the partner's sendings it is, for a duplicate's CONTRL (sent again once per
+    /// sending): a file's name (the same file seen again after a crash, or another host's
+    /// copy of it, is the same sending), or a delivery's name at its broker.
+    pub sending: &'a str,
+    /// A broker's redelivery of a delivery: the same sending again, not answered again.
+    pub redelivered: bool,
 }
 
 /// Decides the interchanges of several inputs in one call to the inbox, records their
 /// rejected pieces, and returns each input's outcomes in its order (nothing is committed).
+/// A batch that loses a deadlock to another host (over its rejected files, say, taken in
+/// another order) is rolled back and made again, as the inbox does for its decisions alone.
 pub(super) fn decide_parsed(
+    inbox: &mut dyn Inbox,
+    sources: &[Parsed<'_>],
+    when: &str,
+    acks: &AckArgs,
+) -> anyhow::Result<Vec<Vec<Outcome>>> {
+    const RETRIES: u32 = 10;
+    let mut tries = 0;
+    loop {
+        match decide_parsed_once(inbox, sources, when, acks) {
+            Err(e)
+                if tries < RETRIES
+                    && e.downcast_ref::<crate::inbox::InboxError>()
+                        .is_some_and(|ie| inbox.rolled_back_for_retry(ie)) =>
+            {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20 * u64::from(tries)));
+            }
+            other => return other,
+        }
+    }
+}
+
+fn decide_parsed_once(
     inbox: &mut dyn Inbox,
     sources: &[Parsed<'_>],
     when: &str,
@@ -964,7 +997,7 @@ pub(super) fn decide_parsed(
                         .next()
                         .context("the inbox returned fewer decisions than it was given")?;
                     let mut o = Outcome::decided(shown, i, &d);
-                    o.contrl = answer(inbox, i, &d, acks, when)
+                    o.contrl = answer(inbox, i, &d, acks, p, when)
                         .context("cannot write to the inbox database")?;
                     o
                 }
@@ -981,7 +1014,7 @@ pub(super) fn decide_parsed(
                     record = Some(file);
                     let mut o = Outcome::rejected(shown, e.to_string(), Some(e.offset));
                     if let Some(c) = context {
-                        o.contrl = answer_rejected(inbox, c, e, when)
+                        o.contrl = answer_rejected(inbox, c, e, p.sending, when)
                             .context("cannot write to the inbox database")?;
                     }
                     o
@@ -1001,9 +1034,11 @@ fn answer(
     i: &Interchange<'_>,
     d: &Decision,
     acks: &AckArgs,
+    source: &Parsed<'_>,
     when: &str,
 ) -> Result<Option<String>, crate::inbox::InboxError> {
     use crate::edifact::contrl::{self, Action, Detail, Level, SyntaxError};
+    use crate::inbox::Resend;
     let Some(action) = wanted(i, acks) else {
         return Ok(None);
     };
@@ -1019,15 +1054,22 @@ fn answer(
         Decision::Duplicate if acks.contrl_duplicates == ContrlDuplicates::Reject => {
             (Action::Rejected, duplicate)
         }
-        // The partner most likely sent again because our answer got lost: the same answer
-        // (where the first copy got none, one now).
+        // A partner that sends again most likely lost our answer: the same answer, once per
+        // sending of theirs (where the first copy got none, one now). Our own redelivery (the
+        // same file after a crash before its move, a broker's redelivery, another host's copy)
+        // is not the partner asking again.
         Decision::Duplicate => {
-            let again =
-                inbox.resend_acknowledgement(&u.sender, &u.recipient, &u.control_ref, when)?;
-            if again.is_some() {
-                return Ok(again);
+            let sending = (!source.redelivered).then_some(source.sending);
+            let key = (
+                u.sender.as_str(),
+                u.recipient.as_str(),
+                u.control_ref.as_str(),
+            );
+            match inbox.resend_acknowledgement(key, sending, when)? {
+                Resend::Queued(own_ref) => return Ok(Some(own_ref)),
+                Resend::AlreadySent => return Ok(None),
+                Resend::Unanswered => (action, None),
             }
-            (action, None)
         }
         Decision::Refused { .. } => return Ok(None),
     };
@@ -1036,6 +1078,7 @@ fn answer(
         ..Detail::default()
     };
     let partner = partner(u);
+    let sending = source.sending;
     let prepared = prepared_at(when);
     let build = |own_ref: &str| {
         contrl::build(
@@ -1057,6 +1100,7 @@ fn answer(
         error_code: error.map(|e| e.code),
         build: &build,
         created_at: when,
+        sending,
     })?;
     Ok(Some(own_ref))
 }
@@ -1088,25 +1132,21 @@ fn answer_rejected(
     inbox: &mut dyn Inbox,
     c: &RejectedContext,
     e: &EnvelopeError,
+    sending: &str,
     when: &str,
 ) -> Result<Option<String>, crate::inbox::InboxError> {
     use crate::edifact::contrl::{self, Action, Detail};
     let Some(error) = contrl::syntax_error(&e.kind, e.tag) else {
         return Ok(None);
     };
-    let s009 = c.message.as_ref().map(|(r, s)| {
-        (
-            r.as_str(),
-            [s[0].as_str(), s[1].as_str(), s[2].as_str(), s[3].as_str()],
-        )
-    });
+    let s009 = c
+        .message
+        .as_ref()
+        .map(|(r, s)| (r.as_str(), s.each_ref().map(|c| c.as_str())));
     let detail = Detail {
         error: Some(error),
         group_ref: c.group_ref.as_deref(),
-        group_parties: [
-            c.group_parties[0].as_deref().unwrap_or(""),
-            c.group_parties[1].as_deref().unwrap_or(""),
-        ],
+        group_parties: [&c.group_parties[0], &c.group_parties[1]],
         message: s009,
     };
     let u = &c.unb;
@@ -1132,6 +1172,7 @@ fn answer_rejected(
         error_code: Some(error.code),
         build: &build,
         created_at: when,
+        sending,
     })?;
     Ok(Some(own_ref))
 }

@@ -686,25 +686,32 @@ fn metrics(
             n as f64,
         );
     }
+    // By kind: the received messages' events and the CONTRLs to deliver, so that the alerts on
+    // a backlog or on parked events fire for either.
+    let kinds = stats.outbox_kinds.each();
+    for (name, help, value) in [
+        (
+            "edi_inbox_outbox_unpublished",
+            "Outbox events not yet published (parked ones not counted), by kind (message, contrl).",
+            (|f: &crate::inbox::OutboxFigures| f.unpublished) as fn(&_) -> i64,
+        ),
+        (
+            "edi_inbox_outbox_failed",
+            "Outbox events parked after --max-attempts refusals, by kind (message, contrl).",
+            |f| f.failed,
+        ),
+        (
+            "edi_inbox_outbox_oldest_unpublished_age_seconds",
+            "Age of the oldest unpublished outbox event (0 when there is none), by kind.",
+            |f| f.oldest_unpublished_age_seconds.unwrap_or(0),
+        ),
+    ] {
+        m.family(name, "gauge", help);
+        for (kind, figures) in &kinds {
+            m.sample(name, &[("kind", kind)], value(figures) as f64);
+        }
+    }
     m.single(
-        "edi_inbox_outbox_unpublished",
-        "gauge",
-        "Outbox events not yet published (parked ones not counted).",
-        stats.outbox_unpublished as f64,
-    )
-    .single(
-        "edi_inbox_outbox_failed",
-        "gauge",
-        "Outbox events parked after --max-attempts refusals.",
-        stats.outbox_failed as f64,
-    )
-    .single(
-        "edi_inbox_outbox_oldest_unpublished_age_seconds",
-        "gauge",
-        "Age of the oldest unpublished outbox event (0 when there is none).",
-        stats.outbox_oldest_unpublished_age_seconds.unwrap_or(0) as f64,
-    )
-    .single(
         "edi_inbox_publish_last_run_duration_seconds",
         "gauge",
         "Wall time of the last publish run.",

@@ -46,8 +46,16 @@ pub fn stats(
             format!("duplicates seen      {}", t.duplicates),
             format!("drift                {}", t.drift),
             format!("rejected files       {}", t.rejected),
-            format!("outbox unpublished   {}", t.outbox_unpublished),
-            format!("outbox failed        {}", t.outbox_failed),
+            format!(
+                "outbox unpublished   {} ({} of messages, {} CONTRLs)",
+                t.outbox_unpublished,
+                t.outbox_kinds.message.unpublished,
+                t.outbox_kinds.contrl.unpublished
+            ),
+            format!(
+                "outbox failed        {} ({} of messages, {} CONTRLs)",
+                t.outbox_failed, t.outbox_kinds.message.failed, t.outbox_kinds.contrl.failed
+            ),
             format!(
                 "oldest unpublished   {}",
                 t.outbox_oldest_unpublished_age_seconds

@@ -1,5 +1,7 @@
 //! Character repertoires by syntax identifier (UNB S001 element 0001).
 
+use std::borrow::Cow;
+
 use compact_str::CompactString;
 use encoding_rs::Encoding;
 
@@ -62,6 +64,36 @@ impl Charset {
     }
 }
 
+impl Charset {
+    /// Encodes text in this repertoire, the inverse of [`Charset::decode`]: a value read from an
+    /// interchange is written back as the bytes it was read from (a CONTRL copying a partner's
+    /// identification, say: `MÜLLER` under UNOC is 0xDC, not UTF-8's 0xC3 0x9C). A character
+    /// that decoding reads from a byte outside the repertoire (as ISO 8859-1) is written as that
+    /// byte again. Only text no byte decodes to (U+FFFD, which an undefined byte of ISO 8859-3,
+    /// -6, -7 or -8 reads as) cannot be given back: it is written as `?`.
+    pub fn encode<'a>(&self, text: &'a str) -> Cow<'a, [u8]> {
+        if text.is_ascii() || *self == Charset::Utf8 {
+            return Cow::Borrowed(text.as_bytes());
+        }
+        let latin1 = |c: char| u8::try_from(u32::from(c)).unwrap_or(b'?');
+        Cow::Owned(match self {
+            Charset::Ascii | Charset::Latin1 | Charset::Utf8 => text.chars().map(latin1).collect(),
+            Charset::Iso8859(enc) => {
+                let mut out = Vec::with_capacity(text.len());
+                let mut buf = [0u8; 4];
+                for c in text.chars() {
+                    let (bytes, _, unmappable) = enc.encode(c.encode_utf8(&mut buf));
+                    match (unmappable, bytes.as_ref()) {
+                        (false, [b]) => out.push(*b),
+                        _ => out.push(latin1(c)),
+                    }
+                }
+                out
+            }
+        })
+    }
+}
+
 /// ISO 8859-1 maps each byte to the code point of the same number.
 fn latin1(bytes: &[u8]) -> CompactString {
     bytes.iter().map(|&b| b as char).collect()
@@ -87,6 +119,40 @@ mod tests {
     fn identifiers_outside_the_un_list_read_as_latin1() {
         assert_eq!(Charset::for_syntax("IATA"), Charset::Latin1);
         assert_eq!(Charset::for_syntax("IATB").decode(b"\xe9"), "é");
+    }
+
+    /// Every repertoire the parser decodes gives back the bytes it read: each byte from 0x20 up
+    /// that the repertoire defines (and, for those that read stray bytes as ISO 8859-1, every
+    /// byte), decoded and encoded again.
+    #[test]
+    fn encoding_gives_back_the_bytes_decoding_read() {
+        let ids = [
+            "UNOA", "UNOB", "UNOC", "UNOD", "UNOE", "UNOF", "UNOG", "UNOH", "UNOI", "UNOJ", "UNOK",
+            "UNOW", "UNOY", "IATA",
+        ];
+        for id in ids {
+            let cs = Charset::for_syntax(id);
+            let bytes: Vec<u8> = match cs {
+                Charset::Utf8 => "Łódź MÜLLER Ωμέγα 東京".as_bytes().to_vec(),
+                Charset::Iso8859(enc) => (0x20..=0xffu8)
+                    .filter(|b| !enc.decode_without_bom_handling(&[*b]).1)
+                    .collect(),
+                Charset::Ascii | Charset::Latin1 => (0x20..=0xffu8).collect(),
+            };
+            assert!(bytes.len() > 30, "{id}");
+            let text = cs.decode(&bytes);
+            assert_eq!(cs.encode(&text).as_ref(), bytes.as_slice(), "{id}: {text}");
+        }
+        assert_eq!(
+            Charset::for_syntax("UNOC").encode("MÜLLER").as_ref(),
+            b"M\xdcLLER"
+        );
+        assert_eq!(Charset::for_syntax("UNOD").encode("ą").as_ref(), b"\xb1");
+        assert_eq!(Charset::for_syntax("UNOE").encode("А").as_ref(), b"\xb0");
+        assert_eq!(
+            Charset::for_syntax("UNOY").encode("Ü").as_ref(),
+            "Ü".as_bytes()
+        );
     }
 
     #[test]

@@ -7,6 +7,9 @@
 //! directory); version 4 with `CONTRL:4:1:UN` (ISO 9735-4: UNH with 0062 and S009 only, UCI and
 //! UCM with the service segment tag as 0135).
 
+use compact_str::CompactString;
+
+use super::charset::Charset;
 use super::error::{ErrorKind, Tag};
 use super::model::Unb;
 use super::syntax::Separators;
@@ -95,6 +98,9 @@ pub fn syntax_error(kind: &ErrorKind, at: Option<Tag>) -> Option<SyntaxError> {
         K::MissingUnz { .. } | K::UnbBeforeUnz { .. } | K::Unterminated { .. } => {
             ("13", Interchange, Some(Tag::UNZ))
         }
+        // 32: lower level empty (an interchange, or a group, without a message).
+        K::LowerLevelEmpty { what: "group" } => ("32", Group, Some(Tag::UNE)),
+        K::LowerLevelEmpty { .. } => ("32", Interchange, Some(Tag::UNZ)),
         // 2: syntax version or level not supported.
         K::UnsupportedSyntaxVersion { .. } => ("2", Interchange, Some(Tag::UNB)),
         // 12: invalid value.
@@ -143,10 +149,11 @@ pub struct Detail<'a> {
     pub error: Option<SyntaxError>,
     /// UNG 0048, for a UCF.
     pub group_ref: Option<&'a str>,
-    /// UNG S006/0040 and S007/0044, for a UCF (copied as the group stated them).
-    pub group_parties: [&'a str; 2],
-    /// UNH 0062 and S009 (0065, 0052, 0054, 0051), for a UCM.
-    pub message: Option<(&'a str, [&'a str; 4])>,
+    /// UNG S006 and S007, for a UCF, each copied whole as the group stated it (0040 : 0007,
+    /// 0044 : 0007).
+    pub group_parties: [&'a [CompactString]; 2],
+    /// UNH 0062 and S009 (0065, 0052, 0054, 0051, 0057), for a UCM.
+    pub message: Option<(&'a str, [&'a str; 5])>,
 }
 
 /// The time a CONTRL is prepared (UNB S004), in UTC.
@@ -188,7 +195,12 @@ pub fn build(
     if syntax_4 && !has_una && s.release.is_some() && s.repetition.is_none() {
         s.repetition = Some(b'*');
     }
-    let w = Writer { s };
+    // In the repertoire the subject declares (its syntax identifier, which the CONTRL's UNB
+    // repeats): a partner `MÜLLER` under UNOC is the byte 0xDC, as the partner sent it.
+    let w = Writer {
+        s,
+        charset: Charset::for_syntax(&subject.syntax_id),
+    };
     let date = if syntax_4 {
         format!("{:04}{:02}{:02}", when.year, when.month, when.day)
     } else {
@@ -251,22 +263,37 @@ pub fn build(
         uci.extend(error_elements(e));
     }
     segments.push(uci);
+    // UCF: the group's S006 and S007 whole, and its action: rejected (4), with the error where
+    // the group is what is wrong; a message's error is nested under its group's UCF (the D.3
+    // and 4:1 CONTRLs have UCM within the UCF's group where groups are used).
+    let ucf = |error: Option<&SyntaxError>| {
+        let mut ucf = vec![
+            vec!["UCF".into()],
+            vec![detail.group_ref.unwrap_or("").to_string()],
+            detail.group_parties[0]
+                .iter()
+                .map(|c| c.to_string())
+                .collect(),
+            detail.group_parties[1]
+                .iter()
+                .map(|c| c.to_string())
+                .collect(),
+            vec![Action::Rejected.code().into()],
+        ];
+        if let Some(e) = error {
+            ucf.extend(error_elements(e));
+        }
+        ucf
+    };
     if let Some(e) = error.as_ref() {
         match level {
             Level::Interchange => {}
-            Level::Group => {
-                let mut ucf = vec![
-                    vec!["UCF".into()],
-                    vec![detail.group_ref.unwrap_or("").to_string()],
-                    vec![detail.group_parties[0].to_string()],
-                    vec![detail.group_parties[1].to_string()],
-                    vec![Action::Rejected.code().into()],
-                ];
-                ucf.extend(error_elements(e));
-                segments.push(ucf);
-            }
+            Level::Group => segments.push(ucf(Some(e))),
             Level::Message => {
-                let (reference, s009) = detail.message.unwrap_or(("", ["", "", "", ""]));
+                if detail.group_ref.is_some() {
+                    segments.push(ucf(None));
+                }
+                let (reference, s009) = detail.message.unwrap_or(("", [""; 5]));
                 let mut ucm = vec![
                     vec!["UCM".into()],
                     vec![reference.to_string()],
@@ -313,9 +340,11 @@ fn party(id: &str, qualifier: Option<&str>, routing: Option<&str>) -> Vec<String
     c
 }
 
-/// Writes segments with the subject's separators, releasing the service characters in values.
+/// Writes segments with the subject's separators and repertoire, releasing the service
+/// characters in values.
 struct Writer {
     s: Separators,
+    charset: Charset,
 }
 
 impl Writer {
@@ -337,7 +366,7 @@ impl Writer {
                 if k > 0 {
                     out.push(self.s.component);
                 }
-                self.value(out, component.as_bytes());
+                self.value(out, &self.charset.encode(component));
             }
         }
         out.push(self.s.terminator);
@@ -438,7 +467,7 @@ mod tests {
         );
         let detail = Detail {
             error: unt,
-            message: Some(("M1", ["INVOIC", "D", "96A", "UN"])),
+            message: Some(("M1", ["INVOIC", "D", "96A", "UN", ""])),
             ..Detail::default()
         };
         let bytes = build(
@@ -605,6 +634,20 @@ mod tests {
                 },
                 Some(("28", Level::Interchange, Some("UNZ"))),
             ),
+            (
+                K::UnsupportedSyntaxVersion { found: s() },
+                Some(("2", Level::Interchange, Some("UNB"))),
+            ),
+            (
+                K::LowerLevelEmpty {
+                    what: "interchange",
+                },
+                Some(("32", Level::Interchange, Some("UNZ"))),
+            ),
+            (
+                K::LowerLevelEmpty { what: "group" },
+                Some(("32", Level::Group, Some("UNE"))),
+            ),
         ];
         for (kind, want) in rows {
             let got = syntax_error(&kind, None)
@@ -612,6 +655,74 @@ mod tests {
             let want = want.map(|(c, l, t)| (c, l, t.map(str::to_string)));
             assert_eq!(got, want, "{kind:?}");
         }
+    }
+
+    /// A message's error in a grouped interchange: its UCM nested under its group's UCF (the
+    /// group rejected with it, S006 and S007 whole), S009 with 0057; a group's own error on the
+    /// UCF alone.
+    #[test]
+    fn a_message_in_a_group_is_reported_under_its_group() {
+        let s = subject(V3);
+        let parties = [
+            vec![CompactString::from("APPSEND"), CompactString::from("ZZ")],
+            vec![CompactString::from("APPRECV"), CompactString::from("14")],
+        ];
+        let unt = syntax_error(
+            &ErrorKind::UntCount {
+                declared: "3".into(),
+                actual: 4,
+            },
+            Some(Tag::UNT),
+        );
+        let detail = Detail {
+            error: unt,
+            group_ref: Some("G1"),
+            group_parties: [&parties[0], &parties[1]],
+            message: Some(("M1", ["INVOIC", "D", "96A", "UN", "EAN008"])),
+        };
+        let text = String::from_utf8(build(
+            &s.unb,
+            &s.separators,
+            s.has_una,
+            Action::Rejected,
+            &detail,
+            "C3",
+            WHEN,
+        ))
+        .unwrap();
+        assert!(
+            text.contains(
+                "'UCI+REF42+SENDER?+1:14+RECIP:ZZZ+4'UCF+G1+APPSEND:ZZ+APPRECV:14+4'UCM+M1+INVOIC:D:96A:UN:EAN008+4+29+UNT'UNT+5+1'"
+            ),
+            "{text}"
+        );
+        let une = syntax_error(
+            &ErrorKind::UneCount {
+                declared: "3".into(),
+                actual: 4,
+            },
+            Some(Tag::UNE),
+        );
+        let detail = Detail {
+            error: une,
+            ..detail
+        };
+        let text = String::from_utf8(build(
+            &s.unb,
+            &s.separators,
+            s.has_una,
+            Action::Rejected,
+            &detail,
+            "C4",
+            WHEN,
+        ))
+        .unwrap();
+        assert!(
+            text.contains(
+                "'UCI+REF42+SENDER?+1:14+RECIP:ZZZ+4'UCF+G1+APPSEND:ZZ+APPRECV:14+4+29+UNE'UNT+4+1'"
+            ),
+            "{text}"
+        );
     }
 
     #[test]

@@ -45,6 +45,14 @@ struct OpenMessage {
     offset: usize,
 }
 
+/// A UNG party (S006 or S007) as its components stand: the identification, and its qualifier
+/// (0007) where given.
+fn party(id: &Option<CompactString>, qualifier: &Option<CompactString>) -> Vec<CompactString> {
+    let mut c = vec![id.clone().unwrap_or_default()];
+    c.extend(qualifier.clone());
+    c
+}
+
 /// True where a value holds a NUL byte, which no EDIFACT repertoire allows, and which a text
 /// column of a PostgreSQL inbox cannot store.
 fn has_nul(value: &str) -> bool {
@@ -218,8 +226,8 @@ impl Builder {
             has_una: self.has_una,
             group_ref: group.map(|g| g.reference.clone()),
             group_parties: [
-                group.and_then(|g| g.sender.clone()),
-                group.and_then(|g| g.recipient.clone()),
+                group.map_or_else(Vec::new, |g| party(&g.sender, &g.sender_qualifier)),
+                group.map_or_else(Vec::new, |g| party(&g.recipient, &g.recipient_qualifier)),
             ],
             message: message.map(|m| {
                 (
@@ -229,6 +237,7 @@ impl Builder {
                         m.version.clone(),
                         m.release.clone(),
                         m.agency.clone(),
+                        m.association_code.clone().unwrap_or_default(),
                     ],
                 )
             }),
@@ -424,7 +433,9 @@ impl Builder {
             reference,
             group_id: v.opt(raw.e0038),
             sender: v.opt(raw.s006[0]),
+            sender_qualifier: v.opt(raw.s006[1]),
             recipient: v.opt(raw.s007[0]),
+            recipient_qualifier: v.opt(raw.s007[1]),
             messages: 0,
         });
         self.open_group = Some(self.groups.len() - 1);
@@ -439,6 +450,9 @@ impl Builder {
         let actual = self.groups[open].messages;
         let t = segments::une(seg.body, self.seps);
         let v = self.values();
+        if actual == 0 {
+            self.fail(seg.error(ErrorKind::LowerLevelEmpty { what: "group" }));
+        }
         match v.count(t.count) {
             Ok(n) if n == actual as u64 => {}
             Ok(_) => self.fail(seg.error(ErrorKind::UneCount {
@@ -472,6 +486,11 @@ impl Builder {
         };
         let t = segments::unz(seg.body, self.seps);
         let v = self.values();
+        if actual == 0 {
+            self.fail(seg.error(ErrorKind::LowerLevelEmpty {
+                what: "interchange",
+            }));
+        }
         match v.count(t.count) {
             Ok(n) if n == actual as u64 => {}
             Ok(_) => self.fail(seg.error(ErrorKind::UnzCount {
@@ -741,6 +760,14 @@ UNH+1+ORDERS:D:96A:UN'BGM+220+PO1+9'UNT+3+1'UNZ+1+REF1'";
             (b"UNA::.? 'UNB".to_vec(), "bad-una"),
             (b"UNA:+.? '".to_vec(), "no-interchange"),
             (b"UNH+1+ORDERS:D:96A:UN'UNT+2+1'".to_vec(), "no-interchange"),
+            (
+                b"UNB+UNOC:3+S+R+1:1+X'UNZ+0+X'".to_vec(),
+                "lower-level-empty",
+            ),
+            (
+                b"UNB+UNOC:3+S+R+1:1+X'UNG+ORDERS+S+R+1:1+G1'UNE+0+G1'UNZ+1+X'".to_vec(),
+                "lower-level-empty",
+            ),
             (b"".to_vec(), "empty"),
             (b"\r\n \t".to_vec(), "empty"),
         ];

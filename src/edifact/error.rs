@@ -147,6 +147,11 @@ pub enum ErrorKind {
     },
     #[error("names interchange {found}; its UNB names {expected}")]
     UnzReference { found: String, expected: String },
+    #[error("closes a{} {what} that holds no message", if *what == "interchange" { "n" } else { "" })]
+    LowerLevelEmpty {
+        /// `interchange` or `group`.
+        what: &'static str,
+    },
 }
 
 /// An envelope error at a place in the file.
@@ -224,6 +229,7 @@ impl EnvelopeError {
             ErrorKind::UneReference { .. } => "une-reference",
             ErrorKind::UnzCount { .. } => "unz-count",
             ErrorKind::UnzReference { .. } => "unz-reference",
+            ErrorKind::LowerLevelEmpty { .. } => "lower-level-empty",
         }
     }
 }

@@ -78,8 +78,14 @@ pub struct Group {
     pub group_id: Option<CompactString>,
     /// S006/0040 application sender identification.
     pub sender: Option<CompactString>,
+    /// S006/0007 its identification code qualifier.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sender_qualifier: Option<CompactString>,
     /// S007/0044 application recipient identification.
     pub recipient: Option<CompactString>,
+    /// S007/0007 its identification code qualifier.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recipient_qualifier: Option<CompactString>,
     /// The number of messages in the group (UNE 0060 was checked against it).
     pub messages: usize,
 }
@@ -175,10 +181,11 @@ pub struct RejectedContext {
     pub has_una: bool,
     /// UNG 0048 of the group open (or last closed) at the error.
     pub group_ref: Option<CompactString>,
-    /// Its UNG S006/0040 and S007/0044, the application sender and recipient.
-    pub group_parties: [Option<CompactString>; 2],
-    /// UNH 0062 and S009 (0065, 0052, 0054, 0051) of the message open (or last closed).
-    pub message: Option<(CompactString, [CompactString; 4])>,
+    /// Its UNG S006 and S007, the application sender and recipient, each with its qualifier
+    /// (0040 : 0007, 0044 : 0007) as far as given.
+    pub group_parties: [Vec<CompactString>; 2],
+    /// UNH 0062 and S009 (0065, 0052, 0054, 0051, 0057) of the message open (or last closed).
+    pub message: Option<(CompactString, [CompactString; 5])>,
     /// S009 0065 of every message read.
     pub message_types: Vec<CompactString>,
 }

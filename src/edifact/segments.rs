@@ -238,8 +238,8 @@ impl<'a> Unb<'a> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ung<'a> {
     pub e0038: Raw<'a>,
-    pub s006: [Raw<'a>; 1],
-    pub s007: [Raw<'a>; 1],
+    pub s006: [Raw<'a>; 2],
+    pub s007: [Raw<'a>; 2],
     pub e0048: Raw<'a>,
 }
 
@@ -249,8 +249,8 @@ impl<'a> Ung<'a> {
             let (i, _) = tag(seps)(i)?;
             let (i, ([e0038], s006, s007, _s004, [e0048])) = (
                 element::<1>(seps),
-                element::<1>(seps),
-                element::<1>(seps),
+                element::<2>(seps),
+                element::<2>(seps),
                 element::<2>(seps),
                 element::<1>(seps),
             )
@@ -267,8 +267,8 @@ impl<'a> Ung<'a> {
         };
         let empty = Ung {
             e0038: EMPTY,
-            s006: [EMPTY; 1],
-            s007: [EMPTY; 1],
+            s006: [EMPTY; 2],
+            s007: [EMPTY; 2],
             e0048: EMPTY,
         };
         parse(body, grammar, empty)

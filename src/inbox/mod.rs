@@ -23,8 +23,8 @@ use crate::edifact::{EnvelopeError, Interchange};
 
 pub use records::{
     ContrlEvent, Decision, DeliveryRecord, Event, EventFilter, KeyHistory, NewAcknowledgement,
-    Outbox, OutboxEvent, PurgeTarget, RejectedFile, Sighting, Stats, StoredAcknowledgement,
-    StoredInterchange, StoredMessage,
+    Outbox, OutboxEvent, OutboxFigures, OutboxKinds, PurgeTarget, RejectedFile, Resend, Sighting,
+    Stats, StoredAcknowledgement, StoredInterchange, StoredMessage,
 };
 
 /// zstd level for stored interchanges: level 1 gave the same size as level 3 on EDIFACT text
@@ -148,16 +148,23 @@ pub trait Inbox {
     /// reference.
     fn acknowledge(&mut self, ack: &NewAcknowledgement<'_>) -> Result<String, InboxError>;
 
-    /// Sends the first CONTRL stored for a key again (a redelivery of its interchange): a new
-    /// event in the CONTRL outbox, the same bytes. Returns its control reference, `None` where
-    /// no CONTRL answered the key.
+    /// Sends the first CONTRL stored for a key again (the partner sent its interchange again):
+    /// a new event in the CONTRL outbox, the same bytes, once per `sending` (a file's name, a
+    /// delivery's broker name) not answered yet; never for `None` (a broker's redelivery).
     fn resend_acknowledgement(
         &mut self,
-        sender: &str,
-        recipient: &str,
-        control_ref: &str,
+        key: (&str, &str, &str),
+        sending: Option<&str>,
         created_at: &str,
-    ) -> Result<Option<String>, InboxError>;
+    ) -> Result<Resend, InboxError>;
+
+    /// Where `e` is a conflict with another host's transaction that only trying again resolves
+    /// (a deadlock, a serialization failure), rolls the open batch back and says so: the
+    /// caller makes the batch again from its first decision. Never for a store that has no
+    /// such conflicts.
+    fn rolled_back_for_retry(&mut self, _e: &InboxError) -> bool {
+        false
+    }
 
     /// Takes the counters of these partners (sorted, without repeats) for the open batch
     /// before any of them is used, where other hosts may use them at once.

@@ -36,14 +36,53 @@ pub struct Stats {
     pub duplicates: i64,
     pub drift: i64,
     pub rejected: i64,
-    /// Events not yet published and still tried.
+    /// Events not yet published and still tried (of both outboxes).
     pub outbox_unpublished: i64,
     /// Events parked after `--max-attempts` failed attempts: no longer tried.
     pub outbox_failed: i64,
     /// How long the oldest unpublished (not parked) event has waited, in whole seconds.
     pub outbox_oldest_unpublished_age_seconds: Option<i64>,
+    /// The same figures for each kind of event.
+    pub outbox_kinds: OutboxKinds,
     pub oldest_entry: Option<String>,
     pub newest_entry: Option<String>,
+}
+
+/// The outbox figures of one kind of event.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct OutboxFigures {
+    pub unpublished: i64,
+    pub failed: i64,
+    pub oldest_unpublished_age_seconds: Option<i64>,
+}
+
+/// The outbox figures by kind: the received messages' events (`outbox`) and the CONTRLs to
+/// deliver (`contrl_outbox`), which the alerts on a backlog must see as well.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct OutboxKinds {
+    pub message: OutboxFigures,
+    pub contrl: OutboxFigures,
+}
+
+impl OutboxKinds {
+    /// Each kind with its name, as metrics label them.
+    pub fn each(&self) -> [(&'static str, OutboxFigures); 2] {
+        [("message", self.message), ("contrl", self.contrl)]
+    }
+}
+
+impl Stats {
+    /// Sets the outbox figures of each kind, and their totals.
+    pub fn set_outboxes(&mut self, kinds: OutboxKinds) {
+        let all = kinds.each();
+        self.outbox_unpublished = all.iter().map(|(_, f)| f.unpublished).sum();
+        self.outbox_failed = all.iter().map(|(_, f)| f.failed).sum();
+        self.outbox_oldest_unpublished_age_seconds = all
+            .iter()
+            .filter_map(|(_, f)| f.oldest_unpublished_age_seconds)
+            .max();
+        self.outbox_kinds = kinds;
+    }
 }
 
 /// One line of `list`.
@@ -158,6 +197,20 @@ pub struct NewAcknowledgement<'a> {
     /// The CONTRL interchange under a control reference.
     pub build: &'a dyn Fn(&str) -> Vec<u8>,
     pub created_at: &'a str,
+    /// The partner's sending it answers: the file's name, or the broker's name for the delivery.
+    pub sending: &'a str,
+}
+
+/// What became of a duplicate's CONTRL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resend {
+    /// Queued again, under this control reference: the partner sent the interchange again.
+    Queued(String),
+    /// Already sent for this sending (our own redelivery: a crash between the commit and the
+    /// move or acknowledgement, a broker's redelivery, another host's copy): not again.
+    AlreadySent,
+    /// No CONTRL answered the key yet.
+    Unanswered,
 }
 
 /// A stored CONTRL, as `show` prints it and a redelivery repeats it.

@@ -174,8 +174,9 @@ fn check_one(
 per_backend! {
     /// Every valid sample with --contrl always: one CONTRL each, valid for `inspect` (one
     /// CONTRL message) and for the reader above, field by field; a rerun of the same files
-    /// (duplicates) is answered with the same CONTRL, nothing new stored; with
-    /// --contrl-duplicates reject, with a CONTRL of its own rejecting it (4, 26).
+    /// (our own redelivery: a crash before their move) queues nothing; the partner sending
+    /// them again under other names is answered with the same CONTRL once, nothing new stored;
+    /// with --contrl-duplicates reject, with a CONTRL of its own rejecting it (4, 26).
     fn every_new_interchange_gets_one_contrl_and_a_redelivery_the_same(site) {
         for entry in fs::read_dir(crate::common::samples().join("valid")).unwrap() {
             let path = entry.unwrap().path();
@@ -214,12 +215,25 @@ per_backend! {
         let (_, again) = site.ingest_json(&["--contrl", "always"]);
         let duplicates: Vec<_> = again.iter().filter(|l| l["status"] == "duplicate").collect();
         assert_eq!(duplicates.len(), 7);
-        for (first, second) in new.iter().zip(&duplicates) {
+        assert!(duplicates.iter().all(|l| l["contrl"].is_null()), "{duplicates:?}");
+        assert_eq!(site.count("SELECT count(*) FROM contrl_outbox"), 7, "the same files: not again");
+        // The partner sends them again, as new files.
+        for name in site.files_in("drop") {
+            fs::rename(site.drop().join(&name), site.drop().join(format!("resent-{name}"))).unwrap();
+        }
+        let (_, again) = site.ingest_json(&["--contrl", "always"]);
+        let duplicates: Vec<_> = again.iter().filter(|l| l["status"] == "duplicate").collect();
+        assert_eq!(duplicates.len(), 7);
+        let by_key = |l: &serde_json::Value| (l["sender"].clone(), l["control_ref"].clone());
+        for second in &duplicates {
+            let first = new.iter().find(|f| by_key(f) == by_key(second)).unwrap();
             assert_eq!(first["contrl"], second["contrl"], "the same CONTRL again");
         }
         assert_eq!(site.count("SELECT count(*) FROM acknowledgements"), 7);
-        // Queued again for delivery, the same bytes.
+        // Queued again for delivery, the same bytes; once per sending.
         assert_eq!(site.count("SELECT count(*) FROM contrl_outbox"), 14);
+        site.ingest_json(&["--contrl", "always"]);
+        assert_eq!(site.count("SELECT count(*) FROM contrl_outbox"), 14, "once per sending");
         for (l, bytes) in new.iter().zip(&before) {
             let v = |k: &str| l[k].as_str().unwrap().to_string();
             assert_eq!(&contrl_of(&site, &v("sender"), &v("recipient"), &v("control_ref")), bytes);
@@ -338,7 +352,13 @@ per_backend! {
             assert_eq!(at(&c[0], 5, 0), l["control_ref"].as_str().unwrap());
         }
         assert_eq!(publish("contrl", &to).iter().filter(|l| l["status"] == "published").count(), 0);
-        // A redelivery: the same answer goes out again.
+        // The same files again (our own redelivery): nothing goes out.
+        quietly("always");
+        assert_eq!(publish("contrl", &to).iter().filter(|l| l["status"] == "published").count(), 0);
+        // The partner sends them again: the same answer goes out again.
+        for name in site.files_in("drop") {
+            fs::rename(site.drop().join(&name), site.drop().join(format!("again-{name}"))).unwrap();
+        }
         quietly("always");
         assert_eq!(publish("contrl", &to).iter().filter(|l| l["status"] == "published").count(), 7);
         let again = site.files_in("contrl-out");
@@ -368,9 +388,11 @@ per_backend! {
             ("good-then-bad.edi", "B0013", "4", "29", "UCI", "UNZ"),
             ("segment-outside-message.edi", "B0011", "4", "33", "UCI", ""),
             ("syntax-version-0.edi", "B0014", "4", "2", "UCI", "UNB"),
+            ("no-messages.edi", "B0016", "4", "32", "UCI", "UNZ"),
             ("truncated-no-unz.edi", "B0001", "4", "13", "UCI", "UNZ"),
             ("une-count-wrong.edi", "B0009", "4", "29", "UCF", "UNE"),
             ("unt-count-wrong.edi", "B0001", "4", "29", "UCM", "UNT"),
+            ("unt-count-wrong-in-group.edi", "B0017", "4", "29", "UCM", "UNT"),
             ("unt-reference-mismatch.edi", "B0001", "4", "28", "UCM", "UNT"),
             ("unz-count-wrong.edi", "B0001", "4", "29", "UCI", "UNZ"),
             ("unz-reference-mismatch.edi", "B0001", "4", "28", "UCI", "UNZ"),
@@ -419,14 +441,31 @@ per_backend! {
                 "UCF" => {
                     let ucf = seg("UCF").unwrap();
                     assert_eq!((at(&ucf, 4, 0), at(&ucf, 5, 0), at(&ucf, 6, 0)), ("4", row.3, row.5), "{file}");
-                    // S006 and S007 as the UNG stated them (their first components).
+                    // S006 and S007 as the UNG stated them, whole.
                     let s = segments(&subject);
                     let ung = s.iter().find(|s| s[0][0] == "UNG").unwrap();
-                    assert_eq!((at(&ucf, 2, 0), at(&ucf, 3, 0)), (at(ung, 2, 0), at(ung, 3, 0)), "{file}");
+                    assert_eq!((&ucf[2], &ucf[3]), (&ung[2], &ung[3]), "{file}");
                 }
                 "UCM" => {
                     let ucm = seg("UCM").unwrap();
                     assert_eq!((at(&ucm, 3, 0), at(&ucm, 4, 0), at(&ucm, 5, 0)), ("4", row.3, row.5), "{file}");
+                    // S009 whole, 0057 included, as the UNH stated it.
+                    let s = segments(&subject);
+                    let unh = s.iter().find(|s| s[0][0] == "UNH" && s[1] == ucm[1]).unwrap();
+                    assert_eq!(ucm[2], unh[2], "{file}");
+                    // In a grouped interchange, nested under its group's UCF: rejected with it,
+                    // the error on the UCM alone.
+                    let tags: Vec<&str> = c.iter().map(|s| s[0][0].as_str()).collect();
+                    let at_ucm = tags.iter().position(|t| *t == "UCM").unwrap();
+                    if let Some(ung) = s.iter().find(|s| s[0][0] == "UNG") {
+                        assert_eq!(tags[at_ucm - 1], "UCF", "{file}: {tags:?}");
+                        let ucf = &c[at_ucm - 1];
+                        assert_eq!(at(ucf, 1, 0), at(ung, 5, 0), "{file}");
+                        assert_eq!((&ucf[2], &ucf[3]), (&ung[2], &ung[3]), "{file}");
+                        assert_eq!((at(ucf, 4, 0), at(ucf, 5, 0)), ("4", ""), "{file}");
+                    } else {
+                        assert_eq!(tags[at_ucm - 1], "UCI", "{file}: {tags:?}");
+                    }
                 }
                 other => panic!("{other}"),
             }
@@ -584,10 +623,10 @@ per_backend! {
             n,
             "no reference skipped or reused"
         );
-        // Once each, and once more for a file killed between its commit and its move (read
-        // again: a redelivery, answered again with the same CONTRL).
+        // Once each: a file killed between its commit and its move, read again, is our own
+        // redelivery, not the partner's, and is not answered again.
         let queued = site.count("SELECT count(*) FROM contrl_outbox");
-        assert!(queued >= n, "{queued}");
+        assert_eq!(queued, n, "one sending each");
         assert_eq!(
             site.count("SELECT count(*) FROM contrl_outbox WHERE send = 1"),
             n
@@ -599,13 +638,9 @@ per_backend! {
             kill_after(&publish, 50 + rng.below(300));
         }
         site.cmd().args(publish).assert().code(0);
-        // (A publisher killed mid-write leaves its hidden temporary file; a connector passes
-        // over hidden names.)
-        let files: Vec<String> = site
-            .files_in("contrl-out")
-            .into_iter()
-            .filter(|f| !f.starts_with('.'))
-            .collect();
+        // A publisher killed mid-write left its hidden temporary file; the next run removed it.
+        let files: Vec<String> = site.files_in("contrl-out");
+        assert!(files.iter().all(|f| !f.starts_with('.')), "{files:?}");
         assert_eq!(files.len() as i64, queued, "one file per sending");
         let bodies: std::collections::BTreeSet<Vec<u8>> =
             files.iter().map(|f| fs::read(out.join(f)).unwrap()).collect();
@@ -614,5 +649,145 @@ per_backend! {
             site.count("SELECT count(*) FROM contrl_outbox WHERE published_at IS NULL"),
             0
         );
+    }
+}
+
+per_backend! {
+    /// Issue 22, 4: a CONTRL answering an interchange in an 8-bit repertoire was written in
+    /// UTF-8 (partner `MÜLLER` addressed as `MÃ\x9CLLER`). It is in the repertoire the subject
+    /// declares, byte for byte as the partner sent its identification and reference, for each
+    /// repertoire the parser decodes, as stored and as published.
+    fn a_contrl_is_written_in_the_subjects_repertoire(site) {
+        let cases: &[(&str, &[u8])] = &[
+            ("UNOA", b"MUELLER"),
+            ("UNOB", b"m\xfcller"),
+            ("UNOC", b"M\xdcLLER"),
+            ("UNOD", b"\xa3\xf3d\xbc"),
+            ("UNOE", b"\xbc\xd0\xdb\xdb\xd5\xe0"),
+            ("UNOF", b"\xe1\xe5\xf9"),
+            ("UNOG", b"\xa6\xb6"),
+            ("UNOH", b"\xa3\xb3"),
+            ("UNOI", b"\xc7\xc8"),
+            ("UNOJ", b"\xe0\xe1"),
+            ("UNOK", b"\xd0\xdd\xfe"),
+            ("UNOW", "Łódź".as_bytes()),
+            ("UNOY", "MÜLLER 東京".as_bytes()),
+            ("IATA", b"\xe9t\xe9"),
+        ];
+        for (n, (id, name)) in cases.iter().enumerate() {
+            let mut data = format!("UNB+{id}:3+").into_bytes();
+            data.extend_from_slice(name);
+            data.extend_from_slice(format!(":ZZ+HUB+240101:1200+R{n}'UNH+1+ORDERS:D:96A:UN'UNT+2+1'UNZ+1+R{n}'").as_bytes());
+            site.put(&format!("{id}.edi"), &data);
+        }
+        assert_eq!(answer_all(&site), Some(0));
+        let out = site.path("contrl-out");
+        let sent = site
+            .cmd()
+            .args(["publish", "--json", "--kind", "contrl", "--to"])
+            .arg(format!("dir:{}", out.display()))
+            .output()
+            .unwrap();
+        assert_eq!(sent.status.code(), Some(0), "{}", String::from_utf8_lossy(&sent.stderr));
+        let bodies: Vec<Vec<u8>> =
+            site.files_in("contrl-out").iter().map(|f| fs::read(out.join(f)).unwrap()).collect();
+        assert_eq!(bodies.len(), cases.len());
+        for (n, (id, name)) in cases.iter().enumerate() {
+            let mut unb = format!("UNB+{id}:3+HUB+").into_bytes();
+            unb.extend_from_slice(name);
+            unb.extend_from_slice(b":ZZ+");
+            let mut uci = format!("UCI+R{n}+").into_bytes();
+            uci.extend_from_slice(name);
+            uci.extend_from_slice(b":ZZ+HUB+7'");
+            let found = bodies.iter().find(|b| b.windows(uci.len()).any(|w| w == uci.as_slice()));
+            let Some(body) = found else {
+                panic!(
+                    "{id}: no CONTRL holds {:?}; they are {:?}",
+                    String::from_utf8_lossy(&uci),
+                    bodies.iter().map(|b| String::from_utf8_lossy(b).into_owned()).collect::<Vec<_>>()
+                );
+            };
+            assert!(body.starts_with(&unb), "{id}: {}", String::from_utf8_lossy(body));
+        }
+    }
+}
+
+per_backend! {
+    /// Issue 22, 4: CONTRL events did not count in `stats`, `list --status failed` or the
+    /// `edi_inbox_outbox_*` metrics (11,000 waiting or 7 parked showed as 0, and the alerts
+    /// could not fire for them). They count, by kind: waiting, then parked (a destination
+    /// whose names are taken by folders refuses every one), in `stats`, `list` and the metrics.
+    fn contrl_events_count_in_stats_list_and_metrics_by_kind(site) {
+        for entry in fs::read_dir(crate::common::samples().join("valid")).unwrap() {
+            let path = entry.unwrap().path();
+            fs::copy(&path, site.drop().join(path.file_name().unwrap())).unwrap();
+        }
+        assert_eq!(answer_all(&site), Some(0));
+        let publish = |args: &[&str]| {
+            let out = site.cmd().arg("publish").args(args).output().unwrap();
+            let lines = if args.contains(&"--json") {
+                crate::common::json_lines(&out.stdout)
+            } else {
+                Vec::new()
+            };
+            (out.status.code(), lines, String::from_utf8_lossy(&out.stderr).into_owned())
+        };
+        let msgs = site.path("msg-out");
+        let (code, _, stderr) =
+            publish(&["--kind", "message", "--to", &format!("dir:{}", msgs.display())]);
+        assert_eq!(code, Some(0), "{stderr}");
+        let (_, stats) = site.json(&["stats", "--json"]);
+        let s = &stats[0];
+        assert_eq!(s["outbox_unpublished"], 7, "{s}");
+        assert_eq!(s["outbox_kinds"]["contrl"]["unpublished"], 7, "{s}");
+        assert_eq!(s["outbox_kinds"]["message"]["unpublished"], 0, "{s}");
+        assert!(s["outbox_oldest_unpublished_age_seconds"].is_i64(), "{s}");
+        let human = site.cmd().arg("stats").output().unwrap();
+        let human = String::from_utf8_lossy(&human.stdout);
+        assert!(human.contains("outbox unpublished   7 (0 of messages, 7 CONTRLs)"), "{human}");
+
+        // The ids of the CONTRL events, from a folder that takes them; then a folder whose
+        // every such name is a folder already: each event refused, and parked at once.
+        let probe = site.path("probe");
+        let (_, sent, _) = publish(&["--kind", "contrl", "--json", "--to", &format!("dir:{}", probe.display())]);
+        let ids: Vec<String> = sent
+            .iter()
+            .filter_map(|l| l["id"].as_str().map(String::from))
+            .collect();
+        assert_eq!(ids.len(), 7, "{sent:?}");
+        site.sql("UPDATE contrl_outbox SET published_at = NULL");
+        let blocked = site.path("blocked");
+        for id in &ids {
+            fs::create_dir_all(blocked.join(format!("{id}.edi"))).unwrap();
+        }
+        let metrics = site.path("publish.prom");
+        let (code, _, stderr) = publish(&[
+            "--kind", "contrl", "--max-attempts", "1", "--to", &format!("dir:{}", blocked.display()),
+            "--metrics-file", metrics.to_str().unwrap(),
+        ]);
+        assert_eq!(code, Some(3), "{stderr}");
+        let (_, stats) = site.json(&["stats", "--json"]);
+        let s = &stats[0];
+        assert_eq!((s["outbox_failed"].as_i64(), s["outbox_unpublished"].as_i64()), (Some(7), Some(0)), "{s}");
+        assert_eq!(s["outbox_kinds"]["contrl"]["failed"], 7, "{s}");
+        assert_eq!(s["outbox_kinds"]["message"]["failed"], 0, "{s}");
+        let (_, listed) = site.json(&["list", "--status", "failed", "--json"]);
+        assert_eq!(listed.len(), 7, "{listed:?}");
+        for l in &listed {
+            let error = l["error"].as_str().unwrap();
+            assert!(error.starts_with("CONTRL ") && error.contains("not published"), "{l}");
+            assert!(error.contains("is not a regular file (a folder)"), "{l}");
+            assert!(l["sender"].is_string() && l["control_ref"].is_string(), "{l}");
+        }
+        let prom = fs::read_to_string(&metrics).unwrap();
+        for want in [
+            "edi_inbox_outbox_failed{kind=\"contrl\"} 7\n",
+            "edi_inbox_outbox_failed{kind=\"message\"} 0\n",
+            "edi_inbox_outbox_unpublished{kind=\"contrl\"} 0\n",
+            "edi_inbox_outbox_unpublished{kind=\"message\"} 0\n",
+            "edi_inbox_outbox_oldest_unpublished_age_seconds{kind=\"contrl\"} 0\n",
+        ] {
+            assert!(prom.contains(want), "{want} in {prom}");
+        }
     }
 }

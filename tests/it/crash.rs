@@ -245,7 +245,8 @@ fn a_publisher_stopped_between_confirmation_and_mark_sends_nothing_twice() {
 /// `consume` stopped dead after a batch committed and before its acknowledgement (the second
 /// batch, so that the first was acknowledged), on RabbitMQ and on JetStream: the broker
 /// delivers that batch again, the rerun decides it as duplicates (counted as redelivered), and
-/// every interchange is applied once with every delivery acknowledged in the end.
+/// every interchange is applied once with every delivery acknowledged in the end; and answered
+/// by one CONTRL event, the broker's redelivery not being the partner's asking again.
 #[test]
 fn a_consumer_stopped_between_commit_and_ack_applies_nothing_twice() {
     use crate::common::brokers::{Jet, Rabbit};
@@ -275,7 +276,16 @@ fn a_consumer_stopped_between_commit_and_ack_applies_nothing_twice() {
             let site = Site::new();
             let crashed = site
                 .command()
-                .args(["consume", "-q", "--batch", "3", "--ack-wait", "1s"])
+                .args([
+                    "consume",
+                    "-q",
+                    "--batch",
+                    "3",
+                    "--ack-wait",
+                    "1s",
+                    "--contrl",
+                    "always",
+                ])
                 .args(["--until-idle", "2s", "--from", &from])
                 .env("FAILPOINTS", format!("{point}=1*off->return"))
                 .output()
@@ -294,6 +304,7 @@ fn a_consumer_stopped_between_commit_and_ack_applies_nothing_twice() {
             let again = site
                 .cmd()
                 .args(["consume", "--json", "--until-idle", "3s", "--from", &from])
+                .args(["--contrl", "always"])
                 .arg("--metrics-file")
                 .arg(&metrics)
                 .output()
@@ -308,6 +319,11 @@ fn a_consumer_stopped_between_commit_and_ack_applies_nothing_twice() {
             assert_eq!(
                 site.count("SELECT count(*) FROM deliveries WHERE delivery_count = 2"),
                 3
+            );
+            assert_eq!(
+                site.count("SELECT count(*) FROM contrl_outbox"),
+                12,
+                "{point} {from}: one CONTRL event per interchange"
             );
             let prom = std::fs::read_to_string(&metrics).unwrap();
             assert!(

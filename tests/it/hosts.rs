@@ -238,3 +238,109 @@ fn two_hosts_taking_the_same_keys_in_opposite_orders_do_not_deadlock() {
     );
     assert_eq!(a.left() + b.left(), 0);
 }
+
+/// Issue 22, 4: four hosts on copies of the same files queued a CONTRL for every copy (60,000
+/// for 12,500 interchanges). Another host's copy of a file is the same sending of the partner:
+/// one CONTRL event per interchange, whichever host decided it, and none more when every host
+/// runs over its copies again.
+#[test]
+fn four_hosts_on_copies_of_the_same_files_queue_one_contrl_each() {
+    let Some(inbox) = Site::postgres() else {
+        return;
+    };
+    // Distinct interchanges, one per file (the partner sends each once).
+    let master = Site::new();
+    let mut g = crate::common::synth::Synth::new(23);
+    for n in 0..200 {
+        let layout = g.layout();
+        master.put(
+            &format!("f{n:04}.edi"),
+            &g.interchange("SENDER", "HUB", &format!("C{n:05}"), 1 + n % 2, layout),
+        );
+    }
+    let hosts: Vec<Host> = (0..4).map(|_| Host::new()).collect();
+    for host in &hosts {
+        copy_dir(&master.drop(), &host.dir.path().join("drop"));
+    }
+    let ingest = |host: &Host| {
+        let mut c = inbox.command();
+        c.args(["ingest", "-q", "--batch", "25", "--contrl", "always"])
+            .arg(host.dir.path().join("drop"));
+        c
+    };
+    for _ in 0..2 {
+        let outs = crate::common::run_together(hosts.iter().map(ingest).collect());
+        for out in &outs {
+            assert!(
+                matches!(out.status.code(), Some(0 | 3)),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+    let interchanges = inbox.count("SELECT count(*) FROM interchanges");
+    assert_eq!(interchanges, 200);
+    let answered = inbox.count("SELECT count(*) FROM acknowledgements WHERE action = '7'");
+    assert_eq!(
+        answered, interchanges,
+        "one acknowledgement per interchange"
+    );
+    let queued = inbox.count(
+        "SELECT count(*) FROM contrl_outbox o JOIN acknowledgements a ON a.id = o.acknowledgement_id
+         WHERE a.action = '7'",
+    );
+    assert_eq!(
+        queued, interchanges,
+        "one CONTRL event per interchange, not one per copy"
+    );
+}
+
+/// Issue 22, 5: two hosts rejecting the same files (the same names, the same bytes: one
+/// shared folder, or the same names in each host's own) in opposite orders within one batch
+/// could deadlock in the rejected-file rows, and that run failed (exit 1). A batch that loses
+/// a deadlock is rolled back and made again, as one losing it on the keys is: both runs end
+/// with the files rejected (exit 3), each file recorded once and seen by both.
+#[test]
+fn two_hosts_rejecting_the_same_files_in_opposite_orders_both_finish() {
+    let Some(inbox) = Site::postgres() else {
+        return;
+    };
+    let (a, b) = (Host::new(), Host::new());
+    let names: Vec<String> = (0..300).map(|n| format!("drop/{n:04}.edi")).collect();
+    for (n, name) in names.iter().enumerate() {
+        let data = format!(
+            "UNB+UNOC:3+BROKEN+HUB+240101:1200+R{n}'UNH+1+ORDERS:D:96A:UN'UNT+9+1'UNZ+1+R{n}'"
+        );
+        for host in [&a, &b] {
+            fs::write(host.dir.path().join(name), &data).unwrap();
+        }
+    }
+    let run = |host: &Host, reversed: bool| {
+        let mut c = inbox.command();
+        c.current_dir(host.dir.path())
+            .args(["ingest", "-q", "--batch", "1000"]);
+        if reversed {
+            c.args(names.iter().rev());
+        } else {
+            c.args(&names);
+        }
+        c
+    };
+    for round in 0..3 {
+        let outs = crate::common::run_together(vec![run(&a, false), run(&b, true)]);
+        for out in &outs {
+            assert_eq!(
+                out.status.code(),
+                Some(3),
+                "round {round}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+    assert_eq!(inbox.count("SELECT count(*) FROM rejected_files"), 300);
+    assert_eq!(
+        inbox.count("SELECT min(times_seen) FROM rejected_files"),
+        6,
+        "every file seen by both hosts, three times each"
+    );
+}

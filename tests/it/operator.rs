@@ -583,7 +583,7 @@ fn a_following_publisher_that_cannot_connect_keeps_its_last_success() {
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     let text = loop {
         let text = fs::read_to_string(&prom).unwrap();
-        if text.contains("edi_inbox_outbox_unpublished ") {
+        if text.contains("edi_inbox_outbox_unpublished{") {
             break text;
         }
         assert!(
@@ -595,7 +595,7 @@ fn a_following_publisher_that_cannot_connect_keeps_its_last_success() {
     unsafe { libc::kill(publisher.id() as i32, libc::SIGTERM) };
     let status = publisher.0.take().unwrap().wait().unwrap();
     assert!(
-        text.contains("\nedi_inbox_outbox_unpublished 2\n"),
+        text.contains("\nedi_inbox_outbox_unpublished{kind=\"message\"} 2\n"),
         "{text}"
     );
     assert!(

@@ -267,7 +267,7 @@ fn the_units_command_lines_run_as_systemd_runs_them_and_write_every_metric_the_r
     let publish_prom = state.join("metrics/edi_inbox_publish.prom");
     let deadline = Instant::now() + Duration::from_secs(60);
     while !fs::read_to_string(&publish_prom)
-        .is_ok_and(|t| t.contains("\nedi_inbox_outbox_unpublished 0\n"))
+        .is_ok_and(|t| t.contains("\nedi_inbox_outbox_unpublished{kind=\"message\"} 0\n"))
     {
         assert!(
             Instant::now() < deadline,

@@ -701,3 +701,70 @@ fn only_data_errors_refuse_an_interchange() {
         4
     );
 }
+
+/// Issue 22, 5: over a Unix-domain socket (`host=/var/run/postgresql`) the default
+/// `sslmode=prefer` failed with "TLS handshake: invalid dns name"; libpq never tries TLS over
+/// a socket, whatever sslmode says, and neither does edi-inbox now.
+#[test]
+fn a_unix_socket_connection_uses_no_tls() {
+    let Some(site) = Site::postgres() else {
+        return;
+    };
+    let socket = "/var/run/postgresql";
+    if !std::path::Path::new(socket).join(".s.PGSQL.5432").exists() {
+        assert!(
+            std::env::var_os("EDI_INBOX_REQUIRE_POSTGRES").is_none(),
+            "no PostgreSQL socket in {socket}, and EDI_INBOX_REQUIRE_POSTGRES is set"
+        );
+        eprintln!("no PostgreSQL socket in {socket}: not checked");
+        return;
+    }
+    let name = &site.pg().unwrap().name;
+    site.put_sample("valid/two-interchanges.edi", "a.edi");
+    for mode in ["", " sslmode=prefer", " sslmode=require"] {
+        let db = format!("host={socket} port=5432 user=postgres dbname={name}{mode}");
+        let out = crate::common::edi_inbox()
+            .args(["--db", &db, "ingest", "-q"])
+            .arg(site.drop())
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{db}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert_eq!(site.count("SELECT count(*) FROM inbox"), 2);
+}
+
+/// Issue 22, 5: `--pg-schema select` passed the name check and then failed with an SQL
+/// syntax error. A schema named by a keyword is quoted wherever SQL names it.
+#[test]
+fn a_schema_named_by_a_keyword_works() {
+    let Some(site) = Site::postgres() else {
+        return;
+    };
+    site.put_sample("valid/two-interchanges.edi", "a.edi");
+    for schema in ["select", "user", "order"] {
+        site.ingest_quietly(&["--pg-schema", schema]).code(0);
+        let (code, stats) = site.json(&["--pg-schema", schema, "stats", "--json"]);
+        assert_eq!(code, Some(0), "{schema}");
+        assert_eq!(stats[0]["inbox"], 2, "{schema}");
+        assert_eq!(
+            site.count(&format!("SELECT count(*) FROM \"{schema}\".inbox")),
+            2
+        );
+        let out = site
+            .cmd()
+            .args(["--pg-schema", schema, "purge", "--days", "1"])
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

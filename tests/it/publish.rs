@@ -110,9 +110,11 @@ per_backend! {
         for want in [
             "edi_inbox_publish_events_total{outcome=\"published\"} 10\n",
             "edi_inbox_publish_last_run_events{outcome=\"published\"} 10\n",
-            "edi_inbox_outbox_unpublished 0\n",
-            "edi_inbox_outbox_failed 0\n",
-            "edi_inbox_outbox_oldest_unpublished_age_seconds 0\n",
+            "edi_inbox_outbox_unpublished{kind=\"message\"} 0\n",
+            "edi_inbox_outbox_unpublished{kind=\"contrl\"} 0\n",
+            "edi_inbox_outbox_failed{kind=\"message\"} 0\n",
+            "edi_inbox_outbox_failed{kind=\"contrl\"} 0\n",
+            "edi_inbox_outbox_oldest_unpublished_age_seconds{kind=\"message\"} 0\n",
             "edi_inbox_publish_last_success_timestamp_seconds ",
         ] {
             assert!(prom.contains(want), "{want} in {prom}");

@@ -90,6 +90,14 @@ const SAMPLES: &[(&str, Expect)] = &[
         },
     ),
     (
+        "broken/no-messages.edi",
+        Rejected {
+            before: 0,
+            kind: "lower-level-empty",
+            offset: 59,
+        },
+    ),
+    (
         "broken/segment-outside-message.edi",
         Rejected {
             before: 0,
@@ -135,6 +143,14 @@ const SAMPLES: &[(&str, Expect)] = &[
             before: 0,
             kind: "unt-count",
             offset: 118,
+        },
+    ),
+    (
+        "broken/unt-count-wrong-in-group.edi",
+        Rejected {
+            before: 0,
+            kind: "unt-count",
+            offset: 191,
         },
     ),
     (

@@ -25,7 +25,7 @@ use tls::{Verify, is_url, take_tls};
 use super::{
     Access, Candidate, ContrlEvent, Decision, DeliveryRecord, Event, EventFilter, Inbox,
     InboxError, KeyHistory, KeyProbe, NewAcknowledgement, Outbox, OutboxEvent, PurgeTarget,
-    RejectedFile, Stats, StoredAcknowledgement,
+    RejectedFile, Resend, Stats, StoredAcknowledgement,
 };
 use crate::edifact::EnvelopeError;
 
@@ -37,6 +37,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0003_deliveries.sql"),
     include_str!("migrations/0004_acknowledgements.sql"),
     include_str!("migrations/0005_contrl_outbox.sql"),
+    include_str!("migrations/0006_contrl_sendings.sql"),
 ];
 
 /// How long a connection may take where neither the string nor `PGCONNECT_TIMEOUT` says.
@@ -220,10 +221,29 @@ impl Target {
         self.shown.clone()
     }
 
+    /// The schema as SQL names it: quoted, so that a name that is also a keyword (`select`,
+    /// `user`) is still a name. It holds nothing to escape (checked to be a plain name).
+    fn sql_schema(&self) -> String {
+        format!("\"{}\"", self.schema)
+    }
+
     /// A connection: TLS with rustls where `sslmode` asks for it (or, with the default
     /// `prefer`, where the server offers it).
     fn connect(&self) -> Result<Client, InboxError> {
+        // libpq never uses TLS over a Unix-domain socket, whatever sslmode says (the socket
+        // file's permissions guard it): a TLS attempt there failed on the path as a host name.
+        let sockets_only = !self.config.get_hosts().is_empty()
+            && self.config.get_hosts().iter().all(|h| match h {
+                postgres::config::Host::Tcp(_) => false,
+                #[cfg(unix)]
+                postgres::config::Host::Unix(_) => true,
+            });
         let client = match self.config.get_ssl_mode() {
+            _ if sockets_only => {
+                let mut plain = self.config.clone();
+                plain.ssl_mode(postgres::config::SslMode::Disable);
+                plain.connect(NoTls)
+            }
             postgres::config::SslMode::Disable => self.config.connect(NoTls),
             _ => match tls::connector(&self.verify) {
                 Ok(tls) => self.config.connect(tls),
@@ -363,7 +383,7 @@ impl PgInbox {
             "SET lock_timeout = {}; SET application_name = 'edi-inbox'",
             busy_timeout.as_millis().clamp(1, i32::MAX as u128)
         ))?;
-        let schema = &target.schema;
+        let schema = &target.sql_schema();
         let version = applied_version(&mut client, target)?;
         let known = MIGRATIONS.len();
         match version {
@@ -516,7 +536,7 @@ fn applied_version(client: &mut Client, target: &Target) -> Result<Option<i64>, 
     let version = stored_version(client, target)?;
     if version.is_some() {
         // The schema's name is a plain identifier (checked), never a value from the input.
-        client.batch_execute(&format!("SET search_path = {}", target.schema))?;
+        client.batch_execute(&format!("SET search_path = {}", target.sql_schema()))?;
     }
     Ok(version)
 }
@@ -565,7 +585,7 @@ fn stored_version(
         .query_one(
             &format!(
                 "SELECT max(version) FROM {}.schema_migrations",
-                target.schema
+                target.sql_schema()
             ),
             &[],
         )?
@@ -578,12 +598,12 @@ fn stored_version(
 /// makes a second host starting at once wait, then find the work done. A schema from a newer
 /// edi-inbox, or one whose `schema_migrations` is another tool's, is refused and left as it is.
 fn migrate(client: &mut Client, target: &Target) -> Result<(), InboxError> {
-    let schema = &target.schema;
     let mut tx = client.transaction()?;
     tx.execute(
         "SELECT pg_advisory_xact_lock(hashtextextended('edi-inbox ' || $1, 0))",
-        &[schema],
+        &[&target.schema],
     )?;
+    let schema = target.sql_schema();
     tx.batch_execute(&format!(
         "CREATE SCHEMA IF NOT EXISTS {schema};
          SET LOCAL search_path = {schema};
@@ -663,6 +683,17 @@ impl Inbox for PgInbox {
         }
     }
 
+    /// A deadlock with another host over the rows a batch writes after its decision (the
+    /// rejected files, the CONTRLs), or a serialization failure: the batch goes back whole.
+    fn rolled_back_for_retry(&mut self, e: &InboxError) -> bool {
+        if retryable(e) {
+            self.rollback();
+            true
+        } else {
+            false
+        }
+    }
+
     /// The decision costs a round trip to the server per statement: a whole batch at once.
     fn decides_whole_batches(&self) -> bool {
         true
@@ -723,31 +754,12 @@ impl Inbox for PgInbox {
 
     fn resend_acknowledgement(
         &mut self,
-        sender: &str,
-        recipient: &str,
-        control_ref: &str,
-        _created_at: &str,
-    ) -> Result<Option<String>, InboxError> {
+        key: (&str, &str, &str),
+        sending: Option<&str>,
+        created_at: &str,
+    ) -> Result<Resend, InboxError> {
         self.begin()?;
-        Ok(self
-            .client
-            .get_mut()
-            .query_opt(
-                "WITH first AS (
-                     SELECT id, own_ref FROM acknowledgements
-                     WHERE sender = $1 AND recipient = $2 AND control_ref = $3
-                       AND (action <> '4' OR error_code IS NULL OR error_code <> '26')
-                     ORDER BY id LIMIT 1),
-                 sent AS (
-                     INSERT INTO contrl_outbox (acknowledgement_id, send, event_type, created_at)
-                     SELECT f.id,
-                            (SELECT max(send) + 1 FROM contrl_outbox WHERE acknowledgement_id = f.id),
-                            'edifact.CONTRL.outbound', now()
-                     FROM first f)
-                 SELECT own_ref FROM first",
-                &[&sender, &recipient, &control_ref],
-            )?
-            .map(|r| r.get(0)))
+        queries::resend_acknowledgement(self.client.get_mut(), key, sending, created_at)
     }
 
     /// Hosts answering the same partners in another order would each hold one counter and wait
@@ -822,7 +834,7 @@ impl Inbox for PgInbox {
                 // file whole): it never waits on a lock or a slow server.
                 "SET search_path = {}; SET default_transaction_read_only = on;
                  SET lock_timeout = 1000; SET statement_timeout = 5000",
-                self.target.schema
+                self.target.sql_schema()
             ))
             .ok()?;
         // Prepared once: parsed and planned per file, the lookup cost more than it saved.

@@ -9,8 +9,8 @@ use postgres::GenericClient;
 use crate::edifact::EnvelopeError;
 use crate::inbox::{
     ContrlEvent, DeliveryRecord, Event, EventFilter, InboxError, KeyHistory, NewAcknowledgement,
-    OutboxEvent, PurgeTarget, REJECTED_BYTES_LIMIT, RejectedFile, Sighting, Stats,
-    StoredAcknowledgement, StoredInterchange, StoredMessage,
+    OutboxEvent, OutboxFigures, OutboxKinds, PurgeTarget, REJECTED_BYTES_LIMIT, RejectedFile,
+    Resend, Sighting, Stats, StoredAcknowledgement, StoredInterchange, StoredMessage,
 };
 use crate::status::Status;
 
@@ -37,26 +37,40 @@ pub(super) fn stats(c: &mut impl GenericClient) -> Result<Stats, InboxError> {
                     (SELECT count(*) FROM outbox
                      WHERE published_at IS NULL AND failed_at IS NOT NULL),
                     (SELECT greatest(0, extract(epoch FROM now() - min(created_at)))::bigint
-                     FROM outbox WHERE published_at IS NULL AND failed_at IS NULL), ",
+                     FROM outbox WHERE published_at IS NULL AND failed_at IS NULL),
+                    (SELECT count(*) FROM contrl_outbox
+                     WHERE published_at IS NULL AND failed_at IS NULL),
+                    (SELECT count(*) FROM contrl_outbox
+                     WHERE published_at IS NULL AND failed_at IS NOT NULL),
+                    (SELECT greatest(0, extract(epoch FROM now() - min(created_at)))::bigint
+                     FROM contrl_outbox WHERE published_at IS NULL AND failed_at IS NULL), ",
             ts!("(SELECT min(received_at) FROM inbox)"),
             ", ",
             ts!("(SELECT max(received_at) FROM inbox)")
         ),
         &[],
     )?;
-    Ok(Stats {
+    let figures = |at: usize| OutboxFigures {
+        unpublished: row.get(at),
+        failed: row.get(at + 1),
+        oldest_unpublished_age_seconds: row.get(at + 2),
+    };
+    let mut stats = Stats {
         inbox: row.get(0),
         interchanges: row.get(1),
         messages: row.get(2),
         duplicates: row.get(3),
         drift: row.get(4),
         rejected: row.get(5),
-        outbox_unpublished: row.get(6),
-        outbox_failed: row.get(7),
-        outbox_oldest_unpublished_age_seconds: row.get(8),
-        oldest_entry: row.get(9),
-        newest_entry: row.get(10),
-    })
+        oldest_entry: row.get(12),
+        newest_entry: row.get(13),
+        ..Stats::default()
+    };
+    stats.set_outboxes(OutboxKinds {
+        message: figures(6),
+        contrl: figures(9),
+    });
+    Ok(stats)
 }
 
 pub(super) fn events(
@@ -91,6 +105,17 @@ pub(super) fn events(
                  FROM outbox o
                  JOIN messages m ON m.id = o.message_id
                  JOIN interchanges i ON i.id = m.interchange_id
+                 WHERE o.failed_at IS NOT NULL AND o.published_at IS NULL
+                 UNION ALL
+                 SELECT o.failed_at, 'failed', coalesce(i.source_file, ''), a.sender,
+                        a.recipient, a.control_ref,
+                        'CONTRL ' || a.own_ref || ' (' || o.event_type || ', sending '
+                            || o.send || ') not published: ' || coalesce(o.last_error, ''),
+                        o.attempts::bigint, o.id
+                 FROM contrl_outbox o
+                 JOIN acknowledgements a ON a.id = o.acknowledgement_id
+                 LEFT JOIN inbox i ON i.sender = a.sender AND i.recipient = a.recipient
+                                   AND i.control_ref = a.control_ref
                  WHERE o.failed_at IS NOT NULL AND o.published_at IS NULL
              ) e
              WHERE ($1::text IS NULL OR status = $1)
@@ -372,14 +397,15 @@ pub(super) fn record_acknowledgement(
         .get(0);
     let own_ref = crate::inbox::contrl_reference(n);
     let bytes = (ack.build)(&own_ref);
+    // The host's clock, which also wrote the CONTRL's UNB S004: one time for both.
     c.execute(
         "WITH a AS (
              INSERT INTO acknowledgements (sender, recipient, control_ref, partner, own_ref,
                  action, error_code, bytes, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now())
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::text::timestamptz)
              RETURNING id)
-         INSERT INTO contrl_outbox (acknowledgement_id, send, event_type, created_at)
-         SELECT id, 1, 'edifact.CONTRL.outbound', now() FROM a",
+         INSERT INTO contrl_outbox (acknowledgement_id, send, event_type, created_at, source)
+         SELECT id, 1, 'edifact.CONTRL.outbound', $9::text::timestamptz, $10 FROM a",
         &[
             &storable(ack.sender),
             &storable(ack.recipient),
@@ -389,9 +415,51 @@ pub(super) fn record_acknowledgement(
             &ack.action,
             &ack.error_code,
             &bytes,
+            &ack.created_at,
+            &storable(ack.sending),
         ],
     )?;
     Ok(own_ref)
+}
+
+/// The first CONTRL of a key (not a rejection as a duplicate) queued again for `sending`,
+/// where no event of it was queued for that sending before.
+pub(super) fn resend_acknowledgement(
+    c: &mut impl GenericClient,
+    (sender, recipient, control_ref): (&str, &str, &str),
+    sending: Option<&str>,
+    created_at: &str,
+) -> Result<Resend, InboxError> {
+    let first = c.query_opt(
+        "SELECT id, own_ref FROM acknowledgements
+         WHERE sender = $1 AND recipient = $2 AND control_ref = $3
+           AND (action <> '4' OR error_code IS NULL OR error_code <> '26')
+         ORDER BY id LIMIT 1",
+        &[
+            &storable(sender),
+            &storable(recipient),
+            &storable(control_ref),
+        ],
+    )?;
+    let Some(first) = first else {
+        return Ok(Resend::Unanswered);
+    };
+    let (id, own_ref): (i64, String) = (first.get(0), first.get(1));
+    let Some(sending) = sending else {
+        return Ok(Resend::AlreadySent);
+    };
+    let queued = c.execute(
+        "INSERT INTO contrl_outbox (acknowledgement_id, send, event_type, created_at, source)
+         SELECT $1, max(send) + 1, 'edifact.CONTRL.outbound', $2::text::timestamptz, $3
+         FROM contrl_outbox WHERE acknowledgement_id = $1
+         ON CONFLICT (acknowledgement_id, source) DO NOTHING",
+        &[&id, &created_at, &storable(sending)],
+    )?;
+    Ok(if queued == 1 {
+        Resend::Queued(own_ref)
+    } else {
+        Resend::AlreadySent
+    })
 }
 
 /// The CONTRLs to deliver, claimed as events are.

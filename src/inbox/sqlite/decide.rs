@@ -2,11 +2,12 @@
 //! helper takes a connection inside the caller's transaction (or savepoint) and never commits;
 //! all values are bound parameters.
 
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::edifact::{EnvelopeError, Interchange, Message};
 use crate::inbox::{
     Decision, DeliveryRecord, InboxError, NewAcknowledgement, REJECTED_BYTES_LIMIT, RejectedFile,
+    Resend,
 };
 
 /// The decision for one interchange: take the key, or find who has it.
@@ -243,11 +244,51 @@ pub(super) fn record_acknowledgement(
         ack.created_at
     ])?;
     conn.prepare_cached(
-        "INSERT INTO contrl_outbox (acknowledgement_id, send, event_type, created_at)
-         VALUES (last_insert_rowid(), 1, 'edifact.CONTRL.outbound', ?1)",
+        "INSERT INTO contrl_outbox (acknowledgement_id, send, event_type, created_at, source)
+         VALUES (last_insert_rowid(), 1, 'edifact.CONTRL.outbound', ?1, ?2)",
     )?
-    .execute([ack.created_at])?;
+    .execute([ack.created_at, ack.sending])?;
     Ok(own_ref)
+}
+
+/// The first CONTRL of a key (not a rejection as a duplicate) queued again for `sending`,
+/// where no event of it was queued for that sending before.
+pub(super) fn resend_acknowledgement(
+    conn: &Connection,
+    (sender, recipient, control_ref): (&str, &str, &str),
+    sending: Option<&str>,
+    created_at: &str,
+) -> Result<Resend, InboxError> {
+    let first: Option<(i64, String)> = conn
+        .prepare_cached(
+            "SELECT id, own_ref FROM acknowledgements
+             WHERE sender = ?1 AND recipient = ?2 AND control_ref = ?3
+               AND (action <> '4' OR error_code IS NULL OR error_code <> '26')
+             ORDER BY id LIMIT 1",
+        )?
+        .query_row([sender, recipient, control_ref], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .optional()?;
+    let Some((id, own_ref)) = first else {
+        return Ok(Resend::Unanswered);
+    };
+    let Some(sending) = sending else {
+        return Ok(Resend::AlreadySent);
+    };
+    let queued = conn
+        .prepare_cached(
+            "INSERT INTO contrl_outbox (acknowledgement_id, send, event_type, created_at, source)
+             SELECT ?1, max(send) + 1, 'edifact.CONTRL.outbound', ?2, ?3
+             FROM contrl_outbox WHERE acknowledgement_id = ?1
+             ON CONFLICT (acknowledgement_id, source) DO NOTHING",
+        )?
+        .execute(params![id, created_at, sending])?;
+    Ok(if queued == 1 {
+        Resend::Queued(own_ref)
+    } else {
+        Resend::AlreadySent
+    })
 }
 
 /// Records deliveries taken from a broker.

@@ -22,7 +22,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 use super::{
     Access, Candidate, ContrlEvent, Decision, DeliveryRecord, Event, EventFilter, Inbox,
     InboxError, KeyHistory, KeyProbe, NewAcknowledgement, Outbox, OutboxEvent, PurgeTarget,
-    RejectedFile, Stats, StoredAcknowledgement,
+    RejectedFile, Resend, Stats, StoredAcknowledgement,
 };
 use crate::edifact::EnvelopeError;
 
@@ -50,6 +50,7 @@ const MIGRATIONS: &[Migration] = &[
     Migration::Sql(include_str!("migrations/0007_deliveries.sql")),
     Migration::Sql(include_str!("migrations/0008_acknowledgements.sql")),
     Migration::Sql(include_str!("migrations/0009_contrl_outbox.sql")),
+    Migration::Sql(include_str!("migrations/0010_contrl_sendings.sql")),
 ];
 
 impl From<rusqlite::Error> for InboxError {
@@ -440,26 +441,12 @@ impl Inbox for SqliteInbox {
 
     fn resend_acknowledgement(
         &mut self,
-        sender: &str,
-        recipient: &str,
-        control_ref: &str,
+        key: (&str, &str, &str),
+        sending: Option<&str>,
         created_at: &str,
-    ) -> Result<Option<String>, InboxError> {
+    ) -> Result<Resend, InboxError> {
         self.begin()?;
-        self.in_savepoint(|c| {
-            Ok(c.prepare_cached(
-                "INSERT INTO contrl_outbox (acknowledgement_id, send, event_type, created_at)
-                 SELECT a.id, (SELECT max(send) + 1 FROM contrl_outbox WHERE acknowledgement_id = a.id),
-                        'edifact.CONTRL.outbound', ?4
-                 FROM acknowledgements a
-                 WHERE a.sender = ?1 AND a.recipient = ?2 AND a.control_ref = ?3
-                   AND (a.action <> '4' OR a.error_code IS NULL OR a.error_code <> '26')
-                 ORDER BY a.id LIMIT 1
-                 RETURNING (SELECT own_ref FROM acknowledgements WHERE id = acknowledgement_id)",
-            )?
-            .query_row([sender, recipient, control_ref, created_at], |r| r.get(0))
-            .optional()?)
-        })
+        self.in_savepoint(|c| decide::resend_acknowledgement(c, key, sending, created_at))
     }
 
     fn pending_contrl(

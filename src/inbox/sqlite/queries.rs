@@ -2,8 +2,8 @@
 //! cumulative counters.
 
 use crate::inbox::{
-    ContrlEvent, Event, EventFilter, InboxError, KeyHistory, Outbox, OutboxEvent, PurgeTarget,
-    Sighting, Stats, StoredInterchange, StoredMessage,
+    ContrlEvent, Event, EventFilter, InboxError, KeyHistory, Outbox, OutboxEvent, OutboxFigures,
+    OutboxKinds, PurgeTarget, Sighting, Stats, StoredInterchange, StoredMessage,
 };
 use crate::status::Status;
 use std::collections::HashMap;
@@ -17,28 +17,42 @@ pub(super) fn stats(conn: &Connection) -> Result<Stats, InboxError> {
         [],
         |r| Ok((r.get(0)?, r.get(1)?)),
     )?;
-    Ok(Stats {
+    let figures = |table: &str| -> rusqlite::Result<OutboxFigures> {
+        conn.query_row(
+            &format!(
+                "SELECT count(*) FILTER (WHERE failed_at IS NULL),
+                        count(*) FILTER (WHERE failed_at IS NOT NULL),
+                        CAST((julianday('now') - julianday(min(created_at) FILTER (WHERE failed_at IS NULL))) * 86400 AS INTEGER)
+                 FROM {table} WHERE published_at IS NULL"
+            ),
+            [],
+            |r| {
+                Ok(OutboxFigures {
+                    unpublished: r.get(0)?,
+                    failed: r.get(1)?,
+                    oldest_unpublished_age_seconds: r
+                        .get::<_, Option<i64>>(2)?
+                        .map(|a| a.max(0)),
+                })
+            },
+        )
+    };
+    let mut stats = Stats {
         inbox: one("SELECT count(*) FROM inbox")?,
         interchanges: one("SELECT count(*) FROM interchanges")?,
         messages: one("SELECT count(*) FROM messages")?,
         duplicates: one("SELECT count(*) FROM sightings WHERE status = 'duplicate'")?,
         drift: one("SELECT count(*) FROM sightings WHERE status = 'drift'")?,
         rejected: one("SELECT count(*) FROM rejected_files")?,
-        outbox_unpublished: one(
-            "SELECT count(*) FROM outbox WHERE published_at IS NULL AND failed_at IS NULL",
-        )?,
-        outbox_failed: one(
-            "SELECT count(*) FROM outbox WHERE published_at IS NULL AND failed_at IS NOT NULL",
-        )?,
-        outbox_oldest_unpublished_age_seconds: conn.query_row(
-            "SELECT CAST((julianday('now') - julianday(min(created_at))) * 86400 AS INTEGER)
-             FROM outbox WHERE published_at IS NULL AND failed_at IS NULL",
-            [],
-            |r| r.get::<_, Option<i64>>(0).map(|a| a.map(|a| a.max(0))),
-        )?,
         oldest_entry: oldest,
         newest_entry: newest,
-    })
+        ..Stats::default()
+    };
+    stats.set_outboxes(OutboxKinds {
+        message: figures("outbox")?,
+        contrl: figures("contrl_outbox")?,
+    });
+    Ok(stats)
 }
 
 pub(super) fn events(conn: &Connection, f: &EventFilter) -> Result<Vec<Event>, InboxError> {
@@ -64,6 +78,17 @@ pub(super) fn events(conn: &Connection, f: &EventFilter) -> Result<Vec<Event>, I
              FROM outbox o
              JOIN messages m ON m.id = o.message_id
              JOIN interchanges i ON i.id = m.interchange_id
+             WHERE o.failed_at IS NOT NULL AND o.published_at IS NULL
+             UNION ALL
+             SELECT o.failed_at, 'failed', coalesce(i.source_file, ''), a.sender, a.recipient,
+                    a.control_ref,
+                    'CONTRL ' || a.own_ref || ' (' || o.event_type || ', sending ' || o.send
+                        || ') not published: ' || coalesce(o.last_error, ''),
+                    o.attempts, o.id
+             FROM contrl_outbox o
+             JOIN acknowledgements a ON a.id = o.acknowledgement_id
+             LEFT JOIN inbox i ON i.sender = a.sender AND i.recipient = a.recipient
+                               AND i.control_ref = a.control_ref
              WHERE o.failed_at IS NOT NULL AND o.published_at IS NULL
          )
          WHERE (?1 IS NULL OR status = ?1)
