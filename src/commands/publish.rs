@@ -80,6 +80,7 @@ pub fn run(
         create_stream: args.create_stream.clone(),
         exchange: args.exchange.clone(),
         stream_subjects: vec![template.wildcard()],
+        stop: Some(stop.clone()),
     };
     let mut run = Run {
         args,

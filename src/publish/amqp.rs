@@ -29,7 +29,11 @@ pub struct AmqpSink {
     channel: Channel,
     exchange: String,
     shown: String,
+    stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
+
+/// How long connecting, opening the channel and declaring the exchange may take.
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
 
 /// The URL without its password.
 pub fn shown(url: &str) -> String {
@@ -56,40 +60,40 @@ impl AmqpSink {
             .enable_all()
             .build()?;
         let exchange = options.exchange.clone();
-        let (connection, channel) = runtime
-            .block_on(async {
-                let connection = tokio::time::timeout(
-                    std::time::Duration::from_secs(10),
-                    // Named, so that an operator (or a test) can find it in the broker's list.
-                    Connection::connect(
-                        url,
-                        ConnectionProperties::default().with_connection_name(
-                            format!("edi-inbox publish {}", std::process::id()).into(),
-                        ),
-                    ),
+        let setup = async {
+            // Named, so that an operator (or a test) can find it in the broker's list.
+            let connection = Connection::connect(
+                url,
+                ConnectionProperties::default().with_connection_name(
+                    format!("edi-inbox publish {}", std::process::id()).into(),
+                ),
+            )
+            .await
+            // The driver's message may quote the URL, password and all.
+            .map_err(|e| anyhow!("{}", scrub(&e.to_string(), url)))?;
+            let channel = connection.create_channel().await?;
+            channel
+                .confirm_select(ConfirmSelectOptions::default())
+                .await?;
+            channel
+                .exchange_declare(
+                    exchange.as_str().into(),
+                    ExchangeKind::Topic,
+                    ExchangeDeclareOptions {
+                        durable: true,
+                        ..Default::default()
+                    },
+                    FieldTable::default(),
                 )
                 .await
-                .map_err(|_| anyhow!("no answer within 10 s"))?
-                // The driver's message may quote the URL, password and all.
-                .map_err(|e| anyhow!("{}", scrub(&e.to_string(), url)))?;
-                let channel = connection.create_channel().await?;
-                channel
-                    .confirm_select(ConfirmSelectOptions::default())
-                    .await?;
-                channel
-                    .exchange_declare(
-                        exchange.as_str().into(),
-                        ExchangeKind::Topic,
-                        ExchangeDeclareOptions {
-                            durable: true,
-                            ..Default::default()
-                        },
-                        FieldTable::default(),
-                    )
-                    .await
-                    .with_context(|| format!("cannot declare the topic exchange {exchange}"))?;
-                anyhow::Ok((connection, channel))
-            })
+                .with_context(|| format!("cannot declare the topic exchange {exchange}"))?;
+            anyhow::Ok((connection, channel))
+        };
+        // A broker that takes the connection and then says nothing must not hold the run.
+        let (connection, channel) = runtime
+            .block_on(async { tokio::time::timeout(CONNECT_TIMEOUT, setup).await })
+            .map_err(|_| anyhow!("no answer within {} s", CONNECT_TIMEOUT.as_secs()))
+            .and_then(|r| r)
             .with_context(|| format!("cannot connect to {shown}"))?;
         Ok(AmqpSink {
             runtime,
@@ -97,6 +101,7 @@ impl AmqpSink {
             channel,
             exchange: options.exchange.clone(),
             shown,
+            stop: options.stop.clone(),
         })
     }
 }
@@ -121,93 +126,101 @@ impl Sink for AmqpSink {
         let channel = self.channel.clone();
         let exchange = self.exchange.clone();
         let shown = self.shown.clone();
+        let stop = self.stop.clone();
         self.runtime.block_on(async move {
-            let mut pending = Vec::with_capacity(batch.len());
-            for o in &batch {
-                let mut headers = FieldTable::default();
-                for (attr, value) in &o.attributes {
-                    headers.insert(
-                        attr.amqp.into(),
-                        AMQPValue::LongString(LongString::from(value.as_str())),
-                    );
-                }
-                let properties = BasicProperties::default()
-                    .with_message_id(o.id.as_str().into())
-                    .with_content_type(CONTENT_TYPE.into())
-                    .with_delivery_mode(PERSISTENT)
-                    .with_headers(headers);
-                let sent = channel
-                    .basic_publish(
-                        exchange.as_str().into(),
-                        o.subject.as_str().into(),
-                        BasicPublishOptions {
-                            mandatory: true,
-                            ..Default::default()
-                        },
-                        &o.body,
-                        properties,
-                    )
-                    .await;
-                match sent {
-                    Ok(confirm) => pending.push(confirm),
-                    Err(e) => {
-                        return (Vec::new(), Some(anyhow!("{shown}: cannot publish: {e}")));
-                    }
-                }
+            tokio::select! {
+                sent = confirm(&channel, &exchange, &shown, &batch) => match sent {
+                    Ok(answers) => (answers, None),
+                    Err(e) => (Vec::new(), Some(e)),
+                },
+                // Stopped: nothing of this batch is marked; it goes out again, with its ids.
+                () = super::stopped(stop) => (Vec::new(), None),
             }
-            // The broker's answers, all of them, before any is read: a returned message is
-            // handed to whichever confirmation completes first, not to its own, so the
-            // returned ones are told by their `message_id`.
-            let mut returned = std::collections::HashMap::new();
-            for confirm in pending {
-                match tokio::time::timeout(CONFIRM_TIMEOUT, confirm).await {
-                    Ok(Ok(Confirmation::Ack(None))) => {}
-                    Ok(Ok(Confirmation::Ack(Some(r)))) => {
-                        if let Some(id) = r.delivery.properties.message_id() {
-                            returned.insert(id.to_string(), format!("{} {}", r.reply_code, r.reply_text));
-                        }
-                    }
-                    // A nack is RabbitMQ failing to store (an internal error, a queue full
-                    // with reject-publish): the destination's, not one event's.
-                    Ok(Ok(Confirmation::Nack(_))) => {
-                        return (
-                            Vec::new(),
-                            Some(anyhow!("{shown}: the broker refused messages (nack)")),
-                        );
-                    }
-                    Ok(Ok(Confirmation::NotRequested)) => {
-                        return (
-                            Vec::new(),
-                            Some(anyhow!("{shown}: publisher confirms are off")),
-                        );
-                    }
-                    Ok(Err(e)) => {
-                        return (Vec::new(), Some(anyhow!("{shown}: no confirmation: {e}")));
-                    }
-                    Err(_) => {
-                        return (
-                            Vec::new(),
-                            Some(anyhow!(
-                                "{shown}: no confirmation within {} s (is the broker blocking publishers?)",
-                                CONFIRM_TIMEOUT.as_secs()
-                            )),
-                        );
-                    }
-                }
-            }
-            let answers = batch
-                .iter()
-                .map(|o| match returned.get(&o.id) {
-                    Some(why) => Answer::Refused(format!(
-                        "no queue takes routing key {} on exchange {exchange} ({why})",
-                        o.subject
-                    )),
-                    None => Answer::Stored,
-                })
-                .collect();
-            (answers, None)
         })
     }
+}
+
+/// Publishes `batch` with publisher confirms and `mandatory`, and gives each message's answer.
+/// The broker has [`CONFIRM_TIMEOUT`] from the last sign of progress to confirm the next
+/// message; past that, or on a nack, the batch fails as a whole (the destination's fault).
+async fn confirm(
+    channel: &Channel,
+    exchange: &str,
+    shown: &str,
+    batch: &[Outgoing],
+) -> anyhow::Result<Vec<Answer>> {
+    let stalled = || {
+        anyhow!(
+            "{shown}: no confirmation within {} s (is the broker blocking publishers?)",
+            CONFIRM_TIMEOUT.as_secs()
+        )
+    };
+    let mut pending = Vec::with_capacity(batch.len());
+    for o in batch {
+        let mut headers = FieldTable::default();
+        for (attr, value) in &o.attributes {
+            headers.insert(
+                attr.amqp.into(),
+                AMQPValue::LongString(LongString::from(value.as_str())),
+            );
+        }
+        let properties = BasicProperties::default()
+            .with_message_id(o.id.as_str().into())
+            .with_content_type(CONTENT_TYPE.into())
+            .with_delivery_mode(PERSISTENT)
+            .with_headers(headers);
+        let sent = channel.basic_publish(
+            exchange.into(),
+            o.subject.as_str().into(),
+            BasicPublishOptions {
+                mandatory: true,
+                ..Default::default()
+            },
+            &o.body,
+            properties,
+        );
+        match tokio::time::timeout(CONFIRM_TIMEOUT, sent).await {
+            Ok(Ok(confirm)) => pending.push(confirm),
+            Ok(Err(e)) => return Err(anyhow!("{shown}: cannot publish: {e}")),
+            Err(_) => return Err(stalled()),
+        }
+    }
+    // The broker's answers, all of them, before any is read: a returned message is handed to
+    // whichever confirmation completes first, not to its own, so the returned ones are told by
+    // their `message_id`.
+    let mut returned = std::collections::HashMap::new();
+    let mut deadline = tokio::time::Instant::now() + CONFIRM_TIMEOUT;
+    for confirm in pending {
+        match tokio::time::timeout_at(deadline, confirm).await {
+            Ok(Ok(Confirmation::Ack(None))) => {}
+            Ok(Ok(Confirmation::Ack(Some(r)))) => {
+                if let Some(id) = r.delivery.properties.message_id() {
+                    returned.insert(id.to_string(), format!("{} {}", r.reply_code, r.reply_text));
+                }
+            }
+            // A nack is RabbitMQ failing to store (an internal error, a queue full with
+            // reject-publish): the destination's, not one event's.
+            Ok(Ok(Confirmation::Nack(_))) => {
+                return Err(anyhow!("{shown}: the broker refused messages (nack)"));
+            }
+            Ok(Ok(Confirmation::NotRequested)) => {
+                return Err(anyhow!("{shown}: publisher confirms are off"));
+            }
+            Ok(Err(e)) => return Err(anyhow!("{shown}: no confirmation: {e}")),
+            Err(_) => return Err(stalled()),
+        }
+        deadline = tokio::time::Instant::now() + CONFIRM_TIMEOUT;
+    }
+    Ok(batch
+        .iter()
+        .map(|o| match returned.get(&o.id) {
+            Some(why) => Answer::Refused(format!(
+                "no queue takes routing key {} on exchange {exchange} ({why})",
+                o.subject
+            )),
+            None => Answer::Stored,
+        })
+        .collect())
 }
 
 #[cfg(test)]

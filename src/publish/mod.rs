@@ -183,6 +183,19 @@ pub struct Options {
     pub exchange: String,
     /// Subjects (with `*` for each placeholder) the created stream captures.
     pub stream_subjects: Vec<String>,
+    /// Set by SIGTERM or SIGINT: a batch waiting on its destination gives up at once, with the
+    /// answers it has (nothing unconfirmed is marked).
+    pub stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+}
+
+/// Resolves once `stop` is set (never without one): raced against a destination's answers.
+pub(crate) async fn stopped(stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>) {
+    let Some(stop) = stop else {
+        return std::future::pending().await;
+    };
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
 }
 
 /// Connects to `destination`.

@@ -12,7 +12,8 @@ use async_nats::jetstream::{self, context::PublishErrorKind};
 
 use super::{Answer, CONTENT_TYPE, Options, Outgoing, SetupError, Sink, without_userinfo};
 
-/// How long the server may take to confirm one message before the connection counts as lost.
+/// How long the server may take to confirm the next message, from the last sign of progress,
+/// before the connection counts as stalled.
 const ACK_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long the duplicate window of a stream `--create-stream` makes is: JetStream's default.
@@ -20,12 +21,12 @@ const DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
 
 pub struct NatsSink {
     runtime: tokio::runtime::Runtime,
-    client: async_nats::Client,
     js: jetstream::Context,
     server: String,
     options: Options,
     /// Subjects a stream was found (or made) for, this run.
     captured: HashSet<String>,
+    denied: Denied,
 }
 
 impl NatsSink {
@@ -33,13 +34,28 @@ impl NatsSink {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
+        let denied = Denied::default();
         let client = runtime
-            .block_on(
+            .block_on({
+                let denied = denied.clone();
                 async_nats::ConnectOptions::new()
                     .connection_timeout(Duration::from_secs(10))
                     .request_timeout(Some(ACK_TIMEOUT))
-                    .connect(server),
-            )
+                    .event_callback(move |event| {
+                        let denied = denied.clone();
+                        async move {
+                            if let async_nats::Event::ServerError(async_nats::ServerError::Other(
+                                text,
+                            )) = event
+                                && let Some(subject) = denied_subject(&text)
+                                && let Ok(mut d) = denied.lock()
+                            {
+                                d.insert(subject.to_string());
+                            }
+                        }
+                    })
+                    .connect(server)
+            })
             .with_context(|| format!("cannot connect to {}", without_userinfo(server)))?;
         // The context spawns its acknowledgement reader on the runtime (run while a batch is
         // awaited).
@@ -50,11 +66,11 @@ impl NatsSink {
         js.set_timeout(ACK_TIMEOUT);
         Ok(NatsSink {
             runtime,
-            client,
             js,
             server: without_userinfo(server),
             options: options.clone(),
             captured: HashSet::new(),
+            denied,
         })
     }
 
@@ -122,77 +138,124 @@ impl Sink for NatsSink {
         }
         let js = self.js.clone();
         let server = self.server.clone();
-        let client = self.client.clone();
+        let denied = self.denied.clone();
+        let stop = self.options.stop.clone();
         self.runtime.block_on(async move {
-            // Every message goes out first; the confirmations are read after, in order. The
-            // names are static and the values moved: building headers was a fifth of the time.
-            let mut pending = Vec::with_capacity(batch.len());
-            let mut subjects = Vec::with_capacity(batch.len());
-            for o in batch {
-                let mut headers = async_nats::HeaderMap::new();
-                headers.insert(HeaderName::from_static("Nats-Msg-Id"), o.id);
-                headers.insert(HeaderName::from_static("content-type"), CONTENT_TYPE);
-                for (attr, value) in o.attributes {
-                    headers.insert(HeaderName::from_static(attr.nats), value);
-                }
-                pending.push(
-                    js.publish_with_headers(o.subject.clone(), headers, o.body)
-                        .await,
-                );
-                subjects.push(o.subject);
+            let mut answers = Vec::with_capacity(batch.len());
+            let work = confirm(&js, &server, &denied, batch, &mut answers);
+            tokio::select! {
+                lost = work => (answers, lost),
+                // Stopped: the answers so far; what is unconfirmed stays unmarked.
+                () = super::stopped(stop) => (answers, None),
             }
-            let mut answers = Vec::with_capacity(subjects.len());
-            for (subject, sent) in subjects.iter().zip(pending) {
-                let confirmed = match sent {
-                    Ok(ack) => ack.await,
-                    Err(e) => Err(e),
-                };
-                let answer = match confirmed {
-                    Ok(ack) if ack.duplicate => Answer::Duplicate,
-                    Ok(_) => Answer::Stored,
-                    Err(e) => match e.kind() {
-                        // Not confirmed on a connection that is up: the server dropped this
-                        // message alone (a publish permission it does not have is answered
-                        // with an -ERR the acknowledgement never sees).
-                        PublishErrorKind::TimedOut
-                            if client.connection_state()
-                                == async_nats::connection::State::Connected =>
-                        {
-                            Answer::Refused(format!(
-                                "no confirmation within {} s for subject {} (is publishing to it permitted?)",
-                                ACK_TIMEOUT.as_secs(),
-                                subject
-                            ))
-                        }
-                        PublishErrorKind::TimedOut | PublishErrorKind::BrokenPipe => {
-                            return (
-                                answers,
-                                Some(anyhow!(
-                                    "{server}: no confirmation for subject {}: {e}",
-                                    subject
-                                )),
-                            );
-                        }
-                        PublishErrorKind::StreamNotFound => Answer::Refused(format!(
-                            "no JetStream stream captures subject {}",
-                            subject
-                        )),
-                        // The stream is full (or the server out of resources): no event can go
-                        // in, and none is to blame for it.
-                        _ if is_stream_full(&e.to_string()) => {
-                            return (
-                                answers,
-                                Some(anyhow!("{server}: subject {}: {e}", subject)),
-                            );
-                        }
-                        _ => Answer::Refused(format!("{e} (subject {})", subject)),
-                    },
-                };
-                answers.push(answer);
-            }
-            (answers, None)
         })
     }
+}
+
+/// Sends `batch`, then reads the confirmations in order into `answers`. The server has
+/// [`ACK_TIMEOUT`] from the last sign of progress (the last message out, or the last
+/// confirmation in) to confirm the next one: a server that stops confirming (it died under the
+/// batch and the connection came back without the requests it held, say) ends the batch as a
+/// lost connection does, with nothing counted against the events. Only a definite answer
+/// refuses an event: JetStream's, or the server's permissions violation for its subject.
+async fn confirm(
+    js: &jetstream::Context,
+    server: &str,
+    denied: &Denied,
+    batch: Vec<Outgoing>,
+    answers: &mut Vec<Answer>,
+) -> Option<anyhow::Error> {
+    // Every message goes out first; the confirmations are read after, in order. The names
+    // are static and the values moved: building headers was a fifth of the time.
+    let mut pending = Vec::with_capacity(batch.len());
+    let mut subjects = Vec::with_capacity(batch.len());
+    for o in batch {
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert(HeaderName::from_static("Nats-Msg-Id"), o.id);
+        headers.insert(HeaderName::from_static("content-type"), CONTENT_TYPE);
+        for (attr, value) in o.attributes {
+            headers.insert(HeaderName::from_static(attr.nats), value);
+        }
+        pending.push(
+            js.publish_with_headers(o.subject.clone(), headers, o.body)
+                .await,
+        );
+        subjects.push(o.subject);
+    }
+    let mut deadline = tokio::time::Instant::now() + ACK_TIMEOUT;
+    for (subject, sent) in subjects.iter().zip(pending) {
+        let not_permitted = || {
+            denied
+                .lock()
+                .is_ok_and(|d| d.contains(subject.as_str()))
+                .then(|| {
+                    Answer::Refused(format!(
+                        "the server does not permit publishing to subject {subject}"
+                    ))
+                })
+        };
+        // A refusal the server already announced: its confirmation never comes.
+        if let Some(refused) = not_permitted() {
+            answers.push(refused);
+            continue;
+        }
+        let confirmed = match sent {
+            Ok(ack) => match tokio::time::timeout_at(deadline, ack.into_future()).await {
+                Ok(confirmed) => confirmed,
+                Err(_) => {
+                    if let Some(refused) = not_permitted() {
+                        answers.push(refused);
+                        deadline = tokio::time::Instant::now() + ACK_TIMEOUT;
+                        continue;
+                    }
+                    return Some(anyhow!(
+                        "{server}: no confirmation within {} s (subject {subject}): the connection is stalled",
+                        ACK_TIMEOUT.as_secs()
+                    ));
+                }
+            },
+            Err(e) => Err(e),
+        };
+        let answer = match confirmed {
+            Ok(ack) if ack.duplicate => Answer::Duplicate,
+            Ok(_) => Answer::Stored,
+            Err(e) => match e.kind() {
+                PublishErrorKind::TimedOut | PublishErrorKind::BrokenPipe => {
+                    if let Some(refused) = not_permitted() {
+                        refused
+                    } else {
+                        return Some(anyhow!(
+                            "{server}: no confirmation for subject {subject}: {e}"
+                        ));
+                    }
+                }
+                PublishErrorKind::StreamNotFound => {
+                    Answer::Refused(format!("no JetStream stream captures subject {subject}"))
+                }
+                // The stream is full (or the server out of resources): no event can go in,
+                // and none is to blame for it.
+                _ if is_stream_full(&e.to_string()) => {
+                    return Some(anyhow!("{server}: subject {subject}: {e}"));
+                }
+                _ => Answer::Refused(format!("{e} (subject {subject})")),
+            },
+        };
+        deadline = tokio::time::Instant::now() + ACK_TIMEOUT;
+        answers.push(answer);
+    }
+    None
+}
+
+/// The subjects the server refused a publish to for want of permission (its `-ERR
+/// 'Permissions Violation for Publish to "SUBJECT"'`, which no confirmation ever reports).
+type Denied = std::sync::Arc<std::sync::Mutex<HashSet<String>>>;
+
+/// The subject of a permissions violation for a publish, as the server words it.
+fn denied_subject(text: &str) -> Option<&str> {
+    let rest = text.split("Permissions Violation for Publish to").nth(1)?;
+    let rest = rest.trim_start().trim_start_matches('"');
+    let end = rest.find('"').unwrap_or(rest.len());
+    Some(rest[..end].trim()).filter(|s| !s.is_empty())
 }
 
 /// JetStream's refusals that concern the stream, not the message: its limits with the discard

@@ -861,3 +861,159 @@ fn a_publisher_killed_mid_write_leaves_no_temporary_file_for_good() {
     assert_eq!(temporaries(&out), vec![other.to_string()]);
     assert_eq!(names_in(&out).len(), events + 1);
 }
+
+/// Issue 22, 3: `publish --follow` with a batch of 2,000 waiting for its confirmations when
+/// the NATS server dies (`kill -9`) and comes back: it sat on the new connection forever
+/// (each confirmation waited 10 s in turn, and each such wait was counted as the event's
+/// refusal), printed nothing and ignored SIGTERM. Confirmations have 10 s from the last sign
+/// of progress; past that the connection is rebuilt (a line says so), what was not confirmed
+/// goes out again (JetStream's duplicate window keeps it once), no event is charged for it,
+/// and SIGTERM ends the run with 0 at once.
+#[test]
+fn follow_recovers_when_the_server_dies_under_a_batch_waiting_for_confirmations() {
+    let site = Site::new();
+    let Some(mut server) = OwnNats::start(&site.path("nats-store")) else {
+        return;
+    };
+    let Some(jet) = Jet::on(&server.url(), true, None) else {
+        return;
+    };
+    site.fill(2500, 31);
+    site.ingest(1000);
+    let events = site.count("SELECT count(*) FROM outbox");
+    assert!(events > 4000, "{events}");
+    let mut child = follow(&site, &["--to", &jet.to(), "--batch", "2000"]);
+    let stderr = child.0.as_mut().unwrap().stderr.take().unwrap();
+    let said = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = std::io::Read::read_to_string(&mut { stderr }, &mut text);
+        text
+    });
+    // The first batch is going out, unconfirmed for the most part: the server dies under it.
+    assert!(
+        within(Duration::from_secs(60), &|| jet.stored() > 0),
+        "nothing reached the stream"
+    );
+    server.kill();
+    std::thread::sleep(Duration::from_secs(2));
+    server.up().unwrap();
+    let unpublished = || site.count("SELECT count(*) FROM outbox WHERE published_at IS NULL");
+    assert!(
+        within(Duration::from_secs(120), &|| unpublished() == 0),
+        "{} of {events} events still unpublished two minutes after the restart",
+        unpublished()
+    );
+    let asked = Instant::now();
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.0.take().unwrap().wait().unwrap();
+    assert!(
+        asked.elapsed() < Duration::from_secs(15),
+        "{:?} to stop",
+        asked.elapsed()
+    );
+    let said = said.join().unwrap();
+    assert_eq!(status.code(), Some(0), "{said}");
+    assert!(
+        said.contains("reconnecting"),
+        "no line said what happened: {said}"
+    );
+    let held = jet.messages();
+    let ids: BTreeSet<&String> = held.iter().map(|h| &h.headers["Nats-Msg-Id"]).collect();
+    assert_eq!(ids.len(), held.len(), "no event twice");
+    assert_eq!(held.len() as i64, events, "every event once");
+    // The stall was the destination's: no event has a refusal counted against it (after
+    // --max-attempts of those, an event JetStream did store was parked).
+    assert_eq!(
+        site.count("SELECT count(*) FROM outbox WHERE attempts > 0 OR failed_at IS NOT NULL"),
+        0
+    );
+}
+
+/// Issue 22, 3: a publish the server does not permit is answered with an `-ERR` that no
+/// confirmation sees. That server's word refuses the event (exit 3, the others stored); a
+/// confirmation that does not come for any other reason is a stall of the destination, never
+/// an event's refusal (see the test above).
+#[test]
+fn a_publish_the_server_does_not_permit_is_refused_alone() {
+    let site = Site::new();
+    // A client without credentials is this user (credentials are another issue's).
+    let config = r#"
+no_auth_user: edi
+authorization {
+  users = [
+    { user: "edi", password: "pw", permissions: { publish: { deny: ["*.edifact.INVOIC.>"] } } }
+  ]
+}
+"#;
+    let Some(server) = OwnNats::start_with(&site.path("nats-store"), config) else {
+        return;
+    };
+    let Some(jet) = Jet::on(&server.url(), true, None) else {
+        return;
+    };
+    samples_ingested(&site);
+    let started = Instant::now();
+    let (code, lines, stderr) = publish(&site, &["--to", &jet.to(), "--json"]);
+    assert_eq!(code, Some(3), "{stderr}");
+    let invoic =
+        site.count("SELECT count(*) FROM outbox WHERE event_type = 'edifact.INVOIC.received'");
+    assert!(invoic > 0);
+    for line in &lines[..lines.len() - 1] {
+        let is_invoic = line["event_type"] == "edifact.INVOIC.received";
+        let want = if is_invoic { "failed" } else { "published" };
+        assert_eq!(line["status"], want, "{line}");
+        if is_invoic {
+            let error = line["error"].as_str().unwrap();
+            assert!(error.contains("does not permit publishing"), "{error}");
+        }
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(jet.messages().len() as i64, 10 - invoic);
+}
+
+/// Issue 22, 3: SIGTERM works at every moment. A publisher whose server hangs (SIGSTOP: the
+/// connection open, nothing answered) under a batch waiting for its confirmations ends at
+/// once on SIGTERM with exit 0, marking nothing unconfirmed; a later run, the server back,
+/// sends every event once, none charged with a refusal.
+#[test]
+fn sigterm_ends_a_publisher_waiting_on_a_hung_server() {
+    let site = Site::new();
+    let Some(server) = OwnNats::start(&site.path("nats-store")) else {
+        return;
+    };
+    let Some(jet) = Jet::on(&server.url(), true, None) else {
+        return;
+    };
+    site.fill(2500, 33);
+    site.ingest(1000);
+    let events = site.count("SELECT count(*) FROM outbox");
+    let mut child = follow(&site, &["--to", &jet.to(), "--batch", "2000"]);
+    assert!(
+        within(Duration::from_secs(60), &|| jet.stored() > 0),
+        "nothing reached the stream"
+    );
+    server.pause();
+    std::thread::sleep(Duration::from_millis(500));
+    let asked = Instant::now();
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = child.0.take().unwrap().wait_with_output().unwrap();
+    let took = asked.elapsed();
+    server.resume();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(took < Duration::from_secs(3), "{took:?} to stop: {stderr}");
+    let (code, _, stderr) = publish(&site, &["--to", &jet.to(), "-q"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let held = jet.messages();
+    let ids: BTreeSet<&String> = held.iter().map(|h| &h.headers["Nats-Msg-Id"]).collect();
+    assert_eq!(ids.len(), held.len(), "no event twice");
+    assert_eq!(held.len() as i64, events, "every event once");
+    assert_eq!(
+        site.count("SELECT count(*) FROM outbox WHERE attempts > 0 OR failed_at IS NOT NULL"),
+        0
+    );
+}

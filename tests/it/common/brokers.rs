@@ -111,6 +111,16 @@ impl Jet {
         format!("{}/{}", self.server, self.prefix)
     }
 
+    /// How many messages the stream holds (0 while the server does not answer).
+    pub fn stored(&self) -> u64 {
+        self.rt.block_on(async {
+            let Ok(mut stream) = self.js.get_stream(&self.stream).await else {
+                return 0;
+            };
+            stream.info().await.map_or(0, |i| i.state.messages)
+        })
+    }
+
     /// Every message of the stream, in its order.
     pub fn messages(&self) -> Vec<Held> {
         self.rt.block_on(async {
@@ -608,6 +618,8 @@ pub struct OwnNats {
     pub port: u16,
     store: std::path::PathBuf,
     child: Option<std::process::Child>,
+    /// A configuration file of its own (authorization, TLS), where given.
+    config: Option<std::path::PathBuf>,
 }
 
 impl OwnNats {
@@ -621,6 +633,29 @@ impl OwnNats {
             port,
             store: store.to_path_buf(),
             child: None,
+            config: None,
+        };
+        if let Err(e) = own.up() {
+            unreachable("nats-server", "EDI_INBOX_REQUIRE_NATS", &e);
+            return None;
+        }
+        Some(own)
+    }
+
+    /// A server with `config` (nats-server's configuration format) beside its store.
+    pub fn start_with(store: &std::path::Path, config: &str) -> Option<OwnNats> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .ok()?;
+        std::fs::create_dir_all(store).ok()?;
+        let file = store.with_extension("conf");
+        std::fs::write(&file, config).ok()?;
+        let mut own = OwnNats {
+            port,
+            store: store.to_path_buf(),
+            child: None,
+            config: Some(file),
         };
         if let Err(e) = own.up() {
             unreachable("nats-server", "EDI_INBOX_REQUIRE_NATS", &e);
@@ -635,7 +670,11 @@ impl OwnNats {
 
     /// Starts it (again) and waits until it answers.
     pub fn up(&mut self) -> std::io::Result<()> {
-        let child = std::process::Command::new("/usr/sbin/nats-server")
+        let mut command = std::process::Command::new("/usr/sbin/nats-server");
+        if let Some(config) = &self.config {
+            command.arg("-c").arg(config);
+        }
+        let child = command
             .args([
                 "-a",
                 "127.0.0.1",
@@ -657,6 +696,20 @@ impl OwnNats {
             std::thread::sleep(Duration::from_millis(50));
         }
         Err(std::io::Error::other("nats-server did not start"))
+    }
+
+    /// Stops it answering (SIGSTOP), its connections left open: a server that hangs.
+    pub fn pause(&self) {
+        if let Some(c) = &self.child {
+            unsafe { libc::kill(c.id() as i32, libc::SIGSTOP) };
+        }
+    }
+
+    /// Lets a paused server go on (SIGCONT).
+    pub fn resume(&self) {
+        if let Some(c) = &self.child {
+            unsafe { libc::kill(c.id() as i32, libc::SIGCONT) };
+        }
     }
 
     /// Kills it dead, as a crash would.
