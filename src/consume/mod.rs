@@ -7,6 +7,7 @@
 
 mod amqp;
 mod nats;
+mod relay;
 
 use std::time::Duration;
 

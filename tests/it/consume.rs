@@ -703,3 +703,126 @@ fn bad_sources_are_refused_before_anything_is_fetched() {
         assert!(err.contains("NO_SUCH_STREAM_X"), "{err}");
     }
 }
+
+/// Issue 22, 3: a delivery whose metadata the client library refuses (a RabbitMQ `message_id`
+/// that is not UTF-8, `b"\xff\xfe-1"`; an `edi-filename` header that is not UTF-8) made
+/// `consume` reconnect forever, deciding nothing, not even the deliveries before it. Each is
+/// decided on its bytes, its metadata shown escaped, the others around it too, and all are
+/// acknowledged.
+#[test]
+fn rabbitmq_deliveries_with_metadata_that_is_not_utf8_are_decided() {
+    let Some(rabbit) = Rabbit::create(Some("#")) else {
+        return;
+    };
+    let site = Site::new();
+    let bodies = synthetic(3, 41);
+    rabbit.put(&[(bodies[0].clone(), Some("good-1".into()), None)]);
+    crate::common::raw::amqp_publish(
+        &rabbit.exchange,
+        "edi.in",
+        b"\xff\xfe-1",
+        &[(b"edi-filename", b"inv\xe9.edi")],
+        &bodies[1],
+    );
+    rabbit.put(&[(bodies[2].clone(), Some("good-3".into()), None)]);
+    let (code, lines, stderr) = consume(&site, "3s", &["--from", &rabbit.from()]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(
+        lines.last().unwrap()["summary"]["new"],
+        3,
+        "{lines:?} {stderr}"
+    );
+    let queue = rabbit.queue.clone().unwrap();
+    let sources: BTreeSet<String> = site
+        .rows("SELECT source, filename FROM deliveries")
+        .into_iter()
+        .map(|r| {
+            format!(
+                "{} {}",
+                r[0].clone().unwrap(),
+                r[1].clone().unwrap_or_default()
+            )
+        })
+        .collect();
+    assert!(
+        sources.contains(&format!("amqp:{queue}/\\xFF\\xFE-1 inv\\xE9.edi")),
+        "{sources:?}"
+    );
+    assert_eq!(rabbit.ready(), 0, "every delivery acknowledged");
+}
+
+/// Issue 22, 3: a JetStream message with a header value that is not UTF-8, or a header line
+/// without a colon (sent with a raw `HPUB`), made `consume` reconnect forever. Each is decided
+/// on its bytes with its headers kept, escaped; none blocks the others; all are acknowledged.
+#[test]
+fn jetstream_messages_with_headers_the_client_refuses_are_decided() {
+    let Some(jet) = Jet::create() else { return };
+    let site = Site::new();
+    let bodies = synthetic(4, 43);
+    jet.put(&[(bodies[0].clone(), Some("good-1.edi".into()))]);
+    let subject = format!("{}.in", jet.prefix);
+    let addr = NATS.trim_start_matches("nats://");
+    crate::common::raw::nats_hpub(
+        addr,
+        subject.as_bytes(),
+        b"NATS/1.0\r\nedi-filename: caf\xe9.edi\r\n\r\n",
+        &bodies[1],
+    );
+    crate::common::raw::nats_hpub(
+        addr,
+        subject.as_bytes(),
+        b"NATS/1.0\r\nno colon on this line\r\nedi-filename: third.edi\r\n\r\n",
+        &bodies[2],
+    );
+    jet.put(&[(bodies[3].clone(), Some("good-4.edi".into()))]);
+    let (code, lines, stderr) = consume(&site, "3s", &["--from", &jet.from("c")]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(
+        lines.last().unwrap()["summary"]["new"],
+        4,
+        "{lines:?} {stderr}"
+    );
+    let names: BTreeSet<String> = site
+        .rows("SELECT filename FROM deliveries")
+        .into_iter()
+        .map(|r| r[0].clone().unwrap_or_default())
+        .collect();
+    for want in ["good-1.edi", "caf\\xE9.edi", "third.edi", "good-4.edi"] {
+        assert!(names.contains(want), "{want} in {names:?}");
+    }
+    assert_eq!(
+        jet.backlog("c"),
+        Some((0, 0)),
+        "every delivery acknowledged"
+    );
+}
+
+/// Issue 22, 5: a RabbitMQ delivery without a `message_id` was named by its delivery tag,
+/// which starts at 1 again on each connection: different deliveries of two runs shared one
+/// name. Each connection's deliveries are named apart.
+#[test]
+fn rabbitmq_deliveries_without_a_message_id_are_named_apart() {
+    let Some(rabbit) = Rabbit::create(Some("#")) else {
+        return;
+    };
+    let site = Site::new();
+    let bodies = synthetic(2, 47);
+    for body in &bodies {
+        rabbit.put(&[(body.clone(), None, None)]);
+        let (code, _, stderr) = consume(&site, "1s", &["--from", &rabbit.from()]);
+        assert_eq!(code, Some(0), "{stderr}");
+    }
+    let names: BTreeSet<String> = site
+        .rows("SELECT source FROM deliveries")
+        .into_iter()
+        .map(|r| r[0].clone().unwrap())
+        .collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    let queue = rabbit.queue.clone().unwrap();
+    assert!(
+        names
+            .iter()
+            .all(|n| n.starts_with(&format!("amqp:{queue}/delivery-"))),
+        "{names:?}"
+    );
+}

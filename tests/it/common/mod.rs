@@ -29,6 +29,7 @@ macro_rules! per_backend {
 
 pub mod brokers;
 pub mod pg;
+pub mod raw;
 pub mod site;
 pub mod synth;
 

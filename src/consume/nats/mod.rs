@@ -1,6 +1,9 @@
 //! `--from nats://HOST:PORT/STREAM/CONSUMER`: a durable JetStream pull consumer with explicit
 //! acknowledgements, made where missing. Several `consume` processes on one consumer share its
-//! deliveries: each pull hands out messages no other pull holds.
+//! deliveries: each pull hands out messages no other pull holds. The client talks to the
+//! server through a relay that repairs the messages async-nats would refuse (`frames.rs`).
+
+mod frames;
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -9,6 +12,7 @@ use anyhow::{Context as _, anyhow, bail};
 use async_nats::jetstream::{self, AckKind, consumer::pull};
 use futures_util::StreamExt as _;
 
+use super::relay::{self, Relay};
 use super::{Delivery, FILENAME_HEADER, Feed, Options, Settle};
 use crate::publish::without_userinfo;
 
@@ -24,6 +28,8 @@ pub struct NatsFeed {
     /// What acknowledges each delivery handed out and not yet settled, by tag.
     ackers: HashMap<u64, jetstream::message::Acker>,
     next_tag: u64,
+    /// Between the client and the server, for as long as the client lives.
+    _relay: Relay,
 }
 
 impl NatsFeed {
@@ -37,12 +43,16 @@ impl NatsFeed {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
-        let (client, consumer) = runtime
+        let (client, consumer, relay) = runtime
             .block_on(async {
+                let (relay, through) =
+                    relay::start_for(server, 4222, frames::NatsFrames::default).await?;
                 let client = async_nats::ConnectOptions::new()
                     .connection_timeout(REQUEST_TIMEOUT)
                     .request_timeout(Some(REQUEST_TIMEOUT))
-                    .connect(server)
+                    // The servers a cluster announces are reached directly, past the relay.
+                    .ignore_discovered_servers()
+                    .connect(through.as_str())
                     .await?;
                 let js = jetstream::new(client.clone());
                 let s = js.get_stream(stream).await.with_context(|| {
@@ -69,7 +79,7 @@ impl NatsFeed {
                         "the consumer {consumer} on stream {stream} has the ack policy {policy:?}, not explicit: deliveries could be acknowledged before they are committed; give consume a consumer with explicit acknowledgements"
                     );
                 }
-                anyhow::Ok((client, c))
+                anyhow::Ok((client, c, relay))
             })
             .with_context(|| format!("cannot consume from {shown}/{stream}/{consumer}"))?;
         Ok(NatsFeed {
@@ -80,6 +90,7 @@ impl NatsFeed {
             server: shown,
             ackers: HashMap::new(),
             next_tag: 0,
+            _relay: relay,
         })
     }
 

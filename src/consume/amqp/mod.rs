@@ -1,7 +1,10 @@
 //! `--from amqp://USER:PASS@HOST:PORT/VHOST/QUEUE`: a RabbitMQ queue, with manual
 //! acknowledgements and a prefetch of one batch. A rejected delivery is rejected without
 //! requeue, so that a dead-letter exchange set on the queue receives it; deliveries not
-//! acknowledged when the connection ends go back to the queue at once.
+//! acknowledged when the connection ends go back to the queue at once. The client talks to the
+//! broker through a relay that repairs the deliveries lapin would refuse (`frames.rs`).
+
+mod frames;
 
 use std::time::{Duration, Instant};
 
@@ -11,6 +14,7 @@ use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicQosOptions, Basi
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{Channel, Connection, ConnectionProperties, Consumer};
 
+use super::relay::{self, Relay};
 use super::{Delivery, FILENAME_HEADER, Feed, Options, Settle};
 use crate::publish::{amqp_scrub, amqp_shown};
 
@@ -33,6 +37,11 @@ pub struct AmqpFeed {
     consumer: Consumer,
     queue: String,
     shown: String,
+    /// Names the deliveries of this connection that have no `message_id`: a delivery tag
+    /// counts from 1 again on every connection.
+    connection_id: String,
+    /// Between the client and the broker, for as long as the client lives.
+    _relay: Relay,
 }
 
 impl AmqpFeed {
@@ -43,9 +52,10 @@ impl AmqpFeed {
             .build()?;
         let prefetch = u16::try_from(options.batch).unwrap_or(u16::MAX);
         let setup = async {
+            let (relay, through) = relay::start_for(url, 5672, frames::AmqpFrames::default).await?;
             // Named, so that an operator (or a test) can find it in the broker's list.
             let connection = Connection::connect(
-                url,
+                &through,
                 ConnectionProperties::default().with_connection_name(
                     format!("edi-inbox consume {}", std::process::id()).into(),
                 ),
@@ -66,10 +76,10 @@ impl AmqpFeed {
                 )
                 .await
                 .with_context(|| format!("cannot consume from queue {queue}"))?;
-            anyhow::Ok((connection, channel, consumer))
+            anyhow::Ok((connection, channel, consumer, relay))
         };
         // A broker that takes the connection and then says nothing must not hold the run.
-        let (connection, channel, consumer) = runtime
+        let (connection, channel, consumer, relay) = runtime
             .block_on(async { tokio::time::timeout(CONNECT_TIMEOUT, setup).await })
             .map_err(|_| anyhow!("no answer within {} s", CONNECT_TIMEOUT.as_secs()))
             .and_then(|r| r)
@@ -81,15 +91,30 @@ impl AmqpFeed {
             consumer,
             queue: queue.to_string(),
             shown,
+            connection_id: connection_id(),
+            _relay: relay,
         })
     }
 }
 
-fn take(queue: &str, d: lapin::message::Delivery) -> Delivery {
+/// This connection's name for the deliveries without a `message_id`: the time it was made and
+/// 32 random bits (a delivery tag alone is only unique on its connection).
+fn connection_id() -> String {
+    let millis = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    let mut random = [0u8; 4];
+    let _ = rustix::rand::getrandom(&mut random, rustix::rand::GetRandomFlags::empty());
+    format!("{millis:x}-{}", hex::encode(random))
+}
+
+fn take(queue: &str, connection: &str, d: lapin::message::Delivery) -> Delivery {
     let headers = d.properties.headers().as_ref();
     let header = |name: &str| headers.and_then(|h| h.inner().get(name));
+    // Kept whatever its bytes are: shown escaped where they are not UTF-8.
     let filename = header(FILENAME_HEADER).and_then(|v| match v {
-        AMQPValue::LongString(s) => Some(String::from_utf8_lossy(s.as_bytes()).into_owned()),
+        AMQPValue::LongString(s) => Some(relay::text_or_escaped(s.as_bytes()).into_owned()),
+        AMQPValue::ByteArray(b) => Some(relay::text_or_escaped(b.as_slice()).into_owned()),
         AMQPValue::ShortString(s) => Some(s.as_str().to_string()),
         _ => None,
     });
@@ -110,7 +135,7 @@ fn take(queue: &str, d: lapin::message::Delivery) -> Delivery {
     };
     let source = match d.properties.message_id() {
         Some(id) => format!("amqp:{queue}/{}", id.as_str()),
-        None => format!("amqp:{queue}/delivery-{}", d.delivery_tag),
+        None => format!("amqp:{queue}/delivery-{connection}-{}", d.delivery_tag),
     };
     Delivery {
         tag: d.delivery_tag,
@@ -127,6 +152,7 @@ impl Feed for AmqpFeed {
         let consumer = &mut self.consumer;
         let shown = &self.shown;
         let queue = &self.queue;
+        let connection_id = &self.connection_id;
         self.runtime.block_on(async move {
             let mut taken = Vec::new();
             let started = Instant::now();
@@ -137,7 +163,7 @@ impl Feed for AmqpFeed {
                     Ok(next) => next,
                 };
                 match next {
-                    Some(Ok(d)) => taken.push(take(queue, d)),
+                    Some(Ok(d)) => taken.push(take(queue, connection_id, d)),
                     Some(Err(e)) => return Err(anyhow!("{shown}: {e}")),
                     None => {
                         return Err(anyhow!(
