@@ -172,6 +172,11 @@ struct Run<'a> {
     dead_letter: Option<DeadLetter>,
     started: Instant,
     metrics_written: Option<Instant>,
+    /// Whether the feed is subscribed: false while the broker is away, the queue or consumer
+    /// gone, and every try to subscribe again fails (the metrics say so, for the alert).
+    subscribed: bool,
+    /// Unix time of the last fetch that worked (a batch, or nothing to take).
+    last_fetch: f64,
     /// Problems outside the outcomes (a metrics file not written).
     other_problems: usize,
     /// One look at the inbox's keys per preparing thread.
@@ -212,7 +217,7 @@ pub fn run(
         batch: args.batch as usize,
         ack_wait: args.ack_wait,
     };
-    let mut feed = consume::connect(&source, options)?;
+    let mut feed = Some(consume::connect(&source, options)?);
     let mut run = Run {
         args,
         out: Out::default(),
@@ -220,6 +225,8 @@ pub fn run(
         dead_letter,
         started: Instant::now(),
         metrics_written: None,
+        subscribed: true,
+        last_fetch: unix_now(),
         other_problems: 0,
         probes: (0..std::thread::available_parallelism().map_or(1, |n| n.get().clamp(1, 4)))
             .map(|_| inbox.probe())
@@ -246,43 +253,73 @@ pub fn run(
             }
             break;
         }
-        let failed = match feed.fetch(args.batch as usize, wait) {
+        // Not subscribed (the broker away, the queue or consumer gone): subscribe again, each
+        // try said, with backoff, for as long as it takes.
+        let Some(f) = feed.as_mut() else {
+            match consume::connect(&source, options) {
+                Ok(f) => {
+                    feed = Some(f);
+                    run.subscribed = true;
+                }
+                Err(e) => {
+                    problem(
+                        &mut run.out,
+                        &format!(
+                            "{}; trying again in {}",
+                            super::one_message(&e),
+                            humantime::format_duration(backoff)
+                        ),
+                    );
+                    down = Some(e);
+                    run.metrics_now(&*inbox, false);
+                    super::sleep_unless(&stop, backoff);
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                }
+            }
+            continue;
+        };
+        let failed = match f.fetch(args.batch as usize, wait) {
             Ok(deliveries) if deliveries.is_empty() => {
                 down = None;
+                run.last_fetch = unix_now();
                 // An idle consumer's file stays fresh too: its last-batch time says it is
                 // alive, and the status of a run before it does not linger.
                 run.metrics_now(&*inbox, false);
                 continue;
             }
-            Ok(deliveries) => match run.batch(&mut *inbox, &mut *feed, deliveries) {
-                Ok(()) => {
-                    down = None;
-                    last_seen = Instant::now();
-                    backoff = Duration::from_millis(500);
-                    run.metrics_now(&*inbox, false);
-                    continue;
+            Ok(deliveries) => {
+                run.last_fetch = unix_now();
+                match run.batch(&mut *inbox, &mut **f, deliveries) {
+                    Ok(()) => {
+                        down = None;
+                        last_seen = Instant::now();
+                        backoff = Duration::from_millis(500);
+                        run.metrics_now(&*inbox, false);
+                        continue;
+                    }
+                    Err(BatchError::Inbox(e)) => {
+                        run.out.flush();
+                        return Err(e.context(
+                            "nothing of the batch was committed or acknowledged; the broker delivers it again",
+                        ));
+                    }
+                    Err(BatchError::DeadLetter(e)) => {
+                        run.out.flush();
+                        return Err(e.context(
+                            "the rejected deliveries were recorded but not acknowledged; the broker delivers them again",
+                        ));
+                    }
+                    Err(BatchError::Broker(e)) => {
+                        last_seen = Instant::now();
+                        e.context("the batch was committed; the deliveries not acknowledged come again and are decided as duplicates")
+                    }
                 }
-                Err(BatchError::Inbox(e)) => {
-                    run.out.flush();
-                    return Err(e.context(
-                        "nothing of the batch was committed or acknowledged; the broker delivers it again",
-                    ));
-                }
-                Err(BatchError::DeadLetter(e)) => {
-                    run.out.flush();
-                    return Err(e.context(
-                        "the rejected deliveries were recorded but not acknowledged; the broker delivers them again",
-                    ));
-                }
-                Err(BatchError::Broker(e)) => {
-                    last_seen = Instant::now();
-                    e.context("the batch was committed; the deliveries not acknowledged come again and are decided as duplicates")
-                }
-            },
+            }
             Err(e) => e,
         };
-        // The broker went away (a restart, a network failure): connect again, with backoff.
-        // A run with --until-idle gives up once it has waited that long.
+        // The broker went away (a restart, a network failure, the queue deleted): the feed is
+        // given up whole and made again, with backoff. A run with --until-idle gives up once
+        // it has waited that long.
         problem(
             &mut run.out,
             &format!(
@@ -292,18 +329,11 @@ pub fn run(
             ),
         );
         down = Some(failed);
+        feed = None;
+        run.subscribed = false;
+        run.metrics_now(&*inbox, false);
         super::sleep_unless(&stop, backoff);
         backoff = (backoff * 2).min(MAX_BACKOFF);
-        if stop.load(Ordering::Relaxed) {
-            break;
-        }
-        match consume::connect(&source, options) {
-            Ok(f) => feed = f,
-            Err(e) => {
-                problem(&mut run.out, &super::one_message(&e));
-                down = Some(e);
-            }
-        }
     }
     drop(feed);
     inbox.end_run();
@@ -505,7 +535,11 @@ impl Run<'_> {
             return;
         }
         self.metrics_written = Some(Instant::now());
-        if let Err(e) = write_metrics(path, inbox, &self.summary, self.started, last) {
+        let state = FeedState {
+            subscribed: self.subscribed,
+            last_fetch: self.last_fetch,
+        };
+        if let Err(e) = write_metrics(path, inbox, &self.summary, self.started, state, last) {
             self.other_problems += usize::from(last);
             problem(
                 &mut self.out,
@@ -539,13 +573,21 @@ impl Run<'_> {
     }
 }
 
+/// Whether the feed is subscribed, and when a fetch last worked.
+#[derive(Clone, Copy)]
+struct FeedState {
+    subscribed: bool,
+    last_fetch: f64,
+}
+
 /// The run's figures for Prometheus: the inbox's cumulative delivery counters, this run's
-/// outcomes so far, and when it last committed a batch.
+/// outcomes so far, whether it is subscribed, and when a fetch last worked.
 fn write_metrics(
     path: &std::path::Path,
     inbox: &dyn Inbox,
     s: &Summary,
     started: Instant,
+    state: FeedState,
     last: bool,
 ) -> anyhow::Result<()> {
     let mut m = Metrics::default();
@@ -586,10 +628,15 @@ fn write_metrics(
     .single(
         "edi_inbox_consume_last_batch_timestamp_seconds",
         "gauge",
-        "Unix time at which consume last wrote this file: after a committed batch, a fetch that found nothing, or at its end.",
-        unix_now(),
+        "Unix time at which a fetch of consume last worked: a batch taken, or nothing there to take (not while it is not subscribed).",
+        state.last_fetch,
     )
-;
+    .single(
+        "edi_inbox_consume_subscribed",
+        "gauge",
+        "1 while consume is subscribed to its source, 0 while it is not (the broker away, the queue or consumer gone) and tries again.",
+        if state.subscribed { 1.0 } else { 0.0 },
+    );
     // Not the inbox's size: that is ingest's figure, and node_exporter drops a series that two
     // files on one host both hold.
     if last {

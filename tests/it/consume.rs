@@ -826,3 +826,68 @@ fn rabbitmq_deliveries_without_a_message_id_are_named_apart() {
         "{names:?}"
     );
 }
+
+/// Issue 22, 3: a RabbitMQ queue deleted while `consume` ran: after the broker's cancel it
+/// tried once, got NOT_FOUND, and never subscribed again, even once the queue was back with
+/// messages, while its metrics stayed fresh. It tries again with its backoff, saying each try;
+/// its metrics say it is not subscribed (`edi_inbox_consume_subscribed 0`, the last fetch
+/// stale) until it is again, then it takes what the queue holds; SIGTERM exits 0.
+#[test]
+fn consume_subscribes_again_when_its_queue_comes_back() {
+    let Some(rabbit) = Rabbit::create(Some("#")) else {
+        return;
+    };
+    let site = Site::new();
+    let bodies = synthetic(20, 53);
+    let put = |range: std::ops::Range<usize>| {
+        let part: Vec<_> = range
+            .map(|k| (bodies[k].clone(), Some(format!("q{k}")), None))
+            .collect();
+        rabbit.put(&part);
+    };
+    put(0..10);
+    let out = site.path("run.jsonl");
+    let metrics = site.path("consume.prom");
+    let mut child = consume_child(
+        &site,
+        &[
+            "--from",
+            &rabbit.from(),
+            "--metrics-file",
+            metrics.to_str().unwrap(),
+        ],
+        &out,
+    );
+    let lines = || fs::read_to_string(&out).map_or(0, |t| t.lines().count());
+    assert!(within(|| lines() >= 10), "the first 10 were not consumed");
+    let count = || site.count("SELECT count(*) FROM interchanges");
+    rabbit.delete_queue();
+    let prom = || fs::read_to_string(&metrics).unwrap_or_default();
+    assert!(
+        within(|| prom().contains("\nedi_inbox_consume_subscribed 0\n")),
+        "the metrics never said it was not subscribed: {}",
+        prom()
+    );
+    // Still not subscribed a while later: the tries go on.
+    std::thread::sleep(Duration::from_secs(3));
+    rabbit.restore_queue();
+    put(10..20);
+    assert!(
+        within(|| count() == 20),
+        "the queue came back, and what it held was not consumed"
+    );
+    assert!(
+        within(|| prom().contains("\nedi_inbox_consume_subscribed 1\n")),
+        "{}",
+        prom()
+    );
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.0.take().unwrap().wait().unwrap();
+    let stderr = fs::read_to_string(out.with_extension("err")).unwrap();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.matches("trying again in").count() >= 2,
+        "each try is said: {stderr}"
+    );
+    assert_eq!(rabbit.ready(), 0);
+}

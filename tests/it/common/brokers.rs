@@ -477,6 +477,48 @@ impl Rabbit {
         });
     }
 
+    /// Deletes the queue (its consumers are cancelled by the broker), as an operator might.
+    pub fn delete_queue(&self) {
+        use lapin::options::QueueDeleteOptions;
+        let q = self.queue.clone().unwrap();
+        self.rt.block_on(async {
+            self.channel
+                .queue_delete(q.as_str().into(), QueueDeleteOptions::default())
+                .await
+                .unwrap();
+        });
+    }
+
+    /// Declares the queue again, bound to the exchange for everything.
+    pub fn restore_queue(&self) {
+        use lapin::options::{QueueBindOptions, QueueDeclareOptions};
+        use lapin::types::FieldTable;
+        let q = self.queue.clone().unwrap();
+        self.rt.block_on(async {
+            self.channel
+                .queue_declare(
+                    q.as_str().into(),
+                    QueueDeclareOptions {
+                        durable: true,
+                        ..Default::default()
+                    },
+                    FieldTable::default(),
+                )
+                .await
+                .unwrap();
+            self.channel
+                .queue_bind(
+                    q.as_str().into(),
+                    self.exchange.as_str().into(),
+                    "#".into(),
+                    QueueBindOptions::default(),
+                    FieldTable::default(),
+                )
+                .await
+                .unwrap();
+        });
+    }
+
     /// Messages ready in the queue (not delivered, or given back by a consumer that went).
     pub fn ready(&self) -> u32 {
         use lapin::options::QueueDeclareOptions;
