@@ -62,7 +62,7 @@ impl Out {
         }
         // Serialising these plain structures cannot fail (no maps with non-string keys).
         if let Ok(text) = serde_json::to_string(value) {
-            let r = writeln!(self.inner, "{text}");
+            let r = writeln!(self.inner, "{}", json_escaped(&text));
             self.check(r);
         }
     }
@@ -152,6 +152,26 @@ pub fn escape(text: &str) -> Cow<'_, str> {
     Cow::Owned(s)
 }
 
+/// JSON text with what serde_json leaves as it is (DEL, the C1 controls such as U+0085 and
+/// U+009B, the line and paragraph separators, the controls that reorder text such as U+202E)
+/// written as `\uNNNN`, so that a JSON line shown in a terminal or a log reads as it is. They
+/// can only stand inside strings, where the escape means the same character.
+pub fn json_escaped(text: &str) -> Cow<'_, str> {
+    let special = |c: char| needs_escape(c) && (c as u32) >= 0x20;
+    if !text.chars().any(special) {
+        return Cow::Borrowed(text);
+    }
+    let mut s = String::with_capacity(text.len() + 12);
+    for c in text.chars() {
+        if special(c) {
+            let _ = write!(s, "\\u{:04X}", c as u32);
+        } else {
+            s.push(c);
+        }
+    }
+    Cow::Owned(s)
+}
+
 fn needs_escape(c: char) -> bool {
     c.is_control()
         || matches!(
@@ -176,6 +196,18 @@ mod tests {
             count(2u64, "inbox entry", "inbox entries"),
             "2 inbox entries"
         );
+    }
+
+    #[test]
+    fn json_has_no_c1_or_reordering_control_unescaped() {
+        let text =
+            serde_json::to_string(&serde_json::json!({"f": "a\u{85}b\u{9B}c\u{202E}d\u{7F}\n"}))
+                .unwrap();
+        let escaped = json_escaped(&text);
+        assert_eq!(escaped, r#"{"f":"a\u0085b\u009Bc\u202Ed\u007F\n"}"#);
+        let back: serde_json::Value = serde_json::from_str(&escaped).unwrap();
+        assert_eq!(back["f"], "a\u{85}b\u{9B}c\u{202E}d\u{7F}\n");
+        assert_eq!(json_escaped(r#"{"plain":"ünï"}"#), r#"{"plain":"ünï"}"#);
     }
 
     #[test]

@@ -108,8 +108,19 @@ impl DeadLetter {
 
     /// Publishes the rejected deliveries, each with its reason; all of them stored, or an error
     /// (then none is settled, and the broker delivers them again).
+    /// Where to, for messages: the server with its exchange or subject, never a password.
+    fn shown(&self) -> String {
+        match (&self.destination, &self.subject) {
+            (Destination::Amqp { .. }, _) => {
+                format!("{}/{}", self.destination.shown(), self.options.exchange)
+            }
+            (_, Some(subject)) => format!("{}/{subject}", self.destination.shown()),
+            _ => self.destination.shown(),
+        }
+    }
+
     fn send(&mut self, rejected: &[(&Delivery, String)]) -> anyhow::Result<()> {
-        let shown = self.destination.shown();
+        let shown = self.shown();
         let sink = match &mut self.sink {
             Some(sink) => sink,
             None => self.sink.insert(

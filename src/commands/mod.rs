@@ -151,7 +151,17 @@ pub fn main() -> ExitCode {
     let status = match result {
         Ok(status) => status,
         Err(e) => {
-            output::warn(&format!("error: {}", one_message(&e)));
+            // Whatever failed in the inbox is named with it: "connection closed" alone does
+            // not say which server, database or file to look at.
+            let mut text = one_message(&e);
+            let shown = db.shown();
+            let from_inbox = e
+                .chain()
+                .any(|c| c.downcast_ref::<inbox::InboxError>().is_some());
+            if from_inbox && !text.contains(&shown) {
+                text = format!("{text} (the inbox {shown})");
+            }
+            output::warn(&format!("error: {text}"));
             let busy = e.chain().any(|c| {
                 c.downcast_ref::<inbox::InboxError>()
                     .is_some_and(inbox::InboxError::is_busy)

@@ -51,6 +51,10 @@ struct Line<'a> {
     /// Attempts made before this one.
     #[serde(skip)]
     tried: i64,
+    /// For a CONTRL: the answered interchange's 0020, and which sending of the answer this is
+    /// (the human line says so where a message's line names its message).
+    #[serde(skip)]
+    answering: Option<(&'a str, i64)>,
 }
 
 /// Runs `publish`.
@@ -335,6 +339,7 @@ impl Run<'_> {
                 error: None,
                 attempts: None,
                 tried: e.attempts,
+                answering: Some((&e.control_ref, e.send)),
             };
             self.report_one(line, answer, parked > 0);
         }
@@ -489,6 +494,7 @@ impl Run<'_> {
             error: None,
             attempts: None,
             tried: e.attempts,
+            answering: None,
         };
         self.report_one(line, answer, parked);
     }
@@ -522,13 +528,13 @@ impl Run<'_> {
         if self.args.quiet && error.is_none() {
             return;
         }
-        let refs = &e.message_refs;
+        let what = match e.answering {
+            Some((answered, send)) => format!("CONTRL answering ref {answered} (sending {send})"),
+            None => format!("message {}", e.message_refs.join(",")),
+        };
         let mut line = format!(
-            "{status:<9}  {subject}  {} -> {}  ref {}  message {}  id {id}",
-            e.sender,
-            e.recipient,
-            e.control_ref,
-            refs.join(",")
+            "{status:<9}  {subject}  {} -> {}  ref {}  {what}  id {id}",
+            e.sender, e.recipient, e.control_ref,
         );
         if let Some(why) = error {
             line.push_str(&format!(

@@ -27,6 +27,8 @@ pub struct NatsSink {
     /// Subjects a stream was found (or made) for, this run.
     captured: HashSet<String>,
     denied: Denied,
+    /// Streams other than `--create-stream`'s found capturing the subjects, said once each.
+    warned_other_stream: HashSet<String>,
 }
 
 impl NatsSink {
@@ -71,6 +73,7 @@ impl NatsSink {
             options: options.clone(),
             captured: HashSet::new(),
             denied,
+            warned_other_stream: HashSet::new(),
         })
     }
 
@@ -82,7 +85,19 @@ impl NatsSink {
         }
         use jetstream::context::GetStreamByNameErrorKind as Kind;
         match self.runtime.block_on(self.js.stream_by_subject(subject)) {
-            Ok(_) => {}
+            // `--create-stream` makes a stream only where none captures the subjects: another
+            // one that does takes the events, and the operator is told which.
+            Ok(found) => {
+                if let Some(name) = &self.options.create_stream
+                    && *name != found
+                    && self.warned_other_stream.insert(found.clone())
+                {
+                    crate::output::warn(&format!(
+                        "{}: stream {found} already captures subject {subject}, so --create-stream {name} made no stream: the events go to {found}",
+                        self.server
+                    ));
+                }
+            }
             Err(e) if matches!(e.kind(), Kind::NotFound) => match &self.options.create_stream {
                 Some(name) => {
                     let config = jetstream::stream::Config {

@@ -891,3 +891,28 @@ fn consume_subscribes_again_when_its_queue_comes_back() {
     );
     assert_eq!(rabbit.ready(), 0);
 }
+
+/// Issue 22, 5: a `--dead-letter` that fails named the server but not the exchange. It names
+/// both (never the password), and nothing is acknowledged: the delivery comes again.
+#[test]
+fn a_dead_letter_that_fails_names_its_exchange() {
+    let Some(rabbit) = Rabbit::create(Some("#")) else {
+        return;
+    };
+    let site = Site::new();
+    let poison = b"UNB+UNOC:3+A+B+240101:1200+R1'UNH+1+X:D:96A:UN'UNT+9+1'UNZ+1+R1'".to_vec();
+    rabbit.put(&[(poison, Some("m1".into()), None)]);
+    let dl = "amqp://guest:guest@127.0.0.1:1/%2f/edi-dead-letters";
+    let (code, _, stderr) = consume(
+        &site,
+        "2s",
+        &["--from", &rabbit.from(), "--dead-letter", dl],
+    );
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("--dead-letter amqp://guest@127.0.0.1:1/%2f/edi-dead-letters"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("guest:guest"), "{stderr}");
+    assert_eq!(rabbit.ready(), 1, "not acknowledged: it comes again");
+}

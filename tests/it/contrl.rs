@@ -791,3 +791,33 @@ per_backend! {
         }
     }
 }
+
+/// Issue 22, 5: the human `published` line of a CONTRL event ended in an empty message
+/// reference (`message   id ...`). It names the interchange the CONTRL answers and which
+/// sending of it this is.
+#[test]
+fn a_contrl_events_line_names_what_it_answers() {
+    let site = Site::new();
+    site.put_sample("valid/two-interchanges.edi", "a.edi");
+    assert_eq!(answer_all(&site), Some(0));
+    let out = site
+        .cmd()
+        .args(["publish", "--kind", "contrl", "--to"])
+        .arg(format!("dir:{}", site.path("out").display()))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("published"))
+        .collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    for (line, answered) in lines.iter().zip(["A1", "A2"]) {
+        assert!(
+            line.contains(&format!("CONTRL answering ref {answered} (sending 1)  id ")),
+            "{line}"
+        );
+        assert!(!line.contains("message "), "{line}");
+    }
+}

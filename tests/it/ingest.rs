@@ -662,3 +662,32 @@ fn an_interchange_the_server_refuses_is_rejected_alone_on_postgres() {
     assert_eq!(site.count("SELECT count(*) FROM inbox"), 5);
     assert_eq!(site.count("SELECT count(*) FROM interchanges"), 5);
 }
+
+/// Issue 22, 5: `--json` carried C1 and bidi controls unescaped (U+0085, U+009B, U+202E in a
+/// file name or a partner's identification), which a terminal or a log viewer acts on. They
+/// are written as `\u` escapes, and the JSON reads back to the same text.
+#[test]
+fn json_lines_escape_c1_and_bidi_controls() {
+    let site = Site::new();
+    // A sender with the byte 0x9B (CSI in C1, `\u{9B}` under UNOC), in a file whose name holds
+    // U+202E (right-to-left override) and U+0085 (next line).
+    let name = "inv\u{202E}fdp.\u{85}edi";
+    site.put(
+        name,
+        b"UNB+UNOC:3+SEND\x9bER+RECIPIENT+240101:1200+J1'UNH+1+ORDERS:D:96A:UN'UNT+2+1'UNZ+1+J1'",
+    );
+    for command in [&["ingest", "--json"][..], &["inspect", "--json"]] {
+        let out = site.cmd().args(command).arg(site.drop()).output().unwrap();
+        let raw = String::from_utf8(out.stdout.clone()).unwrap();
+        for c in ['\u{202E}', '\u{85}', '\u{9B}'] {
+            assert!(!raw.contains(c), "{command:?}: {c:?} unescaped in {raw:?}");
+        }
+        assert!(raw.contains("\\u202E") && raw.contains("\\u009B"), "{raw}");
+        let lines = crate::common::json_lines(&out.stdout);
+        assert!(
+            lines[0]["file"].as_str().unwrap().ends_with(name),
+            "{lines:?}"
+        );
+        assert_eq!(lines[0]["sender"], "SEND\u{9B}ER", "{lines:?}");
+    }
+}

@@ -768,3 +768,46 @@ fn a_schema_named_by_a_keyword_works() {
         );
     }
 }
+
+/// Issue 22, 5: a PostgreSQL server that went away under `ingest` was reported as "connection
+/// closed", naming no database. The error names the inbox (server, database, schema, never a
+/// password).
+#[test]
+fn a_connection_lost_under_ingest_names_the_inbox() {
+    let Some(site) = Site::postgres() else {
+        return;
+    };
+    site.fill(3000, 61);
+    let child = site
+        .command()
+        .args(["ingest", "-q", "--batch", "20"])
+        .arg(site.drop())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let started = site.count(
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = 'interchanges'",
+        ) > 0
+            && site.count("SELECT count(*) FROM interchanges") > 0;
+        if started {
+            break;
+        }
+        assert!(std::time::Instant::now() < until, "ingest did not start");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let name = site.pg().unwrap().name.clone();
+    site.sql(&format!(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+         WHERE datname = '{name}' AND application_name = 'edi-inbox'"
+    ));
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!("postgres://postgres@127.0.0.1:5432/{name}")),
+        "the inbox is not named: {stderr}"
+    );
+}

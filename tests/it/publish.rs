@@ -1017,3 +1017,28 @@ fn sigterm_ends_a_publisher_waiting_on_a_hung_server() {
         0
     );
 }
+
+/// Issue 22, 5: `--create-stream NAME` was ignored without a word where another stream
+/// already captured the subjects. The events go to that stream, and a warning names it.
+#[test]
+fn create_stream_names_the_stream_that_already_captures_the_subjects() {
+    let Some(jet) = Jet::create() else { return };
+    let site = Site::new();
+    samples_ingested(&site);
+    let wanted = format!("{}_OTHER", jet.stream);
+    let (code, _, stderr) = publish(&site, &["--to", &jet.to(), "--create-stream", &wanted]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "stream {} already captures subject {}.edifact.",
+            jet.stream, jet.prefix
+        )) && stderr.contains(&format!("--create-stream {wanted} made no stream")),
+        "{stderr}"
+    );
+    assert_eq!(
+        stderr.matches("already captures").count(),
+        1,
+        "said once: {stderr}"
+    );
+    assert_eq!(jet.messages().len(), 10);
+}
