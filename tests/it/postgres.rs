@@ -811,3 +811,62 @@ fn a_connection_lost_under_ingest_names_the_inbox() {
         "the inbox is not named: {stderr}"
     );
 }
+
+/// Issue 22, 4: on PostgreSQL an acknowledgement's `created_at` was the server's clock while
+/// the CONTRL's UNB S004 was written from the host's. One clock, the host's, for both: under a
+/// host clock two years ahead (faketime) both say that year. Needs `faketime`.
+#[test]
+fn an_acknowledgement_is_stamped_with_the_clock_its_contrl_is_dated_by() {
+    let found = std::process::Command::new("faketime")
+        .arg("--version")
+        .output()
+        .is_ok();
+    if !found {
+        assert!(
+            std::env::var_os("EDI_INBOX_REQUIRE_FAKETIME").is_none(),
+            "faketime is missing, and EDI_INBOX_REQUIRE_FAKETIME is set"
+        );
+        eprintln!("faketime is not installed: not checked");
+        return;
+    }
+    let Some(site) = Site::postgres() else {
+        return;
+    };
+    site.put_sample("valid/two-interchanges.edi", "a.edi");
+    let out = std::process::Command::new("faketime")
+        .arg("2031-06-15 12:00:00")
+        .arg(assert_cmd::cargo::cargo_bin("edi-inbox"))
+        .arg("--db")
+        .arg(site.db_arg())
+        .args(["ingest", "-q", "--contrl", "always"])
+        .arg(site.drop())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows = site.rows(
+        "SELECT to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), convert_from(bytes, 'LATIN1')
+         FROM acknowledgements",
+    );
+    assert_eq!(rows.len(), 2);
+    for r in rows {
+        let (stamped, bytes) = (r[0].clone().unwrap(), r[1].clone().unwrap());
+        assert_eq!(stamped, "2031-06-15", "{bytes}");
+        // UNB S004 (in each interchange's own separators).
+        assert!(
+            bytes.contains("310615") && bytes.contains("1200"),
+            "dated by the same clock: {bytes}"
+        );
+    }
+    assert_eq!(
+        site.count(
+            "SELECT count(*) FROM contrl_outbox
+             WHERE to_char(created_at AT TIME ZONE 'UTC', 'YYYY') = '2031'"
+        ),
+        2
+    );
+}
