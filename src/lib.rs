@@ -36,6 +36,8 @@ mod filing;
 #[cfg(feature = "cli")]
 mod inbox;
 #[cfg(feature = "cli")]
+mod intake;
+#[cfg(feature = "cli")]
 mod metrics;
 #[cfg(feature = "cli")]
 mod output;

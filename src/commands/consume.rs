@@ -10,12 +10,11 @@ use anyhow::Context as _;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use super::ingest::{Attached, Outcome, Parsed, decide_parsed};
 use crate::cli::ConsumeArgs;
 use crate::consume::{self, Delivery, Feed, Settle, Source};
-use crate::edifact;
 use crate::exit::ExitStatus;
 use crate::inbox::{Access, DeliveryRecord, Inbox, KeyProbe, Location};
+use crate::intake::{self, AckPolicy, Attached, Outcome, Parsed};
 use crate::metrics::{Metrics, unix_now};
 use crate::output::{Out, count, problem};
 use crate::publish::{self, Answer, Attr, Destination, Outgoing};
@@ -192,6 +191,8 @@ struct Run<'a> {
     other_problems: usize,
     /// One look at the inbox's keys per preparing thread.
     probes: Vec<Option<Box<dyn KeyProbe + Send>>>,
+    /// How interchanges are answered, from `--contrl` and `--contrl-duplicates`.
+    acks: AckPolicy,
 }
 
 /// Runs `consume`.
@@ -210,17 +211,8 @@ pub fn run(
         Some(Ok(d)) => Some(d),
         Some(Err(e)) => return super::usage(&e),
     };
-    if !named && db.sqlite_path().is_some_and(|p| !p.exists()) {
-        crate::output::warn(&format!(
-            "there is no inbox database {} in this folder, and a new one is created only where --db or EDI_INBOX_DB names it (a new inbox would apply every redelivery again); nothing was consumed",
-            db.shown()
-        ));
-        return Ok(ExitStatus::Usage);
-    }
-    if crate::clock::before_1970() {
-        anyhow::bail!(
-            "the system clock reads a time before 1970; nothing was consumed: set the clock, then run again"
-        );
+    if let Some(status) = intake::preflight::check(db, named, "consumed")? {
+        return Ok(status);
     }
     let mut inbox = super::open_inbox(db, Access::Create, busy_timeout)?;
     let stop = super::stop_on_signals()?;
@@ -239,6 +231,7 @@ pub fn run(
         subscribed: true,
         last_fetch: unix_now(),
         other_problems: 0,
+        acks: AckPolicy::from(&args.acks),
         probes: (0..std::thread::available_parallelism().map_or(1, |n| n.get().clamp(1, 4)))
             .map(|_| inbox.probe())
             .collect(),
@@ -378,22 +371,24 @@ impl Run<'_> {
             .zip(items)
             .zip(&hashes)
             .map(|((d, items), sha256)| Parsed {
-                shown: &d.source,
+                source: intake::Source::Delivery {
+                    name: d.source.clone(),
+                    filename: d.filename.clone(),
+                    delivery_count: d.delivery_count,
+                },
                 bytes: &d.body,
                 items,
                 sha256: sha256.as_deref(),
-                sending: &d.source,
-                redelivered: d.delivery_count > 1,
             })
             .collect();
         let outcomes =
-            decide_parsed(inbox, &sources, &when, &self.args.acks).map_err(BatchError::Inbox)?;
+            intake::decide(inbox, &sources, &when, self.acks).map_err(BatchError::Inbox)?;
         drop(sources);
         // An interchange the inbox refused (a value the database cannot hold) is rejected
         // without a parse error, which is what records a delivery's bytes: recorded here, so
         // that no rejected delivery is settled with its bytes kept nowhere.
         for ((d, outcomes), sha256) in deliveries.iter().zip(&outcomes).zip(&hashes) {
-            if sha256.is_none() && outcomes.iter().any(|o| o.status == Status::Rejected) {
+            if sha256.is_none() && outcomes.iter().any(|o| o.status() == Status::Rejected) {
                 let sha256 = hex::encode(Sha256::digest(&d.body));
                 inbox
                     .rejected_file(&d.source, &d.body, &sha256, &when)
@@ -426,18 +421,9 @@ impl Run<'_> {
             if d.delivery_count > 1 {
                 self.summary.redelivered += 1;
             }
-            let reasons: Vec<String> = outcomes
-                .iter()
-                .filter(|o| o.status == Status::Rejected)
-                .map(|o| match o.offset {
-                    Some(at) => format!("{} (byte {at})", o.error.as_deref().unwrap_or("")),
-                    None => o.error.clone().unwrap_or_default(),
-                })
-                .collect();
-            for mut o in outcomes {
-                o.filename.clone_from(&d.filename);
-                o.delivery_count = Some(d.delivery_count);
-                self.report(&o);
+            let reasons: Vec<String> = outcomes.iter().filter_map(Outcome::rejection).collect();
+            for o in &outcomes {
+                self.report(o);
             }
             if reasons.is_empty() {
                 settled.push((d.tag, Settle::Ack));
@@ -477,21 +463,7 @@ impl Run<'_> {
                         let items: Vec<Vec<Attached<'d>>> = chunk
                             .iter()
                             .map(|d| {
-                                edifact::interchanges(&d.body)
-                                    .map(|i| {
-                                        i.map(|i| {
-                                            let u = &i.unb;
-                                            let known = probe.as_ref().is_some_and(|p| {
-                                                p.has(&u.sender, &u.recipient, &u.control_ref)
-                                            });
-                                            // A failure only means the inbox compresses it.
-                                            let c = (!known)
-                                                .then(|| crate::inbox::compress(&i.raw).ok())
-                                                .flatten();
-                                            (i, c)
-                                        })
-                                    })
-                                    .collect()
+                                intake::prepare::interchanges(&d.body, probe.as_deref()).collect()
                             })
                             .collect();
                         (items, probe)
@@ -512,7 +484,7 @@ impl Run<'_> {
     }
 
     fn report(&mut self, o: &Outcome) {
-        match o.status {
+        match o.status() {
             Status::New => self.summary.new += 1,
             Status::Duplicate => self.summary.duplicate += 1,
             Status::Drift => self.summary.drift += 1,
@@ -520,15 +492,8 @@ impl Run<'_> {
         }
         if self.args.json {
             self.out.json(o);
-        } else if !self.args.quiet || o.status.is_problem() {
-            let mut line = o.human();
-            if let Some(f) = &o.filename {
-                line.push_str(&format!("  (edi-filename {})", crate::output::escape(f)));
-            }
-            if let Some(n) = o.delivery_count.filter(|&n| n > 1) {
-                line.push_str(&format!("  (delivery {n})"));
-            }
-            self.out.line(&line);
+        } else if !self.args.quiet || o.status().is_problem() {
+            self.out.line(&o.human());
         }
     }
 

@@ -1,0 +1,316 @@
+//! `edi-inbox ingest`: decide each interchange of the files given exactly once, then move each
+//! file. What is about files is here: the run and its report (`mod.rs`), the read-ahead pipeline
+//! and its byte budget (`pipeline.rs`, `budget.rs`). The decision itself is the intake's
+//! ([`crate::intake`]), shared with `consume`.
+
+mod budget;
+mod pipeline;
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use crate::cli::IngestArgs;
+use crate::exit::ExitStatus;
+use crate::filing::{self, Claimed};
+use crate::inbox::{Access, Inbox, Location};
+use crate::intake::{AckPolicy, Outcome, Source, Summary};
+use crate::metrics::{Metrics, unix_now};
+use crate::output::{Out, count, escape, problem};
+use crate::walk;
+
+/// A file whose decisions are made but not yet committed.
+struct Decided {
+    path: PathBuf,
+    shown: String,
+    outcomes: Vec<Outcome>,
+    /// Held until the file is moved, so an overlapping run leaves it alone; and what the path
+    /// named when it was read, to move only those very bytes.
+    claim: Option<Claimed>,
+    /// False for files left in place whatever happens (skipped ones, and those that could not
+    /// be claimed).
+    movable: bool,
+}
+
+struct Run<'a> {
+    args: &'a IngestArgs,
+    out: Out,
+    summary: Summary,
+    /// Problems outside the per-interchange outcomes (a file that could not be moved).
+    other_problems: usize,
+    progress: ProgressBar,
+    /// How interchanges are answered, from `--contrl` and `--contrl-duplicates`.
+    acks: AckPolicy,
+}
+
+/// Runs `ingest`, in stages: check what must hold before anything is read; open the inbox;
+/// walk the paths; then read ahead and decide (readers claim, read, parse, hash and compress
+/// while this thread decides, commits each batch, and moves its files); then report.
+///
+/// `named` is true where `--db` or `EDI_INBOX_DB` named the database: only then may it be
+/// created. A new inbox knows no interchange, so every redelivery in the drop folder would be
+/// applied again; a cron job started in the wrong folder must not do that silently.
+pub fn run(
+    db: &Location,
+    named: bool,
+    busy_timeout: Duration,
+    args: &IngestArgs,
+) -> anyhow::Result<ExitStatus> {
+    let started = Instant::now();
+    if let Some(status) = check_before_reading(db, named, args)? {
+        return Ok(status);
+    }
+    let mut inbox = super::open_inbox(db, Access::Create, busy_timeout)?;
+    let exclude = exclusions(db, args);
+    let (inputs, problems) = walk::collect(&args.paths, &exclude);
+    let mut run = Run::new(args, inputs.len());
+    for p in &problems {
+        run.summary.files += 1;
+        run.report(&Outcome::rejected(
+            Source::File(walk::display(&p.path)),
+            p.message.clone(),
+            None,
+        ));
+    }
+    inbox.start_run();
+    pipeline::read_and_decide(&mut *inbox, &mut run, &inputs, &exclude)?;
+    inbox.end_run();
+    run.progress.finish_and_clear();
+    run.summarise();
+    // The run is done and committed; a metrics file that cannot be written is a problem to
+    // report, not a failure of the run (exit 3, not 1).
+    if let Some(path) = &args.metrics_file
+        && let Err(e) = write_metrics(path, &*inbox, &run.summary, started)
+    {
+        run.other_problems += 1;
+        problem(
+            &mut run.out,
+            &format!("cannot write the metrics file {}: {e:#}", path.display()),
+        );
+    }
+    let s = &run.summary;
+    Ok(ExitStatus::from_problems(
+        s.drift + s.rejected + run.other_problems + usize::from(run.out.failed()),
+    ))
+}
+
+/// What must hold before anything is read: a database that may be created or exists, a clock
+/// after 1970, archive and quarantine folders that can take files. `Some` status to stop with.
+fn check_before_reading(
+    db: &Location,
+    named: bool,
+    args: &IngestArgs,
+) -> anyhow::Result<Option<ExitStatus>> {
+    if let Some(status) = crate::intake::preflight::check(db, named, "read")? {
+        return Ok(Some(status));
+    }
+    for (dir, option) in [
+        (&args.archive, "--archive"),
+        (&args.quarantine, "--quarantine"),
+    ] {
+        if let Some(dir) = dir {
+            filing::check_target(dir).with_context(|| {
+                format!(
+                    "{option} {} cannot take files; nothing was read or decided",
+                    dir.display()
+                )
+            })?;
+        }
+    }
+    Ok(None)
+}
+
+/// What the walk passes over: the inbox's own files, what this run moves files into or writes.
+fn exclusions(db: &Location, args: &IngestArgs) -> walk::Exclusions {
+    let mut exclude = walk::Exclusions::default();
+    if let Some(path) = db.sqlite_path() {
+        exclude.database(path);
+    }
+    if let Some(m) = &args.metrics_file {
+        exclude.file(m, "the --metrics-file");
+    }
+    if let Some(a) = &args.archive {
+        exclude.folder(a, "the --archive folder");
+    }
+    if let Some(q) = &args.quarantine {
+        exclude.folder(q, "the --quarantine folder");
+    }
+    exclude
+}
+
+/// The run's figures for Prometheus: cumulative counters from the database, the last run's
+/// outcomes, its duration and end, and the inbox's size.
+fn write_metrics(
+    path: &Path,
+    inbox: &dyn Inbox,
+    s: &Summary,
+    started: Instant,
+) -> anyhow::Result<()> {
+    let mut m = Metrics::default();
+    let name = "edi_inbox_ingest_interchanges_total";
+    m.family(
+        name,
+        "counter",
+        "Interchanges decided by edi-inbox ingest since the database was created, by outcome.",
+    );
+    for status in ["new", "duplicate", "drift", "rejected"] {
+        let v = inbox.counter(&format!("ingest_{status}"))?;
+        m.sample(name, &[("status", status)], v as f64);
+    }
+    m.outcomes(
+        "edi_inbox_ingest_last_run_interchanges",
+        "Outcomes of the last ingest run (skipped and unreadable files count once each).",
+        &[
+            ("new", s.new),
+            ("duplicate", s.duplicate),
+            ("drift", s.drift),
+            ("rejected", s.rejected),
+            ("skipped", s.skipped),
+        ],
+    )
+    .single(
+        "edi_inbox_ingest_last_run_files",
+        "gauge",
+        "Files the last ingest run read.",
+        s.files as f64,
+    )
+    .single(
+        "edi_inbox_ingest_last_run_duration_seconds",
+        "gauge",
+        "Wall time of the last ingest run.",
+        started.elapsed().as_secs_f64(),
+    )
+    .single(
+        "edi_inbox_ingest_last_success_timestamp_seconds",
+        "gauge",
+        "Unix time at which the last ingest run finished without a fatal error.",
+        unix_now(),
+    )
+    .single(
+        "edi_inbox_inbox_entries",
+        "gauge",
+        "Entries in the inbox, the duplicate-detection window.",
+        inbox.stats()?.inbox as f64,
+    )
+    .single(
+        "edi_inbox_database_size_bytes",
+        "gauge",
+        "Size of the inbox database file and its write-ahead log.",
+        inbox.size_bytes() as f64,
+    );
+    m.write_to(path)?;
+    Ok(())
+}
+
+impl<'a> Run<'a> {
+    fn new(args: &'a IngestArgs, files: usize) -> Run<'a> {
+        let progress = if std::io::stderr().is_terminal() && !args.json {
+            let bar =
+                ProgressBar::with_draw_target(Some(files as u64), ProgressDrawTarget::stderr());
+            if let Ok(style) = ProgressStyle::with_template("{bar:40} {pos}/{len} files {msg}") {
+                bar.set_style(style);
+            }
+            bar
+        } else {
+            ProgressBar::hidden()
+        };
+        Run {
+            args,
+            out: Out::default(),
+            summary: Summary::default(),
+            other_problems: 0,
+            progress,
+            acks: AckPolicy::from(&args.acks),
+        }
+    }
+
+    /// The summary line (or object), last.
+    fn summarise(&mut self) {
+        let s = &self.summary;
+        if self.args.json {
+            self.out.json_summary(s);
+        } else {
+            self.out.line(&format!(
+                "{}: {} new, {} duplicate, {} drift, {} rejected, {} skipped",
+                count(s.files as u64, "file", "files"),
+                s.new,
+                s.duplicate,
+                s.drift,
+                s.rejected,
+                s.skipped
+            ));
+        }
+        self.out.flush();
+    }
+
+    fn report(&mut self, o: &Outcome) {
+        self.summary.count(o.status());
+        if self.args.json {
+            self.out.json(o);
+        } else if !self.args.quiet || o.status().is_problem() {
+            let line = o.human();
+            self.progress.suspend(|| self.out.line(&line));
+        }
+    }
+
+    /// After a commit: print each file's outcomes, then move it.
+    fn finish(&mut self, decided: Vec<Decided>) {
+        for d in decided {
+            self.summary.files += 1;
+            for o in &d.outcomes {
+                self.report(o);
+            }
+            if d.movable {
+                self.move_file(&d);
+            }
+        }
+    }
+
+    fn move_file(&mut self, d: &Decided) {
+        let bad = d.outcomes.iter().any(|o| o.status().is_problem());
+        let target = if bad {
+            self.args.quarantine.as_deref()
+        } else {
+            self.args.archive.as_deref()
+        };
+        let Some(dir) = target else { return };
+        crash_point!("before-move");
+        // Escaped like every human line: the reason file is read on a terminal too.
+        let reason = bad.then(|| {
+            d.outcomes
+                .iter()
+                .filter(|o| o.status().is_problem())
+                .map(|o| format!("{}\n", escape(&o.human())))
+                .collect::<String>()
+        });
+        match filing::move_into(&d.path, dir, reason.as_deref(), d.claim.as_ref()) {
+            Ok(filing::Moved::Gone) => {}
+            Ok(filing::Moved::To(_) | filing::Moved::AlreadyThere(_)) => {
+                crash_point!("after-move");
+            }
+            // Nothing is lost and nothing is wrong: the new bytes are read by the next run.
+            Ok(filing::Moved::Changed) => problem(
+                &mut self.out,
+                &format!(
+                    "{}: note: the file changed after it was read (a new upload under the same name?); not moved to {}, the next run reads it",
+                    d.shown,
+                    dir.display()
+                ),
+            ),
+            Err(e) => {
+                self.other_problems += 1;
+                problem(
+                    &mut self.out,
+                    &format!(
+                        "{}: decided and committed, but not moved to {}: {e}; the next run will find it again",
+                        d.shown,
+                        dir.display()
+                    ),
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,187 @@
+//! The decision of a batch of parsed inputs, whatever brought them: one call to the inbox for
+//! all their interchanges, their rejected pieces recorded (each input's bytes once), and the
+//! CONTRLs due stored with them, all in the open batch (nothing is committed here).
+
+use anyhow::Context as _;
+
+use super::acknowledge::{AckPolicy, partner};
+use super::outcome::{Outcome, Source};
+use super::prepare::Attached;
+use crate::edifact::{self, RejectedContext};
+use crate::inbox::{Candidate, Inbox, InboxError};
+
+/// One input's interchanges as the inbox decides them: a file's, or a delivery's.
+pub struct Parsed<'a> {
+    /// Where it came from: what it is reported and recorded under.
+    pub source: Source,
+    pub bytes: &'a [u8],
+    pub items: Vec<Attached<'a>>,
+    /// Its SHA-256, where it holds rejected input (its record is keyed by it).
+    pub sha256: Option<&'a str>,
+}
+
+impl Source {
+    /// Which of the partner's sendings an input is, for a duplicate's CONTRL (sent again once
+    /// per sending): a file by its name alone (the same file seen again after a crash, or
+    /// another host's copy of it, is the same sending), a delivery by its name at its broker;
+    /// and whether the broker redelivered it (the same sending again, never answered again).
+    pub fn sending(&self) -> (&str, bool) {
+        match self {
+            Source::File(shown) => (shown.rsplit('/').next().unwrap_or(shown), false),
+            Source::Delivery {
+                name,
+                delivery_count,
+                ..
+            } => (name, *delivery_count > 1),
+        }
+    }
+}
+
+/// How many times a batch that lost a deadlock to another host is made again.
+const RETRIES: u32 = 10;
+
+/// Decides the interchanges of several inputs in one call to the inbox, records their
+/// rejected pieces, and returns each input's outcomes in its order (nothing is committed).
+/// A batch that loses a deadlock to another host (over its rejected files, say, taken in
+/// another order) is rolled back and made again, as the inbox does for its decisions alone.
+pub fn decide(
+    inbox: &mut dyn Inbox,
+    inputs: &[Parsed<'_>],
+    when: &str,
+    acks: AckPolicy,
+) -> anyhow::Result<Vec<Vec<Outcome>>> {
+    let mut tries = 0;
+    loop {
+        match decide_once(inbox, inputs, when, acks) {
+            Err(e)
+                if tries < RETRIES
+                    && e.downcast_ref::<InboxError>()
+                        .is_some_and(|ie| inbox.rolled_back_for_retry(ie)) =>
+            {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20 * u64::from(tries)));
+            }
+            other => return other,
+        }
+    }
+}
+
+fn decide_once(
+    inbox: &mut dyn Inbox,
+    inputs: &[Parsed<'_>],
+    when: &str,
+    acks: AckPolicy,
+) -> anyhow::Result<Vec<Vec<Outcome>>> {
+    let candidates: Vec<Candidate<'_>> = inputs
+        .iter()
+        .flat_map(|p| {
+            p.items.iter().flatten().map(|(i, c)| Candidate {
+                interchange: i,
+                compressed: c.as_deref(),
+                source_file: p.source.name(),
+                received_at: when,
+            })
+        })
+        .collect();
+    let mut decisions = inbox
+        .decide(&candidates)
+        .context("cannot write to the inbox database")?
+        .into_iter();
+    // What the parser had read of each rejected interchange, where its answer is due (an
+    // input with errors parsed again, once, and only where a CONTRL may be).
+    let contexts: Vec<Vec<Option<RejectedContext>>> = inputs
+        .iter()
+        .map(|p| {
+            let mut read = if !acks.never() && p.items.iter().any(|item| item.is_err()) {
+                edifact::rejected_contexts(p.bytes)
+            } else {
+                Default::default()
+            };
+            p.items
+                .iter()
+                .map(|item| match item {
+                    Err(e) => read.remove(&e.offset).filter(|c| acks.answers_rejected(c)),
+                    _ => None,
+                })
+                .collect()
+        })
+        .collect();
+    // The partners this batch may answer, their counters taken in one order.
+    let mut partners: Vec<String> = candidates
+        .iter()
+        .filter(|c| acks.wanted(c.interchange).is_some())
+        .map(|c| partner(&c.interchange.unb))
+        .chain(contexts.iter().flatten().flatten().map(|c| partner(&c.unb)))
+        .collect();
+    partners.sort_unstable();
+    partners.dedup();
+    inbox
+        .lock_partners(&partners)
+        .context("cannot write to the inbox database")?;
+    drop(candidates);
+    // The outcomes in each input's order; its bytes are recorded once, at its first error,
+    // and every error points at them.
+    let mut outcomes: Vec<Vec<Outcome>> = Vec::with_capacity(inputs.len());
+    for (p, contexts) in inputs.iter().zip(&contexts) {
+        let shown = p.source.name();
+        let sending = p.source.sending();
+        let mut record = None;
+        let mut own = Vec::with_capacity(p.items.len());
+        for (item, context) in p.items.iter().zip(contexts) {
+            own.push(match item {
+                Ok((i, _)) => {
+                    let d = decisions
+                        .next()
+                        .context("the inbox returned fewer decisions than it was given")?;
+                    let mut o = Outcome::decided(p.source.clone(), i, &d);
+                    o.contrl = acks
+                        .answer(inbox, i, &d, sending, when)
+                        .context("cannot write to the inbox database")?;
+                    o
+                }
+                Err(e) => {
+                    let file = match record.take() {
+                        Some(file) => file,
+                        None => inbox
+                            .rejected_file(shown, p.bytes, p.sha256.unwrap_or(""), when)
+                            .context("cannot write to the inbox database")?,
+                    };
+                    inbox
+                        .reject(&file, shown, e, when)
+                        .context("cannot write to the inbox database")?;
+                    record = Some(file);
+                    let mut o = Outcome::rejected(p.source.clone(), e.to_string(), Some(e.offset));
+                    if let Some(c) = context {
+                        o.contrl = acks
+                            .answer_rejected(inbox, c, e, sending.0, when)
+                            .context("cannot write to the inbox database")?;
+                    }
+                    o
+                }
+            });
+        }
+        outcomes.push(own);
+    }
+    Ok(outcomes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sending_is_a_files_name_or_a_deliverys() {
+        assert_eq!(
+            Source::File("drop/sub/inv.edi".into()).sending(),
+            ("inv.edi", false)
+        );
+        assert_eq!(Source::File("inv.edi".into()).sending(), ("inv.edi", false));
+        let d = |n| Source::Delivery {
+            name: "nats:EDI/9".into(),
+            filename: Some("x/y.edi".into()),
+            delivery_count: n,
+        };
+        assert_eq!(d(1).sending(), ("nats:EDI/9", false));
+        assert_eq!(d(2).sending(), ("nats:EDI/9", true));
+    }
+}

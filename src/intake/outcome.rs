@@ -1,0 +1,338 @@
+//! What happened to one input's interchange (or to the input as a whole), with where it came
+//! from: the line `ingest` and `consume` print, in its human and its JSON form.
+
+use serde::ser::{Serialize, SerializeMap, Serializer};
+
+use crate::edifact::Interchange;
+use crate::inbox::Decision;
+use crate::output::count;
+use crate::status::Status;
+
+/// Where an input came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// A file, by the name it is shown under.
+    File(String),
+    /// A broker's delivery, by the broker's name for it (`nats:STREAM/SEQUENCE`, ...), with its
+    /// `edi-filename` header and how many times the broker delivered it, this time included.
+    Delivery {
+        name: String,
+        filename: Option<String>,
+        delivery_count: u32,
+    },
+}
+
+impl Source {
+    /// The name it is recorded and reported under.
+    pub fn name(&self) -> &str {
+        match self {
+            Source::File(name) | Source::Delivery { name, .. } => name,
+        }
+    }
+}
+
+/// The key and figures of an interchange the inbox decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decided {
+    /// New, duplicate or drift.
+    pub status: Status,
+    pub sender: String,
+    pub recipient: String,
+    pub control_ref: String,
+    pub messages: usize,
+    pub sha256: String,
+    /// For drift: the hash of the copy accepted first.
+    pub stored_sha256: Option<String>,
+}
+
+/// What happened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// The inbox decided an interchange: new, duplicate or drift.
+    Decided(Decided),
+    /// Input rejected, with its reason and, where a byte is concerned, its offset.
+    Rejected {
+        error: String,
+        offset: Option<usize>,
+    },
+    /// An input left in place, with the reason (too young, changed while read).
+    Skipped { reason: String },
+}
+
+/// One line of the report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    pub source: Source,
+    pub event: Event,
+    /// The control reference (0020) of the CONTRL queued for it, where one was.
+    pub contrl: Option<String>,
+}
+
+impl Outcome {
+    pub fn new(source: Source, event: Event) -> Outcome {
+        Outcome {
+            source,
+            event,
+            contrl: None,
+        }
+    }
+
+    /// What the inbox decided for `i`; a refusal of the inbox (a value it cannot store) is a
+    /// rejection.
+    pub fn decided(source: Source, i: &Interchange<'_>, decision: &Decision) -> Outcome {
+        let (status, stored_sha256) = match decision {
+            Decision::New { .. } => (Status::New, None),
+            Decision::Duplicate => (Status::Duplicate, None),
+            Decision::Drift { stored_sha256 } => (Status::Drift, Some(stored_sha256.clone())),
+            Decision::Refused { reason } => {
+                let what = format!(
+                    "interchange {} from {}: {reason}",
+                    i.unb.control_ref, i.unb.sender
+                );
+                return Outcome::rejected(source, what, Some(i.offset));
+            }
+        };
+        Outcome::new(
+            source,
+            Event::Decided(Decided {
+                status,
+                sender: i.unb.sender.to_string(),
+                recipient: i.unb.recipient.to_string(),
+                control_ref: i.unb.control_ref.to_string(),
+                messages: i.messages.len(),
+                sha256: i.sha256_hex(),
+                stored_sha256,
+            }),
+        )
+    }
+
+    pub fn rejected(source: Source, error: String, offset: Option<usize>) -> Outcome {
+        Outcome::new(source, Event::Rejected { error, offset })
+    }
+
+    pub fn skipped(source: Source, reason: String) -> Outcome {
+        Outcome::new(source, Event::Skipped { reason })
+    }
+
+    pub fn status(&self) -> Status {
+        match &self.event {
+            Event::Decided(d) => d.status,
+            Event::Rejected { .. } => Status::Rejected,
+            Event::Skipped { .. } => Status::Skipped,
+        }
+    }
+
+    /// A rejection's reason, with its byte where there is one (a dead letter carries it).
+    pub fn rejection(&self) -> Option<String> {
+        match &self.event {
+            Event::Rejected {
+                error,
+                offset: Some(at),
+            } => Some(format!("{error} (byte {at})")),
+            Event::Rejected { error, .. } => Some(error.clone()),
+            _ => None,
+        }
+    }
+
+    /// The human line (not yet escaped: [`crate::output::Out::line`] escapes it).
+    pub fn human(&self) -> String {
+        let file = self.source.name();
+        let mut line = match &self.event {
+            Event::Decided(d) => {
+                let mut key = format!(
+                    "{} -> {}  ref {}  {}",
+                    d.sender,
+                    d.recipient,
+                    d.control_ref,
+                    count(d.messages as u64, "message", "messages")
+                );
+                // The CONTRL that answers it, where one does.
+                if let Some(r) = &self.contrl {
+                    key = format!("{key}  CONTRL {r}");
+                }
+                match d.status {
+                    Status::Drift => format!(
+                        "{}  {file}  {key}: same key, other content (sha256 {}, first accepted {}); NOT applied, kept for review",
+                        d.status.label(),
+                        d.sha256,
+                        d.stored_sha256.as_deref().unwrap_or("")
+                    ),
+                    _ => format!("{}  {file}  {key}", d.status.label()),
+                }
+            }
+            Event::Rejected { error, .. } => {
+                format!("{}  {file}  {error}", Status::Rejected.label())
+            }
+            Event::Skipped { reason } => format!("{}  {file}  {reason}", Status::Skipped.label()),
+        };
+        if let Source::Delivery {
+            filename,
+            delivery_count,
+            ..
+        } = &self.source
+        {
+            if let Some(f) = filename {
+                line.push_str(&format!("  (edi-filename {f})"));
+            }
+            if *delivery_count > 1 {
+                line.push_str(&format!("  (delivery {delivery_count})"));
+            }
+        }
+        line
+    }
+}
+
+/// The JSON line: `file`, `status`, then what the event has (`sender`, `recipient`,
+/// `control_ref`, `messages`, `sha256`, `stored_sha256`; or `error` and `offset`), then a
+/// delivery's `filename` and `delivery_count`, and `contrl`: in that order, the absent left out.
+impl Serialize for Outcome {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut m = serializer.serialize_map(None)?;
+        m.serialize_entry("file", self.source.name())?;
+        m.serialize_entry("status", &self.status())?;
+        match &self.event {
+            Event::Decided(d) => {
+                m.serialize_entry("sender", &d.sender)?;
+                m.serialize_entry("recipient", &d.recipient)?;
+                m.serialize_entry("control_ref", &d.control_ref)?;
+                m.serialize_entry("messages", &d.messages)?;
+                m.serialize_entry("sha256", &d.sha256)?;
+                if let Some(s) = &d.stored_sha256 {
+                    m.serialize_entry("stored_sha256", s)?;
+                }
+            }
+            Event::Rejected { error, offset } => {
+                m.serialize_entry("error", error)?;
+                if let Some(at) = offset {
+                    m.serialize_entry("offset", at)?;
+                }
+            }
+            Event::Skipped { reason } => m.serialize_entry("error", reason)?,
+        }
+        if let Source::Delivery {
+            filename,
+            delivery_count,
+            ..
+        } = &self.source
+        {
+            if let Some(f) = filename {
+                m.serialize_entry("filename", f)?;
+            }
+            m.serialize_entry("delivery_count", delivery_count)?;
+        }
+        if let Some(c) = &self.contrl {
+            m.serialize_entry("contrl", c)?;
+        }
+        m.end()
+    }
+}
+
+/// The counts of a run's summary line.
+#[derive(Debug, Default, serde::Serialize)]
+pub struct Summary {
+    pub files: usize,
+    pub new: usize,
+    pub duplicate: usize,
+    pub drift: usize,
+    pub rejected: usize,
+    pub skipped: usize,
+}
+
+impl Summary {
+    pub fn count(&mut self, status: Status) {
+        match status {
+            Status::New => self.new += 1,
+            Status::Duplicate => self.duplicate += 1,
+            Status::Drift => self.drift += 1,
+            Status::Rejected | Status::Failed => self.rejected += 1,
+            Status::Skipped => self.skipped += 1,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decided(status: Status, stored: Option<&str>) -> Event {
+        Event::Decided(Decided {
+            status,
+            sender: "S".into(),
+            recipient: "R".into(),
+            control_ref: "C1".into(),
+            messages: 2,
+            sha256: "ab".into(),
+            stored_sha256: stored.map(String::from),
+        })
+    }
+
+    /// The JSON lines byte for byte as they were before `Outcome` was an enum: scripts and the
+    /// tests read them.
+    #[test]
+    fn the_json_lines_are_pinned() {
+        let file = || Source::File("drop/a.edi".into());
+        let delivery = |filename: Option<&str>, n| Source::Delivery {
+            name: "nats:EDI/7".into(),
+            filename: filename.map(String::from),
+            delivery_count: n,
+        };
+        let mut with_contrl = Outcome::new(file(), decided(Status::New, None));
+        with_contrl.contrl = Some("00000000000001".into());
+        let cases = [
+            (
+                Outcome::new(file(), decided(Status::New, None)),
+                r#"{"file":"drop/a.edi","status":"new","sender":"S","recipient":"R","control_ref":"C1","messages":2,"sha256":"ab"}"#,
+            ),
+            (
+                with_contrl,
+                r#"{"file":"drop/a.edi","status":"new","sender":"S","recipient":"R","control_ref":"C1","messages":2,"sha256":"ab","contrl":"00000000000001"}"#,
+            ),
+            (
+                Outcome::new(file(), decided(Status::Drift, Some("cd"))),
+                r#"{"file":"drop/a.edi","status":"drift","sender":"S","recipient":"R","control_ref":"C1","messages":2,"sha256":"ab","stored_sha256":"cd"}"#,
+            ),
+            (
+                Outcome::rejected(file(), "UNT at byte 118 counts 5".into(), Some(118)),
+                r#"{"file":"drop/a.edi","status":"rejected","error":"UNT at byte 118 counts 5","offset":118}"#,
+            ),
+            (
+                Outcome::rejected(file(), "permission denied".into(), None),
+                r#"{"file":"drop/a.edi","status":"rejected","error":"permission denied"}"#,
+            ),
+            (
+                Outcome::skipped(file(), "modified 4s ago".into()),
+                r#"{"file":"drop/a.edi","status":"skipped","error":"modified 4s ago"}"#,
+            ),
+            (
+                Outcome::new(delivery(Some("x.edi"), 2), decided(Status::Duplicate, None)),
+                r#"{"file":"nats:EDI/7","status":"duplicate","sender":"S","recipient":"R","control_ref":"C1","messages":2,"sha256":"ab","filename":"x.edi","delivery_count":2}"#,
+            ),
+            (
+                Outcome::rejected(delivery(None, 1), "bad".into(), Some(3)),
+                r#"{"file":"nats:EDI/7","status":"rejected","error":"bad","offset":3,"delivery_count":1}"#,
+            ),
+        ];
+        for (outcome, want) in cases {
+            assert_eq!(serde_json::to_string(&outcome).unwrap(), want);
+        }
+    }
+
+    #[test]
+    fn the_human_lines() {
+        let o = Outcome::new(
+            Source::Delivery {
+                name: "amqp:q/m1".into(),
+                filename: Some("f.edi".into()),
+                delivery_count: 3,
+            },
+            decided(Status::New, None),
+        );
+        assert_eq!(
+            o.human(),
+            "new        amqp:q/m1  S -> R  ref C1  2 messages  (edi-filename f.edi)  (delivery 3)"
+        );
+        let o = Outcome::rejected(Source::File("a".into()), "bad".into(), Some(4));
+        assert_eq!(o.human(), "rejected   a  bad");
+        assert_eq!(o.rejection().as_deref(), Some("bad (byte 4)"));
+    }
+}
