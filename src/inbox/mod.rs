@@ -1,6 +1,11 @@
 //! The inbox: all storage lives behind this boundary. The commands talk to an [`Inbox`], which
-//! says what happens (decide, commit, purge a step, count); how a backend does it (SQL, locks,
-//! write-ahead logs, checkpoints, ids) stays in its module: [`sqlite`] today.
+//! says what happens (decide, commit, purge a step, count), one capability per trait
+//! ([`Decisions`], [`Acknowledgements`], [`Publishing`], [`Reports`], [`Retention`]); how a
+//! backend does it (SQL, locks, write-ahead logs, checkpoints, ids) stays in its module, one per
+//! backend (`sqlite/`, `postgres/`), each capability in the file of its name.
+//!
+//! Where a new thing goes: a new capability's trait here, and its implementation in each
+//! backend's file of that name; a record the commands read or write, `records.rs`.
 //!
 //! A trait object rather than an enum over backends: the commands hold one inbox for a whole run
 //! and call it a few thousand times a second at most, so the dynamic call costs nothing that can
@@ -9,7 +14,7 @@
 //! state and its helpers private behind the same calls; and tests written against a
 //! `&mut dyn Inbox` can run once per backend.
 //!
-//! No decision is durable before [`Inbox::commit`] (a purge step commits its own short
+//! No decision is durable before [`Decisions::commit`] (a purge step commits its own short
 //! transaction); a batch left open when the inbox is dropped (a failed run) is rolled back.
 
 mod postgres;
@@ -102,10 +107,11 @@ impl InboxError {
     }
 }
 
-/// An inbox, whatever stores it.
-pub trait Inbox {
+/// Deciding: a batch's interchanges, its rejected input and its deliveries, in one transaction
+/// that stays open until [`Decisions::commit`].
+pub trait Decisions {
     /// Decides a batch of interchanges, in one transaction that stays open until
-    /// [`Inbox::commit`]; the decisions come back in the batch's order. Each is decided as if
+    /// [`Decisions::commit`]; the decisions come back in the batch's order. Each is decided as if
     /// the ones before it in the batch were already in: a later copy of a key is a duplicate or
     /// drift of the earlier one.
     fn decide(&mut self, batch: &[Candidate<'_>]) -> Result<Vec<Decision>, InboxError>;
@@ -143,6 +149,33 @@ pub trait Inbox {
         seen_at: &str,
     ) -> Result<(), InboxError>;
 
+    /// Where `e` is a conflict with another host's transaction that only trying again resolves
+    /// (a deadlock, a serialization failure), rolls the open batch back and says so: the
+    /// caller makes the batch again from its first decision. Never for a store that has no
+    /// such conflicts.
+    fn rolled_back_for_retry(&mut self, _e: &InboxError) -> bool {
+        false
+    }
+
+    /// Makes every decision of the batch durable at once.
+    fn commit(&mut self) -> Result<(), InboxError>;
+
+    /// A run of many batches begins: the backend may start what helps it keep up.
+    fn start_run(&mut self);
+
+    /// The run is over: helpers stop, and what it wrote is made whole in the store, so that a
+    /// copy of it taken now is complete. Never a failure of the run.
+    fn end_run(&mut self);
+
+    /// A look at the keys from another thread (`Send`), so that work done ahead (compressing)
+    /// can be spared for what will only be a duplicate. A hint only: the decision is still
+    /// [`Decisions::decide`]. `None` where the backend cannot offer one.
+    fn probe(&self) -> Option<Box<dyn KeyProbe + Send>>;
+}
+
+/// The CONTRLs: stored with the decisions they answer, sent again for a partner's resending,
+/// and claimed for delivery.
+pub trait Acknowledgements {
     /// Stores a CONTRL in the open batch, under the next control reference of its partner's
     /// counter (allocated in the same transaction: a crash never reuses one); returns that
     /// reference.
@@ -158,14 +191,6 @@ pub trait Inbox {
         created_at: &str,
     ) -> Result<Resend, InboxError>;
 
-    /// Where `e` is a conflict with another host's transaction that only trying again resolves
-    /// (a deadlock, a serialization failure), rolls the open batch back and says so: the
-    /// caller makes the batch again from its first decision. Never for a store that has no
-    /// such conflicts.
-    fn rolled_back_for_retry(&mut self, _e: &InboxError) -> bool {
-        false
-    }
-
     /// Takes the counters of these partners (sorted, without repeats) for the open batch
     /// before any of them is used, where other hosts may use them at once.
     fn lock_partners(&mut self, _partners: &[String]) -> Result<(), InboxError> {
@@ -173,7 +198,7 @@ pub trait Inbox {
     }
 
     /// Up to `limit` CONTRLs to deliver, in the order written, claimed as
-    /// [`Inbox::pending_events`] claims events.
+    /// [`Publishing::pending_events`] claims events.
     fn pending_contrl(
         &self,
         pass: &str,
@@ -188,59 +213,10 @@ pub trait Inbox {
         recipient: &str,
         control_ref: &str,
     ) -> Result<Vec<StoredAcknowledgement>, InboxError>;
+}
 
-    /// Makes every decision of the batch durable at once.
-    fn commit(&mut self) -> Result<(), InboxError>;
-
-    /// A run of many batches begins: the backend may start what helps it keep up.
-    fn start_run(&mut self);
-
-    /// The run is over: helpers stop, and what it wrote is made whole in the store, so that a
-    /// copy of it taken now is complete. Never a failure of the run.
-    fn end_run(&mut self);
-
-    /// A look at the keys from another thread (`Send`), so that work done ahead (compressing)
-    /// can be spared for what will only be a duplicate. A hint only: the decision is still
-    /// [`Inbox::decide`]. `None` where the backend cannot offer one.
-    fn probe(&self) -> Option<Box<dyn KeyProbe + Send>>;
-
-    /// The figures of `stats`.
-    fn stats(&self) -> Result<Stats, InboxError>;
-
-    /// The bytes the inbox takes where it is stored.
-    fn size_bytes(&self) -> u64;
-
-    /// The most recent events, newest first.
-    fn events(&self, filter: &EventFilter) -> Result<Vec<Event>, InboxError>;
-
-    /// Everything stored under one key.
-    fn key_history(
-        &self,
-        sender: &str,
-        recipient: &str,
-        control_ref: &str,
-    ) -> Result<KeyHistory, InboxError>;
-
-    /// How many rows of `target` are older than `cutoff` (RFC 3339 UTC).
-    fn count_older(&self, target: PurgeTarget, cutoff: &str) -> Result<i64, InboxError>;
-
-    /// Deletes up to `limit` rows of `target` older than `cutoff` in one short transaction of
-    /// its own, so that a large purge never holds the inbox for long. Returns how many went.
-    fn purge_step(
-        &mut self,
-        target: PurgeTarget,
-        cutoff: &str,
-        limit: u32,
-    ) -> Result<usize, InboxError>;
-
-    /// The `received_at` of the oldest inbox entry.
-    fn oldest_entry(&self) -> Result<Option<String>, InboxError>;
-
-    /// A cumulative counter (`ingest_new`, `ingest_duplicate`, `ingest_drift`,
-    /// `ingest_rejected`, `purge_entries`, `publish_published`, `publish_failed`,
-    /// `publish_parked`).
-    fn counter(&self, name: &str) -> Result<i64, InboxError>;
-
+/// The outboxes' relay: one publisher at a time, its events claimed in order and marked.
+pub trait Publishing {
     /// Takes the lock that keeps a second publisher off this inbox, held as long as the inbox
     /// is open (and given up by the operating system or the server when the process dies).
     /// False where another publisher holds it.
@@ -280,6 +256,55 @@ pub trait Inbox {
         max_attempts: u32,
     ) -> Result<usize, InboxError>;
 }
+
+/// What `stats`, `list`, `show` and the metrics read.
+pub trait Reports {
+    /// The figures of `stats`.
+    fn stats(&self) -> Result<Stats, InboxError>;
+
+    /// The bytes the inbox takes where it is stored.
+    fn size_bytes(&self) -> u64;
+
+    /// The most recent events, newest first.
+    fn events(&self, filter: &EventFilter) -> Result<Vec<Event>, InboxError>;
+
+    /// Everything stored under one key.
+    fn key_history(
+        &self,
+        sender: &str,
+        recipient: &str,
+        control_ref: &str,
+    ) -> Result<KeyHistory, InboxError>;
+
+    /// A cumulative counter (`ingest_new`, `ingest_duplicate`, `ingest_drift`,
+    /// `ingest_rejected`, `purge_entries`, `publish_published`, `publish_failed`,
+    /// `publish_parked`).
+    fn counter(&self, name: &str) -> Result<i64, InboxError>;
+}
+
+/// The duplicate-detection window: what `purge` counts and deletes.
+pub trait Retention {
+    /// How many rows of `target` are older than `cutoff` (RFC 3339 UTC).
+    fn count_older(&self, target: PurgeTarget, cutoff: &str) -> Result<i64, InboxError>;
+
+    /// Deletes up to `limit` rows of `target` older than `cutoff` in one short transaction of
+    /// its own, so that a large purge never holds the inbox for long. Returns how many went.
+    fn purge_step(
+        &mut self,
+        target: PurgeTarget,
+        cutoff: &str,
+        limit: u32,
+    ) -> Result<usize, InboxError>;
+
+    /// The `received_at` of the oldest inbox entry.
+    fn oldest_entry(&self) -> Result<Option<String>, InboxError>;
+}
+
+/// An inbox, whatever stores it: every capability, each a trait of its own, which each backend
+/// implements in the file of the same name (`decisions.rs`, `acknowledgements.rs`, ...).
+pub trait Inbox: Decisions + Acknowledgements + Publishing + Reports + Retention {}
+
+impl<T: Decisions + Acknowledgements + Publishing + Reports + Retention> Inbox for T {}
 
 /// One interchange of a batch to decide.
 #[derive(Clone, Copy)]

@@ -1,26 +1,247 @@
-//! A batch's decision, set-based: a handful of statements whatever the batch's size, inside the
-//! caller's transaction (never committed here).
-//!
-//! 1. The first copy of each key in the batch goes into `inbox`, the keys sorted (so that two
-//!    hosts taking the same keys lock them in the same order and never deadlock), with
-//!    `ON CONFLICT ON CONSTRAINT inbox_key DO NOTHING`: a key another host holds uncommitted
-//!    makes this one wait for it, then count as taken.
-//! 2. The keys not taken are read back with their stored hash: duplicate or drift.
-//! 3. Later copies of a key in the same batch are decided against its first copy (taken) or the
-//!    stored hash.
-//! 4. The new interchanges, their messages and outbox events, and the sightings, go in with one
-//!    statement each, from arrays.
+//! Deciding a batch set-based, in one READ COMMITTED transaction and a few statements; the
+//! rejected input and the deliveries taken; the key probe of the reading threads.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
-use postgres::Client;
+use postgres::{Client, GenericClient};
 
-use crate::edifact::Interchange;
-use crate::inbox::{Candidate, Decision, InboxError};
+use super::{PgInbox, storable};
+use crate::edifact::{EnvelopeError, Interchange};
+use crate::inbox::postgres::error::describe;
+use crate::inbox::postgres::error::refusable;
+use crate::inbox::postgres::error::retryable;
+use crate::inbox::postgres::reports::add_counters;
+use crate::inbox::{
+    Candidate, Decision, Decisions, DeliveryRecord, InboxError, KeyProbe, REJECTED_BYTES_LIMIT,
+    RejectedFile,
+};
 
-type Key<'a> = (&'a str, &'a str, &'a str);
+/// How many times a batch is tried again after a deadlock or a serialization failure.
+pub(super) const RETRIES: usize = 5;
 
-fn key<'a>(i: &'a Interchange<'_>) -> Key<'a> {
+impl Decisions for PgInbox {
+    fn decide(&mut self, batch: &[Candidate<'_>]) -> Result<Vec<Decision>, InboxError> {
+        if batch.is_empty() {
+            return Ok(Vec::new());
+        }
+        // The batch's decision is the first thing its transaction does (ingest records the
+        // rejected pieces after it), so a failed try is rolled back whole and made again.
+        let mut tries = 0;
+        loop {
+            self.begin()?;
+            let result = match decide(self.client.get_mut(), batch) {
+                Err(e) if refusable(&e) => {
+                    self.rollback();
+                    self.begin()?;
+                    self.decide_around_refused(batch)
+                }
+                other => other,
+            };
+            match result {
+                Ok(decisions) => {
+                    self.count(&decisions);
+                    return Ok(decisions);
+                }
+                Err(e) if retryable(&e) && tries < RETRIES => {
+                    tries += 1;
+                    self.rollback();
+                    std::thread::sleep(Duration::from_millis(20 * tries as u64));
+                }
+                Err(e) => {
+                    self.rollback();
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// A deadlock with another host over the rows a batch writes after its decision (the
+    /// rejected files, the CONTRLs), or a serialization failure: the batch goes back whole.
+    fn rolled_back_for_retry(&mut self, e: &InboxError) -> bool {
+        if retryable(e) {
+            self.rollback();
+            true
+        } else {
+            false
+        }
+    }
+
+    /// The decision costs a round trip to the server per statement: a whole batch at once.
+    fn decides_whole_batches(&self) -> bool {
+        true
+    }
+
+    fn rejected_file(
+        &mut self,
+        source_file: &str,
+        bytes: &[u8],
+        sha256: &str,
+        _seen_at: &str,
+    ) -> Result<RejectedFile, InboxError> {
+        self.begin()?;
+        let id = record_rejected_file(self.client.get_mut(), source_file, bytes, sha256)?;
+        Ok(RejectedFile {
+            id,
+            sha256: sha256.to_string(),
+            size: bytes.len(),
+        })
+    }
+
+    fn reject(
+        &mut self,
+        file: &RejectedFile,
+        source_file: &str,
+        error: &EnvelopeError,
+        _seen_at: &str,
+    ) -> Result<(), InboxError> {
+        self.begin()?;
+        record_rejection(self.client.get_mut(), file, source_file, error)?;
+        *self.pending_counts.entry("ingest_rejected").or_default() += 1;
+        Ok(())
+    }
+
+    fn record_deliveries(
+        &mut self,
+        deliveries: &[DeliveryRecord<'_>],
+        _seen_at: &str,
+    ) -> Result<(), InboxError> {
+        if deliveries.is_empty() {
+            return Ok(());
+        }
+        self.begin()?;
+        record_deliveries(self.client.get_mut(), deliveries)?;
+        let redelivered = deliveries.iter().filter(|d| d.delivery_count > 1).count();
+        *self.pending_counts.entry("consume_deliveries").or_default() += deliveries.len() as i64;
+        *self
+            .pending_counts
+            .entry("consume_redelivered")
+            .or_default() += redelivered as i64;
+        Ok(())
+    }
+
+    fn commit(&mut self) -> Result<(), InboxError> {
+        if !self.in_tx {
+            return Ok(());
+        }
+        let counts = std::mem::take(&mut self.pending_counts);
+        let client = self.client.get_mut();
+        let result = add_counters(client, &self.host, &counts)
+            .and_then(|()| Ok(client.batch_execute("COMMIT")?));
+        self.in_tx = false;
+        result
+    }
+
+    fn start_run(&mut self) {}
+
+    fn end_run(&mut self) {}
+
+    fn probe(&self) -> Option<Box<dyn KeyProbe + Send>> {
+        let mut client = self.target.connect().ok()?;
+        client
+            .batch_execute(&format!(
+                // A lookup is only a hint (an answer of "not known" makes the reader read the
+                // file whole): it never waits on a lock or a slow server.
+                "SET search_path = {}; SET default_transaction_read_only = on;
+                 SET lock_timeout = 1000; SET statement_timeout = 5000",
+                self.target.sql_schema()
+            ))
+            .ok()?;
+        // Prepared once: parsed and planned per file, the lookup cost more than it saved.
+        let has = client
+            .prepare(
+                "SELECT 1 FROM inbox WHERE sender = $1 AND recipient = $2 AND control_ref = $3",
+            )
+            .ok()?;
+        Some(Box::new(PgProbe {
+            client: std::sync::Mutex::new(client),
+            has,
+        }))
+    }
+}
+
+impl PgInbox {
+    /// Finds the interchanges of `batch` that the server refuses to store (a key too long for
+    /// its index, say), halving the batch in savepoints around a data error. Every savepoint is
+    /// rolled back, whatever it found: a released subtransaction that wrote keeps its place in
+    /// the server's cache of 64 per transaction, a rolled-back one does not, so isolating many
+    /// bad interchanges never overflows it. Only after the batch as a whole failed.
+    pub(super) fn refused(
+        &mut self,
+        batch: &[Candidate<'_>],
+        refused: &mut Vec<Option<String>>,
+        at: usize,
+    ) -> Result<(), InboxError> {
+        let client = self.client.get_mut();
+        client.batch_execute("SAVEPOINT part")?;
+        let result = decide(client, batch);
+        client.batch_execute("ROLLBACK TO part; RELEASE part")?;
+        match result {
+            Ok(_) => Ok(()),
+            Err(e) if !refusable(&e) => Err(e),
+            Err(e) if batch.len() == 1 => {
+                refused[at] = Some(format!(
+                    "the PostgreSQL inbox cannot store it: {}",
+                    describe(&e)
+                ));
+                Ok(())
+            }
+            Err(_) => {
+                let half = batch.len() / 2;
+                let (left, right) = batch.split_at(half);
+                self.refused(left, refused, at)?;
+                self.refused(right, refused, at + half)
+            }
+        }
+    }
+
+    /// Decides `batch` once the interchanges the server refuses are found: the others together,
+    /// in the batch's own transaction, the refused ones refused.
+    pub(super) fn decide_around_refused(
+        &mut self,
+        batch: &[Candidate<'_>],
+    ) -> Result<Vec<Decision>, InboxError> {
+        let mut refused = vec![None; batch.len()];
+        self.refused(batch, &mut refused, 0)?;
+        let rest: Vec<Candidate<'_>> = batch
+            .iter()
+            .zip(&refused)
+            .filter(|(_, r)| r.is_none())
+            .map(|(c, _)| *c)
+            .collect();
+        let mut decided = decide(self.client.get_mut(), &rest)?.into_iter();
+        refused
+            .into_iter()
+            .map(|r| match r {
+                Some(reason) => Ok(Decision::Refused { reason }),
+                None => decided.next().ok_or_else(|| {
+                    InboxError::Backend("a batch's decisions came back short".into())
+                }),
+            })
+            .collect()
+    }
+}
+
+/// A reading thread's connection, for [`Inbox::probe`].
+pub(super) struct PgProbe {
+    client: std::sync::Mutex<Client>,
+    has: postgres::Statement,
+}
+
+impl KeyProbe for PgProbe {
+    fn has(&self, sender: &str, recipient: &str, control_ref: &str) -> bool {
+        let Ok(mut client) = self.client.lock() else {
+            return false;
+        };
+        client
+            .query_opt(&self.has, &[&sender, &recipient, &control_ref])
+            .is_ok_and(|r| r.is_some())
+    }
+}
+
+pub(super) type Key<'a> = (&'a str, &'a str, &'a str);
+
+pub(super) fn key<'a>(i: &'a Interchange<'_>) -> Key<'a> {
     (
         i.unb.sender.as_str(),
         i.unb.recipient.as_str(),
@@ -120,15 +341,15 @@ impl std::fmt::Display for KeyVanished {
 impl std::error::Error for KeyVanished {}
 
 /// One column of rows `rows`, for an array parameter.
-fn column<'a, T>(rows: &[usize], f: impl Fn(usize) -> T + 'a) -> Vec<T> {
+pub(super) fn column<'a, T>(rows: &[usize], f: impl Fn(usize) -> T + 'a) -> Vec<T> {
     rows.iter().map(|&n| f(n)).collect()
 }
 
-fn owned((s, r, c): Key<'_>) -> (String, String, String) {
+pub(super) fn owned((s, r, c): Key<'_>) -> (String, String, String) {
     (s.to_string(), r.to_string(), c.to_string())
 }
 
-fn compare(sha: &str, accepted: &str) -> Decision {
+pub(super) fn compare(sha: &str, accepted: &str) -> Decision {
     if sha == accepted {
         Decision::Duplicate
     } else {
@@ -140,7 +361,7 @@ fn compare(sha: &str, accepted: &str) -> Decision {
 
 /// The business rows of the new interchanges: the interchanges, then their messages with an
 /// outbox event each; two statements.
-fn write_new(
+pub(super) fn write_new(
     client: &mut Client,
     batch: &[Candidate<'_>],
     decisions: &[Decision],
@@ -271,7 +492,7 @@ fn write_new(
 
 /// The columns of the message rows, as arrays.
 #[derive(Default)]
-struct MessageColumns<'a> {
+pub(super) struct MessageColumns<'a> {
     interchange_id: Vec<i64>,
     position: Vec<i32>,
     reference: Vec<&'a str>,
@@ -287,7 +508,7 @@ struct MessageColumns<'a> {
 }
 
 /// A sighting for every duplicate and drift, drift with its bytes; one statement.
-fn write_sightings(
+pub(super) fn write_sightings(
     client: &mut Client,
     batch: &[Candidate<'_>],
     decisions: &[Decision],
@@ -327,6 +548,85 @@ fn write_sightings(
             &stored,
             &column(&rows, |n| batch[n].source_file),
             &payloads,
+        ],
+    )?;
+    Ok(())
+}
+
+/// Records deliveries taken from a broker, in one statement.
+pub(super) fn record_deliveries(
+    c: &mut impl GenericClient,
+    deliveries: &[DeliveryRecord<'_>],
+) -> Result<(), InboxError> {
+    let sources: Vec<_> = deliveries.iter().map(|d| storable(d.source)).collect();
+    let names: Vec<_> = deliveries
+        .iter()
+        .map(|d| d.filename.map(storable))
+        .collect();
+    let counts: Vec<i32> = deliveries
+        .iter()
+        .map(|d| i32::try_from(d.delivery_count).unwrap_or(i32::MAX))
+        .collect();
+    let sizes: Vec<i64> = deliveries.iter().map(|d| d.size as i64).collect();
+    c.execute(
+        "INSERT INTO deliveries (source, filename, delivery_count, size, seen_at)
+         SELECT s, f, n, z, now() FROM unnest($1::text[], $2::text[], $3::int[], $4::bigint[])
+             AS d (s, f, n, z)",
+        &[&sources, &names, &counts, &sizes],
+    )?;
+    Ok(())
+}
+
+/// Records a rejected file's bytes once; the same file with the same content only counts again.
+pub(super) fn record_rejected_file(
+    c: &mut impl GenericClient,
+    source_file: &str,
+    bytes: &[u8],
+    sha256: &str,
+) -> Result<i64, InboxError> {
+    let kept = &bytes[..bytes.len().min(REJECTED_BYTES_LIMIT)];
+    Ok(c.query_one(
+        "INSERT INTO rejected_files (source_file, file_sha256, file_size, bytes, truncated,
+             first_seen_at, last_seen_at)
+         VALUES ($1, $2, $3, $4, $5, now(), now())
+         ON CONFLICT (source_file, file_sha256)
+         DO UPDATE SET last_seen_at = excluded.last_seen_at,
+                       times_seen = rejected_files.times_seen + 1
+         RETURNING id",
+        &[
+            &storable(source_file),
+            &sha256,
+            &(bytes.len() as i64),
+            &kept,
+            &(kept.len() < bytes.len()),
+        ],
+    )?
+    .get(0))
+}
+
+/// Records one error of a rejected file; the same error of the same file only counts again.
+pub(super) fn record_rejection(
+    c: &mut impl GenericClient,
+    file: &RejectedFile,
+    source_file: &str,
+    error: &EnvelopeError,
+) -> Result<(), InboxError> {
+    c.execute(
+        "INSERT INTO rejections (source_file, file_sha256, error, kind, byte_offset,
+             first_seen_at, last_seen_at, file_size, truncated, file_id)
+         VALUES ($1, $2, $3, $4, $5, now(), now(), $6, $7, $8)
+         ON CONFLICT (source_file, file_sha256, kind, byte_offset)
+         DO UPDATE SET last_seen_at = excluded.last_seen_at,
+                       times_seen = rejections.times_seen + 1",
+        &[
+            &storable(source_file),
+            &file.sha256,
+            &storable(&error.to_string()),
+            &error.code(),
+            &(error.offset as i64),
+            &(file.size as i64),
+            &(file.size > REJECTED_BYTES_LIMIT),
+            &file.id,
         ],
     )?;
     Ok(())

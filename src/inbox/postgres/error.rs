@@ -1,0 +1,104 @@
+//! The server's failures, in the inbox's terms: one line in the server's own words, and which
+//! of them a batch may simply be tried again after, or refuse one interchange for.
+
+use std::fmt;
+
+use postgres::error::SqlState;
+
+use crate::inbox::InboxError;
+use crate::inbox::postgres::decisions::KeyVanished;
+
+/// A failure of the server or the connection, told in one line with the server's own words
+/// (the driver's own `Display` says only "db error" and keeps the reason in its source).
+#[derive(Debug)]
+pub(super) struct PgError(pub(super) postgres::Error);
+
+impl fmt::Display for PgError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(db) = self.0.as_db_error() {
+            write!(f, "{}", db.message())?;
+            if let Some(detail) = db.detail() {
+                write!(f, " ({})", one_line(detail))?;
+            }
+            if let Some(hint) = db.hint() {
+                write!(f, "; hint: {}", one_line(hint))?;
+            }
+            return write!(f, " [SQLSTATE {}]", db.code().code());
+        }
+        // "error connecting to server", then why: "Connection refused (os error 111)".
+        let mut text = self.0.to_string();
+        let mut cause = std::error::Error::source(&self.0);
+        while let Some(c) = cause {
+            let part = one_line(&c.to_string());
+            if !text.contains(&part) {
+                text.push_str(": ");
+                text.push_str(&part);
+            }
+            cause = c.source();
+        }
+        f.write_str(&text)
+    }
+}
+
+impl std::error::Error for PgError {}
+
+pub(super) fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The driver's error, where an inbox error holds one.
+pub(super) fn pg_error(e: &InboxError) -> Option<&postgres::Error> {
+    match e {
+        InboxError::Backend(b) | InboxError::Busy(b) => b.downcast_ref::<PgError>().map(|p| &p.0),
+        _ => None,
+    }
+}
+
+impl From<postgres::Error> for InboxError {
+    /// A lock not had within `lock_timeout` (another host's key, a purge's batch) is told apart
+    /// from every other failure, as SQLite's "busy" is.
+    fn from(e: postgres::Error) -> InboxError {
+        if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) {
+            InboxError::Busy(Box::new(PgError(e)))
+        } else {
+            InboxError::Backend(Box::new(PgError(e)))
+        }
+    }
+}
+
+/// True for the failures after which a batch, rolled back, is simply tried again: a deadlock,
+/// a serialization failure, a key that vanished between two statements.
+pub(super) fn retryable(e: &InboxError) -> bool {
+    match e {
+        InboxError::Backend(b) if b.is::<KeyVanished>() => true,
+        InboxError::Backend(_) => pg_error(e)
+            .and_then(postgres::Error::code)
+            .is_some_and(|c| {
+                *c == SqlState::T_R_DEADLOCK_DETECTED || *c == SqlState::T_R_SERIALIZATION_FAILURE
+            }),
+        _ => false,
+    }
+}
+
+/// True for the server refusing the data itself (class 22, data exception; 23, integrity
+/// constraint violation; 54, program limit exceeded, such as a key too long for its index):
+/// the one interchange that caused it is refused, the rest of its batch decided. Anything else
+/// (a statement timeout, a full disk, the server out of memory, a cancel) fails the batch,
+/// so that the run exits 1 and the next one decides the interchange.
+pub(super) fn refusable(e: &InboxError) -> bool {
+    matches!(e, InboxError::Backend(_))
+        && pg_error(e)
+            .and_then(postgres::Error::code)
+            .is_some_and(|c| matches!(&c.code()[..2], "22" | "23" | "54"))
+}
+
+/// The server's own words for a failure.
+pub(super) fn describe(e: &InboxError) -> String {
+    match pg_error(e) {
+        Some(pg) => match pg.as_db_error() {
+            Some(db) => db.message().to_string(),
+            None => e.to_string(),
+        },
+        None => e.to_string(),
+    }
+}

@@ -1,0 +1,178 @@
+//! The CONTRLs: stored with their decisions, sent again for a partner's resending, claimed for
+//! delivery.
+
+use std::time::Duration;
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::SqliteInbox;
+use crate::inbox::{
+    Acknowledgements, ContrlEvent, InboxError, NewAcknowledgement, Resend, StoredAcknowledgement,
+};
+
+impl Acknowledgements for SqliteInbox {
+    fn acknowledge(&mut self, ack: &NewAcknowledgement<'_>) -> Result<String, InboxError> {
+        self.begin()?;
+        self.in_savepoint(|c| record_acknowledgement(c, ack))
+    }
+
+    fn resend_acknowledgement(
+        &mut self,
+        key: (&str, &str, &str),
+        sending: Option<&str>,
+        created_at: &str,
+    ) -> Result<Resend, InboxError> {
+        self.begin()?;
+        self.in_savepoint(|c| resend_acknowledgement(c, key, sending, created_at))
+    }
+
+    fn pending_contrl(
+        &self,
+        pass: &str,
+        retry_after: Duration,
+        limit: u32,
+    ) -> Result<Vec<ContrlEvent>, InboxError> {
+        pending_contrl(&self.conn, pass, retry_after.as_secs() as i64, limit)
+    }
+
+    fn acknowledgements(
+        &self,
+        sender: &str,
+        recipient: &str,
+        control_ref: &str,
+    ) -> Result<Vec<StoredAcknowledgement>, InboxError> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT own_ref, action, error_code, created_at, bytes FROM acknowledgements
+             WHERE sender = ?1 AND recipient = ?2 AND control_ref = ?3 ORDER BY id",
+        )?;
+        let rows = stmt
+            .query_map([sender, recipient, control_ref], |r| {
+                Ok(StoredAcknowledgement {
+                    own_ref: r.get(0)?,
+                    action: r.get(1)?,
+                    error_code: r.get(2)?,
+                    created_at: r.get(3)?,
+                    bytes: r.get(4)?,
+                })
+            })?
+            .collect::<Result<_, _>>()?;
+        Ok(rows)
+    }
+}
+
+/// Allocates the partner's next CONTRL control reference and stores the CONTRL under it.
+pub(super) fn record_acknowledgement(
+    conn: &Connection,
+    ack: &NewAcknowledgement<'_>,
+) -> Result<String, InboxError> {
+    let n: i64 = conn
+        .prepare_cached(
+            "INSERT INTO contrl_counters (partner, next) VALUES (?1, 2)
+             ON CONFLICT (partner) DO UPDATE SET next = next + 1
+             RETURNING next - 1",
+        )?
+        .query_row([ack.partner], |r| r.get(0))?;
+    let own_ref = crate::inbox::contrl_reference(n);
+    let bytes = (ack.build)(&own_ref);
+    conn.prepare_cached(
+        "INSERT INTO acknowledgements (sender, recipient, control_ref, partner, own_ref, action,
+             error_code, bytes, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    )?
+    .execute(params![
+        ack.sender,
+        ack.recipient,
+        ack.control_ref,
+        ack.partner,
+        own_ref,
+        ack.action,
+        ack.error_code,
+        bytes,
+        ack.created_at
+    ])?;
+    conn.prepare_cached(
+        "INSERT INTO contrl_outbox (acknowledgement_id, send, event_type, created_at, source)
+         VALUES (last_insert_rowid(), 1, 'edifact.CONTRL.outbound', ?1, ?2)",
+    )?
+    .execute([ack.created_at, ack.sending])?;
+    Ok(own_ref)
+}
+
+/// The first CONTRL of a key (not a rejection as a duplicate) queued again for `sending`,
+/// where no event of it was queued for that sending before.
+pub(super) fn resend_acknowledgement(
+    conn: &Connection,
+    (sender, recipient, control_ref): (&str, &str, &str),
+    sending: Option<&str>,
+    created_at: &str,
+) -> Result<Resend, InboxError> {
+    let first: Option<(i64, String)> = conn
+        .prepare_cached(
+            "SELECT id, own_ref FROM acknowledgements
+             WHERE sender = ?1 AND recipient = ?2 AND control_ref = ?3
+               AND (action <> '4' OR error_code IS NULL OR error_code <> '26')
+             ORDER BY id LIMIT 1",
+        )?
+        .query_row([sender, recipient, control_ref], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .optional()?;
+    let Some((id, own_ref)) = first else {
+        return Ok(Resend::Unanswered);
+    };
+    let Some(sending) = sending else {
+        return Ok(Resend::AlreadySent);
+    };
+    let queued = conn
+        .prepare_cached(
+            "INSERT INTO contrl_outbox (acknowledgement_id, send, event_type, created_at, source)
+             SELECT ?1, max(send) + 1, 'edifact.CONTRL.outbound', ?2, ?3
+             FROM contrl_outbox WHERE acknowledgement_id = ?1
+             ON CONFLICT (acknowledgement_id, source) DO NOTHING",
+        )?
+        .execute(params![id, created_at, sending])?;
+    Ok(if queued == 1 {
+        Resend::Queued(own_ref)
+    } else {
+        Resend::AlreadySent
+    })
+}
+
+/// The CONTRLs to deliver, claimed as events are.
+pub(super) fn pending_contrl(
+    conn: &Connection,
+    pass: &str,
+    retry_after_seconds: i64,
+    limit: u32,
+) -> Result<Vec<ContrlEvent>, InboxError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT o.id, o.event_type, o.created_at, o.attempts, o.send, a.recipient, a.sender,
+                a.partner, a.own_ref, a.control_ref, a.bytes
+         FROM contrl_outbox o
+         JOIN acknowledgements a ON a.id = o.acknowledgement_id
+         WHERE o.published_at IS NULL AND o.failed_at IS NULL
+           AND (o.last_attempt_at IS NULL
+                OR (o.last_attempt_pass IS NOT ?1
+                    AND o.last_attempt_at <= strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?2)))
+         ORDER BY o.id LIMIT ?3",
+    )?;
+    let rows = stmt.query_map(
+        params![pass, format!("-{retry_after_seconds} seconds"), limit],
+        |r| {
+            Ok(ContrlEvent {
+                row: r.get(0)?,
+                event_type: r.get(1)?,
+                created_at: r.get(2)?,
+                attempts: r.get(3)?,
+                send: r.get(4)?,
+                sender: r.get(5)?,
+                recipient: r.get(6)?,
+                partner: r.get(7)?,
+                own_ref: r.get(8)?,
+                control_ref: r.get(9)?,
+                bytes: r.get(10)?,
+            })
+        },
+    )?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}

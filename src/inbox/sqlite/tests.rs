@@ -1,0 +1,331 @@
+use std::path::Path;
+use std::time::Duration;
+
+use rusqlite::Connection;
+
+use super::migrations::{MIGRATIONS, Migration};
+use super::wal::Checkpointer;
+use super::{APPLICATION_ID, SqliteInbox};
+use crate::inbox::{Access, Candidate, Decision, Decisions, InboxError};
+
+impl SqliteInbox {
+    /// A batch of one.
+    fn decide_single(
+        &mut self,
+        interchange: &crate::edifact::Interchange<'_>,
+        compressed: Option<&[u8]>,
+        source_file: &str,
+        received_at: &str,
+    ) -> Result<Decision, InboxError> {
+        let c = Candidate {
+            interchange,
+            compressed,
+            source_file,
+            received_at,
+        };
+        Ok(self.decide(&[c])?.remove(0))
+    }
+}
+
+fn open(path: &Path) -> Result<SqliteInbox, InboxError> {
+    SqliteInbox::connect(path, Duration::from_secs(60), Access::Create)
+}
+use crate::edifact::interchanges;
+
+const ORDERS: &[u8] = b"UNB+UNOC:3+S:14+R:14+240101:1200+REF1'\
+UNH+1+ORDERS:D:96A:UN'BGM+220+PO1+9'UNT+3+1'UNH+2+ORDERS:D:96A:UN'UNT+2+2'UNZ+2+REF1'";
+
+/// A writer that always has the next transaction open, as an ingest does, never lets the
+/// WAL start over by itself. 400 commits of 32 KiB with a checkpointer beside: restarting
+/// between commits once the WAL holds 64 frames keeps it near that; without the restart it
+/// grows past 12 MB.
+#[test]
+fn restarts_keep_the_wal_bounded_under_a_busy_writer() {
+    use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("inbox.db");
+    let inbox = SqliteInbox::connect(&path, Duration::from_secs(30), Access::Create).unwrap();
+    inbox.set_auto_checkpoint(false).unwrap();
+    inbox
+        .connection()
+        .execute_batch("CREATE TABLE filler (b BLOB)")
+        .unwrap();
+    let checkpointer = Checkpointer::open(&path).unwrap();
+    let (done, frames) = (&AtomicBool::new(false), &AtomicI64::new(0));
+    let rounds = &AtomicI64::new(0);
+    std::thread::scope(|scope| {
+        scope.spawn(move || {
+            let conn = inbox.connection();
+            for n in 0..400 {
+                conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+                conn.execute("INSERT INTO filler VALUES (zeroblob(16384))", [])
+                    .unwrap();
+                // On a loaded machine the checkpointing thread may not run for a while (in
+                // the program it runs every 250 ms whatever the load); here the writer lets
+                // it catch up every eight commits, inside its transaction (as an ingest
+                // always has the next batch open), so the test measures the restarts, not
+                // the scheduler.
+                if n % 8 == 0 {
+                    let seen = rounds.load(Ordering::SeqCst);
+                    while rounds.load(Ordering::SeqCst) < seen + 2 {
+                        std::thread::sleep(Duration::from_micros(50));
+                    }
+                }
+                std::thread::sleep(Duration::from_micros(200));
+                conn.execute("INSERT INTO filler VALUES (zeroblob(16384))", [])
+                    .unwrap();
+                conn.execute_batch("COMMIT").unwrap();
+                if frames.load(Ordering::SeqCst) >= 64 {
+                    inbox.restart_wal().unwrap();
+                    frames.store(0, Ordering::SeqCst);
+                }
+            }
+            done.store(true, Ordering::SeqCst);
+        });
+        while !done.load(Ordering::SeqCst) {
+            frames.store(checkpointer.checkpoint().unwrap(), Ordering::SeqCst);
+            rounds.fetch_add(1, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_micros(100));
+        }
+    });
+    let wal = std::fs::metadata(dir.path().join("inbox.db-wal"))
+        .unwrap()
+        .len();
+    assert!(wal < 4_000_000, "WAL of {wal} bytes");
+}
+
+fn count(inbox: &SqliteInbox, table: &str) -> i64 {
+    inbox
+        .connection()
+        .query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
+        .unwrap()
+}
+
+#[test]
+fn new_then_duplicate_then_drift() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut inbox = open(&dir.path().join("t.db")).unwrap();
+    let i = interchanges(ORDERS).next().unwrap().unwrap();
+    let b = &mut inbox;
+    assert!(matches!(
+        b.decide_single(&i, None, "a.edi", "2026-01-01T00:00:00.000Z")
+            .unwrap(),
+        Decision::New { .. }
+    ));
+    assert_eq!(
+        b.decide_single(&i, None, "b.edi", "2026-01-01T00:00:01.000Z")
+            .unwrap(),
+        Decision::Duplicate
+    );
+    let changed = String::from_utf8_lossy(ORDERS).replace("PO1", "PO2");
+    let j = interchanges(changed.as_bytes()).next().unwrap().unwrap();
+    assert_eq!(
+        b.decide_single(&j, None, "c.edi", "2026-01-01T00:00:02.000Z")
+            .unwrap(),
+        Decision::Drift {
+            stored_sha256: i.sha256_hex()
+        }
+    );
+    b.commit().unwrap();
+    assert_eq!(count(&inbox, "inbox"), 1);
+    assert_eq!(count(&inbox, "interchanges"), 1);
+    assert_eq!(count(&inbox, "messages"), 2);
+    assert_eq!(count(&inbox, "outbox"), 2);
+    assert_eq!(count(&inbox, "sightings"), 2);
+    let payload: Vec<u8> = inbox
+        .connection()
+        .query_row(
+            "SELECT payload FROM sightings WHERE status = 'drift'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(payload, changed.as_bytes());
+    let (start, end): (usize, usize) = inbox
+        .connection()
+        .query_row(
+            "SELECT raw_start, raw_end FROM messages WHERE position = 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(
+        &ORDERS[start..end],
+        b"UNH+1+ORDERS:D:96A:UN'BGM+220+PO1+9'UNT+3+1'"
+    );
+}
+
+#[test]
+fn an_uncommitted_batch_leaves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut inbox = open(&dir.path().join("t.db")).unwrap();
+    let i = interchanges(ORDERS).next().unwrap().unwrap();
+    inbox
+        .decide_single(&i, None, "a.edi", "2026-01-01T00:00:00.000Z")
+        .unwrap();
+    assert!(inbox.in_batch());
+    inbox.rollback().unwrap();
+    assert_eq!(count(&inbox, "inbox"), 0);
+    assert_eq!(count(&inbox, "interchanges"), 0);
+}
+
+#[test]
+fn refuses_files_that_are_not_an_inbox() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = dir.path().join("text.db");
+    std::fs::write(
+        &text,
+        b"just some text, long enough to be a header of sorts......",
+    )
+    .unwrap();
+    let before = std::fs::read(&text).unwrap();
+    assert!(matches!(open(&text), Err(InboxError::NotAnInbox { .. })));
+    assert_eq!(std::fs::read(&text).unwrap(), before);
+
+    let other = dir.path().join("other.db");
+    Connection::open(&other)
+        .unwrap()
+        .execute_batch("CREATE TABLE t (x)")
+        .unwrap();
+    assert!(matches!(open(&other), Err(InboxError::NotAnInbox { .. })));
+
+    let newer = dir.path().join("newer.db");
+    drop(open(&newer).unwrap());
+    Connection::open(&newer)
+        .unwrap()
+        .pragma_update(None, "user_version", 99)
+        .unwrap();
+    assert!(matches!(open(&newer), Err(InboxError::TooNew { .. })));
+}
+
+/// A database made before migration 3 kept a copy of the file per error; opened now, the
+/// copies become one record that the errors point at.
+#[test]
+fn rejected_bytes_are_migrated_to_one_record_per_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old.db");
+    {
+        let conn = Connection::open(&path).unwrap();
+        for m in &MIGRATIONS[..3] {
+            let Migration::Sql(sql) = m else {
+                unreachable!()
+            };
+            conn.execute_batch(sql).unwrap();
+        }
+        conn.pragma_update(None, "user_version", 3).unwrap();
+        conn.pragma_update(None, "application_id", APPLICATION_ID)
+            .unwrap();
+        for offset in [10, 20] {
+            conn.execute(
+                "INSERT INTO rejections (source_file, file_sha256, error, kind, byte_offset,
+                     first_seen_at, last_seen_at, file_size, bytes, truncated)
+                 VALUES ('a.edi', 'abc', 'bad', 'unt-count', ?1, '2026-01-01', '2026-01-02', 3,
+                     x'414243', 0)",
+                [offset],
+            )
+            .unwrap();
+        }
+    }
+    let inbox = open(&path).unwrap();
+    assert_eq!(count(&inbox, "rejected_files"), 1);
+    let (bytes, first, last): (Vec<u8>, String, String) = inbox
+        .connection()
+        .query_row(
+            "SELECT bytes, first_seen_at, last_seen_at FROM rejected_files",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap();
+    assert_eq!(
+        (bytes.as_slice(), first.as_str(), last.as_str()),
+        (&b"ABC"[..], "2026-01-01", "2026-01-02")
+    );
+    assert_eq!(
+        count(
+            &inbox,
+            "rejections r JOIN rejected_files f ON f.id = r.file_id"
+        ),
+        2
+    );
+    assert!(
+        inbox
+            .connection()
+            .prepare("SELECT bytes FROM rejections")
+            .is_err(),
+        "the per-error copies are gone"
+    );
+}
+
+/// Interchange ids come from the sequence, which an older database gets from the ids it
+/// holds; ids of a rolled-back batch are simply not used.
+#[test]
+fn ids_come_from_the_sequence_and_continue_after_an_upgrade() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.db");
+    let mut inbox = open(&path).unwrap();
+    let first = interchanges(ORDERS).next().unwrap().unwrap();
+    let new = |d| matches!(d, Decision::New { interchange_id } if interchange_id > 0);
+    assert!(new(inbox
+        .decide_single(&first, None, "a", "2026-01-01T00:00:00.000Z")
+        .unwrap()));
+    inbox.commit().unwrap();
+    inbox
+        .connection()
+        .execute_batch(
+            "DROP TABLE id_sequences; DROP TABLE deliveries;
+             DROP TABLE contrl_outbox; DROP TABLE acknowledgements; DROP TABLE contrl_counters;
+             DROP INDEX outbox_failed; DROP INDEX outbox_unpublished;
+             DROP INDEX outbox_message;
+             ALTER TABLE outbox DROP COLUMN attempts;
+             ALTER TABLE outbox DROP COLUMN last_error;
+             ALTER TABLE outbox DROP COLUMN last_attempt_at;
+             ALTER TABLE outbox DROP COLUMN last_attempt_pass;
+             ALTER TABLE outbox DROP COLUMN failed_at;
+             CREATE INDEX outbox_unpublished ON outbox (id) WHERE published_at IS NULL;
+             PRAGMA user_version = 5;",
+        )
+        .unwrap();
+    drop(inbox);
+    let mut inbox = open(&path).unwrap();
+    let again = String::from_utf8_lossy(ORDERS).replace("REF1", "REF2");
+    let second = interchanges(again.as_bytes()).next().unwrap().unwrap();
+    assert_eq!(
+        inbox
+            .decide_single(&second, None, "b", "2026-01-01T00:00:01.000Z")
+            .unwrap(),
+        Decision::New { interchange_id: 2 }
+    );
+    inbox.rollback().unwrap();
+    let third = String::from_utf8_lossy(ORDERS).replace("REF1", "REF3");
+    let third = interchanges(third.as_bytes()).next().unwrap().unwrap();
+    assert_eq!(
+        inbox
+            .decide_single(&third, None, "c", "2026-01-01T00:00:02.000Z")
+            .unwrap(),
+        Decision::New { interchange_id: 2 }
+    );
+    inbox.commit().unwrap();
+    let next: i64 = inbox
+        .connection()
+        .query_row("SELECT next FROM id_sequences", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(next, 3);
+}
+
+#[test]
+fn reopening_keeps_the_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.db");
+    drop(open(&path).unwrap());
+    let inbox = open(&path).unwrap();
+    let version: i64 = inbox
+        .connection()
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, MIGRATIONS.len() as i64);
+    let mode: String = inbox
+        .connection()
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+}
