@@ -13,6 +13,7 @@ use sha2::{Digest, Sha256};
 use crate::cli::ConsumeArgs;
 use crate::consume::{self, Delivery, Feed, Settle, Source};
 use crate::exit::ExitStatus;
+use crate::inbox::names::Counter;
 use crate::inbox::{Access, DeliveryRecord, Inbox, KeyProbe, Location};
 use crate::intake::{self, AckPolicy, Attached, Outcome, Parsed};
 use crate::metrics::{Metrics, unix_now};
@@ -153,7 +154,7 @@ impl DeadLetter {
         let (answers, error) = sink.send(batch);
         if let Some(e) = error {
             self.sink = None;
-            return Err(e.context(format!("--dead-letter {shown}")));
+            return Err(e.into_error().context(format!("--dead-letter {shown}")));
         }
         for a in answers {
             if let Answer::Refused(why) = a {
@@ -571,13 +572,13 @@ fn write_metrics(
         "edi_inbox_consume_deliveries_total",
         "counter",
         "Deliveries edi-inbox consume took from a broker since the database was created.",
-        inbox.counter("consume_deliveries")? as f64,
+        inbox.counter(Counter::ConsumeDeliveries)? as f64,
     )
     .single(
         "edi_inbox_consume_redelivered_total",
         "counter",
         "Of those, deliveries the broker had delivered before (after a crash or a lost acknowledgement).",
-        inbox.counter("consume_redelivered")? as f64,
+        inbox.counter(Counter::ConsumeRedelivered)? as f64,
     )
     .outcomes(
         "edi_inbox_consume_run_interchanges",

@@ -23,7 +23,10 @@ fn open_inbox(
     busy_timeout: std::time::Duration,
 ) -> anyhow::Result<Box<dyn inbox::Inbox>> {
     inbox::open(db, access, busy_timeout).map_err(|e| match e {
-        inbox::InboxError::Backend(_) | inbox::InboxError::Busy(_) => {
+        inbox::InboxError::Backend(_)
+        | inbox::InboxError::Busy(_)
+        | inbox::InboxError::Conflict(_)
+        | inbox::InboxError::Refused { .. } => {
             let verb = if access == inbox::Access::Read {
                 "read"
             } else {

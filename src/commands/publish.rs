@@ -12,10 +12,11 @@ use serde::Serialize;
 
 use crate::cli::{PublishArgs, PublishKind};
 use crate::exit::ExitStatus;
+use crate::inbox::names::Counter;
 use crate::inbox::{Access, Inbox, Location, Outbox, OutboxEvent};
 use crate::metrics::{Metrics, unix_now};
 use crate::output::{Out, count, problem};
-use crate::publish::{self, Answer, Destination, Outgoing, Payload, Template};
+use crate::publish::{self, Answer, Destination, Outgoing, Payload, SinkError, Template};
 
 /// How long to wait before reconnecting after a broker went away (with `--follow`), at most.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -189,9 +190,7 @@ pub fn run(
             }
             Ok(_) => backoff = Duration::from_millis(500),
             Err(BatchError::Inbox(e)) => return Err(e),
-            Err(BatchError::Destination(e))
-                if args.follow && !e.chain().any(|c| c.is::<publish::SetupError>()) =>
-            {
+            Err(BatchError::Destination(SinkError::Lost(e))) if args.follow => {
                 problem(
                     &mut run.out,
                     &format!(
@@ -208,7 +207,7 @@ pub fn run(
             }
             Err(BatchError::Destination(e)) => {
                 run.out.flush();
-                return Err(e.context(format!(
+                return Err(e.into_error().context(format!(
                     "publishing to {} failed; nothing unconfirmed was marked, the next run sends it again",
                     destination.shown()
                 )));
@@ -231,8 +230,9 @@ fn new_pass() -> String {
 enum BatchError {
     /// The inbox failed: the run ends (exit 1).
     Inbox(anyhow::Error),
-    /// The destination went away: with --follow, reconnect; otherwise exit 1.
-    Destination(anyhow::Error),
+    /// The destination went away (with --follow, reconnect), or cannot take events as it is
+    /// set up: exit 1.
+    Destination(SinkError),
 }
 
 struct Run<'a> {
@@ -666,9 +666,9 @@ fn metrics(
         "Outbox events published, refused, and parked by edi-inbox publish since the database was created.",
     );
     for (outcome, counter) in [
-        ("published", "publish_published"),
-        ("failed", "publish_failed"),
-        ("parked", "publish_parked"),
+        ("published", Counter::PublishPublished),
+        ("failed", Counter::PublishFailed),
+        ("parked", Counter::PublishParked),
     ] {
         m.sample(
             "edi_inbox_publish_events_total",

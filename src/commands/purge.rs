@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use crate::cli::PurgeArgs;
 use crate::exit::ExitStatus;
+use crate::inbox::names::Counter;
 use crate::inbox::{Access, Location, PurgeTarget};
 use crate::metrics::{Metrics, unix_now};
 use crate::output::{Out, count, problem};
@@ -117,7 +118,7 @@ pub fn run(db: &Location, busy_timeout: Duration, args: &PurgeArgs) -> anyhow::R
             "edi_inbox_purge_entries_total",
             "counter",
             "Inbox entries deleted by edi-inbox purge since the database was created.",
-            inbox.counter("purge_entries")? as f64,
+            inbox.counter(Counter::PurgeEntries)? as f64,
         )
         .single(
             "edi_inbox_purge_last_run_entries",

@@ -35,7 +35,7 @@ pub enum Action {
 }
 
 impl Action {
-    pub fn code(self) -> &'static str {
+    pub const fn code(self) -> &'static str {
         match self {
             Action::Acknowledged => "7",
             Action::Received => "8",
@@ -166,6 +166,16 @@ pub struct Prepared {
     pub minute: u8,
 }
 
+/// The syntax version (UNB 0002) of the CONTRL that answers `subject`: the subject's own. An
+/// interchange in a version ISO 9735 does not define (rejected with 0085 2) is answered in
+/// version 3, which any reader of CONTRL D:3 takes, rather than in a version no parser reads.
+pub fn answer_version(subject: &Unb) -> &str {
+    match subject.syntax_version.as_str() {
+        v @ ("1" | "2" | "3" | "4") => v,
+        _ => "3",
+    }
+}
+
 /// The CONTRL interchange answering `subject` (its UNB, separators, and whether it began with a
 /// UNA), under the CONTRL's own control reference `own_ref` (at most 14 characters).
 ///
@@ -181,14 +191,8 @@ pub fn build(
     own_ref: &str,
     when: Prepared,
 ) -> Vec<u8> {
-    let syntax_4 = subject.syntax_version == "4";
-    // An interchange in a syntax version ISO 9735 does not define (rejected with 0085 2) is
-    // answered in version 3, which any reader of CONTRL D:3 takes, rather than echoing a
-    // version no parser reads.
-    let version = match subject.syntax_version.as_str() {
-        v @ ("1" | "2" | "3" | "4") => v,
-        _ => "3",
-    };
+    let version = answer_version(subject);
+    let syntax_4 = version == "4";
     let mut s = *separators;
     // Syntax 4 without a UNA has `*` as its repetition separator: a value holding one is
     // released.

@@ -17,6 +17,7 @@
 //! No decision is durable before [`Decisions::commit`] (a purge step commits its own short
 //! transaction); a batch left open when the inbox is dropped (a failed run) is rolled back.
 
+pub mod names;
 mod postgres;
 mod records;
 mod sqlite;
@@ -92,6 +93,17 @@ pub enum InboxError {
     /// Another process held the inbox longer than the busy timeout.
     #[error(transparent)]
     Busy(BackendError),
+    /// The open batch lost to another host's transaction (a deadlock, a serialization failure,
+    /// a key gone between two statements): rolled back, it may simply be made again.
+    #[error(transparent)]
+    Conflict(BackendError),
+    /// The store refused the data itself (a value it cannot hold, a key too long for its
+    /// index): the interchange that holds it is refused, in the store's own words.
+    #[error("{source}")]
+    Refused {
+        reason: String,
+        source: BackendError,
+    },
     /// Anything else the backend reported.
     #[error(transparent)]
     Backend(BackendError),
@@ -276,10 +288,8 @@ pub trait Reports {
         control_ref: &str,
     ) -> Result<KeyHistory, InboxError>;
 
-    /// A cumulative counter (`ingest_new`, `ingest_duplicate`, `ingest_drift`,
-    /// `ingest_rejected`, `purge_entries`, `publish_published`, `publish_failed`,
-    /// `publish_parked`).
-    fn counter(&self, name: &str) -> Result<i64, InboxError>;
+    /// A cumulative counter's value.
+    fn counter(&self, c: names::Counter) -> Result<i64, InboxError>;
 }
 
 /// The duplicate-detection window: what `purge` counts and deletes.

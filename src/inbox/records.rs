@@ -199,6 +199,8 @@ pub struct NewAcknowledgement<'a> {
     pub created_at: &'a str,
     /// The partner's sending it answers: the file's name, or the broker's name for the delivery.
     pub sending: &'a str,
+    /// The CONTRL's own syntax version (its UNB 0002): `4` for a CONTRL:4:1, else CONTRL:D:3.
+    pub syntax_version: &'a str,
 }
 
 /// What became of a duplicate's CONTRL.
@@ -260,6 +262,8 @@ pub struct ContrlEvent {
     /// The answered interchange's 0020.
     pub control_ref: String,
     pub bytes: Vec<u8>,
+    /// The CONTRL's own syntax version (its UNB 0002), as stored with it.
+    pub syntax_version: String,
 }
 
 /// A delivery `consume` took from a broker, recorded in the batch that decides it.

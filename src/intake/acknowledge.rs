@@ -184,6 +184,7 @@ fn store(
         build,
         created_at: when,
         sending,
+        syntax_version: contrl::answer_version(u),
     })
 }
 

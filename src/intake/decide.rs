@@ -53,15 +53,11 @@ pub fn decide(
     let mut tries = 0;
     loop {
         match decide_once(inbox, inputs, when, acks) {
-            Err(e)
-                if tries < RETRIES
-                    && e.downcast_ref::<InboxError>()
-                        .is_some_and(|ie| inbox.rolled_back_for_retry(ie)) =>
-            {
+            Err(e) if tries < RETRIES && inbox.rolled_back_for_retry(&e) => {
                 tries += 1;
                 std::thread::sleep(std::time::Duration::from_millis(20 * u64::from(tries)));
             }
-            other => return other,
+            other => return other.context("cannot write to the inbox database"),
         }
     }
 }
@@ -71,7 +67,7 @@ fn decide_once(
     inputs: &[Parsed<'_>],
     when: &str,
     acks: AckPolicy,
-) -> anyhow::Result<Vec<Vec<Outcome>>> {
+) -> Result<Vec<Vec<Outcome>>, InboxError> {
     let candidates: Vec<Candidate<'_>> = inputs
         .iter()
         .flat_map(|p| {
@@ -83,10 +79,7 @@ fn decide_once(
             })
         })
         .collect();
-    let mut decisions = inbox
-        .decide(&candidates)
-        .context("cannot write to the inbox database")?
-        .into_iter();
+    let mut decisions = inbox.decide(&candidates)?.into_iter();
     // What the parser had read of each rejected interchange, where its answer is due (an
     // input with errors parsed again, once, and only where a CONTRL may be).
     let contexts: Vec<Vec<Option<RejectedContext>>> = inputs
@@ -115,9 +108,7 @@ fn decide_once(
         .collect();
     partners.sort_unstable();
     partners.dedup();
-    inbox
-        .lock_partners(&partners)
-        .context("cannot write to the inbox database")?;
+    inbox.lock_partners(&partners)?;
     drop(candidates);
     // The outcomes in each input's order; its bytes are recorded once, at its first error,
     // and every error points at them.
@@ -130,31 +121,27 @@ fn decide_once(
         for (item, context) in p.items.iter().zip(contexts) {
             own.push(match item {
                 Ok((i, _)) => {
-                    let d = decisions
-                        .next()
-                        .context("the inbox returned fewer decisions than it was given")?;
+                    let d = decisions.next().ok_or_else(|| {
+                        InboxError::Backend(
+                            "the inbox returned fewer decisions than it was given".into(),
+                        )
+                    })?;
                     let mut o = Outcome::decided(p.source.clone(), i, &d);
-                    o.contrl = acks
-                        .answer(inbox, i, &d, sending, when)
-                        .context("cannot write to the inbox database")?;
+                    o.contrl = acks.answer(inbox, i, &d, sending, when)?;
                     o
                 }
                 Err(e) => {
                     let file = match record.take() {
                         Some(file) => file,
-                        None => inbox
-                            .rejected_file(shown, p.bytes, p.sha256.unwrap_or(""), when)
-                            .context("cannot write to the inbox database")?,
+                        None => {
+                            inbox.rejected_file(shown, p.bytes, p.sha256.unwrap_or(""), when)?
+                        }
                     };
-                    inbox
-                        .reject(&file, shown, e, when)
-                        .context("cannot write to the inbox database")?;
+                    inbox.reject(&file, shown, e, when)?;
                     record = Some(file);
                     let mut o = Outcome::rejected(p.source.clone(), e.to_string(), Some(e.offset));
                     if let Some(c) = context {
-                        o.contrl = acks
-                            .answer_rejected(inbox, c, e, sending.0, when)
-                            .context("cannot write to the inbox database")?;
+                        o.contrl = acks.answer_rejected(inbox, c, e, sending.0, when)?;
                     }
                     o
                 }

@@ -13,7 +13,7 @@ use lapin::{
     BasicProperties, Channel, Confirmation, Connection, ConnectionProperties, ExchangeKind,
 };
 
-use super::{Answer, CONTENT_TYPE, Options, Outgoing, Sink};
+use super::{Answer, CONTENT_TYPE, Options, Outgoing, Sink, SinkError};
 
 /// AMQP's `delivery_mode` for a message the broker writes to disk.
 const PERSISTENT: u8 = 2;
@@ -122,7 +122,7 @@ pub fn scrub(text: &str, url: &str) -> String {
 }
 
 impl Sink for AmqpSink {
-    fn send(&mut self, batch: Vec<Outgoing>) -> (Vec<Answer>, Option<anyhow::Error>) {
+    fn send(&mut self, batch: Vec<Outgoing>) -> (Vec<Answer>, Option<SinkError>) {
         let channel = self.channel.clone();
         let exchange = self.exchange.clone();
         let shown = self.shown.clone();
@@ -131,7 +131,7 @@ impl Sink for AmqpSink {
             tokio::select! {
                 sent = confirm(&channel, &exchange, &shown, &batch) => match sent {
                     Ok(answers) => (answers, None),
-                    Err(e) => (Vec::new(), Some(e)),
+                    Err(e) => (Vec::new(), Some(SinkError::Lost(e))),
                 },
                 // Stopped: nothing of this batch is marked; it goes out again, with its ids.
                 () = super::stopped(stop) => (Vec::new(), None),

@@ -18,7 +18,7 @@ use anyhow::Context as _;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
-use super::{Answer, Outgoing, Sink};
+use super::{Answer, Outgoing, Sink, SinkError};
 
 /// What begins the name of every temporary file a publisher writes (hidden: the pick-up side
 /// and `ingest` pass over dot names and `.tmp`).
@@ -251,14 +251,14 @@ fn describe(kind: FileType) -> &'static str {
 impl Sink for DirSink {
     /// A failure to write (a full disk, no permission) is the folder's, not the event's: it
     /// ends the batch as a lost connection does, and nothing after it is marked.
-    fn send(&mut self, batch: Vec<Outgoing>) -> (Vec<Answer>, Option<anyhow::Error>) {
+    fn send(&mut self, batch: Vec<Outgoing>) -> (Vec<Answer>, Option<SinkError>) {
         let mut answers = Vec::with_capacity(batch.len());
         let mut failed = None;
         for o in &batch {
             match self.write(o) {
                 Ok(a) => answers.push(a),
                 Err(e) => {
-                    failed = Some(e);
+                    failed = Some(SinkError::Lost(e));
                     break;
                 }
             }
@@ -266,10 +266,8 @@ impl Sink for DirSink {
         // The names are durable before the events are marked published, those written before
         // a failure too.
         if let Err(e) = rustix::fs::fsync(&self.handle) {
-            return (
-                Vec::new(),
-                Some(anyhow::Error::new(e).context(format!("cannot sync {}", self.dir.display()))),
-            );
+            let e = anyhow::Error::new(e).context(format!("cannot sync {}", self.dir.display()));
+            return (Vec::new(), Some(SinkError::Lost(e)));
         }
         (answers, failed)
     }

@@ -97,18 +97,34 @@ pub fn without_userinfo(url: &str) -> String {
     }
 }
 
-/// A destination that cannot take any event as it is set up (no stream for the subjects): a
-/// run ends with exit 1 on it, `--follow` too, rather than retry what only an operator can fix.
+/// Why a destination took no more of a batch: every sink says which, so that a run knows
+/// whether trying again can help.
 #[derive(Debug)]
-pub struct SetupError(pub String);
+pub enum SinkError {
+    /// The destination cannot take any event as it is set up (no stream for the subjects): a
+    /// run ends with exit 1 on it, `--follow` too, rather than retry what only an operator can
+    /// fix.
+    Setup(String),
+    /// The destination went away, stalled or is full: nothing unconfirmed is marked, and the
+    /// batch is sent again once it is back (with `--follow`, after a reconnect).
+    Lost(anyhow::Error),
+}
 
-impl std::fmt::Display for SetupError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+impl SinkError {
+    /// The error, for a run that ends on it.
+    pub fn into_error(self) -> anyhow::Error {
+        match self {
+            SinkError::Setup(text) => anyhow::anyhow!(text),
+            SinkError::Lost(e) => e,
+        }
     }
 }
 
-impl std::error::Error for SetupError {}
+impl From<anyhow::Error> for SinkError {
+    fn from(e: anyhow::Error) -> SinkError {
+        SinkError::Lost(e)
+    }
+}
 
 /// What is sent per event: each message (UNH..UNT), or each interchange once (UNA/UNB..UNZ).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -171,7 +187,7 @@ pub trait Sink {
     /// Sends `batch` with the acknowledgements pipelined, and gives one answer per message in
     /// its order. An error means the connection failed: no answer is known for the messages
     /// without one, and none of them may be marked (`answers` holds those known before).
-    fn send(&mut self, batch: Vec<Outgoing>) -> (Vec<Answer>, Option<anyhow::Error>);
+    fn send(&mut self, batch: Vec<Outgoing>) -> (Vec<Answer>, Option<SinkError>);
 }
 
 /// Options the brokers take.
@@ -397,7 +413,7 @@ pub fn outgoing(
     let id = event_id(e, payload);
     let kind = match payload {
         Payload::Message => e.event_type.clone(),
-        Payload::Interchange => "edifact.interchange.received".to_string(),
+        Payload::Interchange => crate::inbox::names::received("interchange"),
     };
     let mut attributes = vec![
         (attr!("specversion"), "1.0".to_string()),
@@ -463,12 +479,12 @@ pub fn contrl_outgoing(e: &crate::inbox::ContrlEvent, subject: &Template) -> Out
         h.update(p.as_bytes());
     }
     let id = hex::encode(&h.finalize()[..16]);
-    // CONTRL:4:1:UN for syntax 4, CONTRL:D:3:UN before (whatever the separators).
-    let v4 = e
-        .bytes
-        .windows(8)
-        .any(|w| w.starts_with(b"CONTRL") && w[7] == b'4');
-    let (version, release) = if v4 { ("4", "1") } else { ("D", "3") };
+    // CONTRL:4:1:UN for syntax 4, CONTRL:D:3:UN before, as stored with it.
+    let (version, release) = if e.syntax_version == "4" {
+        ("4", "1")
+    } else {
+        ("D", "3")
+    };
     let attributes = vec![
         (attr!("specversion"), "1.0".to_string()),
         (attr!("id"), id.clone()),

@@ -10,7 +10,7 @@ use anyhow::{Context as _, anyhow};
 use async_nats::HeaderName;
 use async_nats::jetstream::{self, context::PublishErrorKind};
 
-use super::{Answer, CONTENT_TYPE, Options, Outgoing, SetupError, Sink, without_userinfo};
+use super::{Answer, CONTENT_TYPE, Options, Outgoing, Sink, SinkError, without_userinfo};
 
 /// How long the server may take to confirm the next message, from the last sign of progress,
 /// before the connection counts as stalled.
@@ -79,7 +79,7 @@ impl NatsSink {
 
     /// Makes sure a stream captures `subject`: without one, every publish would be refused
     /// ("no responders") and nothing could go out, which is a setup error, not the events'.
-    fn ensure_stream(&mut self, subject: &str) -> anyhow::Result<()> {
+    fn ensure_stream(&mut self, subject: &str) -> Result<(), SinkError> {
         if self.captured.contains(subject) {
             return Ok(());
         }
@@ -110,13 +110,16 @@ impl NatsSink {
                     self.runtime
                         .block_on(self.js.get_or_create_stream(config))
                         .map_err(|e| {
-                            SetupError(format!("{}: cannot create stream {name}: {e}", self.server))
+                            SinkError::Setup(format!(
+                                "{}: cannot create stream {name}: {e}",
+                                self.server
+                            ))
                         })?;
                     // A stream of that name that was there already may capture other subjects.
                     self.runtime
                         .block_on(self.js.stream_by_subject(subject))
                         .map_err(|_| {
-                            SetupError(format!(
+                            SinkError::Setup(format!(
                                 "{}: stream {name} exists but does not capture subject {subject}: add the subjects {} to it, or name another stream",
                                 self.server,
                                 self.options.stream_subjects.join(" ")
@@ -124,19 +127,18 @@ impl NatsSink {
                         })?;
                 }
                 None => {
-                    return Err(SetupError(format!(
+                    return Err(SinkError::Setup(format!(
                         "{}: no JetStream stream captures subject {subject}: create one, e.g. `nats stream add EDIFACT --subjects '{}' --storage file --dupe-window 2m`, or run publish with --create-stream NAME",
                         self.server,
                         self.options.stream_subjects.join(" ")
-                    ))
-                    .into());
+                    )));
                 }
             },
             Err(e) => {
-                return Err(anyhow!(
+                return Err(SinkError::Lost(anyhow!(
                     "{}: cannot look up the stream for subject {subject}: {e}",
                     self.server
-                ));
+                )));
             }
         }
         self.captured.insert(subject.to_string());
@@ -145,7 +147,7 @@ impl NatsSink {
 }
 
 impl Sink for NatsSink {
-    fn send(&mut self, batch: Vec<Outgoing>) -> (Vec<Answer>, Option<anyhow::Error>) {
+    fn send(&mut self, batch: Vec<Outgoing>) -> (Vec<Answer>, Option<SinkError>) {
         for o in &batch {
             if let Err(e) = self.ensure_stream(&o.subject) {
                 return (Vec::new(), Some(e));
@@ -159,7 +161,7 @@ impl Sink for NatsSink {
             let mut answers = Vec::with_capacity(batch.len());
             let work = confirm(&js, &server, &denied, batch, &mut answers);
             tokio::select! {
-                lost = work => (answers, lost),
+                lost = work => (answers, lost.map(SinkError::Lost)),
                 // Stopped: the answers so far; what is unconfirmed stays unmarked.
                 () = super::stopped(stop) => (answers, None),
             }

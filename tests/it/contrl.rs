@@ -821,3 +821,49 @@ fn a_contrl_events_line_names_what_it_answers() {
         assert!(!line.contains("message "), "{line}");
     }
 }
+
+per_backend! {
+    /// Issue 23: a CONTRL's syntax version (its UNB 0002) is stored with it: what publishes it
+    /// says CONTRL:4:1 or CONTRL:D:3 from it, no longer from a look at its bytes. It is the
+    /// subject's: 4 for the answer to a syntax 4 interchange, 1 to 3 for the others. The CONTRLs
+    /// stored before migration 11 (SQLite) or 7 (PostgreSQL) are read once, whatever their
+    /// separators: 4 where they are CONTRL:4:1, 3 (CONTRL:D:3) otherwise.
+    fn a_contrls_syntax_version_is_stored_with_it(site) {
+        for entry in fs::read_dir(crate::common::samples().join("valid")).unwrap() {
+            let path = entry.unwrap().path();
+            fs::copy(&path, site.drop().join(path.file_name().unwrap())).unwrap();
+        }
+        assert_eq!(answer_all(&site), Some(0));
+        let versions = || {
+            site.rows("SELECT control_ref, syntax_version FROM acknowledgements ORDER BY control_ref")
+                .into_iter()
+                .map(|r| (r[0].clone().unwrap(), r[1].clone().unwrap()))
+                .collect::<Vec<_>>()
+        };
+        let stored = versions();
+        assert_eq!(stored.len(), 7);
+        for (control_ref, version) in &stored {
+            if control_ref == "DES0007" {
+                assert_eq!(version, "4");
+            } else {
+                assert!(["1", "2", "3"].contains(&version.as_str()), "{control_ref}: {version}");
+            }
+        }
+        assert!(stored.iter().any(|(_, v)| v == "1"), "{stored:?}");
+        // As an older inbox had them: no column, then brought up to date by the next run.
+        if site.is_postgres() {
+            site.sql(
+                "ALTER TABLE acknowledgements DROP COLUMN syntax_version;
+                 DELETE FROM schema_migrations WHERE version = 7",
+            );
+        } else {
+            site.sql("ALTER TABLE acknowledgements DROP COLUMN syntax_version; PRAGMA user_version = 11");
+        }
+        assert_eq!(answer_all(&site), Some(0));
+        let v4 = |all: Vec<(String, String)>| -> Vec<(String, bool)> {
+            all.into_iter().map(|(r, v)| (r, v == "4")).collect()
+        };
+        assert_eq!(v4(versions()), v4(stored));
+        assert!(versions().iter().all(|(r, v)| v == if r == "DES0007" { "4" } else { "3" }));
+    }
+}

@@ -491,9 +491,21 @@ fn moved_files_never_leave_the_archive_folder_whatever_their_name() {
     assert_eq!(top, ["archive", "drop"]);
 }
 
+/// Every statement built with `format!` (read whole, however many lines it spans) puts values
+/// in bound parameters, never in its text: what it interpolates is a constant (a name in
+/// capitals), a table name from the fixed list of outboxes (`Outbox::table`), the schema as
+/// `Target::sql_schema` quotes it after checking it is a plain name, or a number.
 #[test]
 fn all_sql_uses_bound_parameters() {
+    const KEYWORDS: &[&str] = &[
+        "SELECT", "INSERT", "UPDATE", "DELETE", "WITH", "SET", "CREATE", "ALTER", "DROP", "PRAGMA",
+    ];
+    let safe_arg = |arg: &str| {
+        let arg = arg.trim();
+        arg.ends_with(".table()") || arg.ends_with(".sql_schema()") || arg.contains(".as_millis()")
+    };
     let mut offenders = Vec::new();
+    let mut statements = 0;
     for entry in walkdir::WalkDir::new(concat!(env!("CARGO_MANIFEST_DIR"), "/src")) {
         let entry = entry.unwrap();
         // Unit tests (a backend's tests.rs, or after #[cfg(test)]) may build what they like.
@@ -502,20 +514,96 @@ fn all_sql_uses_bound_parameters() {
         }
         let text = fs::read_to_string(entry.path()).unwrap();
         let code = text.split("#[cfg(test)]").next().unwrap_or("");
-        for (n, line) in code.lines().enumerate() {
-            let l = line.to_ascii_uppercase();
-            let builds_sql = l.contains("FORMAT!(")
-                && ["SELECT ", "INSERT ", "UPDATE ", "DELETE ", "WHERE "]
-                    .iter()
-                    .any(|k| l.contains(k));
-            if builds_sql {
-                offenders.push(format!("{}:{}: {line}", entry.path().display(), n + 1));
+        for (at, _) in code.match_indices("format!(") {
+            let (literal, args) = format_call(&code[at + "format!(".len()..]);
+            let first = literal.split_whitespace().next().unwrap_or("");
+            if !KEYWORDS.contains(&first) {
+                continue;
+            }
+            statements += 1;
+            let line = code[..at].lines().count();
+            let place = format!("{}:{line}", entry.path().display());
+            let mut positional = 0;
+            for hole in literal.split('{').skip(1) {
+                let name: String = hole
+                    .chars()
+                    .take_while(|c| *c != '}' && *c != ':')
+                    .collect();
+                if name.is_empty() || name.chars().all(|c| c.is_ascii_digit()) {
+                    let k = name.parse().unwrap_or(positional);
+                    positional += usize::from(name.is_empty());
+                    match args.get(k) {
+                        Some(arg) if safe_arg(arg) => {}
+                        other => offenders.push(format!("{place}: {{{name}}} is {other:?}")),
+                    }
+                } else if !name.chars().all(|c| c.is_ascii_uppercase() || c == '_') {
+                    offenders.push(format!("{place}: {{{name}}} is not a constant"));
+                }
             }
         }
     }
     assert!(
+        statements >= 8,
+        "only {statements} statements built with format! were found"
+    );
+    assert!(
         offenders.is_empty(),
-        "SQL built with format!:\n{}",
+        "SQL built with format! from something else than constants, table and schema names:\n{}",
         offenders.join("\n")
     );
+}
+
+/// The first string literal of a `format!(` call (its text, escapes as they stand) and the
+/// arguments after it, split at the commas outside brackets and strings; `rest` starts right
+/// after the opening parenthesis.
+fn format_call(rest: &str) -> (String, Vec<String>) {
+    let b = rest.as_bytes();
+    let mut i = 0;
+    let mut literal = String::new();
+    let mut args = Vec::new();
+    let mut current = String::new();
+    let mut depth = 0;
+    let mut in_literal_done = false;
+    while i < b.len() {
+        let c = b[i] as char;
+        if c == '"' {
+            let start = i + 1;
+            i += 1;
+            while i < b.len() && b[i] != b'"' {
+                i += if b[i] == b'\\' { 2 } else { 1 };
+            }
+            let s = &rest[start..i.min(rest.len())];
+            if in_literal_done {
+                current.push_str(s);
+            } else {
+                literal = s.to_string();
+                in_literal_done = true;
+            }
+        } else if c == '/' && b.get(i + 1) == Some(&b'/') {
+            while i < b.len() && b[i] != b'\n' {
+                i += 1;
+            }
+        } else if matches!(c, '(' | '[' | '{') {
+            depth += 1;
+            current.push(c);
+        } else if matches!(c, ')' | ']' | '}') {
+            if depth == 0 {
+                break;
+            }
+            depth -= 1;
+            current.push(c);
+        } else if c == ',' && depth == 0 {
+            if in_literal_done && !current.trim().is_empty() {
+                args.push(std::mem::take(&mut current));
+            }
+            current.clear();
+        } else if in_literal_done {
+            current.push(c);
+        }
+        i += 1;
+    }
+    if !current.trim().is_empty() {
+        args.push(current);
+    }
+    (literal, args)
 }

@@ -16,6 +16,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use crate::cli::IngestArgs;
 use crate::exit::ExitStatus;
 use crate::filing::{self, Claimed};
+use crate::inbox::names::Counter;
 use crate::inbox::{Access, Inbox, Location};
 use crate::intake::{AckPolicy, Outcome, Source, Summary};
 use crate::metrics::{Metrics, unix_now};
@@ -156,9 +157,13 @@ fn write_metrics(
         "counter",
         "Interchanges decided by edi-inbox ingest since the database was created, by outcome.",
     );
-    for status in ["new", "duplicate", "drift", "rejected"] {
-        let v = inbox.counter(&format!("ingest_{status}"))?;
-        m.sample(name, &[("status", status)], v as f64);
+    for (status, c) in [
+        ("new", Counter::IngestNew),
+        ("duplicate", Counter::IngestDuplicate),
+        ("drift", Counter::IngestDrift),
+        ("rejected", Counter::IngestRejected),
+    ] {
+        m.sample(name, &[("status", status)], inbox.counter(c)? as f64);
     }
     m.outcomes(
         "edi_inbox_ingest_last_run_interchanges",

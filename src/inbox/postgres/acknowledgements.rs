@@ -6,6 +6,7 @@ use std::time::Duration;
 use postgres::GenericClient;
 
 use super::{PgInbox, storable};
+use crate::inbox::names::{CONTRL_OUTBOUND, NOT_RESENT};
 use crate::inbox::{
     Acknowledgements, ContrlEvent, InboxError, NewAcknowledgement, Resend, StoredAcknowledgement,
 };
@@ -95,11 +96,11 @@ pub(super) fn record_acknowledgement(
     c.execute(
         "WITH a AS (
              INSERT INTO acknowledgements (sender, recipient, control_ref, partner, own_ref,
-                 action, error_code, bytes, created_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::text::timestamptz)
+                 action, error_code, bytes, created_at, syntax_version)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::text::timestamptz, $12)
              RETURNING id)
          INSERT INTO contrl_outbox (acknowledgement_id, send, event_type, created_at, source)
-         SELECT id, 1, 'edifact.CONTRL.outbound', $9::text::timestamptz, $10 FROM a",
+         SELECT id, 1, $11, $9::text::timestamptz, $10 FROM a",
         &[
             &storable(ack.sender),
             &storable(ack.recipient),
@@ -111,6 +112,8 @@ pub(super) fn record_acknowledgement(
             &bytes,
             &ack.created_at,
             &storable(ack.sending),
+            &CONTRL_OUTBOUND,
+            &ack.syntax_version,
         ],
     )?;
     Ok(own_ref)
@@ -127,12 +130,14 @@ pub(super) fn resend_acknowledgement(
     let first = c.query_opt(
         "SELECT id, own_ref FROM acknowledgements
          WHERE sender = $1 AND recipient = $2 AND control_ref = $3
-           AND (action <> '4' OR error_code IS NULL OR error_code <> '26')
+           AND NOT (action = $4 AND coalesce(error_code, '') = $5)
          ORDER BY id LIMIT 1",
         &[
             &storable(sender),
             &storable(recipient),
             &storable(control_ref),
+            &NOT_RESENT.0,
+            &NOT_RESENT.1,
         ],
     )?;
     let Some(first) = first else {
@@ -144,10 +149,10 @@ pub(super) fn resend_acknowledgement(
     };
     let queued = c.execute(
         "INSERT INTO contrl_outbox (acknowledgement_id, send, event_type, created_at, source)
-         SELECT $1, max(send) + 1, 'edifact.CONTRL.outbound', $2::text::timestamptz, $3
+         SELECT $1, max(send) + 1, $4, $2::text::timestamptz, $3
          FROM contrl_outbox WHERE acknowledgement_id = $1
          ON CONFLICT (acknowledgement_id, source) DO NOTHING",
-        &[&id, &created_at, &storable(sending)],
+        &[&id, &created_at, &storable(sending), &CONTRL_OUTBOUND],
     )?;
     Ok(if queued == 1 {
         Resend::Queued(own_ref)
@@ -168,7 +173,7 @@ pub(super) fn pending_contrl(
             "SELECT o.id, o.event_type, ",
             ts!("o.created_at"),
             ", o.attempts, o.send, a.recipient, a.sender, a.partner, a.own_ref,
-                        a.control_ref, a.bytes
+                        a.control_ref, a.bytes, a.syntax_version
                  FROM contrl_outbox o
                  JOIN acknowledgements a ON a.id = o.acknowledgement_id
                  WHERE o.published_at IS NULL AND o.failed_at IS NULL
@@ -192,6 +197,7 @@ pub(super) fn pending_contrl(
         own_ref: r.get(8),
         control_ref: r.get(9),
         bytes: r.get(10),
+        syntax_version: r.get(11),
     })
     .collect())
 }

@@ -8,6 +8,7 @@ use postgres::{Client, GenericClient};
 
 use super::{PgInbox, storable};
 use crate::edifact::{EnvelopeError, Interchange};
+use crate::inbox::names::{Counter, RECEIVED};
 use crate::inbox::postgres::error::describe;
 use crate::inbox::postgres::error::refusable;
 use crate::inbox::postgres::error::retryable;
@@ -97,7 +98,10 @@ impl Decisions for PgInbox {
     ) -> Result<(), InboxError> {
         self.begin()?;
         record_rejection(self.client.get_mut(), file, source_file, error)?;
-        *self.pending_counts.entry("ingest_rejected").or_default() += 1;
+        *self
+            .pending_counts
+            .entry(Counter::IngestRejected.name())
+            .or_default() += 1;
         Ok(())
     }
 
@@ -112,10 +116,13 @@ impl Decisions for PgInbox {
         self.begin()?;
         record_deliveries(self.client.get_mut(), deliveries)?;
         let redelivered = deliveries.iter().filter(|d| d.delivery_count > 1).count();
-        *self.pending_counts.entry("consume_deliveries").or_default() += deliveries.len() as i64;
         *self
             .pending_counts
-            .entry("consume_redelivered")
+            .entry(Counter::ConsumeDeliveries.name())
+            .or_default() += deliveries.len() as i64;
+        *self
+            .pending_counts
+            .entry(Counter::ConsumeRedelivered.name())
             .or_default() += redelivered as i64;
         Ok(())
     }
@@ -318,7 +325,7 @@ pub(super) fn decide(
             (None, Some(h)) => compare(&hashes[n], h),
             // Neither taken nor there: the key's holder was purged in between, or rolled back
             // after this statement had looked. The batch is tried again, whole.
-            (None, None) => return Err(InboxError::Backend(Box::new(KeyVanished))),
+            (None, None) => return Err(KeyVanished.into()),
         };
         decisions.push(decision);
     }
@@ -471,7 +478,7 @@ pub(super) fn write_new(
                                   $11::bigint[], $12::bigint[])
              RETURNING id, message_type)
          INSERT INTO outbox (message_id, event_type, created_at)
-         SELECT id, 'edifact.' || message_type || '.received', now() FROM m ORDER BY id",
+         SELECT id, $13 || message_type || $14, now() FROM m ORDER BY id",
         &[
             &m.interchange_id,
             &m.position,
@@ -485,6 +492,8 @@ pub(super) fn write_new(
             &m.segments,
             &m.raw_start,
             &m.raw_end,
+            &RECEIVED.0,
+            &RECEIVED.1,
         ],
     )?;
     Ok(())

@@ -46,59 +46,57 @@ pub(super) fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// The driver's error, where an inbox error holds one.
-pub(super) fn pg_error(e: &InboxError) -> Option<&postgres::Error> {
-    match e {
-        InboxError::Backend(b) | InboxError::Busy(b) => b.downcast_ref::<PgError>().map(|p| &p.0),
-        _ => None,
-    }
-}
-
 impl From<postgres::Error> for InboxError {
-    /// A lock not had within `lock_timeout` (another host's key, a purge's batch) is told apart
-    /// from every other failure, as SQLite's "busy" is.
+    /// Told apart here, where the server's code is at hand, so that no caller need look inside:
+    /// a lock not had within `lock_timeout` (another host's key, a purge's batch), as SQLite's
+    /// "busy" is; a deadlock or a serialization failure, after which the batch is made again;
+    /// the server refusing the data itself (class 22, data exception; 23, integrity constraint
+    /// violation; 54, program limit exceeded, such as a key too long for its index), which
+    /// refuses the one interchange that caused it. Anything else (a statement timeout, a full
+    /// disk, the server out of memory, a cancel) fails the batch, so that the run exits 1 and
+    /// the next one decides the interchange.
     fn from(e: postgres::Error) -> InboxError {
-        if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) {
-            InboxError::Busy(Box::new(PgError(e)))
-        } else {
-            InboxError::Backend(Box::new(PgError(e)))
+        let code = e.code().cloned();
+        let words = e.as_db_error().map(|db| db.message().to_string());
+        let boxed = Box::new(PgError(e));
+        match code {
+            Some(c) if c == SqlState::LOCK_NOT_AVAILABLE => InboxError::Busy(boxed),
+            Some(c)
+                if c == SqlState::T_R_DEADLOCK_DETECTED
+                    || c == SqlState::T_R_SERIALIZATION_FAILURE =>
+            {
+                InboxError::Conflict(boxed)
+            }
+            Some(c) if matches!(&c.code()[..2], "22" | "23" | "54") => InboxError::Refused {
+                reason: words.unwrap_or_else(|| boxed.to_string()),
+                source: boxed,
+            },
+            _ => InboxError::Backend(boxed),
         }
     }
 }
 
-/// True for the failures after which a batch, rolled back, is simply tried again: a deadlock,
-/// a serialization failure, a key that vanished between two statements.
-pub(super) fn retryable(e: &InboxError) -> bool {
-    match e {
-        InboxError::Backend(b) if b.is::<KeyVanished>() => true,
-        InboxError::Backend(_) => pg_error(e)
-            .and_then(postgres::Error::code)
-            .is_some_and(|c| {
-                *c == SqlState::T_R_DEADLOCK_DETECTED || *c == SqlState::T_R_SERIALIZATION_FAILURE
-            }),
-        _ => false,
+impl From<KeyVanished> for InboxError {
+    fn from(e: KeyVanished) -> InboxError {
+        InboxError::Conflict(Box::new(e))
     }
 }
 
-/// True for the server refusing the data itself (class 22, data exception; 23, integrity
-/// constraint violation; 54, program limit exceeded, such as a key too long for its index):
-/// the one interchange that caused it is refused, the rest of its batch decided. Anything else
-/// (a statement timeout, a full disk, the server out of memory, a cancel) fails the batch,
-/// so that the run exits 1 and the next one decides the interchange.
+/// True for the failures after which a batch, rolled back, is simply tried again.
+pub(super) fn retryable(e: &InboxError) -> bool {
+    matches!(e, InboxError::Conflict(_))
+}
+
+/// True for the server refusing the data itself: the interchange that holds it is refused,
+/// the rest of its batch decided.
 pub(super) fn refusable(e: &InboxError) -> bool {
-    matches!(e, InboxError::Backend(_))
-        && pg_error(e)
-            .and_then(postgres::Error::code)
-            .is_some_and(|c| matches!(&c.code()[..2], "22" | "23" | "54"))
+    matches!(e, InboxError::Refused { .. })
 }
 
 /// The server's own words for a failure.
 pub(super) fn describe(e: &InboxError) -> String {
-    match pg_error(e) {
-        Some(pg) => match pg.as_db_error() {
-            Some(db) => db.message().to_string(),
-            None => e.to_string(),
-        },
-        None => e.to_string(),
+    match e {
+        InboxError::Refused { reason, .. } => reason.clone(),
+        other => other.to_string(),
     }
 }

@@ -15,6 +15,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0004_acknowledgements.sql"),
     include_str!("migrations/0005_contrl_outbox.sql"),
     include_str!("migrations/0006_contrl_sendings.sql"),
+    include_str!("migrations/0007_contrl_syntax.sql"),
 ];
 
 /// The version the inbox's schema has, or `None` where there is none yet.
@@ -92,14 +93,14 @@ pub(super) fn migrate(client: &mut Client, target: &Target) -> Result<(), InboxE
         "SELECT pg_advisory_xact_lock(hashtextextended('edi-inbox ' || $1, 0))",
         &[&target.schema],
     )?;
-    let schema = target.sql_schema();
     tx.batch_execute(&format!(
-        "CREATE SCHEMA IF NOT EXISTS {schema};
-         SET LOCAL search_path = {schema};
+        "CREATE SCHEMA IF NOT EXISTS {0};
+         SET LOCAL search_path = {0};
          CREATE TABLE IF NOT EXISTS schema_migrations (
              version     integer PRIMARY KEY,
              applied_at  timestamptz NOT NULL DEFAULT now()
-         );"
+         );",
+        target.sql_schema()
     ))?;
     let version = stored_version(&mut tx, target)?.unwrap_or(0);
     if version as usize > MIGRATIONS.len() {

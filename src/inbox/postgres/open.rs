@@ -29,7 +29,6 @@ impl PgInbox {
             "SET lock_timeout = {}; SET application_name = 'edi-inbox'",
             busy_timeout.as_millis().clamp(1, i32::MAX as u128)
         ))?;
-        let schema = &target.sql_schema();
         let version = applied_version(&mut client, target)?;
         let known = MIGRATIONS.len();
         match version {
@@ -55,7 +54,7 @@ impl PgInbox {
             Some(v) if v as usize == known => {}
             _ => migrate(&mut client, target)?,
         }
-        client.batch_execute(&format!("SET search_path = {schema}"))?;
+        client.batch_execute(&format!("SET search_path = {}", target.sql_schema()))?;
         if access == Access::Read {
             client.batch_execute("SET default_transaction_read_only = on")?;
         } else {

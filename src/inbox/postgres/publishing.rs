@@ -7,6 +7,7 @@ use std::time::Duration;
 use postgres::GenericClient;
 
 use super::{PgInbox, storable};
+use crate::inbox::names::Counter;
 use crate::inbox::postgres::reports::add_counters;
 use crate::inbox::{InboxError, Outbox, OutboxEvent, Publishing};
 
@@ -58,7 +59,7 @@ impl Publishing for PgInbox {
             ),
             &[&rows],
         )?;
-        let counts = BTreeMap::from([("publish_published", n as i64)]);
+        let counts = BTreeMap::from([(Counter::PublishPublished.name(), n as i64)]);
         add_counters(&mut tx, &host, &counts)?;
         tx.commit()?;
         Ok(())
@@ -95,8 +96,8 @@ impl Publishing for PgInbox {
             .filter(|r| r.get::<_, bool>(0))
             .count();
         let counts = BTreeMap::from([
-            ("publish_failed", rows.len() as i64),
-            ("publish_parked", parked as i64),
+            (Counter::PublishFailed.name(), rows.len() as i64),
+            (Counter::PublishParked.name(), parked as i64),
         ]);
         add_counters(&mut tx, &host, &counts)?;
         tx.commit()?;

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use postgres::GenericClient;
 
 use super::PgInbox;
+use crate::inbox::names::Counter;
 use crate::inbox::{
     Event, EventFilter, InboxError, KeyHistory, OutboxFigures, OutboxKinds, Reports, Sighting,
     Stats, StoredInterchange, StoredMessage,
@@ -38,8 +39,8 @@ impl Reports for PgInbox {
         )
     }
 
-    fn counter(&self, name: &str) -> Result<i64, InboxError> {
-        counter(&mut *self.client.borrow_mut(), name)
+    fn counter(&self, c: Counter) -> Result<i64, InboxError> {
+        counter(&mut *self.client.borrow_mut(), c.name())
     }
 }
 

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use postgres::GenericClient;
 
 use super::PgInbox;
+use crate::inbox::names::Counter;
 use crate::inbox::postgres::reports::add_counters;
 use crate::inbox::{InboxError, PurgeTarget, Retention};
 
@@ -30,7 +31,7 @@ impl Retention for PgInbox {
             .start()?;
         let n = delete_older(&mut tx, target, cutoff, limit)?;
         if target == PurgeTarget::Inbox && n > 0 {
-            let counts = BTreeMap::from([("purge_entries", n as i64)]);
+            let counts = BTreeMap::from([(Counter::PurgeEntries.name(), n as i64)]);
             add_counters(&mut tx, &self.host, &counts)?;
         }
         tx.commit()?;

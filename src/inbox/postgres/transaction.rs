@@ -1,6 +1,7 @@
 //! The batch's transaction, and the counters it adds to when it commits.
 
 use super::PgInbox;
+use crate::inbox::names::Counter;
 use crate::inbox::{Decision, InboxError};
 
 impl PgInbox {
@@ -25,13 +26,10 @@ impl PgInbox {
 
     pub(super) fn count(&mut self, decisions: &[Decision]) {
         for d in decisions {
-            let name = match d {
-                Decision::New { .. } => "ingest_new",
-                Decision::Duplicate => "ingest_duplicate",
-                Decision::Drift { .. } => "ingest_drift",
-                Decision::Refused { .. } => "ingest_rejected",
-            };
-            *self.pending_counts.entry(name).or_default() += 1;
+            *self
+                .pending_counts
+                .entry(Counter::of(d).name())
+                .or_default() += 1;
         }
     }
 }

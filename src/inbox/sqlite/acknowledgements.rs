@@ -6,6 +6,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::SqliteInbox;
+use crate::inbox::names::{CONTRL_OUTBOUND, NOT_RESENT};
 use crate::inbox::{
     Acknowledgements, ContrlEvent, InboxError, NewAcknowledgement, Resend, StoredAcknowledgement,
 };
@@ -76,8 +77,8 @@ pub(super) fn record_acknowledgement(
     let bytes = (ack.build)(&own_ref);
     conn.prepare_cached(
         "INSERT INTO acknowledgements (sender, recipient, control_ref, partner, own_ref, action,
-             error_code, bytes, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+             error_code, bytes, created_at, syntax_version)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
     )?
     .execute(params![
         ack.sender,
@@ -88,13 +89,14 @@ pub(super) fn record_acknowledgement(
         ack.action,
         ack.error_code,
         bytes,
-        ack.created_at
+        ack.created_at,
+        ack.syntax_version,
     ])?;
     conn.prepare_cached(
         "INSERT INTO contrl_outbox (acknowledgement_id, send, event_type, created_at, source)
-         VALUES (last_insert_rowid(), 1, 'edifact.CONTRL.outbound', ?1, ?2)",
+         VALUES (last_insert_rowid(), 1, ?3, ?1, ?2)",
     )?
-    .execute([ack.created_at, ack.sending])?;
+    .execute([ack.created_at, ack.sending, CONTRL_OUTBOUND])?;
     Ok(own_ref)
 }
 
@@ -110,12 +112,13 @@ pub(super) fn resend_acknowledgement(
         .prepare_cached(
             "SELECT id, own_ref FROM acknowledgements
              WHERE sender = ?1 AND recipient = ?2 AND control_ref = ?3
-               AND (action <> '4' OR error_code IS NULL OR error_code <> '26')
+               AND NOT (action = ?4 AND coalesce(error_code, '') = ?5)
              ORDER BY id LIMIT 1",
         )?
-        .query_row([sender, recipient, control_ref], |r| {
-            Ok((r.get(0)?, r.get(1)?))
-        })
+        .query_row(
+            [sender, recipient, control_ref, NOT_RESENT.0, NOT_RESENT.1],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
         .optional()?;
     let Some((id, own_ref)) = first else {
         return Ok(Resend::Unanswered);
@@ -126,11 +129,11 @@ pub(super) fn resend_acknowledgement(
     let queued = conn
         .prepare_cached(
             "INSERT INTO contrl_outbox (acknowledgement_id, send, event_type, created_at, source)
-             SELECT ?1, max(send) + 1, 'edifact.CONTRL.outbound', ?2, ?3
+             SELECT ?1, max(send) + 1, ?4, ?2, ?3
              FROM contrl_outbox WHERE acknowledgement_id = ?1
              ON CONFLICT (acknowledgement_id, source) DO NOTHING",
         )?
-        .execute(params![id, created_at, sending])?;
+        .execute(params![id, created_at, sending, CONTRL_OUTBOUND])?;
     Ok(if queued == 1 {
         Resend::Queued(own_ref)
     } else {
@@ -147,7 +150,7 @@ pub(super) fn pending_contrl(
 ) -> Result<Vec<ContrlEvent>, InboxError> {
     let mut stmt = conn.prepare_cached(
         "SELECT o.id, o.event_type, o.created_at, o.attempts, o.send, a.recipient, a.sender,
-                a.partner, a.own_ref, a.control_ref, a.bytes
+                a.partner, a.own_ref, a.control_ref, a.bytes, a.syntax_version
          FROM contrl_outbox o
          JOIN acknowledgements a ON a.id = o.acknowledgement_id
          WHERE o.published_at IS NULL AND o.failed_at IS NULL
@@ -171,6 +174,7 @@ pub(super) fn pending_contrl(
                 own_ref: r.get(8)?,
                 control_ref: r.get(9)?,
                 bytes: r.get(10)?,
+                syntax_version: r.get(11)?,
             })
         },
     )?;

@@ -11,6 +11,7 @@ use rusqlite::{Connection, OpenFlags, params};
 
 use super::SqliteInbox;
 use crate::edifact::{EnvelopeError, Interchange, Message};
+use crate::inbox::names::{Counter, RECEIVED};
 use crate::inbox::sqlite::reports::add_counter;
 use crate::inbox::sqlite::wal::Checkpointer;
 use crate::inbox::sqlite::wal::Checkpoints;
@@ -61,7 +62,10 @@ impl Decisions for SqliteInbox {
         seen_at: &str,
     ) -> Result<(), InboxError> {
         self.in_savepoint(|c| record_rejection(c, file, source_file, error, seen_at))?;
-        *self.pending_counts.entry("ingest_rejected").or_default() += 1;
+        *self
+            .pending_counts
+            .entry(Counter::IngestRejected.name())
+            .or_default() += 1;
         Ok(())
     }
 
@@ -73,10 +77,13 @@ impl Decisions for SqliteInbox {
         self.begin()?;
         self.in_savepoint(|c| record_deliveries(c, deliveries, seen_at))?;
         let redelivered = deliveries.iter().filter(|d| d.delivery_count > 1).count();
-        *self.pending_counts.entry("consume_deliveries").or_default() += deliveries.len() as i64;
         *self
             .pending_counts
-            .entry("consume_redelivered")
+            .entry(Counter::ConsumeDeliveries.name())
+            .or_default() += deliveries.len() as i64;
+        *self
+            .pending_counts
+            .entry(Counter::ConsumeRedelivered.name())
             .or_default() += redelivered as i64;
         Ok(())
     }
@@ -158,16 +165,13 @@ impl SqliteInbox {
                 c.received_at,
             )
         })?;
-        let name = match d {
-            Decision::New { .. } => {
-                self.next_id = Some(id + 1);
-                "ingest_new"
-            }
-            Decision::Duplicate => "ingest_duplicate",
-            Decision::Drift { .. } => "ingest_drift",
-            Decision::Refused { .. } => "ingest_rejected",
-        };
-        *self.pending_counts.entry(name).or_default() += 1;
+        if let Decision::New { .. } = d {
+            self.next_id = Some(id + 1);
+        }
+        *self
+            .pending_counts
+            .entry(Counter::of(&d).name())
+            .or_default() += 1;
         Ok(d)
     }
 
@@ -356,10 +360,10 @@ pub(super) fn write_interchange(
     // statements were most of the deciding thread's time (the floor writes no outbox at all).
     conn.prepare_cached(
         "INSERT INTO outbox (message_id, event_type, created_at)
-         SELECT id, 'edifact.' || message_type || '.received', ?2
+         SELECT id, ?3 || message_type || ?4, ?2
          FROM messages WHERE interchange_id = ?1 ORDER BY id",
     )?
-    .execute(params![id, received_at])?;
+    .execute(params![id, received_at, RECEIVED.0, RECEIVED.1])?;
     Ok(())
 }
 

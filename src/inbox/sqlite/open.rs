@@ -87,15 +87,15 @@ impl SqliteInbox {
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let conn = Connection::open_with_flags(path, flags)?;
         conn.busy_timeout(busy_timeout)?;
-        let found = match identify_inbox(&conn, shown, busy_timeout) {
-            Err(e) if cannot_share_wal(&e) && wal_is_empty(path) => {
+        let found = match identify_or_why(&conn, shown, busy_timeout) {
+            Err(Unidentified::Sqlite(e)) if cannot_share_wal(&e) && wal_is_empty(path) => {
                 // A WAL database read by a user who can create neither its -shm nor its -wal
                 // (a folder they may not write), with no -wal there or an empty one: every
                 // commit is in the database file, which is then read as it stands.
                 drop(conn);
                 return SqliteInbox::connect_immutable(path, shown, busy_timeout);
             }
-            other => other?,
+            other => other.map_err(InboxError::from)?,
         };
         SqliteInbox::read_only(conn, path, shown, busy_timeout, found)
     }
@@ -200,33 +200,58 @@ pub(super) fn identify_inbox(
     shown: &str,
     busy_timeout: Duration,
 ) -> Result<(i32, i64, i64), InboxError> {
+    identify_or_why(conn, shown, busy_timeout).map_err(InboxError::from)
+}
+
+/// Why a database could not be identified: SQLite's own error, kept as it is so that the
+/// caller may tell one kind from another (no downcasting), or the inbox's verdict.
+pub(super) enum Unidentified {
+    Sqlite(rusqlite::Error),
+    Inbox(InboxError),
+}
+
+impl From<Unidentified> for InboxError {
+    fn from(e: Unidentified) -> InboxError {
+        match e {
+            Unidentified::Sqlite(e) => e.into(),
+            Unidentified::Inbox(e) => e,
+        }
+    }
+}
+
+/// [`identify_inbox`], with SQLite's error as it is.
+pub(super) fn identify_or_why(
+    conn: &Connection,
+    shown: &str,
+    busy_timeout: Duration,
+) -> Result<(i32, i64, i64), Unidentified> {
     let (app_id, version, tables) = match retry_while_busy(busy_timeout, || identify(conn)) {
         Ok(found) => found,
         Err(rusqlite::Error::SqliteFailure(e, _))
             if e.code == rusqlite::ErrorCode::NotADatabase =>
         {
-            return Err(InboxError::NotAnInbox {
+            return Err(Unidentified::Inbox(InboxError::NotAnInbox {
                 path: shown.to_string(),
                 reason: ": the file is not an SQLite database".into(),
-            });
+            }));
         }
-        Err(e) => return Err(e.into()),
+        Err(e) => return Err(Unidentified::Sqlite(e)),
     };
     let fresh = app_id == 0 && version == 0 && tables == 0;
     if !fresh && app_id != APPLICATION_ID {
-        return Err(InboxError::NotAnInbox {
+        return Err(Unidentified::Inbox(InboxError::NotAnInbox {
             path: shown.to_string(),
             reason: format!(
                 " (SQLite application_id {app_id}, {tables} tables of another program)"
             ),
-        });
+        }));
     }
     if version as usize > MIGRATIONS.len() {
-        return Err(InboxError::TooNew {
+        return Err(Unidentified::Inbox(InboxError::TooNew {
             path: shown.to_string(),
             found: version,
             known: MIGRATIONS.len(),
-        });
+        }));
     }
     Ok((app_id, version, tables))
 }

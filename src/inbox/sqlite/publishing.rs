@@ -8,6 +8,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::SqliteInbox;
+use crate::inbox::names::Counter;
 use crate::inbox::sqlite::reports::add_counter;
 use crate::inbox::{InboxError, Outbox, OutboxEvent, Publishing};
 
@@ -64,7 +65,7 @@ impl Publishing for SqliteInbox {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
         let n = mark_published(&tx, outbox, rows, &now)?;
-        add_counter(&tx, "publish_published", n as i64)?;
+        add_counter(&tx, Counter::PublishPublished.name(), n as i64)?;
         tx.commit()?;
         Ok(())
     }
@@ -101,8 +102,8 @@ impl Publishing for SqliteInbox {
                 parked += usize::from(now_parked == Some(true));
             }
         }
-        add_counter(&tx, "publish_failed", rows.len() as i64)?;
-        add_counter(&tx, "publish_parked", parked as i64)?;
+        add_counter(&tx, Counter::PublishFailed.name(), rows.len() as i64)?;
+        add_counter(&tx, Counter::PublishParked.name(), parked as i64)?;
         tx.commit()?;
         Ok(parked)
     }

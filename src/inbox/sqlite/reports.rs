@@ -3,6 +3,8 @@
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::SqliteInbox;
+use crate::inbox::Outbox;
+use crate::inbox::names::Counter;
 use crate::inbox::{
     Event, EventFilter, InboxError, KeyHistory, OutboxFigures, OutboxKinds, Reports, Sighting,
     Stats, StoredInterchange, StoredMessage,
@@ -38,8 +40,8 @@ impl Reports for SqliteInbox {
         key_history(&self.conn, sender, recipient, control_ref)
     }
 
-    fn counter(&self, name: &str) -> Result<i64, InboxError> {
-        counter(&self.conn, name)
+    fn counter(&self, c: Counter) -> Result<i64, InboxError> {
+        counter(&self.conn, c.name())
     }
 }
 
@@ -50,13 +52,14 @@ pub(super) fn stats(conn: &Connection) -> Result<Stats, InboxError> {
         [],
         |r| Ok((r.get(0)?, r.get(1)?)),
     )?;
-    let figures = |table: &str| -> rusqlite::Result<OutboxFigures> {
+    let figures = |outbox: Outbox| -> rusqlite::Result<OutboxFigures> {
         conn.query_row(
             &format!(
                 "SELECT count(*) FILTER (WHERE failed_at IS NULL),
                         count(*) FILTER (WHERE failed_at IS NOT NULL),
                         CAST((julianday('now') - julianday(min(created_at) FILTER (WHERE failed_at IS NULL))) * 86400 AS INTEGER)
-                 FROM {table} WHERE published_at IS NULL"
+                 FROM {} WHERE published_at IS NULL",
+                outbox.table()
             ),
             [],
             |r| {
@@ -82,8 +85,8 @@ pub(super) fn stats(conn: &Connection) -> Result<Stats, InboxError> {
         ..Stats::default()
     };
     stats.set_outboxes(OutboxKinds {
-        message: figures("outbox")?,
-        contrl: figures("contrl_outbox")?,
+        message: figures(Outbox::Messages)?,
+        contrl: figures(Outbox::Acknowledgements)?,
     });
     Ok(stats)
 }

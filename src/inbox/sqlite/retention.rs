@@ -3,6 +3,7 @@
 use rusqlite::{Connection, TransactionBehavior, params};
 
 use super::SqliteInbox;
+use crate::inbox::names::Counter;
 use crate::inbox::sqlite::reports::add_counter;
 use crate::inbox::{InboxError, PurgeTarget, Retention};
 
@@ -22,7 +23,7 @@ impl Retention for SqliteInbox {
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
         let n = delete_older(&tx, target, cutoff, limit)?;
         if target == PurgeTarget::Inbox && n > 0 {
-            add_counter(&tx, "purge_entries", n as i64)?;
+            add_counter(&tx, Counter::PurgeEntries.name(), n as i64)?;
         }
         tx.commit()?;
         Ok(n)

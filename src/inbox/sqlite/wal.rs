@@ -135,13 +135,9 @@ impl SqliteInbox {
 
 /// True for the errors of a read-only connection that can neither open nor create a WAL
 /// database's -shm file.
-pub(super) fn cannot_share_wal(e: &InboxError) -> bool {
-    let InboxError::Backend(e) = e else {
-        return false;
-    };
+pub(super) fn cannot_share_wal(e: &rusqlite::Error) -> bool {
     matches!(
-        e.downcast_ref::<rusqlite::Error>()
-            .and_then(rusqlite::Error::sqlite_error_code),
+        e.sqlite_error_code(),
         Some(rusqlite::ErrorCode::CannotOpen | rusqlite::ErrorCode::ReadOnly)
     )
 }

@@ -1,0 +1,77 @@
+//! The business words the inbox stores, written once here and bound as values by both backends
+//! (never spelled in their SQL): the outboxes' event types, the cumulative counters and which
+//! decision counts where, and which stored CONTRL a duplicate is answered with again.
+
+use crate::edifact::contrl::{Action, DUPLICATE_DETECTED};
+
+use super::Decision;
+
+/// A received message's event type is `edifact.TYPE.received`: these around the type.
+pub const RECEIVED: (&str, &str) = ("edifact.", ".received");
+
+/// The event type of a CONTRL to deliver.
+pub const CONTRL_OUTBOUND: &str = "edifact.CONTRL.outbound";
+
+/// The event type of a received message of `message_type` (`edifact.INVOIC.received`).
+pub fn received(message_type: &str) -> String {
+    format!("{}{message_type}{}", RECEIVED.0, RECEIVED.1)
+}
+
+/// A stored CONTRL that is not sent again for a duplicate: one that rejected an interchange as a
+/// duplicate (UCI 0083 `4`, 0085 `26`), whose answer is never the first copy's.
+pub const NOT_RESENT: (&str, &str) = (Action::Rejected.code(), DUPLICATE_DETECTED);
+
+/// A cumulative counter of the inbox, as the metrics read it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Counter {
+    IngestNew,
+    IngestDuplicate,
+    IngestDrift,
+    IngestRejected,
+    PurgeEntries,
+    PublishPublished,
+    PublishFailed,
+    PublishParked,
+    ConsumeDeliveries,
+    ConsumeRedelivered,
+}
+
+impl Counter {
+    /// Its name where it is stored.
+    pub fn name(self) -> &'static str {
+        match self {
+            Counter::IngestNew => "ingest_new",
+            Counter::IngestDuplicate => "ingest_duplicate",
+            Counter::IngestDrift => "ingest_drift",
+            Counter::IngestRejected => "ingest_rejected",
+            Counter::PurgeEntries => "purge_entries",
+            Counter::PublishPublished => "publish_published",
+            Counter::PublishFailed => "publish_failed",
+            Counter::PublishParked => "publish_parked",
+            Counter::ConsumeDeliveries => "consume_deliveries",
+            Counter::ConsumeRedelivered => "consume_redelivered",
+        }
+    }
+
+    /// The counter a decision adds one to.
+    pub fn of(d: &Decision) -> Counter {
+        match d {
+            Decision::New { .. } => Counter::IngestNew,
+            Decision::Duplicate => Counter::IngestDuplicate,
+            Decision::Drift { .. } => Counter::IngestDrift,
+            Decision::Refused { .. } => Counter::IngestRejected,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_words() {
+        assert_eq!(received("INVOIC"), "edifact.INVOIC.received");
+        assert_eq!(NOT_RESENT, ("4", "26"));
+        assert_eq!(Counter::of(&Decision::Duplicate).name(), "ingest_duplicate");
+    }
+}
