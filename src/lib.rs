@@ -22,6 +22,8 @@ macro_rules! crash_point {
 pub mod edifact;
 
 #[cfg(feature = "cli")]
+mod broker;
+#[cfg(feature = "cli")]
 mod cli;
 #[cfg(feature = "cli")]
 mod clock;

@@ -18,7 +18,7 @@ use crate::inbox::{Access, DeliveryRecord, Inbox, KeyProbe, Location};
 use crate::intake::{self, AckPolicy, Attached, Outcome, Parsed};
 use crate::metrics::{Metrics, unix_now};
 use crate::output::{Out, count, problem};
-use crate::publish::{self, Answer, Attr, Destination, Outgoing};
+use crate::publish::{DeadLetter, Rejected};
 use crate::status::Status;
 
 /// How long one fetch waits for deliveries, at most: the stop flag is looked at in between.
@@ -30,23 +30,6 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// How often a long run writes its metrics file, at most.
 const METRICS_EVERY: Duration = Duration::from_secs(10);
 
-/// The header a dead letter carries its reason in (and, beside it, where it came from).
-const REASON: Attr = Attr {
-    name: "reason",
-    nats: "edi-inbox-reason",
-    amqp: "edi-inbox-reason",
-};
-const SOURCE: Attr = Attr {
-    name: "source",
-    nats: "edi-inbox-source",
-    amqp: "edi-inbox-source",
-};
-const FILENAME: Attr = Attr {
-    name: "filename",
-    nats: consume::FILENAME_HEADER,
-    amqp: consume::FILENAME_HEADER,
-};
-
 /// The run's counts.
 #[derive(Debug, Default, Serialize)]
 struct Summary {
@@ -57,112 +40,6 @@ struct Summary {
     rejected: usize,
     /// Deliveries the broker had delivered before (after a crash or a lost acknowledgement).
     redelivered: usize,
-}
-
-/// Where `--dead-letter` sends rejected deliveries.
-struct DeadLetter {
-    destination: Destination,
-    options: publish::Options,
-    /// The NATS subject (an AMQP dead letter keeps the delivery's routing key).
-    subject: Option<String>,
-    sink: Option<Box<dyn publish::Sink>>,
-}
-
-impl DeadLetter {
-    fn parse(text: &str) -> Result<DeadLetter, String> {
-        if text.starts_with("amqp://") {
-            let (url, exchange) = consume::split_last_segment(text)
-                .ok_or("--dead-letter amqp:// takes amqp://USER:PASS@HOST:PORT/VHOST/EXCHANGE")?;
-            return Ok(DeadLetter {
-                destination: Destination::Amqp { url },
-                options: publish::Options {
-                    exchange,
-                    ..Default::default()
-                },
-                subject: None,
-                sink: None,
-            });
-        }
-        match Destination::parse(text) {
-            Ok(Destination::Nats {
-                server,
-                prefix: Some(subject),
-            }) => Ok(DeadLetter {
-                destination: Destination::Nats {
-                    server,
-                    prefix: None,
-                },
-                options: publish::Options {
-                    stream_subjects: vec![subject.clone()],
-                    ..Default::default()
-                },
-                subject: Some(subject),
-                sink: None,
-            }),
-            _ => Err(
-                "--dead-letter takes nats://HOST:PORT/SUBJECT or amqp://USER:PASS@HOST:PORT/VHOST/EXCHANGE"
-                    .into(),
-            ),
-        }
-    }
-
-    /// Publishes the rejected deliveries, each with its reason; all of them stored, or an error
-    /// (then none is settled, and the broker delivers them again).
-    /// Where to, for messages: the server with its exchange or subject, never a password.
-    fn shown(&self) -> String {
-        match (&self.destination, &self.subject) {
-            (Destination::Amqp { .. }, _) => {
-                format!("{}/{}", self.destination.shown(), self.options.exchange)
-            }
-            (_, Some(subject)) => format!("{}/{subject}", self.destination.shown()),
-            _ => self.destination.shown(),
-        }
-    }
-
-    fn send(&mut self, rejected: &[(&Delivery, String)]) -> anyhow::Result<()> {
-        let shown = self.shown();
-        let sink = match &mut self.sink {
-            Some(sink) => sink,
-            None => self.sink.insert(
-                publish::connect(&self.destination, &self.options)
-                    .with_context(|| format!("--dead-letter {shown}"))?,
-            ),
-        };
-        let batch: Vec<Outgoing> = rejected
-            .iter()
-            .map(|(d, reason)| {
-                let mut attributes = vec![
-                    (REASON, publish::header_value(reason)),
-                    (SOURCE, publish::header_value(&d.source)),
-                ];
-                if let Some(f) = &d.filename {
-                    attributes.push((FILENAME, publish::header_value(f)));
-                }
-                Outgoing {
-                    // The same whenever it is sent again: JetStream drops a second copy.
-                    id: format!(
-                        "dead-letter:{}:{}",
-                        d.source,
-                        &hex::encode(Sha256::digest(&d.body))[..32]
-                    ),
-                    subject: self.subject.clone().unwrap_or_else(|| d.subject.clone()),
-                    attributes,
-                    body: d.body.clone(),
-                }
-            })
-            .collect();
-        let (answers, error) = sink.send(batch);
-        if let Some(e) = error {
-            self.sink = None;
-            return Err(e.into_error().context(format!("--dead-letter {shown}")));
-        }
-        for a in answers {
-            if let Answer::Refused(why) = a {
-                anyhow::bail!("--dead-letter {shown} refused a rejected delivery: {why}");
-            }
-        }
-        Ok(())
-    }
 }
 
 /// How a batch failed.
@@ -207,7 +84,13 @@ pub fn run(
         Ok(s) => s,
         Err(e) => return super::usage(&format!("--from: {e}")),
     };
-    let dead_letter = match args.dead_letter.as_deref().map(DeadLetter::parse) {
+    // The dead-letter destination is read before anything is opened (a usage error), and
+    // hears the stop flag once it exists.
+    let mut dead_letter = match args
+        .dead_letter
+        .as_deref()
+        .map(|t| DeadLetter::parse(t, None))
+    {
         None => None,
         Some(Ok(d)) => Some(d),
         Some(Err(e)) => return super::usage(&e),
@@ -217,6 +100,9 @@ pub fn run(
     }
     let mut inbox = super::open_inbox(db, Access::Create, busy_timeout)?;
     let stop = super::stop_on_signals()?;
+    if let Some(d) = &mut dead_letter {
+        d.hear(Some(stop.clone()));
+    }
     let options = consume::Options {
         batch: args.batch as usize,
         ack_wait: args.ack_wait,
@@ -417,6 +303,7 @@ impl Run<'_> {
         crash_point!("consume-after-commit");
         let mut settled = Vec::with_capacity(deliveries.len());
         let mut rejected = Vec::new();
+        let mut rejected_tags = Vec::new();
         for (d, outcomes) in deliveries.iter().zip(outcomes) {
             self.summary.deliveries += 1;
             if d.delivery_count > 1 {
@@ -429,7 +316,14 @@ impl Run<'_> {
             if reasons.is_empty() {
                 settled.push((d.tag, Settle::Ack));
             } else {
-                rejected.push((d, reasons.join("; ")));
+                rejected.push(Rejected {
+                    source: &d.source,
+                    subject: &d.subject,
+                    filename: d.filename.as_deref(),
+                    body: &d.body,
+                    reason: reasons.join("; "),
+                });
+                rejected_tags.push(d.tag);
             }
         }
         self.out.flush();
@@ -443,7 +337,7 @@ impl Run<'_> {
             let _ = feed.settle(&settled);
             return Err(BatchError::DeadLetter(e));
         }
-        settled.extend(rejected.iter().map(|(d, _)| (d.tag, Settle::Reject)));
+        settled.extend(rejected_tags.into_iter().map(|tag| (tag, Settle::Reject)));
         crash_point!("consume-before-ack");
         feed.settle(&settled).map_err(BatchError::Broker)
     }

@@ -65,7 +65,7 @@ pub fn run(
     args: &PublishArgs,
 ) -> anyhow::Result<ExitStatus> {
     let started = Instant::now();
-    let destination = match Destination::parse(&args.to) {
+    let mut destination = match Destination::parse(&args.to) {
         Ok(d) => d,
         Err(e) => return super::usage(&format!("--to: {e}")),
     };
@@ -81,12 +81,19 @@ pub fn run(
     // A second signal, while a batch is stuck on a broker that does not answer, ends the
     // process: nothing unconfirmed is marked.
     let stop = super::stop_on_signals()?;
-    let options = publish::Options {
-        create_stream: args.create_stream.clone(),
-        exchange: args.exchange.clone(),
-        stream_subjects: vec![template.wildcard()],
-        stop: Some(stop.clone()),
-    };
+    match &mut destination {
+        Destination::Nats {
+            create_stream,
+            stream_subjects,
+            ..
+        } => {
+            create_stream.clone_from(&args.create_stream);
+            *stream_subjects = vec![template.wildcard()];
+        }
+        Destination::Amqp { exchange, .. } => exchange.clone_from(&args.exchange),
+        Destination::Dir(_) => {}
+    }
+    let stop_flag: publish::Stop = Some(stop.clone());
     let mut run = Run {
         args,
         template,
@@ -145,7 +152,7 @@ pub fn run(
     }
     let mut backoff = Duration::from_millis(500);
     let sink = loop {
-        match publish::connect(&destination, &options) {
+        match publish::connect(&destination, &stop_flag) {
             Ok(sink) => break Some(sink),
             // Stopped while waiting for the destination: the run ends as asked, having marked
             // nothing.
@@ -201,7 +208,7 @@ pub fn run(
                 );
                 super::sleep_unless(&stop, backoff);
                 backoff = (backoff * 2).min(MAX_BACKOFF);
-                if let Ok(s) = publish::connect(&destination, &options) {
+                if let Ok(s) = publish::connect(&destination, &stop_flag) {
                     sink = s;
                 }
             }

@@ -52,7 +52,7 @@ impl Source {
             });
         }
         if text.starts_with("amqp://") {
-            let (url, queue) = split_last_segment(text)
+            let (url, queue) = crate::broker::amqp::split_last_segment(text)
                 .ok_or("--from amqp:// takes amqp://USER:PASS@HOST:PORT/VHOST/QUEUE")?;
             return Ok(Source::Amqp { url, queue });
         }
@@ -69,32 +69,10 @@ impl Source {
                 server,
                 stream,
                 consumer,
-            } => format!(
-                "{}/{stream}/{consumer}",
-                crate::publish::without_userinfo(server)
-            ),
-            Source::Amqp { url, queue } => format!("{}/{queue}", crate::publish::amqp_shown(url)),
+            } => format!("{}/{stream}/{consumer}", crate::broker::nats::shown(server)),
+            Source::Amqp { url, queue } => format!("{}/{queue}", crate::broker::amqp::shown(url)),
         }
     }
-}
-
-/// `amqp://USER:PASS@HOST:PORT/VHOST/NAME` as the connection's URL (up to the vhost, which
-/// is `/` where only a name follows the host) and the name (a queue or an exchange, which
-/// AMQP allows to hold nearly anything but `/` here).
-pub fn split_last_segment(url: &str) -> Option<(String, String)> {
-    let rest = url.strip_prefix("amqp://")?;
-    let slash = rest.find('/')?;
-    let (authority, path) = rest.split_at(slash);
-    let (vhost, name) = path[1..].rsplit_once('/').unwrap_or(("", &path[1..]));
-    if name.is_empty() || authority.is_empty() {
-        return None;
-    }
-    let url = if vhost.is_empty() {
-        format!("amqp://{authority}")
-    } else {
-        format!("amqp://{authority}/{vhost}")
-    };
-    Some((url, name.to_string()))
 }
 
 /// A stream or consumer name JetStream accepts (and that cannot widen a subject).

@@ -9,11 +9,10 @@ use anyhow::{Context as _, anyhow};
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, ExchangeDeclareOptions};
 
 use lapin::types::{AMQPValue, FieldTable, LongString};
-use lapin::{
-    BasicProperties, Channel, Confirmation, Connection, ConnectionProperties, ExchangeKind,
-};
+use lapin::{BasicProperties, Channel, Confirmation, Connection, ExchangeKind};
 
-use super::{Answer, CONTENT_TYPE, Options, Outgoing, Sink, SinkError};
+use super::{Answer, CONTENT_TYPE, Outgoing, Sink, SinkError, Stop};
+use crate::broker;
 
 /// AMQP's `delivery_mode` for a message the broker writes to disk.
 const PERSISTENT: u8 = 2;
@@ -35,42 +34,13 @@ pub struct AmqpSink {
 /// How long connecting, opening the channel and declaring the exchange may take.
 const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
 
-/// The URL without its password.
-pub fn shown(url: &str) -> String {
-    match url.split_once("://") {
-        Some((scheme, rest)) => {
-            let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-            let host = match authority.rsplit_once('@') {
-                Some((user, host)) => {
-                    let user = user.split(':').next().unwrap_or_default();
-                    format!("{user}@{host}")
-                }
-                None => authority.to_string(),
-            };
-            format!("{scheme}://{host}{path}")
-        }
-        None => "amqp://?".to_string(),
-    }
-}
-
 impl AmqpSink {
-    pub fn connect(url: &str, options: &Options) -> anyhow::Result<AmqpSink> {
-        let shown = shown(url);
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        let exchange = options.exchange.clone();
+    pub fn connect(url: &str, exchange: &str, stop: Stop) -> anyhow::Result<AmqpSink> {
+        let shown = broker::amqp::shown(url);
+        let runtime = broker::runtime()?;
+        let exchange = exchange.to_string();
         let setup = async {
-            // Named, so that an operator (or a test) can find it in the broker's list.
-            let connection = Connection::connect(
-                url,
-                ConnectionProperties::default().with_connection_name(
-                    format!("edi-inbox publish {}", std::process::id()).into(),
-                ),
-            )
-            .await
-            // The driver's message may quote the URL, password and all.
-            .map_err(|e| anyhow!("{}", scrub(&e.to_string(), url)))?;
+            let connection = broker::amqp::connect(url, "publish").await?;
             let channel = connection.create_channel().await?;
             channel
                 .confirm_select(ConfirmSelectOptions::default())
@@ -91,33 +61,16 @@ impl AmqpSink {
         };
         // A broker that takes the connection and then says nothing must not hold the run.
         let (connection, channel) = runtime
-            .block_on(async { tokio::time::timeout(CONNECT_TIMEOUT, setup).await })
-            .map_err(|_| anyhow!("no answer within {} s", CONNECT_TIMEOUT.as_secs()))
-            .and_then(|r| r)
+            .block_on(broker::within(CONNECT_TIMEOUT, setup))
             .with_context(|| format!("cannot connect to {shown}"))?;
         Ok(AmqpSink {
             runtime,
             _connection: connection,
             channel,
-            exchange: options.exchange.clone(),
+            exchange,
             shown,
-            stop: options.stop.clone(),
+            stop,
         })
-    }
-}
-
-/// `text` without the password `url` holds.
-pub fn scrub(text: &str, url: &str) -> String {
-    let password = url
-        .split_once("://")
-        .and_then(|(_, rest)| rest.split('/').next())
-        .and_then(|auth| auth.rsplit_once('@'))
-        .and_then(|(user, _)| user.split_once(':'))
-        .map(|(_, p)| p)
-        .filter(|p| !p.is_empty());
-    match password {
-        Some(p) => text.replace(p, "***"),
-        None => text.to_string(),
     }
 }
 
@@ -134,7 +87,7 @@ impl Sink for AmqpSink {
                     Err(e) => (Vec::new(), Some(SinkError::Lost(e))),
                 },
                 // Stopped: nothing of this batch is marked; it goes out again, with its ids.
-                () = super::stopped(stop) => (Vec::new(), None),
+                () = broker::stopped(stop) => (Vec::new(), None),
             }
         })
     }
@@ -160,7 +113,7 @@ async fn confirm(
         let mut headers = FieldTable::default();
         for (attr, value) in &o.attributes {
             headers.insert(
-                attr.amqp.into(),
+                property(*attr).into(),
                 AMQPValue::LongString(LongString::from(value.as_str())),
             );
         }
@@ -223,20 +176,8 @@ async fn confirm(
         .collect())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_password_is_never_shown() {
-        assert_eq!(
-            shown("amqp://guest:s3cret@h:5672/%2f"),
-            "amqp://guest@h:5672/%2f"
-        );
-        assert_eq!(shown("amqp://h"), "amqp://h");
-        assert_eq!(
-            scrub("bad uri amqp://u:s3cret@h", "amqp://u:s3cret@h"),
-            "bad uri amqp://u:***@h"
-        );
-    }
+/// An attribute's AMQP application property: the CloudEvents AMQP binding's `cloudEvents:` and
+/// its name.
+fn property(a: super::Attr) -> &'static str {
+    attr_binding!(a, "cloudEvents:")
 }

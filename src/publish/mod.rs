@@ -4,11 +4,16 @@
 //! asynchronous, on a current-thread runtime each destination keeps to itself; what it offers
 //! the rest of the program is a blocking [`Sink::send`].
 
+#[macro_use]
+mod attributes;
 mod amqp;
+mod dead_letter;
 mod dir;
 mod nats;
 
-pub use amqp::{scrub as amqp_scrub, shown as amqp_shown};
+pub use dead_letter::{DeadLetter, Rejected};
+
+pub use attributes::Attr;
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -17,16 +22,21 @@ use sha2::{Digest, Sha256};
 
 use crate::inbox::OutboxEvent;
 
-/// Where `publish --to` sends events.
+/// Where `publish --to` sends events, with what each destination alone is given.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Destination {
     /// `nats://HOST:PORT[/SUBJECT-PREFIX]`.
     Nats {
         server: String,
         prefix: Option<String>,
+        /// `--create-stream NAME`: create a JetStream stream capturing the subjects if none
+        /// does.
+        create_stream: Option<String>,
+        /// Subjects (with `*` for each placeholder) the created stream captures.
+        stream_subjects: Vec<String>,
     },
-    /// `amqp://USER:PASS@HOST:PORT/VHOST`.
-    Amqp { url: String },
+    /// `amqp://USER:PASS@HOST:PORT/VHOST`, and `--exchange`.
+    Amqp { url: String, exchange: String },
     /// `dir:PATH`.
     Dir(PathBuf),
 }
@@ -53,11 +63,14 @@ impl Destination {
             return Ok(Destination::Nats {
                 server: format!("nats://{server}"),
                 prefix: prefix.map(str::to_string),
+                create_stream: None,
+                stream_subjects: Vec::new(),
             });
         }
         if text.starts_with("amqp://") {
             return Ok(Destination::Amqp {
                 url: text.to_string(),
+                exchange: String::new(),
             });
         }
         if let Some(path) = text.strip_prefix("dir:")
@@ -71,29 +84,16 @@ impl Destination {
     /// For messages: never the password.
     pub fn shown(&self) -> String {
         match self {
-            Destination::Nats { server, prefix } => {
-                let server = without_userinfo(server);
+            Destination::Nats { server, prefix, .. } => {
+                let server = crate::broker::nats::shown(server);
                 match prefix {
                     Some(p) => format!("{server}/{p}"),
                     None => server,
                 }
             }
-            Destination::Amqp { url } => amqp::shown(url),
+            Destination::Amqp { url, .. } => crate::broker::amqp::shown(url),
             Destination::Dir(path) => format!("dir:{}", path.display()),
         }
-    }
-}
-
-/// A URL without its `user:password@`, for messages.
-pub fn without_userinfo(url: &str) -> String {
-    match url.split_once("://") {
-        Some((scheme, rest)) => {
-            let end = rest.find('/').unwrap_or(rest.len());
-            let (authority, path) = rest.split_at(end);
-            let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-            format!("{scheme}://{host}{path}")
-        }
-        None => url.to_string(),
     }
 }
 
@@ -141,30 +141,9 @@ pub struct Outgoing {
     /// The NATS subject or AMQP routing key.
     pub subject: String,
     /// CloudEvents attributes (`specversion`, `id`, `source`, `type`, `time`, and the `edi...`
-    /// extensions), each with its name in each binding.
+    /// extensions), which each destination names in its binding.
     pub attributes: Vec<(Attr, String)>,
     pub body: bytes::Bytes,
-}
-
-/// A CloudEvents attribute's name, bare and as each binding's binary mode has it, made once
-/// (not formatted again for every message).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Attr {
-    pub name: &'static str,
-    /// The NATS header: `ce-` and the name.
-    pub nats: &'static str,
-    /// The AMQP application property: `cloudEvents:` and the name.
-    pub amqp: &'static str,
-}
-
-macro_rules! attr {
-    ($name:literal) => {
-        Attr {
-            name: $name,
-            nats: concat!("ce-", $name),
-            amqp: concat!("cloudEvents:", $name),
-        }
-    };
 }
 
 /// The media type of an EDIFACT body (RFC 1767).
@@ -190,35 +169,27 @@ pub trait Sink {
     fn send(&mut self, batch: Vec<Outgoing>) -> (Vec<Answer>, Option<SinkError>);
 }
 
-/// Options the brokers take.
-#[derive(Debug, Clone, Default)]
-pub struct Options {
-    /// `--create-stream NAME`: create a JetStream stream capturing the subjects if none does.
-    pub create_stream: Option<String>,
-    /// `--exchange NAME`.
-    pub exchange: String,
-    /// Subjects (with `*` for each placeholder) the created stream captures.
-    pub stream_subjects: Vec<String>,
-    /// Set by SIGTERM or SIGINT: a batch waiting on its destination gives up at once, with the
-    /// answers it has (nothing unconfirmed is marked).
-    pub stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
-}
+/// Set by SIGTERM or SIGINT: a batch waiting on its destination gives up at once, with the
+/// answers it has (nothing unconfirmed is marked).
+pub type Stop = Option<std::sync::Arc<std::sync::atomic::AtomicBool>>;
 
-/// Resolves once `stop` is set (never without one): raced against a destination's answers.
-pub(crate) async fn stopped(stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>) {
-    let Some(stop) = stop else {
-        return std::future::pending().await;
-    };
-    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-}
-
-/// Connects to `destination`.
-pub fn connect(destination: &Destination, options: &Options) -> anyhow::Result<Box<dyn Sink>> {
+/// Connects to `destination`: the one place that knows every kind of destination.
+pub fn connect(destination: &Destination, stop: &Stop) -> anyhow::Result<Box<dyn Sink>> {
     Ok(match destination {
-        Destination::Nats { server, .. } => Box::new(nats::NatsSink::connect(server, options)?),
-        Destination::Amqp { url } => Box::new(amqp::AmqpSink::connect(url, options)?),
+        Destination::Nats {
+            server,
+            create_stream,
+            stream_subjects,
+            ..
+        } => Box::new(nats::NatsSink::connect(
+            server,
+            create_stream.clone(),
+            stream_subjects.clone(),
+            stop.clone(),
+        )?),
+        Destination::Amqp { url, exchange } => {
+            Box::new(amqp::AmqpSink::connect(url, exchange, stop.clone())?)
+        }
         Destination::Dir(path) => Box::new(dir::DirSink::open(path)?),
     })
 }
@@ -416,44 +387,44 @@ pub fn outgoing(
         Payload::Interchange => crate::inbox::names::received("interchange"),
     };
     let mut attributes = vec![
-        (attr!("specversion"), "1.0".to_string()),
-        (attr!("id"), id.clone()),
+        (Attr::SpecVersion, "1.0".to_string()),
+        (Attr::Id, id.clone()),
         (
-            attr!("source"),
+            Attr::Source,
             format!("/edi-inbox/{}", subject_token(&e.sender)),
         ),
-        (attr!("type"), header_value(&kind)),
-        (attr!("time"), e.created_at.clone()),
-        (attr!("edisender"), header_value(&e.sender)),
-        (attr!("edirecipient"), header_value(&e.recipient)),
-        (attr!("edicontrolref"), header_value(&e.control_ref)),
+        (Attr::Type, header_value(&kind)),
+        (Attr::Time, e.created_at.clone()),
+        (Attr::EdiSender, header_value(&e.sender)),
+        (Attr::EdiRecipient, header_value(&e.recipient)),
+        (Attr::EdiControlRef, header_value(&e.control_ref)),
         (
-            attr!("edisyntax"),
+            Attr::EdiSyntax,
             header_value(&format!("{}:{}", e.syntax_id, e.syntax_version)),
         ),
     ];
     if let Some(q) = &e.sender_qualifier {
-        attributes.push((attr!("edisenderqualifier"), header_value(q)));
+        attributes.push((Attr::EdiSenderQualifier, header_value(q)));
     }
     if let Some(q) = &e.recipient_qualifier {
-        attributes.push((attr!("edirecipientqualifier"), header_value(q)));
+        attributes.push((Attr::EdiRecipientQualifier, header_value(q)));
     }
     if payload == Payload::Message {
-        attributes.push((attr!("edimessageref"), header_value(&e.message_ref)));
-        attributes.push((attr!("edimessagetype"), header_value(&e.message_type)));
+        attributes.push((Attr::EdiMessageRef, header_value(&e.message_ref)));
+        attributes.push((Attr::EdiMessageType, header_value(&e.message_type)));
         attributes.push((
-            attr!("edimessageversion"),
+            Attr::EdiMessageVersion,
             header_value(&format!("{}:{}:{}", e.version, e.release, e.agency)),
         ));
         if let Some(g) = &e.group_ref {
-            attributes.push((attr!("edigroupref"), header_value(g)));
+            attributes.push((Attr::EdiGroupRef, header_value(g)));
         }
     } else {
         let refs: Vec<&str> = events.iter().map(|e| e.message_ref.as_str()).collect();
-        attributes.push((attr!("edimessagerefs"), header_value(&refs.join(","))));
+        attributes.push((Attr::EdiMessageRefs, header_value(&refs.join(","))));
     }
     if let Some(una) = una(raw) {
-        attributes.push((attr!("ediuna"), header_value(&una)));
+        attributes.push((Attr::EdiUna, header_value(&una)));
     }
     Ok(Outgoing {
         id,
@@ -486,19 +457,19 @@ pub fn contrl_outgoing(e: &crate::inbox::ContrlEvent, subject: &Template) -> Out
         ("D", "3")
     };
     let attributes = vec![
-        (attr!("specversion"), "1.0".to_string()),
-        (attr!("id"), id.clone()),
+        (Attr::SpecVersion, "1.0".to_string()),
+        (Attr::Id, id.clone()),
         (
-            attr!("source"),
+            Attr::Source,
             format!("/edi-inbox/{}", subject_token(&e.sender)),
         ),
-        (attr!("type"), header_value(&e.event_type)),
-        (attr!("time"), e.created_at.clone()),
-        (attr!("edisender"), header_value(&e.sender)),
-        (attr!("edirecipient"), header_value(&e.recipient)),
-        (attr!("edicontrolref"), header_value(&e.own_ref)),
-        (attr!("edimessagetype"), "CONTRL".to_string()),
-        (attr!("ediansweredcontrolref"), header_value(&e.control_ref)),
+        (Attr::Type, header_value(&e.event_type)),
+        (Attr::Time, e.created_at.clone()),
+        (Attr::EdiSender, header_value(&e.sender)),
+        (Attr::EdiRecipient, header_value(&e.recipient)),
+        (Attr::EdiControlRef, header_value(&e.own_ref)),
+        (Attr::EdiMessageType, "CONTRL".to_string()),
+        (Attr::EdiAnsweredControlRef, header_value(&e.control_ref)),
     ];
     Outgoing {
         subject: subject.render_values(["CONTRL", &e.sender, &e.recipient, version, release]),
@@ -593,18 +564,13 @@ mod tests {
         let t = Template::parse("edifact.{type}.{sender}", None).unwrap();
         let o = outgoing(&[event("S\nX", "1")], &raw, Payload::Message, &t).unwrap();
         assert_eq!(&o.body[..], b":+.");
+        let bare = |a: Attr| -> &'static str { attr_binding!(a, "") };
         let get = |k: &str| {
             o.attributes
                 .iter()
-                .find(|(a, _)| a.name == k)
+                .find(|(a, _)| bare(*a) == k)
                 .map(|(_, v)| v.clone())
         };
-        assert!(
-            o.attributes
-                .iter()
-                .all(|(a, _)| a.nats == format!("ce-{}", a.name)
-                    && a.amqp == format!("cloudEvents:{}", a.name))
-        );
         // A line break in a value (a release character that is one) never reaches a header.
         let mut odd = event("S", "1");
         odd.event_type = "edifact.ORD\nERS.received".into();
@@ -629,7 +595,9 @@ mod tests {
             Destination::parse("nats://127.0.0.1:4222/acme.edi"),
             Ok(Destination::Nats {
                 server: "nats://127.0.0.1:4222".into(),
-                prefix: Some("acme.edi".into())
+                prefix: Some("acme.edi".into()),
+                create_stream: None,
+                stream_subjects: Vec::new(),
             })
         );
         assert!(Destination::parse("nats://h/a.*").is_err());

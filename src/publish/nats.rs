@@ -10,7 +10,8 @@ use anyhow::{Context as _, anyhow};
 use async_nats::HeaderName;
 use async_nats::jetstream::{self, context::PublishErrorKind};
 
-use super::{Answer, CONTENT_TYPE, Options, Outgoing, Sink, SinkError, without_userinfo};
+use super::{Answer, CONTENT_TYPE, Outgoing, Sink, SinkError, Stop};
+use crate::broker;
 
 /// How long the server may take to confirm the next message, from the last sign of progress,
 /// before the connection counts as stalled.
@@ -23,7 +24,10 @@ pub struct NatsSink {
     runtime: tokio::runtime::Runtime,
     js: jetstream::Context,
     server: String,
-    options: Options,
+    /// `--create-stream NAME`, and the subjects such a stream captures.
+    create_stream: Option<String>,
+    stream_subjects: Vec<String>,
+    stop: Stop,
     /// Subjects a stream was found (or made) for, this run.
     captured: HashSet<String>,
     denied: Denied,
@@ -32,17 +36,18 @@ pub struct NatsSink {
 }
 
 impl NatsSink {
-    pub fn connect(server: &str, options: &Options) -> anyhow::Result<NatsSink> {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
+    pub fn connect(
+        server: &str,
+        create_stream: Option<String>,
+        stream_subjects: Vec<String>,
+        stop: Stop,
+    ) -> anyhow::Result<NatsSink> {
+        let runtime = broker::runtime()?;
         let denied = Denied::default();
         let client = runtime
             .block_on({
                 let denied = denied.clone();
-                async_nats::ConnectOptions::new()
-                    .connection_timeout(Duration::from_secs(10))
-                    .request_timeout(Some(ACK_TIMEOUT))
+                broker::nats::options("publish")
                     .event_callback(move |event| {
                         let denied = denied.clone();
                         async move {
@@ -58,7 +63,7 @@ impl NatsSink {
                     })
                     .connect(server)
             })
-            .with_context(|| format!("cannot connect to {}", without_userinfo(server)))?;
+            .with_context(|| format!("cannot connect to {}", broker::nats::shown(server)))?;
         // The context spawns its acknowledgement reader on the runtime (run while a batch is
         // awaited).
         let mut js = {
@@ -69,8 +74,10 @@ impl NatsSink {
         Ok(NatsSink {
             runtime,
             js,
-            server: without_userinfo(server),
-            options: options.clone(),
+            server: broker::nats::shown(server),
+            create_stream,
+            stream_subjects,
+            stop,
             captured: HashSet::new(),
             denied,
             warned_other_stream: HashSet::new(),
@@ -88,7 +95,7 @@ impl NatsSink {
             // `--create-stream` makes a stream only where none captures the subjects: another
             // one that does takes the events, and the operator is told which.
             Ok(found) => {
-                if let Some(name) = &self.options.create_stream
+                if let Some(name) = &self.create_stream
                     && *name != found
                     && self.warned_other_stream.insert(found.clone())
                 {
@@ -98,11 +105,11 @@ impl NatsSink {
                     ));
                 }
             }
-            Err(e) if matches!(e.kind(), Kind::NotFound) => match &self.options.create_stream {
+            Err(e) if matches!(e.kind(), Kind::NotFound) => match &self.create_stream {
                 Some(name) => {
                     let config = jetstream::stream::Config {
                         name: name.clone(),
-                        subjects: self.options.stream_subjects.clone(),
+                        subjects: self.stream_subjects.clone(),
                         storage: jetstream::stream::StorageType::File,
                         duplicate_window: DUPLICATE_WINDOW,
                         ..Default::default()
@@ -122,7 +129,7 @@ impl NatsSink {
                             SinkError::Setup(format!(
                                 "{}: stream {name} exists but does not capture subject {subject}: add the subjects {} to it, or name another stream",
                                 self.server,
-                                self.options.stream_subjects.join(" ")
+                                self.stream_subjects.join(" ")
                             ))
                         })?;
                 }
@@ -130,7 +137,7 @@ impl NatsSink {
                     return Err(SinkError::Setup(format!(
                         "{}: no JetStream stream captures subject {subject}: create one, e.g. `nats stream add EDIFACT --subjects '{}' --storage file --dupe-window 2m`, or run publish with --create-stream NAME",
                         self.server,
-                        self.options.stream_subjects.join(" ")
+                        self.stream_subjects.join(" ")
                     )));
                 }
             },
@@ -156,14 +163,14 @@ impl Sink for NatsSink {
         let js = self.js.clone();
         let server = self.server.clone();
         let denied = self.denied.clone();
-        let stop = self.options.stop.clone();
+        let stop = self.stop.clone();
         self.runtime.block_on(async move {
             let mut answers = Vec::with_capacity(batch.len());
             let work = confirm(&js, &server, &denied, batch, &mut answers);
             tokio::select! {
                 lost = work => (answers, lost.map(SinkError::Lost)),
                 // Stopped: the answers so far; what is unconfirmed stays unmarked.
-                () = super::stopped(stop) => (answers, None),
+                () = broker::stopped(stop) => (answers, None),
             }
         })
     }
@@ -191,7 +198,7 @@ async fn confirm(
         headers.insert(HeaderName::from_static("Nats-Msg-Id"), o.id);
         headers.insert(HeaderName::from_static("content-type"), CONTENT_TYPE);
         for (attr, value) in o.attributes {
-            headers.insert(HeaderName::from_static(attr.nats), value);
+            headers.insert(HeaderName::from_static(header(attr)), value);
         }
         pending.push(
             js.publish_with_headers(o.subject.clone(), headers, o.body)
@@ -273,6 +280,11 @@ fn denied_subject(text: &str) -> Option<&str> {
     let rest = rest.trim_start().trim_start_matches('"');
     let end = rest.find('"').unwrap_or(rest.len());
     Some(rest[..end].trim()).filter(|s| !s.is_empty())
+}
+
+/// An attribute's NATS header: the CloudEvents NATS binding's `ce-` and its name.
+fn header(a: super::Attr) -> &'static str {
+    attr_binding!(a, "ce-")
 }
 
 /// JetStream's refusals that concern the stream, not the message: its limits with the discard

@@ -12,11 +12,11 @@ use anyhow::{Context as _, anyhow};
 use futures_util::StreamExt as _;
 use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicQosOptions, BasicRejectOptions};
 use lapin::types::{AMQPValue, FieldTable};
-use lapin::{Channel, Connection, ConnectionProperties, Consumer};
+use lapin::{Channel, Connection, Consumer};
 
 use super::relay::{self, Relay};
 use super::{Delivery, FILENAME_HEADER, Feed, Options, Settle};
-use crate::publish::{amqp_scrub, amqp_shown};
+use crate::broker;
 
 /// Once the first delivery of a batch came, how long the next may take to still join it.
 const GAP: Duration = Duration::from_millis(20);
@@ -46,23 +46,12 @@ pub struct AmqpFeed {
 
 impl AmqpFeed {
     pub fn connect(url: &str, queue: &str, options: Options) -> anyhow::Result<AmqpFeed> {
-        let shown = format!("{}/{queue}", amqp_shown(url));
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
+        let shown = format!("{}/{queue}", broker::amqp::shown(url));
+        let runtime = broker::runtime()?;
         let prefetch = u16::try_from(options.batch).unwrap_or(u16::MAX);
         let setup = async {
             let (relay, through) = relay::start_for(url, 5672, frames::AmqpFrames::default).await?;
-            // Named, so that an operator (or a test) can find it in the broker's list.
-            let connection = Connection::connect(
-                &through,
-                ConnectionProperties::default().with_connection_name(
-                    format!("edi-inbox consume {}", std::process::id()).into(),
-                ),
-            )
-            .await
-            // The driver's message may quote the URL, password and all.
-            .map_err(|e| anyhow!("{}", amqp_scrub(&e.to_string(), url)))?;
+            let connection = broker::amqp::connect(&through, "consume").await?;
             let channel = connection.create_channel().await?;
             channel
                 .basic_qos(prefetch, BasicQosOptions::default())
@@ -80,9 +69,7 @@ impl AmqpFeed {
         };
         // A broker that takes the connection and then says nothing must not hold the run.
         let (connection, channel, consumer, relay) = runtime
-            .block_on(async { tokio::time::timeout(CONNECT_TIMEOUT, setup).await })
-            .map_err(|_| anyhow!("no answer within {} s", CONNECT_TIMEOUT.as_secs()))
-            .and_then(|r| r)
+            .block_on(broker::within(CONNECT_TIMEOUT, setup))
             .with_context(|| format!("cannot connect to {shown}"))?;
         Ok(AmqpFeed {
             runtime,

@@ -14,10 +14,10 @@ use futures_util::StreamExt as _;
 
 use super::relay::{self, Relay};
 use super::{Delivery, FILENAME_HEADER, Feed, Options, Settle};
-use crate::publish::without_userinfo;
+use crate::broker;
 
 /// How long the server may take to answer a request (a stream or consumer lookup).
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+const REQUEST_TIMEOUT: Duration = broker::nats::TIMEOUT;
 
 pub struct NatsFeed {
     runtime: tokio::runtime::Runtime,
@@ -39,17 +39,13 @@ impl NatsFeed {
         consumer: &str,
         options: Options,
     ) -> anyhow::Result<NatsFeed> {
-        let shown = without_userinfo(server);
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
+        let shown = broker::nats::shown(server);
+        let runtime = broker::runtime()?;
         let (client, consumer, relay) = runtime
             .block_on(async {
                 let (relay, through) =
                     relay::start_for(server, 4222, frames::NatsFrames::default).await?;
-                let client = async_nats::ConnectOptions::new()
-                    .connection_timeout(REQUEST_TIMEOUT)
-                    .request_timeout(Some(REQUEST_TIMEOUT))
+                let client = broker::nats::options("consume")
                     // The servers a cluster announces are reached directly, past the relay.
                     .ignore_discovered_servers()
                     .connect(through.as_str())

@@ -1,0 +1,87 @@
+//! RabbitMQ (AMQP 0-9-1), as `consume` and `publish` both reach it: a named connection, its
+//! URL shown without the password, the driver's errors scrubbed of it.
+
+use lapin::{Connection, ConnectionProperties};
+
+/// Connects to `url` under the name of `role` (see [`super::connection_name`]); an error
+/// never holds the password. Bounded by the caller ([`super::within`]).
+pub async fn connect(url: &str, role: &str) -> anyhow::Result<Connection> {
+    Connection::connect(
+        url,
+        ConnectionProperties::default().with_connection_name(super::connection_name(role).into()),
+    )
+    .await
+    // The driver's message may quote the URL, password and all.
+    .map_err(|e| anyhow::anyhow!("{}", scrub(&e.to_string(), url)))
+}
+
+/// The URL without its password (the user kept).
+pub fn shown(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, rest)) => {
+            let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+            let host = match authority.rsplit_once('@') {
+                Some((user, host)) => {
+                    let user = user.split(':').next().unwrap_or_default();
+                    format!("{user}@{host}")
+                }
+                None => authority.to_string(),
+            };
+            format!("{scheme}://{host}{path}")
+        }
+        None => "amqp://?".to_string(),
+    }
+}
+
+/// `text` without the password `url` holds.
+pub fn scrub(text: &str, url: &str) -> String {
+    let password = url
+        .split_once("://")
+        .and_then(|(_, rest)| rest.split('/').next())
+        .and_then(|auth| auth.rsplit_once('@'))
+        .and_then(|(user, _)| user.split_once(':'))
+        .map(|(_, p)| p)
+        .filter(|p| !p.is_empty());
+    match password {
+        Some(p) => text.replace(p, "***"),
+        None => text.to_string(),
+    }
+}
+
+/// `amqp://USER:PASS@HOST:PORT/VHOST/NAME` as the connection's URL (up to the vhost, which
+/// is `/` where only a name follows the host) and the name (a queue or an exchange, which
+/// AMQP allows to hold nearly anything but `/` here).
+pub fn split_last_segment(url: &str) -> Option<(String, String)> {
+    let rest = url.strip_prefix("amqp://")?;
+    let slash = rest.find('/')?;
+    let (authority, path) = rest.split_at(slash);
+    let (vhost, name) = path[1..].rsplit_once('/').unwrap_or(("", &path[1..]));
+    if name.is_empty() || authority.is_empty() {
+        return None;
+    }
+    let url = if vhost.is_empty() {
+        format!("amqp://{authority}")
+    } else {
+        format!("amqp://{authority}/{vhost}")
+    };
+    Some((url, name.to_string()))
+}
+
+#[cfg(test)]
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_password_is_never_shown() {
+        assert_eq!(
+            shown("amqp://guest:s3cret@h:5672/%2f"),
+            "amqp://guest@h:5672/%2f"
+        );
+        assert_eq!(shown("amqp://h"), "amqp://h");
+        assert_eq!(
+            scrub("bad uri amqp://u:s3cret@h", "amqp://u:s3cret@h"),
+            "bad uri amqp://u:***@h"
+        );
+    }
+}

@@ -1,0 +1,62 @@
+//! What a source and a sink of one broker share, so that `consume` and `publish` (and a
+//! dead-letter publisher) reach a broker the same way: the current-thread runtime each keeps to
+//! itself, connecting under a timeout with a name an operator can find in the broker's list,
+//! URLs shown without their passwords and errors scrubbed of them, and a stop signal raced
+//! against every wait. One module per broker (`nats.rs`, `amqp.rs`); what is only a source's
+//! is under `consume/`, only a sink's under `publish/`.
+//!
+//! Where a new thing goes: a new broker's connection, naming and display in a file of its
+//! name here; its source in `consume/`, its sink in `publish/`, each one file.
+
+pub mod amqp;
+pub mod nats;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// The runtime a broker's client runs on: one thread, the caller's, while it waits.
+pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+}
+
+/// The name a connection shows in the broker's list: `edi-inbox consume 4242`.
+pub fn connection_name(role: &str) -> String {
+    format!("edi-inbox {role} {}", std::process::id())
+}
+
+/// A URL without its `user:password@`, for messages.
+pub fn without_userinfo(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, rest)) => {
+            let end = rest.find('/').unwrap_or(rest.len());
+            let (authority, path) = rest.split_at(end);
+            let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+            format!("{scheme}://{host}{path}")
+        }
+        None => url.to_string(),
+    }
+}
+
+/// Resolves once `stop` is set (never without one): raced against a broker's answers.
+pub async fn stopped(stop: Option<Arc<AtomicBool>>) {
+    let Some(stop) = stop else {
+        return std::future::pending().await;
+    };
+    while !stop.load(Ordering::Relaxed) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// `fut`, or an error saying nothing came within `limit`: no wait on a broker is unbounded.
+pub async fn within<T>(
+    limit: Duration,
+    fut: impl std::future::Future<Output = anyhow::Result<T>>,
+) -> anyhow::Result<T> {
+    match tokio::time::timeout(limit, fut).await {
+        Ok(r) => r,
+        Err(_) => Err(anyhow::anyhow!("no answer within {} s", limit.as_secs())),
+    }
+}
