@@ -3,7 +3,6 @@
 //! commit, and only then acknowledge them. A crash anywhere before the acknowledgement has the
 //! broker deliver them again, and the inbox decides them as duplicates.
 
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -21,11 +20,10 @@ use crate::output::{Out, count, problem};
 use crate::publish::{DeadLetter, Rejected};
 use crate::status::Status;
 
+use super::service::{self, Failure, Service, Step};
+
 /// How long one fetch waits for deliveries, at most: the stop flag is looked at in between.
 const FETCH_WAIT: Duration = Duration::from_secs(1);
-
-/// How long to wait before reconnecting after the broker went away, at most.
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 /// How often a long run writes its metrics file, at most.
 const METRICS_EVERY: Duration = Duration::from_secs(10);
@@ -40,17 +38,6 @@ struct Summary {
     rejected: usize,
     /// Deliveries the broker had delivered before (after a crash or a lost acknowledgement).
     redelivered: usize,
-}
-
-/// How a batch failed.
-enum BatchError {
-    /// The inbox: nothing of the batch was committed, nothing acknowledged; the run ends.
-    Inbox(anyhow::Error),
-    /// The broker, after the commit: the unacknowledged deliveries come again.
-    Broker(anyhow::Error),
-    /// The dead-letter destination, after the commit: the rejected deliveries were not
-    /// settled and come again; the run ends.
-    DeadLetter(anyhow::Error),
 }
 
 struct Run<'a> {
@@ -107,7 +94,6 @@ pub fn run(
         batch: args.batch as usize,
         ack_wait: args.ack_wait,
     };
-    let mut feed = Some(consume::connect(&source, options)?);
     let mut run = Run {
         args,
         out: Out::default(),
@@ -115,7 +101,7 @@ pub fn run(
         dead_letter,
         started: Instant::now(),
         metrics_written: None,
-        subscribed: true,
+        subscribed: false,
         last_fetch: unix_now(),
         other_problems: 0,
         acks: AckPolicy::from(&args.acks),
@@ -124,111 +110,88 @@ pub fn run(
             .collect(),
     };
     inbox.start_run();
-    let mut last_seen = Instant::now();
-    let mut backoff = Duration::from_millis(500);
-    // The broker's last failure, until a fetch works again.
-    let mut down: Option<anyhow::Error> = None;
-    while !stop.load(Ordering::Relaxed) {
-        let wait = match args.until_idle {
-            Some(idle) => idle.saturating_sub(last_seen.elapsed()).min(FETCH_WAIT),
-            None => FETCH_WAIT,
-        };
-        if args.until_idle.is_some() && wait.is_zero() {
-            // Idle because the broker is gone is not idle: that run failed.
-            if let Some(e) = down {
-                run.out.flush();
-                return Err(e.context(format!(
-                    "{} did not answer for --until-idle",
-                    source.shown()
-                )));
-            }
-            break;
+    // Not subscribed (the broker away, the queue or consumer gone): the loop subscribes again,
+    // each try said, with backoff, for as long as it takes; a run with --until-idle gives up
+    // once it has waited that long.
+    let settings = service::Settings {
+        reconnect: true,
+        idle: service::Idle::Pause(Duration::ZERO),
+        step_wait: FETCH_WAIT,
+        until_idle: args.until_idle,
+        ..service::Settings::default()
+    };
+    let mut consumer = Consumer {
+        run: &mut run,
+        inbox: &mut *inbox,
+        source: &source,
+        options,
+    };
+    match service::run(&mut consumer, &settings, &stop) {
+        Ok(_) => {}
+        Err(Failure::Fatal(e)) => {
+            run.out.flush();
+            return Err(e);
         }
-        // Not subscribed (the broker away, the queue or consumer gone): subscribe again, each
-        // try said, with backoff, for as long as it takes.
-        let Some(f) = feed.as_mut() else {
-            match consume::connect(&source, options) {
-                Ok(f) => {
-                    feed = Some(f);
-                    run.subscribed = true;
-                }
-                Err(e) => {
-                    problem(
-                        &mut run.out,
-                        &format!(
-                            "{}; trying again in {}",
-                            super::one_message(&e),
-                            humantime::format_duration(backoff)
-                        ),
-                    );
-                    down = Some(e);
-                    run.metrics_now(&*inbox, false);
-                    super::sleep_unless(&stop, backoff);
-                    backoff = (backoff * 2).min(MAX_BACKOFF);
-                }
-            }
-            continue;
-        };
-        let failed = match f.fetch(args.batch as usize, wait) {
-            Ok(deliveries) if deliveries.is_empty() => {
-                down = None;
-                run.last_fetch = unix_now();
-                // An idle consumer's file stays fresh too: its last-batch time says it is
-                // alive, and the status of a run before it does not linger.
-                run.metrics_now(&*inbox, false);
-                continue;
-            }
-            Ok(deliveries) => {
-                run.last_fetch = unix_now();
-                match run.batch(&mut *inbox, &mut **f, deliveries) {
-                    Ok(()) => {
-                        down = None;
-                        last_seen = Instant::now();
-                        backoff = Duration::from_millis(500);
-                        run.metrics_now(&*inbox, false);
-                        continue;
-                    }
-                    Err(BatchError::Inbox(e)) => {
-                        run.out.flush();
-                        return Err(e.context(
-                            "nothing of the batch was committed or acknowledged; the broker delivers it again",
-                        ));
-                    }
-                    Err(BatchError::DeadLetter(e)) => {
-                        run.out.flush();
-                        return Err(e.context(
-                            "the rejected deliveries were recorded but not acknowledged; the broker delivers them again",
-                        ));
-                    }
-                    Err(BatchError::Broker(e)) => {
-                        last_seen = Instant::now();
-                        e.context("the batch was committed; the deliveries not acknowledged come again and are decided as duplicates")
-                    }
-                }
-            }
-            Err(e) => e,
-        };
-        // The broker went away (a restart, a network failure, the queue deleted): the feed is
-        // given up whole and made again, with backoff. A run with --until-idle gives up once
-        // it has waited that long.
-        problem(
-            &mut run.out,
-            &format!(
-                "{}; reconnecting in {}",
-                super::one_message(&failed),
-                humantime::format_duration(backoff)
-            ),
-        );
-        down = Some(failed);
-        feed = None;
-        run.subscribed = false;
-        run.metrics_now(&*inbox, false);
-        super::sleep_unless(&stop, backoff);
-        backoff = (backoff * 2).min(MAX_BACKOFF);
+        // Idle because the broker is gone is not idle: that run failed.
+        Err(Failure::Lost { error, .. }) => {
+            run.out.flush();
+            return Err(error.context(format!(
+                "{} did not answer for --until-idle",
+                source.shown()
+            )));
+        }
     }
-    drop(feed);
     inbox.end_run();
     Ok(run.finish(&*inbox))
+}
+
+/// The run as the service loop drives it: a step is a fetch and its batch.
+struct Consumer<'r, 'a> {
+    run: &'r mut Run<'a>,
+    inbox: &'r mut dyn Inbox,
+    source: &'r Source,
+    options: consume::Options,
+}
+
+impl Service for Consumer<'_, '_> {
+    type Connection = Box<dyn Feed>;
+
+    fn connect(&mut self) -> anyhow::Result<Box<dyn Feed>> {
+        consume::connect(self.source, self.options)
+    }
+
+    fn step(&mut self, feed: &mut Box<dyn Feed>, wait: Duration) -> Result<Step, Failure> {
+        let deliveries = feed
+            .fetch(self.run.args.batch as usize, wait)
+            .map_err(Failure::lost)?;
+        self.run.last_fetch = unix_now();
+        if deliveries.is_empty() {
+            // An idle consumer's file stays fresh too (the heartbeat): its last-batch time
+            // says it is alive, and the status of a run before it does not linger.
+            return Ok(Step::Idle);
+        }
+        self.run.batch(&mut *self.inbox, &mut **feed, deliveries)?;
+        Ok(Step::Progress)
+    }
+
+    fn heartbeat(&mut self) {
+        self.run.metrics_now(&*self.inbox, false);
+    }
+
+    fn problem(&mut self, text: &str) {
+        problem(&mut self.run.out, text);
+    }
+
+    fn connected(&mut self, yes: bool) {
+        self.run.subscribed = yes;
+    }
+}
+
+/// The inbox failed: nothing of the batch is kept, the run ends.
+fn not_committed(e: anyhow::Error) -> Failure {
+    Failure::Fatal(e.context(
+        "nothing of the batch was committed or acknowledged; the broker delivers it again",
+    ))
 }
 
 impl Run<'_> {
@@ -239,7 +202,7 @@ impl Run<'_> {
         inbox: &mut dyn Inbox,
         feed: &mut dyn Feed,
         deliveries: Vec<Delivery>,
-    ) -> Result<(), BatchError> {
+    ) -> Result<(), Failure> {
         let when = crate::clock::now();
         let items = self.prepare(&deliveries);
         // A delivery holding rejected input is recorded under its hash.
@@ -268,8 +231,7 @@ impl Run<'_> {
                 sha256: sha256.as_deref(),
             })
             .collect();
-        let outcomes =
-            intake::decide(inbox, &sources, &when, self.acks).map_err(BatchError::Inbox)?;
+        let outcomes = intake::decide(inbox, &sources, &when, self.acks).map_err(not_committed)?;
         drop(sources);
         // An interchange the inbox refused (a value the database cannot hold) is rejected
         // without a parse error, which is what records a delivery's bytes: recorded here, so
@@ -280,7 +242,7 @@ impl Run<'_> {
                 inbox
                     .rejected_file(&d.source, &d.body, &sha256, &when)
                     .context("cannot write to the inbox database")
-                    .map_err(BatchError::Inbox)?;
+                    .map_err(not_committed)?;
             }
         }
         let records: Vec<DeliveryRecord<'_>> = deliveries
@@ -295,11 +257,11 @@ impl Run<'_> {
         inbox
             .record_deliveries(&records, &when)
             .context("cannot write to the inbox database")
-            .map_err(BatchError::Inbox)?;
+            .map_err(not_committed)?;
         inbox
             .commit()
             .context("cannot commit to the inbox database")
-            .map_err(BatchError::Inbox)?;
+            .map_err(not_committed)?;
         crash_point!("consume-after-commit");
         let mut settled = Vec::with_capacity(deliveries.len());
         let mut rejected = Vec::new();
@@ -335,11 +297,18 @@ impl Run<'_> {
             // the rejected ones come again, and are recorded again (a rejection counts its
             // sightings).
             let _ = feed.settle(&settled);
-            return Err(BatchError::DeadLetter(e));
+            return Err(Failure::Fatal(e.context(
+                "the rejected deliveries were recorded but not acknowledged; the broker delivers them again",
+            )));
         }
         settled.extend(rejected_tags.into_iter().map(|tag| (tag, Settle::Reject)));
         crash_point!("consume-before-ack");
-        feed.settle(&settled).map_err(BatchError::Broker)
+        feed.settle(&settled).map_err(|e| Failure::Lost {
+            error: e.context(
+                "the batch was committed; the deliveries not acknowledged come again and are decided as duplicates",
+            ),
+            progressed: true,
+        })
     }
 
     /// Parses, hashes and compresses the deliveries' interchanges on a few threads (the

@@ -7,6 +7,7 @@ mod inspect;
 mod publish;
 mod purge;
 mod reports;
+mod service;
 
 use std::process::ExitCode;
 

@@ -18,8 +18,7 @@ use crate::metrics::{Metrics, unix_now};
 use crate::output::{Out, count, problem};
 use crate::publish::{self, Answer, Destination, Outgoing, Payload, SinkError, Template};
 
-/// How long to wait before reconnecting after a broker went away (with `--follow`), at most.
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
+use super::service::{self, End, Failure, Service, Step};
 
 /// The run's counts.
 #[derive(Debug, Default, Serialize)]
@@ -93,7 +92,6 @@ pub fn run(
         Destination::Amqp { exchange, .. } => exchange.clone_from(&args.exchange),
         Destination::Dir(_) => {}
     }
-    let stop_flag: publish::Stop = Some(stop.clone());
     let mut run = Run {
         args,
         template,
@@ -150,79 +148,90 @@ pub fn run(
             }
         }
     }
-    let mut backoff = Duration::from_millis(500);
-    let sink = loop {
-        match publish::connect(&destination, &stop_flag) {
-            Ok(sink) => break Some(sink),
-            // Stopped while waiting for the destination: the run ends as asked, having marked
-            // nothing.
-            Err(_) if args.follow && stop.load(Ordering::Relaxed) => break None,
-            Err(e) if args.follow => {
-                run.metrics_now(&*inbox);
-                problem(
-                    &mut run.out,
-                    &format!(
-                        "{}; trying again in {}",
-                        super::one_message(&e),
-                        humantime::format_duration(backoff)
-                    ),
-                );
-                super::sleep_unless(&stop, backoff);
-                backoff = (backoff * 2).min(MAX_BACKOFF);
-            }
-            Err(e) => return Err(e),
-        }
+    // With --follow a service: a destination that is away is waited for, each try said, and
+    // made again when it goes; stopped while waiting, the run ends as asked, having marked
+    // nothing.
+    let settings = service::Settings {
+        retry_first_connect: args.follow,
+        reconnect: args.follow,
+        idle: if args.follow {
+            service::Idle::Pause(args.poll)
+        } else {
+            service::Idle::End
+        },
+        lost_note: " (nothing unconfirmed was marked)",
+        ..service::Settings::default()
     };
-    let Some(mut sink) = sink else {
-        return run.finish(&*inbox, &destination, true);
+    let stop_flag: publish::Stop = Some(stop.clone());
+    let mut publisher = Publisher {
+        run: &mut run,
+        inbox: &mut *inbox,
+        destination: &destination,
+        stop: &stop_flag,
     };
-    loop {
-        if stop.load(Ordering::Relaxed) {
-            break;
-        }
-        let batch = run.one_batch(&mut *inbox, &mut *sink);
-        if batch.is_ok() {
-            run.last_success = Some(unix_now());
-        }
-        if args.follow {
-            run.metrics_now(&*inbox);
-        }
-        match batch {
-            Ok(0) if !args.follow => break,
-            Ok(0) => {
-                super::sleep_unless(&stop, args.poll);
-                // A new pass: events refused in the last one may be tried again (once
-                // --retry-after has gone by).
-                run.pass = new_pass();
-            }
-            Ok(_) => backoff = Duration::from_millis(500),
-            Err(BatchError::Inbox(e)) => return Err(e),
-            Err(BatchError::Destination(SinkError::Lost(e))) if args.follow => {
-                problem(
-                    &mut run.out,
-                    &format!(
-                        "{}; reconnecting in {} (nothing unconfirmed was marked)",
-                        super::one_message(&e),
-                        humantime::format_duration(backoff)
-                    ),
-                );
-                super::sleep_unless(&stop, backoff);
-                backoff = (backoff * 2).min(MAX_BACKOFF);
-                if let Ok(s) = publish::connect(&destination, &stop_flag) {
-                    sink = s;
+    let ended = service::run(&mut publisher, &settings, &stop);
+    run.out.flush();
+    match ended {
+        Ok(end) => run.finish(&*inbox, &destination, end == End::Stopped),
+        Err(Failure::Fatal(e)) => Err(e),
+        Err(Failure::Lost { error, .. }) => Err(not_sent(error, &destination)),
+    }
+}
+
+/// The run as the service loop drives it: a step is a batch of each kind asked for.
+struct Publisher<'r, 'a> {
+    run: &'r mut Run<'a>,
+    inbox: &'r mut dyn Inbox,
+    destination: &'r Destination,
+    stop: &'r publish::Stop,
+}
+
+impl Service for Publisher<'_, '_> {
+    type Connection = Box<dyn publish::Sink>;
+
+    fn connect(&mut self) -> anyhow::Result<Box<dyn publish::Sink>> {
+        publish::connect(self.destination, self.stop)
+    }
+
+    fn step(&mut self, sink: &mut Box<dyn publish::Sink>, _: Duration) -> Result<Step, Failure> {
+        let claimed = self
+            .run
+            .one_batch(&mut *self.inbox, &mut **sink)
+            .map_err(|e| match e {
+                BatchError::Inbox(e) => Failure::Fatal(e),
+                BatchError::Destination(SinkError::Lost(e)) => Failure::lost(e),
+                // What only an operator can fix ends the run, --follow too.
+                BatchError::Destination(setup) => {
+                    Failure::Fatal(not_sent(setup.into_error(), self.destination))
                 }
-            }
-            Err(BatchError::Destination(e)) => {
-                run.out.flush();
-                return Err(e.into_error().context(format!(
-                    "publishing to {} failed; nothing unconfirmed was marked, the next run sends it again",
-                    destination.shown()
-                )));
-            }
+            })?;
+        self.run.last_success = Some(unix_now());
+        if claimed > 0 {
+            return Ok(Step::Progress);
+        }
+        // A new pass: events refused in the last one may be tried again (once --retry-after
+        // has gone by).
+        self.run.pass = new_pass();
+        Ok(Step::Idle)
+    }
+
+    fn heartbeat(&mut self) {
+        if self.run.args.follow {
+            self.run.metrics_now(&*self.inbox);
         }
     }
-    let stopped = stop.load(Ordering::Relaxed);
-    run.finish(&*inbox, &destination, stopped)
+
+    fn problem(&mut self, text: &str) {
+        problem(&mut self.run.out, text);
+    }
+}
+
+/// A batch the destination did not take, for a run that ends on it.
+fn not_sent(e: anyhow::Error, destination: &Destination) -> anyhow::Error {
+    e.context(format!(
+        "publishing to {} failed; nothing unconfirmed was marked, the next run sends it again",
+        destination.shown()
+    ))
 }
 
 /// A name for one pass over the outbox: an event is tried at most once per pass.
