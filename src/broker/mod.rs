@@ -8,13 +8,21 @@
 //! Where a new thing goes: a new broker's connection, naming and display in a file of its
 //! name here; its source in `consume/`, its sink in `publish/`, each one file.
 
+#[macro_use]
+pub mod registry;
+#[cfg(feature = "amqp")]
 pub mod amqp;
+#[cfg(feature = "nats")]
 pub mod nats;
 
+#[cfg(feature = "broker")]
 use std::sync::Arc;
+#[cfg(feature = "broker")]
 use std::sync::atomic::{AtomicBool, Ordering};
+#[cfg(feature = "broker")]
 use std::time::Duration;
 
+#[cfg(feature = "broker")]
 /// The runtime a broker's client runs on: one thread, the caller's, while it waits.
 pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread()
@@ -22,11 +30,13 @@ pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
         .build()
 }
 
+#[cfg(feature = "broker")]
 /// The name a connection shows in the broker's list: `edi-inbox consume 4242`.
 pub fn connection_name(role: &str) -> String {
     format!("edi-inbox {role} {}", std::process::id())
 }
 
+#[cfg(feature = "broker")]
 /// A URL without its `user:password@`, for messages.
 pub fn without_userinfo(url: &str) -> String {
     match url.split_once("://") {
@@ -40,6 +50,7 @@ pub fn without_userinfo(url: &str) -> String {
     }
 }
 
+#[cfg(feature = "broker")]
 /// Resolves once `stop` is set (never without one): raced against a broker's answers.
 pub async fn stopped(stop: Option<Arc<AtomicBool>>) {
     let Some(stop) = stop else {
@@ -50,6 +61,7 @@ pub async fn stopped(stop: Option<Arc<AtomicBool>>) {
     }
 }
 
+#[cfg(feature = "broker")]
 /// `fut`, or an error saying nothing came within `limit`: no wait on a broker is unbounded.
 pub async fn within<T>(
     limit: Duration,

@@ -67,7 +67,7 @@ pub fn run(
     busy_timeout: Duration,
     args: &ConsumeArgs,
 ) -> anyhow::Result<ExitStatus> {
-    let source = match Source::parse(&args.from) {
+    let source = match consume::parse(&args.from) {
         Ok(s) => s,
         Err(e) => return super::usage(&format!("--from: {e}")),
     };
@@ -123,7 +123,7 @@ pub fn run(
     let mut consumer = Consumer {
         run: &mut run,
         inbox: &mut *inbox,
-        source: &source,
+        source: &*source,
         options,
     };
     match service::run(&mut consumer, &settings, &stop) {
@@ -149,7 +149,7 @@ pub fn run(
 struct Consumer<'r, 'a> {
     run: &'r mut Run<'a>,
     inbox: &'r mut dyn Inbox,
-    source: &'r Source,
+    source: &'r dyn Source,
     options: consume::Options,
 }
 
@@ -157,7 +157,7 @@ impl Service for Consumer<'_, '_> {
     type Connection = Box<dyn Feed>;
 
     fn connect(&mut self) -> anyhow::Result<Box<dyn Feed>> {
-        consume::connect(self.source, self.options)
+        self.source.connect(self.options)
     }
 
     fn step(&mut self, feed: &mut Box<dyn Feed>, wait: Duration) -> Result<Step, Failure> {

@@ -1,5 +1,10 @@
 //! The commands: each a short function over the parser ([`crate::edifact`]) and the inbox
 //! ([`crate::inbox`]), and [`main`], which runs the one the command line names.
+//!
+//! Where a new thing goes: a new command in a file of its name here (a folder where it has
+//! parts of its own, as `ingest/`), its options in `crate::cli`; what a long-running command
+//! does between connecting and stopping, a `service::Service` run by `service.rs`; what every
+//! input needs whatever brought it, `crate::intake`.
 
 mod consume;
 mod ingest;

@@ -64,15 +64,11 @@ pub fn run(
     args: &PublishArgs,
 ) -> anyhow::Result<ExitStatus> {
     let started = Instant::now();
-    let mut destination = match Destination::parse(&args.to) {
+    let mut destination = match publish::parse(&args.to) {
         Ok(d) => d,
         Err(e) => return super::usage(&format!("--to: {e}")),
     };
-    let prefix = match &destination {
-        Destination::Nats { prefix, .. } => prefix.as_deref(),
-        _ => None,
-    };
-    let template = match Template::parse(&args.subject, prefix) {
+    let template = match Template::parse(&args.subject, destination.subject_prefix()) {
         Ok(t) => t,
         Err(e) => return super::usage(&e),
     };
@@ -80,18 +76,7 @@ pub fn run(
     // A second signal, while a batch is stuck on a broker that does not answer, ends the
     // process: nothing unconfirmed is marked.
     let stop = super::stop_on_signals()?;
-    match &mut destination {
-        Destination::Nats {
-            create_stream,
-            stream_subjects,
-            ..
-        } => {
-            create_stream.clone_from(&args.create_stream);
-            *stream_subjects = vec![template.wildcard()];
-        }
-        Destination::Amqp { exchange, .. } => exchange.clone_from(&args.exchange),
-        Destination::Dir(_) => {}
-    }
+    destination.configure(args, &template);
     let mut run = Run {
         args,
         template,
@@ -140,7 +125,7 @@ pub fn run(
             run.metrics_now(&*inbox);
             super::sleep_unless(&stop, args.poll.max(Duration::from_secs(1)));
             if stop.load(Ordering::Relaxed) {
-                return run.finish(&*inbox, &destination, true);
+                return run.finish(&*inbox, &*destination, true);
             }
             if take_lock(&mut *inbox)? {
                 run.last_success = None;
@@ -166,15 +151,15 @@ pub fn run(
     let mut publisher = Publisher {
         run: &mut run,
         inbox: &mut *inbox,
-        destination: &destination,
+        destination: &*destination,
         stop: &stop_flag,
     };
     let ended = service::run(&mut publisher, &settings, &stop);
     run.out.flush();
     match ended {
-        Ok(end) => run.finish(&*inbox, &destination, end == End::Stopped),
+        Ok(end) => run.finish(&*inbox, &*destination, end == End::Stopped),
         Err(Failure::Fatal(e)) => Err(e),
-        Err(Failure::Lost { error, .. }) => Err(not_sent(error, &destination)),
+        Err(Failure::Lost { error, .. }) => Err(not_sent(error, &*destination)),
     }
 }
 
@@ -182,7 +167,7 @@ pub fn run(
 struct Publisher<'r, 'a> {
     run: &'r mut Run<'a>,
     inbox: &'r mut dyn Inbox,
-    destination: &'r Destination,
+    destination: &'r dyn Destination,
     stop: &'r publish::Stop,
 }
 
@@ -190,7 +175,7 @@ impl Service for Publisher<'_, '_> {
     type Connection = Box<dyn publish::Sink>;
 
     fn connect(&mut self) -> anyhow::Result<Box<dyn publish::Sink>> {
-        publish::connect(self.destination, self.stop)
+        self.destination.connect(self.stop)
     }
 
     fn step(&mut self, sink: &mut Box<dyn publish::Sink>, _: Duration) -> Result<Step, Failure> {
@@ -227,7 +212,7 @@ impl Service for Publisher<'_, '_> {
 }
 
 /// A batch the destination did not take, for a run that ends on it.
-fn not_sent(e: anyhow::Error, destination: &Destination) -> anyhow::Error {
+fn not_sent(e: anyhow::Error, destination: &dyn Destination) -> anyhow::Error {
     e.context(format!(
         "publishing to {} failed; nothing unconfirmed was marked, the next run sends it again",
         destination.shown()
@@ -610,7 +595,7 @@ impl Run<'_> {
     fn finish(
         mut self,
         inbox: &dyn Inbox,
-        destination: &Destination,
+        destination: &dyn Destination,
         stopped: bool,
     ) -> anyhow::Result<ExitStatus> {
         let stats = inbox.stats()?;

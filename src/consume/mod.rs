@@ -1,86 +1,42 @@
 //! Taking interchanges from a broker: what a delivery is (its bytes, the broker's identity for
 //! it, how often it came) and the sources that give them: a NATS JetStream pull consumer
-//! (`nats.rs`) and a RabbitMQ queue (`amqp.rs`). As in [`crate::publish`], the brokers' code is
+//! (`nats/`) and a RabbitMQ queue (`amqp/`). As in [`crate::publish`], the brokers' code is
 //! asynchronous on a current-thread runtime each source keeps to itself, and offers the rest of
 //! the program blocking calls: [`Feed::fetch`], then, once the inbox committed,
 //! [`Feed::settle`].
+//!
+//! Where a new thing goes: a new broker's source in a module of its name here, implementing
+//! [`Source`] and [`Feed`], with a line in [`SOURCES`]; what it shares with the broker's sink
+//! in `crate::broker`; the relay that repairs frames before a client sees them, `relay.rs`.
 
+#[cfg(feature = "amqp")]
 mod amqp;
+#[cfg(feature = "nats")]
 mod nats;
+#[cfg(feature = "broker")]
 mod relay;
 
 use std::time::Duration;
 
-/// Where `consume --from` takes deliveries.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Source {
-    /// `nats://HOST:PORT/STREAM/CONSUMER`: a durable pull consumer.
-    Nats {
-        server: String,
-        stream: String,
-        consumer: String,
-    },
-    /// `amqp://USER:PASS@HOST:PORT/VHOST/QUEUE`: `url` is the connection's (up to the vhost).
-    Amqp { url: String, queue: String },
-}
+/// The sources `consume --from` takes: a new one is a line here and its module.
+const SOURCES: &[crate::broker::registry::Kind<dyn Source>] = registry! {
+    "nats", "nats://", "nats://HOST:PORT/STREAM/CONSUMER", nats::parse;
+    "amqp", "amqp://", "amqp://USER:PASS@HOST:PORT/VHOST/QUEUE", amqp::parse;
+};
 
-impl Source {
-    /// Reads `--from`; the error says what is accepted (never the text, which may hold a
-    /// password).
-    pub fn parse(text: &str) -> Result<Source, String> {
-        if let Some(rest) = text.strip_prefix("nats://") {
-            let mut parts = rest.split('/');
-            let (Some(server), Some(stream), Some(consumer), None) =
-                (parts.next(), parts.next(), parts.next(), parts.next())
-            else {
-                return Err("--from nats:// takes nats://HOST:PORT/STREAM/CONSUMER".into());
-            };
-            for (what, name) in [("stream", stream), ("consumer", consumer)] {
-                if !is_nats_name(name) {
-                    return Err(format!(
-                        "the {what} name {name:?} must be letters, digits, - and _ (JetStream's names)"
-                    ));
-                }
-            }
-            if server.is_empty() {
-                return Err("nats:// needs a server: nats://HOST:PORT/STREAM/CONSUMER".into());
-            }
-            return Ok(Source::Nats {
-                server: format!("nats://{server}"),
-                stream: stream.to_string(),
-                consumer: consumer.to_string(),
-            });
-        }
-        if text.starts_with("amqp://") {
-            let (url, queue) = crate::broker::amqp::split_last_segment(text)
-                .ok_or("--from amqp:// takes amqp://USER:PASS@HOST:PORT/VHOST/QUEUE")?;
-            return Ok(Source::Amqp { url, queue });
-        }
-        Err(
-            "--from takes nats://HOST:PORT/STREAM/CONSUMER or amqp://USER:PASS@HOST:PORT/VHOST/QUEUE"
-                .into(),
-        )
-    }
-
+/// Where `consume --from` takes deliveries, read by its module.
+pub trait Source: std::fmt::Debug {
     /// For messages: never the password.
-    pub fn shown(&self) -> String {
-        match self {
-            Source::Nats {
-                server,
-                stream,
-                consumer,
-            } => format!("{}/{stream}/{consumer}", crate::broker::nats::shown(server)),
-            Source::Amqp { url, queue } => format!("{}/{queue}", crate::broker::amqp::shown(url)),
-        }
-    }
+    fn shown(&self) -> String;
+
+    /// Subscribes (each wait bounded by the broker's timeouts).
+    fn connect(&self, options: Options) -> anyhow::Result<Box<dyn Feed>>;
 }
 
-/// A stream or consumer name JetStream accepts (and that cannot widen a subject).
-fn is_nats_name(name: &str) -> bool {
-    !name.is_empty()
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+/// Reads `--from`; the error says what is accepted (never the text, which may hold a
+/// password).
+pub fn parse(text: &str) -> Result<Box<dyn Source>, String> {
+    crate::broker::registry::parse(SOURCES, "--from", text)
 }
 
 /// One delivery: the bytes of one file, one or more interchanges.
@@ -134,18 +90,6 @@ pub struct Options {
     pub ack_wait: Duration,
 }
 
-/// Connects to `source`.
-pub fn connect(source: &Source, options: Options) -> anyhow::Result<Box<dyn Feed>> {
-    Ok(match source {
-        Source::Nats {
-            server,
-            stream,
-            consumer,
-        } => Box::new(nats::NatsFeed::connect(server, stream, consumer, options)?),
-        Source::Amqp { url, queue } => Box::new(amqp::AmqpFeed::connect(url, queue, options)?),
-    })
-}
-
 /// The header naming the file a delivery was (`edi-filename`).
 pub const FILENAME_HEADER: &str = "edi-filename";
 
@@ -154,48 +98,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sources_parse() {
-        assert_eq!(
-            Source::parse("nats://127.0.0.1:4222/EDI/inbox"),
-            Ok(Source::Nats {
-                server: "nats://127.0.0.1:4222".into(),
-                stream: "EDI".into(),
-                consumer: "inbox".into()
-            })
-        );
-        assert_eq!(
-            Source::parse("amqp://guest:guest@h:5672/%2f/edi.in"),
-            Ok(Source::Amqp {
-                url: "amqp://guest:guest@h:5672/%2f".into(),
-                queue: "edi.in".into()
-            })
-        );
-        assert_eq!(
-            Source::parse("amqp://h:5672/q"),
-            Ok(Source::Amqp {
-                url: "amqp://h:5672".into(),
-                queue: "q".into()
-            })
-        );
-        for bad in [
-            "nats://h:4222/EDI",
-            "nats://h:4222/EDI/a/b",
-            "nats://h:4222/E.DI/c",
-            "nats:///EDI/c",
-            "amqp://h:5672",
-            "amqp://h:5672/",
-            "file:x",
+    fn each_source_is_read_by_its_module_and_shown_without_a_password() {
+        for (url, shown) in [
+            ("nats://edi:s3cret@h:4222/S/C", "nats://h:4222/S/C"),
+            ("amqp://edi:s3cret@h:5672/vh/q", "amqp://edi@h:5672/vh/q"),
         ] {
-            assert!(Source::parse(bad).is_err(), "{bad}");
+            match parse(url) {
+                Ok(s) => assert_eq!(s.shown(), shown),
+                // A build without the broker says so, and names the feature.
+                Err(e) => assert!(e.contains("not available in this build"), "{e}"),
+            }
         }
-    }
-
-    #[test]
-    fn a_password_is_never_shown() {
-        let s = Source::parse("amqp://edi:s3cret@h:5672/vh/q").unwrap();
-        assert!(!s.shown().contains("s3cret"), "{}", s.shown());
-        assert!(s.shown().ends_with("/vh/q"));
-        let s = Source::parse("nats://edi:s3cret@h:4222/S/C").unwrap();
-        assert!(!s.shown().contains("s3cret"), "{}", s.shown());
+        let e = parse("file:x").unwrap_err();
+        assert_eq!(
+            e,
+            "--from takes nats://HOST:PORT/STREAM/CONSUMER or amqp://USER:PASS@HOST:PORT/VHOST/QUEUE"
+        );
+        assert!(!parse("ftp://u:s3cret@h").unwrap_err().contains("s3cret"));
     }
 }

@@ -3,6 +3,10 @@
 //! Pure functions over `&[u8]`: nothing here knows of files, databases or output. [`syntax`] reads
 //! the UNA, [`lexer`] finds segments, `interchanges` walks a file's interchanges, `envelope`
 //! checks UNB..UNZ, `hash` hashes each interchange, `model` is what comes out.
+//!
+//! Where a new thing goes: a check of the envelope, `envelope.rs`, with its error kind in
+//! `error.rs`; a character repertoire (0001), `charset.rs`; what an answer is built of,
+//! `contrl.rs`; another standard (ANSI X12) beside this module, not inside it.
 
 pub mod charset;
 pub mod contrl;

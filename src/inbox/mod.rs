@@ -17,16 +17,17 @@
 //! No decision is durable before [`Decisions::commit`] (a purge step commits its own short
 //! transaction); a batch left open when the inbox is dropped (a failed run) is rolled back.
 
+mod location;
 pub mod names;
+#[cfg(feature = "postgres")]
 mod postgres;
 mod records;
+#[cfg(feature = "sqlite")]
 mod sqlite;
-
-use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use crate::edifact::{EnvelopeError, Interchange};
 
+pub use location::{Location, open};
 pub use records::{
     ContrlEvent, Decision, DeliveryRecord, Event, EventFilter, KeyHistory, NewAcknowledgement,
     Outbox, OutboxEvent, OutboxFigures, OutboxKinds, PurgeTarget, RejectedFile, Resend, Sighting,
@@ -333,64 +334,6 @@ pub struct Candidate<'a> {
 pub trait KeyProbe {
     /// True where the key is in the inbox; false where it is not or the probe cannot tell.
     fn has(&self, sender: &str, recipient: &str, control_ref: &str) -> bool;
-}
-
-/// Where an inbox is: what `--db` names.
-#[derive(Debug, Clone)]
-pub enum Location {
-    /// An SQLite file.
-    Sqlite(PathBuf),
-    /// A PostgreSQL database (`postgres://...`, `postgresql://...` or `host=... dbname=...`),
-    /// and the schema the inbox lives in there.
-    Postgres(Box<postgres::Target>),
-}
-
-impl Location {
-    /// What `--db` names: a PostgreSQL connection string, or else an SQLite path. `pg_schema`
-    /// is the schema a PostgreSQL inbox lives in.
-    pub fn parse(db: &std::ffi::OsStr, pg_schema: &str) -> Result<Location, InboxError> {
-        match db.to_str() {
-            Some(text) if postgres::is_connection_string(text) => Ok(Location::Postgres(Box::new(
-                postgres::Target::parse(text, pg_schema)?,
-            ))),
-            _ => Ok(Location::Sqlite(PathBuf::from(db))),
-        }
-    }
-
-    /// For messages: the path, or the server, database and schema, never a password.
-    pub fn shown(&self) -> String {
-        match self {
-            Location::Sqlite(path) => path.display().to_string(),
-            Location::Postgres(target) => target.shown(),
-        }
-    }
-
-    /// The SQLite file, where it is one (its files are never input).
-    pub fn sqlite_path(&self) -> Option<&Path> {
-        match self {
-            Location::Sqlite(path) => Some(path),
-            Location::Postgres(_) => None,
-        }
-    }
-}
-
-/// Opens the inbox at `db`, waiting up to `busy_timeout` for another run.
-///
-/// Something that is not an edi-inbox database, or one written by a newer edi-inbox, is an
-/// error and is left untouched; with [`Access::Read`] nothing is created or changed.
-pub fn open(
-    db: &Location,
-    access: Access,
-    busy_timeout: Duration,
-) -> Result<Box<dyn Inbox>, InboxError> {
-    Ok(match db {
-        Location::Sqlite(path) => {
-            Box::new(sqlite::SqliteInbox::connect(path, busy_timeout, access)?)
-        }
-        Location::Postgres(target) => {
-            Box::new(postgres::PgInbox::connect(target, busy_timeout, access)?)
-        }
-    })
 }
 
 /// A CONTRL's own control reference (0020, at most 14 characters) from its counter's value.

@@ -11,7 +11,7 @@ use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, ExchangeDeclareO
 use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{BasicProperties, Channel, Confirmation, Connection, ExchangeKind};
 
-use super::{Answer, CONTENT_TYPE, Outgoing, Sink, SinkError, Stop};
+use super::{Answer, CONTENT_TYPE, Destination, Outgoing, Sink, SinkError, Stop, Template};
 use crate::broker;
 
 /// AMQP's `delivery_mode` for a message the broker writes to disk.
@@ -20,6 +20,59 @@ const PERSISTENT: u8 = 2;
 /// How long the broker may take to confirm a batch's messages before the connection counts as
 /// lost (a broker under a resource alarm blocks publishers without a word).
 const CONFIRM_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// `--to amqp://USER:PASS@HOST:PORT/VHOST`, and `--exchange`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AmqpDestination {
+    url: String,
+    exchange: String,
+    /// A dead-letter destination names its exchange where it is shown (its URL does).
+    dead_letter: bool,
+}
+
+/// Reads `--to amqp://...` (the registry's line for RabbitMQ).
+pub fn parse(text: &str) -> Result<Box<dyn Destination>, String> {
+    Ok(Box::new(AmqpDestination {
+        url: text.to_string(),
+        exchange: String::new(),
+        dead_letter: false,
+    }))
+}
+
+/// Reads `--dead-letter amqp://USER:PASS@HOST:PORT/VHOST/EXCHANGE`: a topic exchange, declared
+/// if missing; each dead letter keeps its delivery's routing key.
+pub fn dead_letter(text: &str) -> Result<Box<dyn Destination>, String> {
+    let (url, exchange) = broker::amqp::split_last_segment(text)
+        .ok_or("--dead-letter amqp:// takes amqp://USER:PASS@HOST:PORT/VHOST/EXCHANGE")?;
+    Ok(Box::new(AmqpDestination {
+        url,
+        exchange,
+        dead_letter: true,
+    }))
+}
+
+impl Destination for AmqpDestination {
+    fn shown(&self) -> String {
+        let url = broker::amqp::shown(&self.url);
+        if self.dead_letter {
+            format!("{url}/{}", self.exchange)
+        } else {
+            url
+        }
+    }
+
+    fn configure(&mut self, args: &crate::cli::PublishArgs, _: &Template) {
+        self.exchange.clone_from(&args.exchange);
+    }
+
+    fn connect(&self, stop: &Stop) -> anyhow::Result<Box<dyn Sink>> {
+        Ok(Box::new(AmqpSink::connect(
+            &self.url,
+            &self.exchange,
+            stop.clone(),
+        )?))
+    }
+}
 
 pub struct AmqpSink {
     runtime: tokio::runtime::Runtime,

@@ -7,11 +7,19 @@ use sha2::{Digest, Sha256};
 
 use super::{Answer, Attr, Destination, Outgoing, Sink, Stop, header_value};
 
+/// The destinations `--dead-letter` takes.
+const DEAD_LETTERS: &[crate::broker::registry::Kind<dyn Destination>] = registry! {
+    "nats", "nats://", "nats://HOST:PORT/SUBJECT", super::nats::dead_letter;
+    "amqp", "amqp://", "amqp://USER:PASS@HOST:PORT/VHOST/EXCHANGE", super::amqp::dead_letter;
+};
+
+/// What `--dead-letter` takes, for an error.
+pub const USAGE: &str =
+    "--dead-letter takes nats://HOST:PORT/SUBJECT or amqp://USER:PASS@HOST:PORT/VHOST/EXCHANGE";
+
 /// A dead-letter destination, connected on first use and again after a failure.
 pub struct DeadLetter {
-    destination: Destination,
-    /// The NATS subject (an AMQP dead letter keeps the delivery's routing key).
-    subject: Option<String>,
+    destination: Box<dyn Destination>,
     sink: Option<Box<dyn Sink>>,
     stop: Stop,
 }
@@ -32,37 +40,11 @@ impl DeadLetter {
     /// Reads `--dead-letter`: `nats://HOST:PORT/SUBJECT` (a JetStream stream must capture it)
     /// or `amqp://USER:PASS@HOST:PORT/VHOST/EXCHANGE` (a topic exchange, declared if missing).
     pub fn parse(text: &str, stop: Stop) -> Result<DeadLetter, String> {
-        if text.starts_with("amqp://") {
-            let (url, exchange) = crate::broker::amqp::split_last_segment(text)
-                .ok_or("--dead-letter amqp:// takes amqp://USER:PASS@HOST:PORT/VHOST/EXCHANGE")?;
-            return Ok(DeadLetter {
-                destination: Destination::Amqp { url, exchange },
-                subject: None,
-                sink: None,
-                stop,
-            });
-        }
-        match Destination::parse(text) {
-            Ok(Destination::Nats {
-                server,
-                prefix: Some(subject),
-                ..
-            }) => Ok(DeadLetter {
-                destination: Destination::Nats {
-                    server,
-                    prefix: None,
-                    create_stream: None,
-                    stream_subjects: vec![subject.clone()],
-                },
-                subject: Some(subject),
-                sink: None,
-                stop,
-            }),
-            _ => Err(
-                "--dead-letter takes nats://HOST:PORT/SUBJECT or amqp://USER:PASS@HOST:PORT/VHOST/EXCHANGE"
-                    .into(),
-            ),
-        }
+        Ok(DeadLetter {
+            destination: crate::broker::registry::parse(DEAD_LETTERS, "--dead-letter", text)?,
+            sink: None,
+            stop,
+        })
     }
 
     /// Has a wait on the destination (connecting) end when `stop` is set.
@@ -72,13 +54,7 @@ impl DeadLetter {
 
     /// Where to, for messages: the server with its exchange or subject, never a password.
     pub fn shown(&self) -> String {
-        match (&self.destination, &self.subject) {
-            (Destination::Amqp { exchange, .. }, _) => {
-                format!("{}/{exchange}", self.destination.shown())
-            }
-            (_, Some(subject)) => format!("{}/{subject}", self.destination.shown()),
-            _ => self.destination.shown(),
-        }
+        self.destination.shown()
     }
 
     /// Publishes the rejected deliveries, each with its reason; all of them stored, or an error
@@ -88,7 +64,8 @@ impl DeadLetter {
         let sink = match &mut self.sink {
             Some(sink) => sink,
             None => self.sink.insert(
-                super::connect(&self.destination, &self.stop)
+                self.destination
+                    .connect(&self.stop)
                     .with_context(|| format!("--dead-letter {shown}"))?,
             ),
         };
@@ -109,10 +86,13 @@ impl DeadLetter {
                         d.source,
                         &hex::encode(Sha256::digest(d.body))[..32]
                     ),
+                    // A NATS dead letter goes to the URL's subject; an AMQP one keeps its
+                    // delivery's routing key.
                     subject: self
-                        .subject
-                        .clone()
-                        .unwrap_or_else(|| d.subject.to_string()),
+                        .destination
+                        .subject_prefix()
+                        .unwrap_or(d.subject)
+                        .to_string(),
                     attributes,
                     body: d.body.clone(),
                 }

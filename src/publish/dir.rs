@@ -18,7 +18,7 @@ use anyhow::Context as _;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
-use super::{Answer, Outgoing, Sink, SinkError};
+use super::{Answer, Destination, Outgoing, Sink, SinkError, Stop};
 
 /// What begins the name of every temporary file a publisher writes (hidden: the pick-up side
 /// and `ingest` pass over dot names and `.tmp`).
@@ -26,6 +26,28 @@ const TMP_PREFIX: &str = ".edi-inbox.";
 
 /// A temporary file older than this is stale even where its process id is in use again.
 const STALE_AFTER_SECS: i64 = 24 * 3600;
+
+/// `--to dir:PATH`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirDestination(PathBuf);
+
+/// Reads `--to dir:PATH` (the registry's line for a folder).
+pub fn parse(text: &str) -> Result<Box<dyn Destination>, String> {
+    match text.strip_prefix("dir:") {
+        Some(path) if !path.is_empty() => Ok(Box::new(DirDestination(PathBuf::from(path)))),
+        _ => Err("--to dir: takes dir:PATH".into()),
+    }
+}
+
+impl Destination for DirDestination {
+    fn shown(&self) -> String {
+        format!("dir:{}", self.0.display())
+    }
+
+    fn connect(&self, _: &Stop) -> anyhow::Result<Box<dyn Sink>> {
+        Ok(Box::new(DirSink::open(&self.0)?))
+    }
+}
 
 pub struct DirSink {
     dir: PathBuf,

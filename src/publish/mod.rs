@@ -3,12 +3,19 @@
 //! (`nats.rs`), RabbitMQ (`amqp.rs`) and a folder (`dir.rs`). The brokers' code is
 //! asynchronous, on a current-thread runtime each destination keeps to itself; what it offers
 //! the rest of the program is a blocking [`Sink::send`].
+//!
+//! Where a new thing goes: a new destination in a file of its name here, implementing
+//! [`Destination`] and [`Sink`], with a line in [`DESTINATIONS`]; its names for the CloudEvents
+//! attributes, an `attr_binding!` in `attributes.rs`; what its broker shares with a source, in
+//! `crate::broker`; the dead-letter publisher's choices, `dead_letter.rs`.
 
 #[macro_use]
 mod attributes;
+#[cfg(feature = "amqp")]
 mod amqp;
 mod dead_letter;
 mod dir;
+#[cfg(feature = "nats")]
 mod nats;
 
 pub use dead_letter::{DeadLetter, Rejected};
@@ -16,85 +23,41 @@ pub use dead_letter::{DeadLetter, Rejected};
 pub use attributes::Attr;
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
 
 use sha2::{Digest, Sha256};
 
 use crate::inbox::OutboxEvent;
 
-/// Where `publish --to` sends events, with what each destination alone is given.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Destination {
-    /// `nats://HOST:PORT[/SUBJECT-PREFIX]`.
-    Nats {
-        server: String,
-        prefix: Option<String>,
-        /// `--create-stream NAME`: create a JetStream stream capturing the subjects if none
-        /// does.
-        create_stream: Option<String>,
-        /// Subjects (with `*` for each placeholder) the created stream captures.
-        stream_subjects: Vec<String>,
-    },
-    /// `amqp://USER:PASS@HOST:PORT/VHOST`, and `--exchange`.
-    Amqp { url: String, exchange: String },
-    /// `dir:PATH`.
-    Dir(PathBuf),
+/// The destinations `publish --to` takes: a new one is a line here and its module (and a line
+/// in [`dead_letter`]'s table if it takes dead letters).
+const DESTINATIONS: &[crate::broker::registry::Kind<dyn Destination>] = registry! {
+    "nats", "nats://", "nats://HOST:PORT[/SUBJECT-PREFIX]", nats::parse;
+    "amqp", "amqp://", "amqp://USER:PASS@HOST:PORT/VHOST", amqp::parse;
+    "cli", "dir:", "dir:PATH", dir::parse;
+};
+
+/// Where `publish --to` (or `consume --dead-letter`) sends, read by its module, with what that
+/// kind of destination alone is given.
+pub trait Destination: std::fmt::Debug {
+    /// For messages: never the password.
+    fn shown(&self) -> String;
+
+    /// The subjects' prefix the URL names, which `--subject`'s template starts with (and the
+    /// subject itself, for a dead-letter destination).
+    fn subject_prefix(&self) -> Option<&str> {
+        None
+    }
+
+    /// Takes what `publish`'s command line says to destinations of its kind.
+    fn configure(&mut self, _args: &crate::cli::PublishArgs, _subjects: &Template) {}
+
+    /// Connects (each wait bounded, and ended by `stop`).
+    fn connect(&self, stop: &Stop) -> anyhow::Result<Box<dyn Sink>>;
 }
 
-impl Destination {
-    /// Reads `--to`; the error says what is accepted (never the text, which may hold a
-    /// password).
-    pub fn parse(text: &str) -> Result<Destination, String> {
-        if let Some(rest) = text.strip_prefix("nats://") {
-            let (server, prefix) = match rest.split_once('/') {
-                Some((s, p)) => (s, Some(p.trim_matches('.')).filter(|p| !p.is_empty())),
-                None => (rest, None),
-            };
-            if server.is_empty() {
-                return Err("nats:// needs a server: nats://HOST:PORT[/SUBJECT-PREFIX]".into());
-            }
-            if let Some(p) = prefix
-                && !p.split('.').all(is_plain_token)
-            {
-                return Err(format!(
-                    "the subject prefix {p:?} must be dot-separated tokens of letters, digits, - and _"
-                ));
-            }
-            return Ok(Destination::Nats {
-                server: format!("nats://{server}"),
-                prefix: prefix.map(str::to_string),
-                create_stream: None,
-                stream_subjects: Vec::new(),
-            });
-        }
-        if text.starts_with("amqp://") {
-            return Ok(Destination::Amqp {
-                url: text.to_string(),
-                exchange: String::new(),
-            });
-        }
-        if let Some(path) = text.strip_prefix("dir:")
-            && !path.is_empty()
-        {
-            return Ok(Destination::Dir(PathBuf::from(path)));
-        }
-        Err("--to takes nats://HOST:PORT[/SUBJECT-PREFIX], amqp://USER:PASS@HOST:PORT/VHOST or dir:PATH".into())
-    }
-
-    /// For messages: never the password.
-    pub fn shown(&self) -> String {
-        match self {
-            Destination::Nats { server, prefix, .. } => {
-                let server = crate::broker::nats::shown(server);
-                match prefix {
-                    Some(p) => format!("{server}/{p}"),
-                    None => server,
-                }
-            }
-            Destination::Amqp { url, .. } => crate::broker::amqp::shown(url),
-            Destination::Dir(path) => format!("dir:{}", path.display()),
-        }
-    }
+/// Reads `--to`; the error says what is accepted (never the text, which may hold a password).
+pub fn parse(text: &str) -> Result<Box<dyn Destination>, String> {
+    crate::broker::registry::parse(DESTINATIONS, "--to", text)
 }
 
 /// Why a destination took no more of a batch: every sink says which, so that a run knows
@@ -172,27 +135,6 @@ pub trait Sink {
 /// Set by SIGTERM or SIGINT: a batch waiting on its destination gives up at once, with the
 /// answers it has (nothing unconfirmed is marked).
 pub type Stop = Option<std::sync::Arc<std::sync::atomic::AtomicBool>>;
-
-/// Connects to `destination`: the one place that knows every kind of destination.
-pub fn connect(destination: &Destination, stop: &Stop) -> anyhow::Result<Box<dyn Sink>> {
-    Ok(match destination {
-        Destination::Nats {
-            server,
-            create_stream,
-            stream_subjects,
-            ..
-        } => Box::new(nats::NatsSink::connect(
-            server,
-            create_stream.clone(),
-            stream_subjects.clone(),
-            stop.clone(),
-        )?),
-        Destination::Amqp { url, exchange } => {
-            Box::new(amqp::AmqpSink::connect(url, exchange, stop.clone())?)
-        }
-        Destination::Dir(path) => Box::new(dir::DirSink::open(path)?),
-    })
-}
 
 /// `--subject`: a template of dot-separated tokens with `{type}`, `{sender}`, `{recipient}`,
 /// `{version}` and `{release}`, each replaced by its value escaped to one token.
@@ -283,7 +225,7 @@ impl Template {
     }
 }
 
-fn is_plain_token(t: &str) -> bool {
+pub(crate) fn is_plain_token(t: &str) -> bool {
     !t.is_empty()
         && t.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
@@ -590,26 +532,22 @@ mod tests {
     }
 
     #[test]
-    fn destinations_are_read_and_shown_without_passwords() {
+    fn destinations_are_read_by_their_modules_and_shown_without_passwords() {
+        for (url, shown) in [
+            ("nats://alice:s3cret@h:4222/acme", "nats://h:4222/acme"),
+            ("amqp://guest:s3cret@h:5672/%2f", "amqp://guest@h:5672/%2f"),
+            ("dir:/srv/out", "dir:/srv/out"),
+        ] {
+            match parse(url) {
+                Ok(d) => assert_eq!(d.shown(), shown),
+                Err(e) => assert!(e.contains("not available in this build"), "{e}"),
+            }
+        }
+        let e = parse("ftp://user:s3cret@h").unwrap_err();
         assert_eq!(
-            Destination::parse("nats://127.0.0.1:4222/acme.edi"),
-            Ok(Destination::Nats {
-                server: "nats://127.0.0.1:4222".into(),
-                prefix: Some("acme.edi".into()),
-                create_stream: None,
-                stream_subjects: Vec::new(),
-            })
+            e,
+            "--to takes nats://HOST:PORT[/SUBJECT-PREFIX], amqp://USER:PASS@HOST:PORT/VHOST or dir:PATH"
         );
-        assert!(Destination::parse("nats://h/a.*").is_err());
-        assert_eq!(
-            Destination::parse("dir:/srv/out"),
-            Ok(Destination::Dir("/srv/out".into()))
-        );
-        let nats = Destination::parse("nats://alice:s3cret@h:4222/acme").unwrap();
-        assert_eq!(nats.shown(), "nats://h:4222/acme");
-        let amqp = Destination::parse("amqp://guest:s3cret@h:5672/%2f").unwrap();
-        assert!(!amqp.shown().contains("s3cret"), "{}", amqp.shown());
-        let e = Destination::parse("ftp://user:s3cret@h").unwrap_err();
-        assert!(!e.contains("s3cret"));
+        assert!(parse("dir:").is_err());
     }
 }

@@ -10,7 +10,7 @@ use anyhow::{Context as _, anyhow};
 use async_nats::HeaderName;
 use async_nats::jetstream::{self, context::PublishErrorKind};
 
-use super::{Answer, CONTENT_TYPE, Outgoing, Sink, SinkError, Stop};
+use super::{Answer, CONTENT_TYPE, Destination, Outgoing, Sink, SinkError, Stop, Template};
 use crate::broker;
 
 /// How long the server may take to confirm the next message, from the last sign of progress,
@@ -19,6 +19,86 @@ const ACK_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long the duplicate window of a stream `--create-stream` makes is: JetStream's default.
 const DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
+
+/// `--to nats://HOST:PORT[/SUBJECT-PREFIX]`, and `--create-stream`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NatsDestination {
+    server: String,
+    prefix: Option<String>,
+    /// `--create-stream NAME`: create a JetStream stream capturing the subjects if none does.
+    create_stream: Option<String>,
+    /// Subjects (with `*` for each placeholder) the created stream captures.
+    stream_subjects: Vec<String>,
+}
+
+/// Reads `--to nats://...` (the registry's line for NATS).
+pub fn parse(text: &str) -> Result<Box<dyn Destination>, String> {
+    Ok(Box::new(read(text)?))
+}
+
+/// Reads `--dead-letter nats://HOST:PORT/SUBJECT`: the subject is where every dead letter goes
+/// (a JetStream stream must capture it).
+pub fn dead_letter(text: &str) -> Result<Box<dyn Destination>, String> {
+    match read(text) {
+        Ok(mut d) if d.prefix.is_some() => {
+            d.stream_subjects = d.prefix.iter().cloned().collect();
+            Ok(Box::new(d))
+        }
+        _ => Err(super::dead_letter::USAGE.into()),
+    }
+}
+
+fn read(text: &str) -> Result<NatsDestination, String> {
+    let rest = text.strip_prefix("nats://").unwrap_or(text);
+    let (server, prefix) = match rest.split_once('/') {
+        Some((s, p)) => (s, Some(p.trim_matches('.')).filter(|p| !p.is_empty())),
+        None => (rest, None),
+    };
+    if server.is_empty() {
+        return Err("nats:// needs a server: nats://HOST:PORT[/SUBJECT-PREFIX]".into());
+    }
+    if let Some(p) = prefix
+        && !p.split('.').all(super::is_plain_token)
+    {
+        return Err(format!(
+            "the subject prefix {p:?} must be dot-separated tokens of letters, digits, - and _"
+        ));
+    }
+    Ok(NatsDestination {
+        server: format!("nats://{server}"),
+        prefix: prefix.map(str::to_string),
+        create_stream: None,
+        stream_subjects: Vec::new(),
+    })
+}
+
+impl Destination for NatsDestination {
+    fn shown(&self) -> String {
+        let server = broker::nats::shown(&self.server);
+        match &self.prefix {
+            Some(p) => format!("{server}/{p}"),
+            None => server,
+        }
+    }
+
+    fn subject_prefix(&self) -> Option<&str> {
+        self.prefix.as_deref()
+    }
+
+    fn configure(&mut self, args: &crate::cli::PublishArgs, subjects: &Template) {
+        self.create_stream.clone_from(&args.create_stream);
+        self.stream_subjects = vec![subjects.wildcard()];
+    }
+
+    fn connect(&self, stop: &Stop) -> anyhow::Result<Box<dyn Sink>> {
+        Ok(Box::new(NatsSink::connect(
+            &self.server,
+            self.create_stream.clone(),
+            self.stream_subjects.clone(),
+            stop.clone(),
+        )?))
+    }
+}
 
 pub struct NatsSink {
     runtime: tokio::runtime::Runtime,

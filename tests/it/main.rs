@@ -5,6 +5,7 @@
 #[macro_use]
 mod common;
 
+#[cfg(all(feature = "nats", feature = "amqp"))]
 mod consume;
 mod contrl;
 mod corpus;
@@ -13,12 +14,17 @@ mod corpus;
 mod crash;
 mod guarantees;
 mod holes;
+#[cfg(feature = "postgres")]
 mod hosts;
 mod ingest;
 mod inspect;
 mod operator;
+/// The Debian package is of the default build, every part in it.
+#[cfg(all(feature = "postgres", feature = "nats", feature = "amqp"))]
 mod packaging;
 mod parser_props;
+#[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(all(feature = "nats", feature = "amqp"))]
 mod publish;
 mod samples;

@@ -2,6 +2,9 @@
 //! file. What is about files is here: the run and its report (`mod.rs`), the read-ahead pipeline
 //! and its byte budget (`pipeline.rs`, `budget.rs`). The decision itself is the intake's
 //! ([`crate::intake`]), shared with `consume`.
+//!
+//! Where a new thing goes: how files are found or moved, `crate::filing`; how they are read
+//! ahead, `pipeline.rs`; anything that a delivery also needs, the intake, not here.
 
 mod budget;
 mod pipeline;

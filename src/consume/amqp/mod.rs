@@ -3,6 +3,9 @@
 //! requeue, so that a dead-letter exchange set on the queue receives it; deliveries not
 //! acknowledged when the connection ends go back to the queue at once. The client talks to the
 //! broker through a relay that repairs the deliveries lapin would refuse (`frames.rs`).
+//!
+//! Where a new thing goes: what is AMQP-only on the consume side here, what publish shares in
+//! `crate::broker::amqp`.
 
 mod frames;
 
@@ -15,7 +18,7 @@ use lapin::types::{AMQPValue, FieldTable};
 use lapin::{Channel, Connection, Consumer};
 
 use super::relay::{self, Relay};
-use super::{Delivery, FILENAME_HEADER, Feed, Options, Settle};
+use super::{Delivery, FILENAME_HEADER, Feed, Options, Settle, Source};
 use crate::broker;
 
 /// Once the first delivery of a batch came, how long the next may take to still join it.
@@ -29,6 +32,39 @@ const SETTLE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How long a batch gathers at most.
 const MAX_GATHER: Duration = Duration::from_secs(1);
+
+/// `--from amqp://USER:PASS@HOST:PORT/VHOST/QUEUE`: `url` is the connection's (up to the
+/// vhost).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AmqpSource {
+    url: String,
+    queue: String,
+}
+
+/// Reads `--from amqp://...` (the registry's line for RabbitMQ).
+pub fn parse(text: &str) -> Result<Box<dyn Source>, String> {
+    Ok(Box::new(read(text)?))
+}
+
+fn read(text: &str) -> Result<AmqpSource, String> {
+    let (url, queue) = broker::amqp::split_last_segment(text)
+        .ok_or("--from amqp:// takes amqp://USER:PASS@HOST:PORT/VHOST/QUEUE")?;
+    Ok(AmqpSource { url, queue })
+}
+
+impl Source for AmqpSource {
+    fn shown(&self) -> String {
+        format!("{}/{}", broker::amqp::shown(&self.url), self.queue)
+    }
+
+    fn connect(&self, options: Options) -> anyhow::Result<Box<dyn Feed>> {
+        Ok(Box::new(AmqpFeed::connect(
+            &self.url,
+            &self.queue,
+            options,
+        )?))
+    }
+}
 
 pub struct AmqpFeed {
     runtime: tokio::runtime::Runtime,
@@ -202,5 +238,34 @@ impl Drop for AmqpFeed {
             )
             .await
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_url_names_the_connection_and_the_queue() {
+        assert_eq!(
+            read("amqp://guest:guest@h:5672/%2f/edi.in"),
+            Ok(AmqpSource {
+                url: "amqp://guest:guest@h:5672/%2f".into(),
+                queue: "edi.in".into()
+            })
+        );
+        assert_eq!(
+            read("amqp://h:5672/q"),
+            Ok(AmqpSource {
+                url: "amqp://h:5672".into(),
+                queue: "q".into()
+            })
+        );
+        for bad in ["amqp://h:5672", "amqp://h:5672/"] {
+            assert!(read(bad).is_err(), "{bad}");
+        }
+        let s = read("amqp://edi:s3cret@h:5672/vh/q").unwrap();
+        assert!(!s.shown().contains("s3cret"), "{}", s.shown());
+        assert!(s.shown().ends_with("/vh/q"));
     }
 }

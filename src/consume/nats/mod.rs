@@ -2,6 +2,9 @@
 //! acknowledgements, made where missing. Several `consume` processes on one consumer share its
 //! deliveries: each pull hands out messages no other pull holds. The client talks to the
 //! server through a relay that repairs the messages async-nats would refuse (`frames.rs`).
+//!
+//! Where a new thing goes: what is NATS-only on the consume side here, what publish shares in
+//! `crate::broker::nats`.
 
 mod frames;
 
@@ -13,11 +16,77 @@ use async_nats::jetstream::{self, AckKind, consumer::pull};
 use futures_util::StreamExt as _;
 
 use super::relay::{self, Relay};
-use super::{Delivery, FILENAME_HEADER, Feed, Options, Settle};
+use super::{Delivery, FILENAME_HEADER, Feed, Options, Settle, Source};
 use crate::broker;
 
 /// How long the server may take to answer a request (a stream or consumer lookup).
 const REQUEST_TIMEOUT: Duration = broker::nats::TIMEOUT;
+
+/// `--from nats://HOST:PORT/STREAM/CONSUMER`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NatsSource {
+    server: String,
+    stream: String,
+    consumer: String,
+}
+
+/// Reads `--from nats://...` (the registry's line for NATS).
+pub fn parse(text: &str) -> Result<Box<dyn Source>, String> {
+    Ok(Box::new(read(text)?))
+}
+
+fn read(text: &str) -> Result<NatsSource, String> {
+    let rest = text.strip_prefix("nats://").unwrap_or(text);
+    let mut parts = rest.split('/');
+    let (Some(server), Some(stream), Some(consumer), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err("--from nats:// takes nats://HOST:PORT/STREAM/CONSUMER".into());
+    };
+    for (what, name) in [("stream", stream), ("consumer", consumer)] {
+        if !is_nats_name(name) {
+            return Err(format!(
+                "the {what} name {name:?} must be letters, digits, - and _ (JetStream's names)"
+            ));
+        }
+    }
+    if server.is_empty() {
+        return Err("nats:// needs a server: nats://HOST:PORT/STREAM/CONSUMER".into());
+    }
+    Ok(NatsSource {
+        server: format!("nats://{server}"),
+        stream: stream.to_string(),
+        consumer: consumer.to_string(),
+    })
+}
+
+/// A stream or consumer name JetStream accepts (and that cannot widen a subject).
+fn is_nats_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+impl Source for NatsSource {
+    fn shown(&self) -> String {
+        format!(
+            "{}/{}/{}",
+            broker::nats::shown(&self.server),
+            self.stream,
+            self.consumer
+        )
+    }
+
+    fn connect(&self, options: Options) -> anyhow::Result<Box<dyn Feed>> {
+        Ok(Box::new(NatsFeed::connect(
+            &self.server,
+            &self.stream,
+            &self.consumer,
+            options,
+        )?))
+    }
+}
 
 pub struct NatsFeed {
     runtime: tokio::runtime::Runtime,
@@ -200,5 +269,32 @@ impl Feed for NatsFeed {
         self.runtime
             .block_on(async { tokio::time::timeout(REQUEST_TIMEOUT, answer).await })
             .map_err(|_| anyhow!("{}: acknowledgements not sent within 10 s", self.server))?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_url_names_server_stream_and_consumer() {
+        assert_eq!(
+            read("nats://127.0.0.1:4222/EDI/inbox"),
+            Ok(NatsSource {
+                server: "nats://127.0.0.1:4222".into(),
+                stream: "EDI".into(),
+                consumer: "inbox".into()
+            })
+        );
+        for bad in [
+            "nats://h:4222/EDI",
+            "nats://h:4222/EDI/a/b",
+            "nats://h:4222/E.DI/c",
+            "nats:///EDI/c",
+        ] {
+            assert!(read(bad).is_err(), "{bad}");
+        }
+        let s = read("nats://edi:s3cret@h:4222/S/C").unwrap();
+        assert_eq!(s.shown(), "nats://h:4222/S/C");
     }
 }

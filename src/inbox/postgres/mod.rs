@@ -37,7 +37,7 @@ use std::collections::BTreeMap;
 
 use postgres::Client;
 
-pub use target::{Target, is_connection_string};
+pub use target::Target;
 
 /// An open PostgreSQL inbox.
 pub struct PgInbox {

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use postgres::{Client, Config, NoTls};
 
-use super::tls::{Verify, is_url, take_tls};
+use super::tls::{Verify, take_tls};
 use crate::inbox::InboxError;
 use crate::inbox::postgres::error::PgError;
 use crate::inbox::postgres::tls;
@@ -21,65 +21,6 @@ pub struct Target {
     pub(super) schema: String,
     pub(super) shown: String,
 }
-
-/// True for what `--db` gives as a PostgreSQL connection: a `postgres://` or `postgresql://`
-/// URL, or libpq's `key=value` form (`host=... dbname=...`), told by its first word being one of
-/// libpq's keywords followed by `=` (spaces around it allowed, values quoted or not). A string
-/// that starts so but does not parse is then refused as a connection string, never taken for a
-/// SQLite file named after it (which would create the file and show the password).
-pub fn is_connection_string(text: &str) -> bool {
-    if is_url(text) {
-        return true;
-    }
-    let text = text.trim_start();
-    let word_end = text
-        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .unwrap_or(text.len());
-    let (word, rest) = text.split_at(word_end);
-    LIBPQ_KEYWORDS.contains(&word) && rest.trim_start().starts_with('=')
-}
-
-/// libpq's connection keywords (those a `key=value` string may start with).
-pub(super) const LIBPQ_KEYWORDS: &[&str] = &[
-    "host",
-    "hostaddr",
-    "port",
-    "dbname",
-    "user",
-    "password",
-    "passfile",
-    "channel_binding",
-    "connect_timeout",
-    "client_encoding",
-    "options",
-    "application_name",
-    "fallback_application_name",
-    "keepalives",
-    "keepalives_idle",
-    "keepalives_interval",
-    "keepalives_count",
-    "tcp_user_timeout",
-    "replication",
-    "gssencmode",
-    "sslmode",
-    "requiressl",
-    "sslcompression",
-    "sslcert",
-    "sslkey",
-    "sslpassword",
-    "sslrootcert",
-    "sslcrl",
-    "sslcrldir",
-    "sslsni",
-    "requirepeer",
-    "ssl_min_protocol_version",
-    "ssl_max_protocol_version",
-    "krbsrvname",
-    "gsslib",
-    "service",
-    "target_session_attrs",
-    "load_balance_hosts",
-];
 
 /// Shown without the connection settings, which hold the password.
 impl std::fmt::Debug for Target {

@@ -2,6 +2,7 @@
 //! `prefer`, `require`, `verify-ca`, `verify-full`) and `sslrootcert`, which the driver does not
 //! know beyond `disable`, `prefer` and `require`.
 
+use crate::inbox::location::is_url;
 use std::sync::Arc;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified};
@@ -310,10 +311,6 @@ fn add_param(text: &str, key: &str, value: &str) -> String {
     } else {
         format!("{text} {key}={value}")
     }
-}
-
-pub(super) fn is_url(text: &str) -> bool {
-    text.starts_with("postgres://") || text.starts_with("postgresql://")
 }
 
 /// `%2F` and the like, in a file name given in a URL.

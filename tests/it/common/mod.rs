@@ -17,6 +17,7 @@ macro_rules! per_backend {
                 run(crate::common::site::Site::new())
             }
 
+            #[cfg(feature = "postgres")]
             #[test]
             fn postgres() {
                 if let Some(site) = crate::common::site::Site::postgres() {

@@ -214,11 +214,7 @@ impl Site {
     /// One number from the database, whichever backend holds it.
     pub fn count(&self, sql: &str) -> i64 {
         match &self.pg {
-            Some(pg) => pg
-                .client()
-                .query_one(&format!("SELECT ({sql})::bigint"), &[])
-                .unwrap()
-                .get(0),
+            Some(pg) => pg.count(sql),
             None => rusqlite::Connection::open(self.db())
                 .unwrap()
                 .query_row(sql, [], |r| r.get(0))
@@ -229,7 +225,7 @@ impl Site {
     /// Runs SQL against the database (to age entries, say).
     pub fn sql(&self, sql: &str) {
         match &self.pg {
-            Some(pg) => pg.client().batch_execute(sql).unwrap(),
+            Some(pg) => pg.batch_execute(sql),
             None => rusqlite::Connection::open(self.db())
                 .unwrap()
                 .execute_batch(sql)
@@ -240,18 +236,7 @@ impl Site {
     /// Rows as text, as both backends give them (numbers in decimal, NULL as `None`).
     pub fn rows(&self, sql: &str) -> Vec<Vec<Option<String>>> {
         match &self.pg {
-            Some(pg) => pg
-                .client()
-                .simple_query(sql)
-                .unwrap()
-                .into_iter()
-                .filter_map(|m| match m {
-                    postgres::SimpleQueryMessage::Row(r) => {
-                        Some((0..r.len()).map(|k| r.get(k).map(str::to_string)).collect())
-                    }
-                    _ => None,
-                })
-                .collect(),
+            Some(pg) => pg.rows(sql),
             None => {
                 use rusqlite::types::ValueRef;
                 let conn = rusqlite::Connection::open(self.db()).unwrap();
@@ -281,13 +266,7 @@ impl Site {
     /// Rows of three text columns (keys, say).
     pub fn triples(&self, sql: &str) -> BTreeSet<(String, String, String)> {
         match &self.pg {
-            Some(pg) => pg
-                .client()
-                .query(sql, &[])
-                .unwrap()
-                .into_iter()
-                .map(|r| (r.get(0), r.get(1), r.get(2)))
-                .collect(),
+            Some(pg) => pg.triples(sql),
             None => {
                 let conn = rusqlite::Connection::open(self.db()).unwrap();
                 let mut stmt = conn.prepare(sql).unwrap();

@@ -1,4 +1,4 @@
--- edi-inbox schema, migration 0. Later changes are new migrations appended in src/inbox/mod.rs;
+-- edi-inbox schema, migration 0. Later changes are new migrations appended in src/inbox/sqlite/migrations.rs;
 -- this file is never edited once released (PRAGMA user_version counts what is applied).
 
 -- The duplicate-detection window: one row per key ever accepted, until purged.
