@@ -8,6 +8,7 @@ use std::fs;
 
 use crate::common::site::Site;
 use crate::common::synth::{Layout, Synth};
+use crate::common::{Run, RunExt};
 
 /// A second reader of ISO 9735 syntax, from the standard: the UNA (or the level A defaults),
 /// then segments split at unreleased terminators, elements at `+`, components at `:`, the
@@ -65,17 +66,12 @@ fn at(seg: &[Vec<String>], e: usize, c: usize) -> &str {
     seg.get(e).and_then(|x| x.get(c)).map_or("", String::as_str)
 }
 
-/// `ingest -q --contrl always` of the drop folder: its exit status (what it said on standard
-/// error shown).
-fn answer_all(site: &Site) -> Option<i32> {
-    let out = site
-        .cmd()
+/// `ingest -q --contrl always` of the drop folder: the run.
+fn answer_all(site: &Site) -> Run {
+    site.cmd()
         .args(["ingest", "-q", "--contrl", "always"])
         .arg(site.drop())
-        .output()
-        .unwrap();
-    eprint!("{}", String::from_utf8_lossy(&out.stderr));
-    out.status.code()
+        .run()
 }
 
 /// The CONTRL stored for a key, as `show --contrl` prints it.
@@ -83,14 +79,8 @@ fn contrl_of(site: &Site, sender: &str, recipient: &str, control_ref: &str) -> V
     let out = site
         .cmd()
         .args(["show", sender, recipient, control_ref, "--contrl"])
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .run();
+    out.code(0);
     out.stdout
 }
 
@@ -182,8 +172,7 @@ per_backend! {
             let path = entry.unwrap().path();
             fs::copy(&path, site.drop().join(path.file_name().unwrap())).unwrap();
         }
-        let (code, lines) = site.ingest_json(&["--contrl", "always"]);
-        assert_eq!(code, Some(0));
+        let lines = site.ingest_json(&["--contrl", "always"]).code(0).json();
         let new: Vec<_> = lines.iter().filter(|l| l["status"] == "new").collect();
         assert_eq!(new.len(), 7);
         for l in &new {
@@ -195,8 +184,10 @@ per_backend! {
             let bytes = contrl_of(&site, s, r, c);
             let file = site.path(&format!("contrl-{c}.edi"));
             fs::write(&file, &bytes).unwrap();
-            let (code, inspected) = crate::common::inspect_json(&[&file]);
-            assert_eq!(code, Some(0), "{}", String::from_utf8_lossy(&bytes));
+            let inspected = crate::common::inspect_json(&[&file])
+                .note(format!("the CONTRL: {}", String::from_utf8_lossy(&bytes)))
+                .code(0)
+                .json();
             assert_eq!(inspected[0]["messages"][0]["type"], "CONTRL", "{inspected:?}");
             // The subject as stored, for its UNB.
             let raw = site.cmd().args(["show", s, r, c, "--raw"]).output().unwrap().stdout;
@@ -212,7 +203,7 @@ per_backend! {
                 contrl_of(&site, &v("sender"), &v("recipient"), &v("control_ref"))
             })
             .collect();
-        let (_, again) = site.ingest_json(&["--contrl", "always"]);
+        let again = site.ingest_json(&["--contrl", "always"]).json();
         let duplicates: Vec<_> = again.iter().filter(|l| l["status"] == "duplicate").collect();
         assert_eq!(duplicates.len(), 7);
         assert!(duplicates.iter().all(|l| l["contrl"].is_null()), "{duplicates:?}");
@@ -221,7 +212,7 @@ per_backend! {
         for name in site.files_in("drop") {
             fs::rename(site.drop().join(&name), site.drop().join(format!("resent-{name}"))).unwrap();
         }
-        let (_, again) = site.ingest_json(&["--contrl", "always"]);
+        let again = site.ingest_json(&["--contrl", "always"]).json();
         let duplicates: Vec<_> = again.iter().filter(|l| l["status"] == "duplicate").collect();
         assert_eq!(duplicates.len(), 7);
         let by_key = |l: &serde_json::Value| (l["sender"].clone(), l["control_ref"].clone());
@@ -238,7 +229,7 @@ per_backend! {
             let v = |k: &str| l[k].as_str().unwrap().to_string();
             assert_eq!(&contrl_of(&site, &v("sender"), &v("recipient"), &v("control_ref")), bytes);
         }
-        let (_, rejected) = site.ingest_json(&["--contrl", "always", "--contrl-duplicates", "reject"]);
+        let rejected = site.ingest_json(&["--contrl", "always", "--contrl-duplicates", "reject"]).json();
         assert_eq!(rejected.iter().filter(|l| l["contrl"].is_string()).count(), 7);
         assert_eq!(
             site.count("SELECT count(*) FROM acknowledgements WHERE action = '4' AND error_code = '26'"),
@@ -260,8 +251,7 @@ per_backend! {
         site.put("b.edi", unasked.as_bytes());
         site.put("c.edi", acks.as_bytes());
         site.put("d.edi", receipt.as_bytes());
-        let (code, lines) = site.ingest_json(&[]);
-        assert_eq!(code, Some(0));
+        let lines = site.ingest_json(&[]).code(0).json();
         let answered: Vec<_> = lines
             .iter()
             .filter(|l| l["contrl"].is_string())
@@ -272,15 +262,19 @@ per_backend! {
         check(&contrl_of(&site, "P4", "HUB", "RCPT"), receipt.as_bytes(), "8");
         // Drift: the same key, other content.
         site.put("e.edi", asked.replace("BGM+220+1", "BGM+220+2").as_bytes());
-        let (code, lines) = site.ingest_json(&["--contrl", "always"]);
-        assert_eq!(code, Some(3));
+        let lines = site.ingest_json(&["--contrl", "always"]).code(3).json();
         let drift = lines.iter().find(|l| l["status"] == "drift").unwrap();
         assert!(drift["contrl"].is_string(), "{drift}");
-        assert_eq!(
-            site.count("SELECT count(*) FROM acknowledgements WHERE control_ref = 'ASK1' AND action = '4' AND error_code = '26'"),
-            1
-        );
-        assert_eq!(site.count("SELECT count(*) FROM acknowledgements WHERE control_ref = 'ACK1'"), 0);
+        let acks = &site.show("PARTNER+A", "HUB", "ASK1")["acknowledgements"];
+        let rejections = acks
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|a| a["action"] == "4" && a["error_code"] == "26")
+            .count();
+        assert_eq!(rejections, 1, "{acks}");
+        let acks = &site.show("PARTNER", "HUB", "ACK1")["acknowledgements"];
+        assert_eq!(acks.as_array().map(Vec::len), Some(0), "{acks}");
     }
 }
 
@@ -296,7 +290,7 @@ per_backend! {
             }
             site.put(&format!("f{f:02}.edi"), &file);
         }
-        assert_eq!(answer_all(&site), Some(0));
+        answer_all(&site).code(0);
         assert_eq!(site.count("SELECT count(*) FROM acknowledgements"), 10_000);
         assert_eq!(site.count("SELECT count(DISTINCT own_ref) FROM acknowledgements"), 10_000);
         assert_eq!(site.count("SELECT count(DISTINCT partner) FROM acknowledgements"), 1);
@@ -326,7 +320,7 @@ per_backend! {
                 .code(0);
         };
         quietly("never");
-        let (_, lines) = site.ingest_json(&["--contrl", "always"]);
+        let lines = site.ingest_json(&["--contrl", "always"]).json();
         assert_eq!(lines.iter().filter(|l| l["contrl"].is_string()).count(), 7, "{lines:?}");
         let out = site.path("contrl-out");
         let to = format!("dir:{}", out.display());
@@ -334,9 +328,8 @@ per_backend! {
             let out = site
                 .cmd()
                 .args(["publish", "--json", "--kind", kind, "--to", to])
-                .output()
-                .unwrap();
-            assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+                .run();
+            out.code(0);
             crate::common::json_lines(&out.stdout)
         };
         let sent = publish("contrl", &to);
@@ -402,8 +395,7 @@ per_backend! {
             let path = entry.unwrap().path();
             fs::copy(&path, site.drop().join(path.file_name().unwrap())).unwrap();
         }
-        let (code, lines) = site.ingest_json(&["--contrl", "always"]);
-        assert_eq!(code, Some(3));
+        let lines = site.ingest_json(&["--contrl", "always"]).code(3).json();
         let bytes_sql = if site.is_postgres() {
             "convert_from(bytes, 'LATIN1')"
         } else {
@@ -492,8 +484,10 @@ fn every_contrl_made_for_the_corpus_reads_back() {
             &fs::read(root.join(&row["file"])).unwrap(),
         );
     }
-    let (code, lines) = site.ingest_json(&["--contrl", "always"]);
-    assert!(matches!(code, Some(0 | 3)));
+    let lines = site
+        .ingest_json(&["--contrl", "always"])
+        .code_in(&[0, 3])
+        .json();
     // The manifest's verdict against the answers: a file it calls valid has each interchange
     // answered (acknowledged, or, where another file of the corpus used its key, a drift
     // rejected with 26); any other has a rejection answered 4 with a code of the table, where
@@ -563,8 +557,7 @@ fn every_contrl_made_for_the_corpus_reads_back() {
         files.push(path);
     }
     let paths: Vec<&std::path::Path> = files.iter().map(|p| p.as_path()).collect();
-    let (code, inspected) = crate::common::inspect_json(&paths);
-    assert_eq!(code, Some(0), "{inspected:?}");
+    let inspected = crate::common::inspect_json(&paths).code(0).json();
     let interchanges: Vec<_> = inspected
         .iter()
         .filter(|l| l.get("messages").is_some())
@@ -614,7 +607,7 @@ per_backend! {
             kill_after(&ingest, 100 + rng.below(400));
         }
         site.cmd().args(ingest).assert().code(0);
-        let n = site.count("SELECT count(*) FROM interchanges");
+        let n = site.stat("interchanges");
         assert_eq!(n, 1500);
         assert_eq!(site.count("SELECT count(*) FROM acknowledgements"), n);
         assert_eq!(site.count("SELECT count(DISTINCT own_ref) FROM acknowledgements"), n);
@@ -680,15 +673,14 @@ per_backend! {
             data.extend_from_slice(format!(":ZZ+HUB+240101:1200+R{n}'UNH+1+ORDERS:D:96A:UN'UNT+2+1'UNZ+1+R{n}'").as_bytes());
             site.put(&format!("{id}.edi"), &data);
         }
-        assert_eq!(answer_all(&site), Some(0));
+        answer_all(&site).code(0);
         let out = site.path("contrl-out");
         let sent = site
             .cmd()
             .args(["publish", "--json", "--kind", "contrl", "--to"])
             .arg(format!("dir:{}", out.display()))
-            .output()
-            .unwrap();
-        assert_eq!(sent.status.code(), Some(0), "{}", String::from_utf8_lossy(&sent.stderr));
+            .run();
+        sent.code(0);
         let bodies: Vec<Vec<u8>> =
             site.files_in("contrl-out").iter().map(|f| fs::read(out.join(f)).unwrap()).collect();
         assert_eq!(bodies.len(), cases.len());
@@ -722,21 +714,11 @@ per_backend! {
             let path = entry.unwrap().path();
             fs::copy(&path, site.drop().join(path.file_name().unwrap())).unwrap();
         }
-        assert_eq!(answer_all(&site), Some(0));
-        let publish = |args: &[&str]| {
-            let out = site.cmd().arg("publish").args(args).output().unwrap();
-            let lines = if args.contains(&"--json") {
-                crate::common::json_lines(&out.stdout)
-            } else {
-                Vec::new()
-            };
-            (out.status.code(), lines, String::from_utf8_lossy(&out.stderr).into_owned())
-        };
+        answer_all(&site).code(0);
+        let publish = |args: &[&str]| site.run(&["publish"].iter().chain(args).copied().collect::<Vec<_>>());
         let msgs = site.path("msg-out");
-        let (code, _, stderr) =
-            publish(&["--kind", "message", "--to", &format!("dir:{}", msgs.display())]);
-        assert_eq!(code, Some(0), "{stderr}");
-        let (_, stats) = site.json(&["stats", "--json"]);
+        publish(&["--kind", "message", "--to", &format!("dir:{}", msgs.display())]).code(0);
+        let stats = site.json(&["stats", "--json"]).json();
         let s = &stats[0];
         assert_eq!(s["outbox_unpublished"], 7, "{s}");
         assert_eq!(s["outbox_kinds"]["contrl"]["unpublished"], 7, "{s}");
@@ -749,7 +731,7 @@ per_backend! {
         // The ids of the CONTRL events, from a folder that takes them; then a folder whose
         // every such name is a folder already: each event refused, and parked at once.
         let probe = site.path("probe");
-        let (_, sent, _) = publish(&["--kind", "contrl", "--json", "--to", &format!("dir:{}", probe.display())]);
+        let sent = publish(&["--kind", "contrl", "--json", "--to", &format!("dir:{}", probe.display())]).json();
         let ids: Vec<String> = sent
             .iter()
             .filter_map(|l| l["id"].as_str().map(String::from))
@@ -761,17 +743,16 @@ per_backend! {
             fs::create_dir_all(blocked.join(format!("{id}.edi"))).unwrap();
         }
         let metrics = site.path("publish.prom");
-        let (code, _, stderr) = publish(&[
+        publish(&[
             "--kind", "contrl", "--max-attempts", "1", "--to", &format!("dir:{}", blocked.display()),
             "--metrics-file", metrics.to_str().unwrap(),
-        ]);
-        assert_eq!(code, Some(3), "{stderr}");
-        let (_, stats) = site.json(&["stats", "--json"]);
+        ]).code(3);
+        let stats = site.json(&["stats", "--json"]).json();
         let s = &stats[0];
         assert_eq!((s["outbox_failed"].as_i64(), s["outbox_unpublished"].as_i64()), (Some(7), Some(0)), "{s}");
         assert_eq!(s["outbox_kinds"]["contrl"]["failed"], 7, "{s}");
         assert_eq!(s["outbox_kinds"]["message"]["failed"], 0, "{s}");
-        let (_, listed) = site.json(&["list", "--status", "failed", "--json"]);
+        let listed = site.json(&["list", "--status", "failed", "--json"]).json();
         assert_eq!(listed.len(), 7, "{listed:?}");
         for l in &listed {
             let error = l["error"].as_str().unwrap();
@@ -799,15 +780,14 @@ per_backend! {
 fn a_contrl_events_line_names_what_it_answers() {
     let site = Site::new();
     site.put_sample("valid/two-interchanges.edi", "a.edi");
-    assert_eq!(answer_all(&site), Some(0));
+    answer_all(&site).code(0);
     let out = site
         .cmd()
         .args(["publish", "--kind", "contrl", "--to"])
         .arg(format!("dir:{}", site.path("out").display()))
-        .output()
-        .unwrap();
+        .run();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{text}");
+    out.code(0);
     let lines: Vec<&str> = text
         .lines()
         .filter(|l| l.starts_with("published"))
@@ -833,7 +813,7 @@ per_backend! {
             let path = entry.unwrap().path();
             fs::copy(&path, site.drop().join(path.file_name().unwrap())).unwrap();
         }
-        assert_eq!(answer_all(&site), Some(0));
+        answer_all(&site).code(0);
         let versions = || {
             site.rows("SELECT control_ref, syntax_version FROM acknowledgements ORDER BY control_ref")
                 .into_iter()
@@ -859,7 +839,7 @@ per_backend! {
         } else {
             site.sql("ALTER TABLE acknowledgements DROP COLUMN syntax_version; PRAGMA user_version = 11");
         }
-        assert_eq!(answer_all(&site), Some(0));
+        answer_all(&site).code(0);
         let v4 = |all: Vec<(String, String)>| -> Vec<(String, bool)> {
             all.into_iter().map(|(r, v)| (r, v == "4")).collect()
         };

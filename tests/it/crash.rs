@@ -1,9 +1,10 @@
 //! Crash consistency: the process is stopped dead (abort, not unwind) at each fail point between
 //! reading a file and moving it, then ingest runs again. Every interchange must end up applied
 //! exactly once and every file in the archive or the quarantine, as after a run never
-//! interrupted. Needs the fail points: `cargo test --features failpoints --test crash`.
+//! interrupted. Needs the fail points: `cargo test --features failpoints --test it crash::`.
 
 use crate::common::site::{Site, assert_same};
+use crate::common::{RunExt, StartExt};
 
 const FILES: usize = 60;
 
@@ -35,12 +36,7 @@ fn a_crash_at_any_point_then_a_rerun_applies_everything_exactly_once() {
     let reference = Site::new();
     reference.fill(FILES, 11);
     let out = reference.ingest(5);
-    assert_eq!(
-        out.status.code(),
-        Some(3),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    out.code(3);
     let want = reference.state();
     reference.assert_all_placed(&want, FILES);
     assert!(!want.quarantined.is_empty() && want.keys.len() > FILES / 2);
@@ -48,28 +44,18 @@ fn a_crash_at_any_point_then_a_rerun_applies_everything_exactly_once() {
     for (point, action) in POINTS {
         let site = Site::new();
         site.fill(FILES, 11);
-        let crashed = site
-            .ingest_command(5)
+        // The fail point stops the run.
+        site.ingest_command(5)
             .env("FAILPOINTS", format!("{point}={action}"))
-            .output()
-            .unwrap();
-        assert_eq!(
-            crashed.status.code(),
-            None,
-            "{point}={action} did not stop the run: {}",
-            String::from_utf8_lossy(&crashed.stderr)
-        );
+            .run()
+            .signalled();
         // What the crash left must already be consistent.
         let partial = site.state();
         assert!(partial.keys.is_subset(&want.keys), "{point}={action}");
 
-        let out = site.ingest(5);
-        assert_eq!(
-            out.status.code(),
-            Some(3),
-            "{point}={action}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        site.ingest(5)
+            .note(format!("after {point}={action}"))
+            .code(3);
         let got = site.state();
         site.assert_all_placed(&got, FILES);
         assert_same(&got, &want, &format!("{point}={action}"));
@@ -114,8 +100,7 @@ fn a_file_replaced_between_its_read_and_its_move_is_left_for_the_next_run() {
             .env("FAILPOINTS", "before-move=sleep(2000)")
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
+            .start();
         wait_for_entries(&site.db(), 1);
         let replaced = match how {
             "rename" => {
@@ -138,9 +123,9 @@ fn a_file_replaced_between_its_read_and_its_move_is_left_for_the_next_run() {
                 [first.clone(), second.clone()].concat()
             }
         };
-        let out = run.wait_with_output().unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(0), "{how}: {stderr}");
+        let out = run.wait().note(how);
+        let stderr = out.err();
+        out.code(0);
         assert!(
             stderr.contains("changed after it was read"),
             "{how}: {stderr}"
@@ -148,8 +133,7 @@ fn a_file_replaced_between_its_read_and_its_move_is_left_for_the_next_run() {
         assert_eq!(site.files_in("archive"), Vec::<String>::new(), "{how}");
         assert_eq!(std::fs::read(&path).unwrap(), replaced, "{how}");
 
-        let out = site.ingest(5);
-        assert_eq!(out.status.code(), Some(0), "{how}");
+        site.ingest(5).note(format!("the run after: {how}")).code(0);
         assert_eq!(site.files_in("archive"), ["ORDERS.EDI"], "{how}");
         assert_eq!(
             site.count("SELECT count(*) FROM inbox WHERE control_ref = 'INV0001'"),
@@ -179,20 +163,14 @@ fn a_kill_between_placing_a_copy_and_removing_its_source_leaves_one_file() {
             .args(["ingest", "-q", "--archive"])
             .arg(site.path("archive"))
             .arg(&dropfs.path)
-            .output()
-            .unwrap()
+            .run()
     };
-    let out = run("after-copy-placed=return");
-    assert_eq!(out.status.code(), None, "the run was not stopped");
+    // The fail point stops the run.
+    run("after-copy-placed=return").signalled();
     assert_eq!(site.files_in("archive"), ["a.edi"]);
     assert!(dropfs.path.join("a.edi").exists());
     let out = run("");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    out.code(0);
     assert_eq!(site.files_in("archive"), ["a.edi"]);
     assert!(!dropfs.path.join("a.edi").exists());
 }
@@ -219,18 +197,14 @@ fn a_publisher_stopped_between_confirmation_and_mark_sends_nothing_twice() {
         .command()
         .args(["publish", "-q", "--batch", "2", "--to", &to])
         .env("FAILPOINTS", "publish-after-confirm=1*off->return")
-        .output()
-        .unwrap();
-    assert_eq!(crashed.status.code(), None, "the fail point stopped it");
+        .run();
+    // The fail point stopped it.
+    crashed.signalled();
     let written = std::fs::read_dir(&out).unwrap().count() as i64;
     let marked = site.count("SELECT count(*) FROM outbox WHERE published_at IS NOT NULL");
     assert_eq!((written, marked), (4, 2), "confirmed 4, marked 2");
-    let again = site
-        .cmd()
-        .args(["publish", "--json", "--to", &to])
-        .output()
-        .unwrap();
-    assert_eq!(again.status.code(), Some(0));
+    let again = site.cmd().args(["publish", "--json", "--to", &to]).run();
+    again.code(0);
     let lines = crate::common::json_lines(&again.stdout);
     let statuses: Vec<&str> = lines.iter().filter_map(|l| l["status"].as_str()).collect();
     assert_eq!(statuses.iter().filter(|s| **s == "duplicate").count(), 2);
@@ -288,13 +262,9 @@ fn a_consumer_stopped_between_commit_and_ack_applies_nothing_twice() {
                 ])
                 .args(["--until-idle", "2s", "--from", &from])
                 .env("FAILPOINTS", format!("{point}=1*off->return"))
-                .output()
-                .unwrap();
-            assert_eq!(
-                crashed.status.code(),
-                None,
-                "{point}: the fail point stopped it"
-            );
+                .run();
+            // The fail point stopped it.
+            crashed.signalled();
             assert_eq!(
                 site.count("SELECT count(*) FROM interchanges"),
                 6,
@@ -307,9 +277,9 @@ fn a_consumer_stopped_between_commit_and_ack_applies_nothing_twice() {
                 .args(["--contrl", "always"])
                 .arg("--metrics-file")
                 .arg(&metrics)
-                .output()
-                .unwrap();
-            assert_eq!(again.status.code(), Some(0), "{point} {from}");
+                .run()
+                .note(format!("after {point}"));
+            again.code(0);
             let lines = crate::common::json_lines(&again.stdout);
             let summary = &lines.last().unwrap()["summary"];
             assert_eq!(summary["duplicate"], 3, "{point} {from}: {summary}");
@@ -362,9 +332,9 @@ fn acknowledgements_commit_with_their_decisions_or_not_at_all() {
         .args(args)
         .arg(site.drop())
         .env("FAILPOINTS", "before-commit=2*off->return")
-        .output()
-        .unwrap();
-    assert_eq!(crashed.status.code(), None, "the fail point stopped it");
+        .run();
+    // The fail point stopped it.
+    crashed.signalled();
     let decided = site.count("SELECT count(*) FROM interchanges");
     let answered = site.count("SELECT count(*) FROM acknowledgements");
     assert_eq!(
@@ -408,18 +378,17 @@ fn contrls_stopped_between_confirmation_and_mark_go_out_once() {
             "publish", "-q", "--kind", "contrl", "--batch", "2", "--to", &to,
         ])
         .env("FAILPOINTS", "publish-after-confirm=1*off->return")
-        .output()
-        .unwrap();
-    assert_eq!(crashed.status.code(), None, "the fail point stopped it");
+        .run();
+    // The fail point stopped it.
+    crashed.signalled();
     let written = std::fs::read_dir(&out).unwrap().count();
     let marked = site.count("SELECT count(*) FROM contrl_outbox WHERE published_at IS NOT NULL");
     assert_eq!((written, marked), (4, 2), "confirmed 4, marked 2");
     let again = site
         .cmd()
         .args(["publish", "--json", "--kind", "contrl", "--to", &to])
-        .output()
-        .unwrap();
-    assert_eq!(again.status.code(), Some(0));
+        .run();
+    again.code(0);
     let lines = crate::common::json_lines(&again.stdout);
     let statuses: Vec<&str> = lines.iter().filter_map(|l| l["status"].as_str()).collect();
     assert_eq!(statuses.iter().filter(|s| **s == "duplicate").count(), 2);

@@ -1,17 +1,15 @@
-//! The promises in the README's "Guarantees" section, each tried hard: overlapping runs,
+//! The promises of docs/guarantees.md, each tried hard: overlapping runs,
 //! `kill -9` at random moments, hostile input, storage faults, and the drift defence.
 
 use std::fs;
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use crate::common::site::{Site, assert_same, copy_dir};
+use crate::common::{Run, RunExt, Running, StartExt};
 
-fn wait_all(children: Vec<Child>) -> Vec<std::process::Output> {
-    children
-        .into_iter()
-        .map(|c| c.wait_with_output().unwrap())
-        .collect()
+fn wait_all(children: Vec<Running>) -> Vec<Run> {
+    children.into_iter().map(Running::wait).collect()
 }
 
 #[test]
@@ -46,7 +44,7 @@ fn overlapping_runs(template: Site) {
                     fs::remove_file(p).unwrap();
                 }
             }
-            let runs: Vec<Child> = (0..4)
+            let runs: Vec<Running> = (0..4)
                 .map(|_| {
                     let mut c = if archive {
                         site.ingest_command(7)
@@ -55,18 +53,13 @@ fn overlapping_runs(template: Site) {
                         c.args(["ingest", "-q", "--batch", "7"]).arg(site.drop());
                         c
                     };
-                    c.stdout(Stdio::piped())
-                        .stderr(Stdio::piped())
-                        .spawn()
-                        .unwrap()
+                    c.stdout(Stdio::piped()).stderr(Stdio::piped()).start()
                 })
                 .collect();
             for out in wait_all(runs) {
-                let stderr = String::from_utf8_lossy(&out.stderr);
-                assert!(
-                    matches!(out.status.code(), Some(0) | Some(3)),
-                    "archive={archive} round={round}: {stderr}"
-                );
+                let out = out.note(format!("archive={archive} round={round}"));
+                let stderr = out.err();
+                out.code_in(&[0, 3]);
                 assert!(!stderr.contains("locked"), "{stderr}");
                 assert!(stderr.is_empty(), "{stderr}");
             }
@@ -127,11 +120,7 @@ fn kill_9(site: Site) {
     let out = site.ingest(20);
     // 3 where rejected or drifted files were still left for this run, 0 where killed runs had
     // already quarantined them all.
-    assert!(
-        matches!(out.status.code(), Some(0) | Some(3)),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    out.code_in(&[0, 3]);
     let got = site.state();
     site.assert_all_placed(&got, 2000);
     assert_same(&got, &want, "after kill -9");
@@ -156,7 +145,7 @@ fn a_full_disk_stops_the_run_and_the_next_run_with_room_completes() {
     site.set_db(fs_.path.join("inbox.db"));
     let out = site.ingest(10);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    out.code(1);
     assert!(stderr.contains("full"), "{stderr}");
     let partial = site.state();
     assert!(partial.keys.is_subset(&want.keys));
@@ -168,12 +157,7 @@ fn a_full_disk_stops_the_run_and_the_next_run_with_room_completes() {
 
     fs_.remount("size=64m");
     let out = site.ingest(10);
-    assert_eq!(
-        out.status.code(),
-        Some(3),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    out.code(3);
     let got = site.state();
     site.assert_all_placed(&got, 300);
     assert_same(&got, &want, "after the disk had room again");
@@ -187,13 +171,13 @@ fn a_read_only_database_is_a_clear_error_and_left_untouched() {
     };
     site.set_db(fs_.path.join("inbox.db"));
     site.fill(10, 1);
-    assert_eq!(site.ingest(10).status.code(), Some(0));
+    site.ingest(10).code(0);
     site.fill(20, 2);
     let before = file_hash(&site.db());
     fs_.remount("ro");
     let out = site.ingest(10);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    out.code(1);
     assert!(
         stderr.contains("read") || stderr.contains("unable to open"),
         "{stderr}"
@@ -205,24 +189,20 @@ fn a_read_only_database_is_a_clear_error_and_left_untouched() {
         "a file moved"
     );
     fs_.remount("rw");
-    assert!(matches!(site.ingest(10).status.code(), Some(0) | Some(3)));
+    site.ingest(10).code_in(&[0, 3]);
 }
 
 #[test]
 fn a_lock_held_past_the_busy_timeout_is_a_clear_error() {
     let site = Site::new();
     site.fill(5, 3);
-    assert_eq!(site.ingest(10).status.code(), Some(0));
+    site.ingest(10).code(0);
     site.fill(12, 4);
     let holder = rusqlite::Connection::open(site.db()).unwrap();
     holder.execute_batch("BEGIN IMMEDIATE").unwrap();
-    let out = site
-        .ingest_command(10)
-        .args(["--busy-timeout", "1s"])
-        .output()
-        .unwrap();
+    let out = site.ingest_command(10).args(["--busy-timeout", "1s"]).run();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    out.code(1);
     assert!(
         stderr.contains("locked") && stderr.contains("--busy-timeout"),
         "{stderr}"
@@ -234,7 +214,7 @@ fn a_lock_held_past_the_busy_timeout_is_a_clear_error() {
     );
     holder.execute_batch("ROLLBACK").unwrap();
     drop(holder);
-    assert!(matches!(site.ingest(10).status.code(), Some(0) | Some(3)));
+    site.ingest(10).code_in(&[0, 3]);
 }
 
 #[test]
@@ -257,7 +237,7 @@ fn a_corrupt_database_is_a_clear_error_and_left_untouched() {
     site.fill(45, 7);
     let out = site.ingest(10);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    out.code(1);
     assert!(
         stderr.contains("malformed") || stderr.contains("not a database"),
         "{stderr}"
@@ -319,14 +299,8 @@ per_backend! {
             .arg(&d)
             .arg("/proc/self/mem")
             .arg(site.path("fifo"))
-            .output()
-            .unwrap();
-        assert_eq!(
-            out.status.code(),
-            Some(3),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+            .run();
+        out.code(3);
         let lines = json_lines(&out.stdout);
         let by_file = |part: &str| -> Vec<&serde_json::Value> {
             lines
@@ -390,9 +364,8 @@ fn a_200_mb_endless_segment_is_rejected_without_hanging() {
         .command()
         .args(["ingest", "--json"])
         .arg(site.drop())
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(3));
+        .run();
+    out.code(3);
     let l = &json_lines(&out.stdout)[0];
     assert!(
         l["error"]
@@ -406,9 +379,8 @@ fn a_200_mb_endless_segment_is_rejected_without_hanging() {
         .command()
         .args(["ingest", "--json", "--max-size", "300MiB"])
         .arg(site.drop())
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(3));
+        .run();
+    out.code(3);
     let l = &json_lines(&out.stdout)[0];
     let error = l["error"].as_str().unwrap();
     assert!(
@@ -429,15 +401,14 @@ per_backend! {
             .command()
             .args(["ingest", "--json", "--batch", "1000"])
             .arg(site.drop())
-            .output()
-            .unwrap();
+            .run();
         let statuses: Vec<String> = json_lines(&out.stdout)
             .iter()
             .filter_map(|l| l["status"].as_str().map(String::from))
             .collect();
         assert_eq!(statuses, ["new", "drift", "duplicate", "drift"]);
-        assert_eq!(out.status.code(), Some(3));
-        assert_eq!(site.count("SELECT count(*) FROM interchanges"), 1);
+        out.code(3);
+        assert_eq!(site.stat("interchanges"), 1);
         let raw = site
             .cmd()
             .args(["show", "SENDER+ONE", "RECEIVER", "ORD'0042", "--raw"])
@@ -468,14 +439,8 @@ fn moved_files_never_leave_the_archive_folder_whatever_their_name() {
         .args(["ingest", "-q", "--archive"])
         .arg(site.path("archive"))
         .arg(site.drop())
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .run();
+    out.code(0);
     let archived: Vec<String> = fs::read_dir(site.path("archive"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

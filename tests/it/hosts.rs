@@ -5,10 +5,11 @@
 //! one thing they share.
 
 use std::fs;
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use crate::common::site::{Site, State, copy_dir};
+use crate::common::{Running, StartExt};
 
 /// A host: its own drop, archive and quarantine folders, on the shared inbox of `inbox`.
 struct Host {
@@ -24,7 +25,7 @@ impl Host {
         h
     }
 
-    fn spawn(&self, inbox: &Site, batch: u32) -> Child {
+    fn spawn(&self, inbox: &Site, batch: u32) -> Running {
         let d = self.dir.path();
         inbox
             .command()
@@ -35,8 +36,7 @@ impl Host {
             .arg(d.join("drop"))
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
+            .start()
     }
 
     /// Files left in its drop folder.
@@ -96,23 +96,19 @@ fn three_hosts_with_their_own_copies_apply_each_interchange_once() {
     }
     assert!(drifted > 0);
     let mut rng = crate::common::synth::Synth::new(5);
-    let mut runs: Vec<Child> = hosts.iter().map(|h| h.spawn(&inbox, 10)).collect();
+    let mut runs: Vec<Running> = hosts.iter().map(|h| h.spawn(&inbox, 10)).collect();
     for run in runs.iter_mut().take(2) {
         std::thread::sleep(Duration::from_millis(50 + rng.below(400)));
-        let _ = run.kill();
+        let _ = run.child().kill();
     }
     for run in runs {
-        let out = run.wait_with_output().unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        let out = run.wait();
+        let stderr = out.err();
         assert!(!stderr.contains("deadlock"), "{stderr}");
     }
     for host in &hosts {
-        let out = host.spawn(&inbox, 10).wait_with_output().unwrap();
-        assert!(
-            matches!(out.status.code(), Some(0) | Some(3)),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let out = host.spawn(&inbox, 10).wait();
+        out.code_in(&[0, 3]);
         assert_eq!(host.left(), 0, "a host left files in its drop folder");
     }
     let got = inbox.state();
@@ -130,7 +126,7 @@ fn three_hosts_with_their_own_copies_apply_each_interchange_once() {
             >= drifted,
         "a drift went unreported"
     );
-    let (_, stats) = inbox.json(&["stats", "--json"]);
+    let stats = inbox.json(&["stats", "--json"]).json();
     assert_eq!(stats[0]["inbox"], stats[0]["interchanges"]);
     assert_eq!(stats[0]["messages"], got.messages);
 }
@@ -149,8 +145,7 @@ fn a_connection_cut_in_the_middle_of_a_batch_leaves_nothing_half_done() {
         .ingest_command(50)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+        .start();
     let db = inbox.db_arg().to_string_lossy().into_owned();
     let name = db.rsplit('/').next().unwrap().to_string();
     let mut admin = postgres::Client::connect(
@@ -174,8 +169,8 @@ fn a_connection_cut_in_the_middle_of_a_batch_leaves_nothing_half_done() {
             &[&name],
         )
         .unwrap();
-    let out = run.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let out = run.wait();
+    let stderr = out.err();
     if out.status.code() == Some(1) {
         assert!(
             // The cut lands while the batch is written or while it commits.
@@ -192,11 +187,7 @@ fn a_connection_cut_in_the_middle_of_a_batch_leaves_nothing_half_done() {
     let partial = inbox.state();
     assert!(partial.keys.is_subset(&want.keys));
     let out = inbox.ingest(50);
-    assert!(
-        matches!(out.status.code(), Some(0) | Some(3)),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    out.code_in(&[0, 3]);
     let got = inbox.state();
     inbox.assert_all_placed(&got, 600);
     crate::common::site::assert_same(&got, &want, "after a connection cut");
@@ -228,17 +219,12 @@ fn two_hosts_taking_the_same_keys_in_opposite_orders_do_not_deadlock() {
     for round in 0..2 {
         let runs = [a.spawn(&inbox, 40), b.spawn(&inbox, 40)];
         for run in runs {
-            let out = run.wait_with_output().unwrap();
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            assert_eq!(out.status.code(), Some(0), "round {round}: {stderr}");
+            run.wait().note(format!("round {round}")).code(0);
         }
     }
-    assert_eq!(inbox.count("SELECT count(*) FROM inbox"), 600);
-    assert_eq!(inbox.count("SELECT count(*) FROM interchanges"), 600);
-    assert_eq!(
-        inbox.count("SELECT count(*) FROM sightings WHERE status = 'duplicate'"),
-        600
-    );
+    assert_eq!(inbox.stat("inbox"), 600);
+    assert_eq!(inbox.stat("interchanges"), 600);
+    assert_eq!(inbox.stat("duplicates"), 600);
     assert_eq!(a.left() + b.left(), 0);
 }
 
@@ -274,14 +260,10 @@ fn four_hosts_on_copies_of_the_same_files_queue_one_contrl_each() {
     for _ in 0..2 {
         let outs = crate::common::run_together(hosts.iter().map(ingest).collect());
         for out in &outs {
-            assert!(
-                matches!(out.status.code(), Some(0 | 3)),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            out.code_in(&[0, 3]);
         }
     }
-    let interchanges = inbox.count("SELECT count(*) FROM interchanges");
+    let interchanges = inbox.stat("interchanges");
     assert_eq!(interchanges, 200);
     let answered = inbox.count("SELECT count(*) FROM acknowledgements WHERE action = '7'");
     assert_eq!(
@@ -331,16 +313,11 @@ fn two_hosts_rejecting_the_same_files_in_opposite_orders_both_finish() {
     };
     for round in 0..3 {
         let outs = crate::common::run_together(vec![run(&a, false), run(&b, true)]);
-        for out in &outs {
-            assert_eq!(
-                out.status.code(),
-                Some(3),
-                "round {round}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+        for out in outs {
+            out.note(format!("round {round}")).code(3);
         }
     }
-    assert_eq!(inbox.count("SELECT count(*) FROM rejected_files"), 300);
+    assert_eq!(inbox.stat("rejected"), 300);
     assert_eq!(
         inbox.count("SELECT min(times_seen) FROM rejected_files"),
         6,

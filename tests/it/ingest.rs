@@ -6,7 +6,8 @@ use std::process::Stdio;
 
 use crate::common::site::Site;
 use crate::common::synth::{Layout, Synth};
-use crate::common::{edi_inbox, json_lines, samples};
+use crate::common::{RunExt, StartExt};
+use crate::common::{edi_inbox, samples};
 use predicates::prelude::*;
 use serde_json::Value;
 
@@ -24,8 +25,7 @@ fn summary(lines: &[Value]) -> &Value {
 per_backend! {
     fn new_duplicate_drift_and_rejected(site) {
         site.put_sample("valid/invoic-d96a-unoc-crlf.edi", "a.edi");
-        let (code, lines) = site.ingest_json(&[]);
-        assert_eq!(code, Some(0));
+        let lines = site.ingest_json(&[]).code(0).json();
         assert_eq!(statuses(&lines), ["new"]);
         let l = &lines[0];
         assert_eq!(l["sender"], "5412345000013");
@@ -37,21 +37,20 @@ per_backend! {
             summary(&lines),
             &serde_json::json!({"files": 1, "new": 1, "duplicate": 0, "drift": 0, "rejected": 0, "skipped": 0})
         );
-        assert_eq!(site.count("SELECT count(*) FROM interchanges"), 1);
-        assert_eq!(site.count("SELECT count(*) FROM messages"), 2);
+        assert_eq!(site.stat("interchanges"), 1);
+        assert_eq!(site.stat("messages"), 2);
         assert_eq!(
-            site.count("SELECT count(*) FROM outbox WHERE published_at IS NULL"),
+            site.unpublished(),
             2
         );
 
         // The same file again: a duplicate, nothing written but the sighting.
-        let (code, lines) = site.ingest_json(&[]);
-        assert_eq!(code, Some(0));
+        let lines = site.ingest_json(&[]).code(0).json();
         assert_eq!(statuses(&lines), ["duplicate"]);
-        assert_eq!(site.count("SELECT count(*) FROM interchanges"), 1);
-        assert_eq!(site.count("SELECT count(*) FROM outbox"), 2);
+        assert_eq!(site.stat("interchanges"), 1);
+        assert_eq!(site.unpublished(), 2, "no event more");
         assert_eq!(
-            site.count("SELECT count(*) FROM sightings WHERE status = 'duplicate'"),
+            site.stat("duplicates"),
             1
         );
 
@@ -62,11 +61,10 @@ per_backend! {
         .replace("PO-4711", "PO-4712");
         fs::remove_file(site.drop().join("a.edi")).unwrap();
         site.put("b.edi", changed.as_bytes());
-        let (code, lines) = site.ingest_json(&[]);
-        assert_eq!(code, Some(3));
+        let lines = site.ingest_json(&[]).code(3).json();
         assert_eq!(statuses(&lines), ["drift"]);
         assert_ne!(lines[0]["sha256"], lines[0]["stored_sha256"]);
-        assert_eq!(site.count("SELECT count(*) FROM interchanges"), 1);
+        assert_eq!(site.stat("interchanges"), 1);
         assert_eq!(
             site.count("SELECT count(*) FROM sightings WHERE status = 'drift' AND length(payload) > 0"),
             1
@@ -75,8 +73,7 @@ per_backend! {
         // A broken file: rejected with its reason and offset, recorded with its bytes.
         fs::remove_file(site.drop().join("b.edi")).unwrap();
         site.put_sample("broken/unt-count-wrong.edi", "c.edi");
-        let (code, lines) = site.ingest_json(&[]);
-        assert_eq!(code, Some(3));
+        let lines = site.ingest_json(&[]).code(3).json();
         assert_eq!(statuses(&lines), ["rejected"]);
         assert_eq!(lines[0]["offset"], 118);
         assert!(
@@ -96,7 +93,7 @@ per_backend! {
         site.ingest_json(&[]);
         assert_eq!(site.count("SELECT count(*) FROM rejections"), 1);
         assert_eq!(site.count("SELECT times_seen FROM rejections"), 2);
-        assert_eq!(site.count("SELECT count(*) FROM rejected_files"), 1);
+        assert_eq!(site.stat("rejected"), 1);
         assert_eq!(site.count("SELECT times_seen FROM rejected_files"), 2);
     }
 }
@@ -105,7 +102,7 @@ per_backend! {
     fn a_redelivery_with_other_line_breaks_is_a_duplicate(site) {
         let crlf = fs::read(samples().join("valid/invoic-d96a-unoc-crlf.edi")).unwrap();
         site.put("first.edi", &crlf);
-        assert_eq!(statuses(&site.ingest_json(&[]).1), ["new"]);
+        assert_eq!(statuses(&site.ingest_json(&[]).json()), ["new"]);
         fs::remove_file(site.drop().join("first.edi")).unwrap();
         // No line breaks and no UNA at all: the same payload.
         let bare: Vec<u8> = crlf[b"UNA:+.? '".len()..]
@@ -115,8 +112,7 @@ per_backend! {
             .collect();
         assert!(bare.starts_with(b"UNB+"));
         site.put("again.edi", &bare);
-        let (code, lines) = site.ingest_json(&[]);
-        assert_eq!(code, Some(0));
+        let lines = site.ingest_json(&[]).code(0).json();
         assert_eq!(statuses(&lines), ["duplicate"]);
     }
 }
@@ -126,13 +122,12 @@ per_backend! {
         site.put_sample("valid/two-interchanges.edi", "two.edi");
         site.put_sample("broken/good-then-bad.edi", "mixed.edi");
         let (archive, failed) = (site.path("archive"), site.path("failed"));
-        let (code, lines) = site.ingest_json(&[
+        let lines = site.ingest_json(&[
             "--archive",
             archive.to_str().unwrap(),
             "--quarantine",
             failed.to_str().unwrap(),
-        ]);
-        assert_eq!(code, Some(3));
+        ]).code(3).json();
         let got: Vec<(String, String)> = lines
             .iter()
             .filter(|l| l.get("status").is_some())
@@ -160,7 +155,7 @@ per_backend! {
             .map(|(a, b)| (a.to_string(), b.to_string()))
             .collect();
         assert_eq!(got, want);
-        assert_eq!(site.count("SELECT count(*) FROM inbox"), 3);
+        assert_eq!(site.stat("inbox"), 3);
         // A file with any rejected interchange goes to quarantine; its good one stays applied.
         assert_eq!(
             site.files_in("failed"),
@@ -178,13 +173,12 @@ per_backend! {
         fs::write(site.path("failed/bad.edi"), "older bad file").unwrap();
         site.put_sample("valid/orders-d01b-no-una.edi", "in.edi");
         site.put_sample("broken/truncated-no-unz.edi", "bad.edi");
-        let (code, _) = site.ingest_json(&[
+        site.ingest_json(&[
             "--archive",
             &site.path("archive").to_string_lossy(),
             "--quarantine",
             &site.path("failed").to_string_lossy(),
-        ]);
-        assert_eq!(code, Some(3));
+        ]).code(3);
         assert_eq!(site.files_in("drop"), Vec::<String>::new());
         assert_eq!(site.files_in("archive"), ["in.1.edi", "in.edi"]);
         assert_eq!(
@@ -203,11 +197,11 @@ per_backend! {
         assert!(reason.contains("at byte 127"), "{reason}");
         // The same interchange delivered again is a duplicate, archived beside the first.
         site.put_sample("valid/orders-d01b-no-una.edi", "in.edi");
-        let (code, lines) = site.ingest_json(&["--archive", &site.path("archive").to_string_lossy()]);
-        assert_eq!(
-            (code, statuses(&lines)),
-            (Some(0), vec!["duplicate".to_string()])
-        );
+        let lines = site
+            .ingest_json(&["--archive", &site.path("archive").to_string_lossy()])
+            .code(0)
+            .json();
+        assert_eq!(statuses(&lines), ["duplicate"]);
         assert_eq!(site.files_in("archive"), ["in.1.edi", "in.2.edi", "in.edi"]);
     }
 }
@@ -215,14 +209,14 @@ per_backend! {
 per_backend! {
     fn a_corrected_resend_after_a_rejection_is_accepted(site) {
         site.put_sample("broken/unt-count-wrong.edi", "po.edi");
-        assert_eq!(statuses(&site.ingest_json(&[]).1), ["rejected"]);
-        assert_eq!(site.count("SELECT count(*) FROM inbox"), 0);
+        assert_eq!(statuses(&site.ingest_json(&[]).json()), ["rejected"]);
+        assert_eq!(site.stat("inbox"), 0);
         let fixed =
             String::from_utf8_lossy(&fs::read(samples().join("broken/unt-count-wrong.edi")).unwrap())
                 .replace("UNT+5+1", "UNT+4+1");
         site.put("po.edi", fixed.as_bytes());
-        let (code, lines) = site.ingest_json(&[]);
-        assert_eq!((code, statuses(&lines)), (Some(0), vec!["new".to_string()]));
+        let lines = site.ingest_json(&[]).code(0).json();
+        assert_eq!(statuses(&lines), ["new"]);
     }
 }
 
@@ -230,13 +224,11 @@ per_backend! {
     fn young_files_are_skipped_and_left_in_place(site) {
         site.put_sample("valid/orders-d01b-no-una.edi", "fresh.edi");
         let archive = site.path("archive");
-        let (code, lines) =
-            site.ingest_json(&["--min-age", "1h", "--archive", archive.to_str().unwrap()]);
-        assert_eq!(code, Some(0));
+        let lines = site.ingest_json(&["--min-age", "1h", "--archive", archive.to_str().unwrap()]).code(0).json();
         assert_eq!(statuses(&lines), ["skipped"]);
         assert_eq!(summary(&lines)["skipped"], 1);
         assert_eq!(site.files_in("drop"), ["fresh.edi"]);
-        assert_eq!(site.count("SELECT count(*) FROM inbox"), 0);
+        assert_eq!(site.stat("inbox"), 0);
     }
 }
 
@@ -246,8 +238,7 @@ per_backend! {
             site.put_sample("valid/orders-d01b-no-una.edi", name);
         }
         let archive = site.path("archive");
-        let (code, lines) = site.ingest_json(&["--archive", archive.to_str().unwrap()]);
-        assert_eq!(code, Some(0));
+        let lines = site.ingest_json(&["--archive", archive.to_str().unwrap()]).code(0).json();
         assert_eq!(summary(&lines)["files"], 0);
         assert_eq!(site.files_in("drop").len(), 4);
     }
@@ -324,7 +315,7 @@ per_backend! {
             if q {
                 cmd.arg("-q");
             }
-            cmd.arg(site.drop()).output().unwrap()
+            cmd.arg(site.drop()).run()
         };
         let out = run(false);
         let text = String::from_utf8_lossy(&out.stdout);
@@ -345,7 +336,7 @@ per_backend! {
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(!text.contains("duplicate  "), "{text}");
         assert!(text.contains("rejected   "), "{text}");
-        assert_eq!(out.status.code(), Some(3));
+        out.code(3);
     }
 }
 
@@ -378,26 +369,20 @@ fn two_overlapping_runs_write_each_interchange_once() {
             cmd.arg(site.drop())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
+                .start()
         };
         let (a, b) = (spawn(), spawn());
-        let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+        let (a, b) = (a.wait(), b.wait());
         for out in [&a, &b] {
-            assert_eq!(
-                out.status.code(),
-                Some(0),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            out.code(0);
         }
         let new: usize = [&a, &b]
             .iter()
-            .map(|o| summary(&json_lines(&o.stdout))["new"].as_u64().unwrap() as usize)
+            .map(|o| summary(&o.json())["new"].as_u64().unwrap() as usize)
             .sum();
         assert_eq!(new, n, "archive={archive}");
-        assert_eq!(site.count("SELECT count(*) FROM interchanges") as usize, n);
-        assert_eq!(site.count("SELECT count(*) FROM inbox") as usize, n);
+        assert_eq!(site.stat("interchanges") as usize, n);
+        assert_eq!(site.stat("inbox") as usize, n);
         assert_eq!(
             site.count("SELECT count(DISTINCT control_ref) FROM interchanges") as usize,
             n
@@ -449,7 +434,7 @@ fn bad_arguments_are_usage_errors_and_touch_nothing() {
 fn a_database_from_a_newer_edi_inbox_is_fatal_and_untouched() {
     let site = Site::new();
     site.put_sample("valid/orders-d01b-no-una.edi", "a.edi");
-    assert_eq!(site.ingest_json(&[]).0, Some(0));
+    site.ingest_json(&[]).code(0);
     site.sql("PRAGMA user_version = 99; PRAGMA wal_checkpoint(TRUNCATE);");
     let before = crate::common::site::file_hash(&site.db());
     site.cmd()
@@ -499,8 +484,7 @@ per_backend! {
             }
             site.put(&format!("{control_ref}.edi"), &data);
         }
-        let (code, _) = site.ingest_json(&[]);
-        assert_eq!(code, Some(0));
+        site.ingest_json(&[]).code(0);
         let got = site.rows(
             "SELECT i.control_ref, m.position, m.reference, m.message_type, m.group_ref,
                     m.raw_start, m.raw_end, o.event_type
@@ -510,7 +494,8 @@ per_backend! {
         );
         assert_eq!(expected.len(), 210);
         assert_eq!(got, expected);
-        assert_eq!(site.count("SELECT count(*) FROM outbox"), 210);
+        // One event each, none published.
+        assert_eq!(site.unpublished(), 210);
     }
 }
 
@@ -560,8 +545,7 @@ fn an_inbox_from_an_older_schema_is_upgraded_and_keeps_its_meaning() {
         .unwrap();
     }
     site.put_sample("valid/two-interchanges.edi", "again.edi");
-    let (code, lines) = site.ingest_json(&[]);
-    assert_eq!(code, Some(0), "{lines:?}");
+    let lines = site.ingest_json(&[]).code(0).json();
     assert_eq!(statuses(&lines), ["new", "duplicate"]);
     assert_eq!(
         site.count("SELECT max(id) FROM interchanges"),
@@ -570,7 +554,7 @@ fn an_inbox_from_an_older_schema_is_upgraded_and_keeps_its_meaning() {
     );
     assert_eq!(site.count("SELECT count(*) FROM rejected_files"), 1);
     assert_eq!(site.count("SELECT count(*) FROM rejections"), 2);
-    let (_, stats) = site.json(&["stats", "--json"]);
+    let stats = site.json(&["stats", "--json"]).json();
     assert_eq!(stats[0]["rejected"], 1);
     let shown = site
         .cmd()
@@ -590,14 +574,13 @@ per_backend! {
             b"UNB+UNOC:3+SEN\0DER+R+240101:1200+N1'UNH+1+ORDERS:D:96A:UN'UNT+2+1'UNZ+1+N1'",
         );
         site.put_sample("valid/orders-d01b-no-una.edi", "b.edi");
-        let (code, lines) = site.ingest_json(&[]);
-        assert_eq!(code, Some(3));
+        let lines = site.ingest_json(&[]).code(3).json();
         assert_eq!(statuses(&lines), ["rejected", "new"]);
         assert_eq!(
             lines[0]["error"],
             "UNB at byte 0 (segment 1) holds a NUL byte in a value: no EDIFACT character repertoire has one"
         );
-        assert_eq!(site.count("SELECT count(*) FROM inbox"), 1);
+        assert_eq!(site.stat("inbox"), 1);
     }
 }
 
@@ -611,15 +594,13 @@ per_backend! {
             b"UNB+UNOC:3+S+R+240101:1200+N2'UNH+1+ORDERS:D:96A:UN'UNT+2+1\0'UNZ+1\0+N2'",
         );
         site.put_sample("valid/orders-d01b-no-una.edi", "b.edi");
-        let (code, lines) = site.ingest_json(&[]);
-        assert_eq!(code, Some(3), "{lines:?}");
+        let lines = site.ingest_json(&[]).code(3).json();
         assert_eq!(statuses(&lines), ["rejected", "new"]);
         assert!(lines[0]["error"].as_str().unwrap().contains("UNT at byte"), "{lines:?}");
         assert!(site.count("SELECT count(*) FROM rejections") >= 1);
-        assert_eq!(site.count("SELECT count(*) FROM inbox"), 1);
+        assert_eq!(site.stat("inbox"), 1);
         // Seen again: the same rejection counted again, not a second failure.
-        let (code, _) = site.ingest_json(&[]);
-        assert_eq!(code, Some(3));
+        site.ingest_json(&[]).code(3);
     }
 }
 
@@ -648,8 +629,7 @@ fn an_interchange_the_server_refuses_is_rejected_alone_on_postgres() {
         format!("UNB+UNOC:3+{long}+R+240101:1200+LONG'UNH+1+ORDERS:D:96A:UN'UNT+2+1'UNZ+1+LONG'")
             .as_bytes(),
     );
-    let (code, lines) = site.ingest_json(&[]);
-    assert_eq!(code, Some(3), "{lines:?}");
+    let lines = site.ingest_json(&[]).code(3).json();
     assert_eq!(
         statuses(&lines),
         ["new", "new", "new", "rejected", "new", "new"]
@@ -659,8 +639,8 @@ fn an_interchange_the_server_refuses_is_rejected_alone_on_postgres() {
         error.contains("the PostgreSQL inbox cannot store it") && error.contains("index row"),
         "{error}"
     );
-    assert_eq!(site.count("SELECT count(*) FROM inbox"), 5);
-    assert_eq!(site.count("SELECT count(*) FROM interchanges"), 5);
+    assert_eq!(site.stat("inbox"), 5);
+    assert_eq!(site.stat("interchanges"), 5);
 }
 
 /// Issue 22, 5: `--json` carried C1 and bidi controls unescaped (U+0085, U+009B, U+202E in a
@@ -677,13 +657,13 @@ fn json_lines_escape_c1_and_bidi_controls() {
         b"UNB+UNOC:3+SEND\x9bER+RECIPIENT+240101:1200+J1'UNH+1+ORDERS:D:96A:UN'UNT+2+1'UNZ+1+J1'",
     );
     for command in [&["ingest", "--json"][..], &["inspect", "--json"]] {
-        let out = site.cmd().args(command).arg(site.drop()).output().unwrap();
+        let out = site.cmd().args(command).arg(site.drop()).run();
         let raw = String::from_utf8(out.stdout.clone()).unwrap();
         for c in ['\u{202E}', '\u{85}', '\u{9B}'] {
             assert!(!raw.contains(c), "{command:?}: {c:?} unescaped in {raw:?}");
         }
         assert!(raw.contains("\\u202E") && raw.contains("\\u009B"), "{raw}");
-        let lines = crate::common::json_lines(&out.stdout);
+        let lines = out.json();
         assert!(
             lines[0]["file"].as_str().unwrap().ends_with(name),
             "{lines:?}"

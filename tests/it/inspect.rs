@@ -9,8 +9,9 @@ use predicates::prelude::*;
 
 #[test]
 fn json_has_the_documented_fields() {
-    let (code, lines) = inspect_json(&[&samples().join("valid/invoic-d96a-unoc-crlf.edi")]);
-    assert_eq!(code, Some(0));
+    let lines = inspect_json(&[&samples().join("valid/invoic-d96a-unoc-crlf.edi")])
+        .code(0)
+        .json();
     assert_eq!(lines.len(), 1);
     let i = &lines[0];
     assert!(
@@ -42,7 +43,7 @@ fn json_has_the_documented_fields() {
 
 #[test]
 fn groups_and_test_indicator_show_in_json() {
-    let (_, lines) = inspect_json(&[&samples().join("valid/desadv-d07a-groups-v4.edi")]);
+    let lines = inspect_json(&[&samples().join("valid/desadv-d07a-groups-v4.edi")]).json();
     let i = &lines[0];
     assert_eq!(i["groups"], 2);
     assert_eq!(i["test"], true);
@@ -85,11 +86,12 @@ fn a_rejection_names_file_byte_and_reason() {
 
 #[test]
 fn a_missing_path_is_reported_and_the_rest_still_read() {
-    let (code, lines) = inspect_json(&[
+    let lines = inspect_json(&[
         Path::new("no/such/file.edi"),
         &samples().join("valid/invrpt-level-b.edi"),
-    ]);
-    assert_eq!(code, Some(3));
+    ])
+    .code(3)
+    .json();
     assert_eq!(lines[0]["file"], "no/such/file.edi");
     assert_eq!(lines[0]["error"], "does not exist");
     assert_eq!(lines[1]["control_ref"], "LB0001");
@@ -126,8 +128,7 @@ fn folders_are_walked_in_name_order_skipping_hidden_and_partial_files() {
     }
     #[cfg(unix)]
     std::os::unix::fs::symlink(dir.path().join("a.edi"), dir.path().join("link.edi")).unwrap();
-    let (code, lines) = inspect_json(&[dir.path()]);
-    assert_eq!(code, Some(0));
+    let lines = inspect_json(&[dir.path()]).code(0).json();
     let files: Vec<String> = lines
         .iter()
         .map(|l| {
@@ -160,7 +161,6 @@ fn non_utf8_file_names_are_shown_not_fatal() {
         dir.path().join(name),
     )
     .unwrap();
-    let (code, lines) = inspect_json(&[dir.path()]);
-    assert_eq!(code, Some(0));
+    let lines = inspect_json(&[dir.path()]).code(0).json();
     assert!(lines[0]["file"].as_str().unwrap().ends_with("inv\\xFF.edi"));
 }

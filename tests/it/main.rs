@@ -5,7 +5,7 @@
 #[macro_use]
 mod common;
 
-#[cfg(all(feature = "nats", feature = "amqp"))]
+#[cfg(any(feature = "nats", feature = "amqp"))]
 mod consume;
 mod contrl;
 mod corpus;
@@ -13,7 +13,7 @@ mod corpus;
 #[cfg(feature = "failpoints")]
 mod crash;
 mod guarantees;
-mod holes;
+mod hostile_conditions;
 #[cfg(feature = "postgres")]
 mod hosts;
 mod ingest;
@@ -25,6 +25,5 @@ mod packaging;
 mod parser_props;
 #[cfg(feature = "postgres")]
 mod postgres;
-#[cfg(all(feature = "nats", feature = "amqp"))]
 mod publish;
 mod samples;

@@ -6,19 +6,14 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, SystemTime};
 
 use crate::common::site::Site;
+use crate::common::{RunExt, StartExt};
 use crate::common::{edi_inbox, json_lines, samples};
 use predicates::prelude::*;
 use serde_json::Value;
 
-/// `ingest` over the drop folder; its exit status.
-fn ingest(site: &Site) -> i32 {
-    site.ingest_json(&[]).0.unwrap()
-}
-
-/// `json` with the exit status unwrapped.
-fn json(site: &Site, args: &[&str]) -> (i32, Vec<Value>) {
-    let (code, lines) = Site::json(site, args);
-    (code.unwrap(), lines)
+/// `ingest --json` over the drop folder: the run.
+fn ingest(site: &Site) -> crate::common::Run {
+    site.ingest_json(&[])
 }
 
 /// RFC 3339 UTC, as the database stores times, `ago` before now.
@@ -48,7 +43,7 @@ per_backend! {
         ] {
             site.cmd().arg("purge").args(bad).assert().code(2);
         }
-        assert_eq!(site.count("SELECT count(*) FROM inbox"), 1);
+        assert_eq!(site.stat("inbox"), 1);
     }
 }
 
@@ -69,37 +64,37 @@ per_backend! {
              UPDATE rejected_files SET last_seen_at = '{just_outside}';"
         ));
 
-        let (code, lines) = json(&site, &["purge", "--days", "30", "--dry-run", "--json"]);
-        assert_eq!(code, 0);
+        let lines = site.json(&["purge", "--days", "30", "--dry-run", "--json"]).code(0).json();
         assert_eq!(lines[0]["purged"], 1);
         assert_eq!(lines[0]["dry_run"], true);
-        assert_eq!(site.count("SELECT count(*) FROM inbox"), 2);
+        assert_eq!(site.stat("inbox"), 2);
 
-        let (code, lines) = json(
-            &site,
-            &["purge", "--days", "30", "--json", "--batch-size", "1"],
-        );
-        assert_eq!(code, 0);
+        let lines = site.json(&["purge", "--days", "30", "--json", "--batch-size", "1"]).code(0).json();
         let r = &lines[0];
         assert_eq!(r["purged"], 1);
         assert_eq!(r["days"], 30);
         assert_eq!(r["dry_run"], false);
         assert_eq!(r["sightings_purged"], 1);
         assert_eq!(r["rejections_purged"], 1);
-        assert_eq!(site.count("SELECT count(*) FROM rejected_files"), 0);
+        assert_eq!(site.stat("rejected"), 0);
         assert_eq!(site.count("SELECT count(*) FROM rejections"), 0);
         let cutoff = r["cutoff"].as_str().unwrap();
         assert!(cutoff.ends_with('Z') && cutoff.len() == 24, "{cutoff}");
         assert!(just_outside.as_str() < cutoff && cutoff < just_inside.as_str());
         assert_eq!(r["oldest_kept"], just_inside.as_str());
-        assert_eq!(
-            site.count("SELECT count(*) FROM inbox WHERE control_ref = 'LB0001'"),
-            1
-        );
+        let kept = &site.show("LEVELBSENDER", "LEVELBRCPT", "LB0001")["interchanges"];
+        let in_inbox = kept
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|i| i["in_inbox"] == true)
+            .count();
+        assert_eq!(in_inbox, 1, "{kept}");
         // The record stays: purge empties only the duplicate-detection window.
-        assert_eq!(site.count("SELECT count(*) FROM interchanges"), 2);
-        assert_eq!(site.count("SELECT count(*) FROM messages"), 2);
-        assert_eq!(site.count("SELECT count(*) FROM outbox"), 2);
+        assert_eq!(site.stat("interchanges"), 2);
+        assert_eq!(site.stat("messages"), 2);
+        // Their events too (none published).
+        assert_eq!(site.unpublished(), 2);
     }
 }
 
@@ -116,17 +111,10 @@ per_backend! {
                 predicate::str::contains("purged 1 inbox entry received")
                     .and(predicate::str::contains("the inbox is empty")),
             );
-        let (code, lines) = json(
-            &site,
-            &["ingest", "--json", site.path("drop").to_str().unwrap()],
-        );
-        assert_eq!(code, 0);
+        let lines = site.json(&["ingest", "--json", site.path("drop").to_str().unwrap()]).code(0).json();
         assert_eq!(lines[0]["status"], "new");
-        assert_eq!(site.count("SELECT count(*) FROM interchanges"), 2);
-        let (_, shown) = json(
-            &site,
-            &["show", "SENDER+ONE", "RECEIVER", "ORD'0042", "--json"],
-        );
+        assert_eq!(site.stat("interchanges"), 2);
+        let shown = site.json(&["show", "SENDER+ONE", "RECEIVER", "ORD'0042", "--json"]).json();
         let copies = shown[0]["interchanges"].as_array().unwrap();
         assert_eq!(copies.len(), 2);
         assert_eq!(copies[0]["in_inbox"], false);
@@ -159,39 +147,24 @@ per_backend! {
             .arg(site.path("drop"))
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+            .start();
         let purge = Command::new(&bin)
             .arg("--db")
             .arg(site.db_arg())
             .args(["purge", "--days", "30", "--batch-size", "7", "--json"])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let (i, p) = (
-            ingest.wait_with_output().unwrap(),
-            purge.wait_with_output().unwrap(),
-        );
-        assert_eq!(
-            i.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&i.stderr)
-        );
-        assert_eq!(
-            p.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&p.stderr)
-        );
+            .start();
+        let (i, p) = (ingest.wait(), purge.wait());
+        i.code(0);
+        p.code(0);
         assert_eq!(json_lines(&p.stdout)[0]["purged"], 400);
-        assert_eq!(site.count("SELECT count(*) FROM inbox"), 400);
+        assert_eq!(site.stat("inbox"), 400);
         assert_eq!(
             site.count("SELECT count(*) FROM inbox WHERE sender = 'NEW'"),
             400
         );
-        assert_eq!(site.count("SELECT count(*) FROM interchanges"), 800);
+        assert_eq!(site.stat("interchanges"), 800);
     }
 }
 
@@ -216,17 +189,12 @@ per_backend! {
             .collect();
         let mut purged = 0;
         for out in crate::common::run_together(purges) {
-            assert_eq!(
-                out.status.code(),
-                Some(0),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            out.code(0);
             purged += json_lines(&out.stdout)[0]["purged"].as_i64().unwrap();
         }
         assert_eq!(purged, 300);
-        assert_eq!(site.count("SELECT count(*) FROM inbox"), 0);
-        assert_eq!(site.count("SELECT count(*) FROM interchanges"), 300);
+        assert_eq!(site.stat("inbox"), 0);
+        assert_eq!(site.stat("interchanges"), 300);
     }
 }
 
@@ -236,8 +204,7 @@ per_backend! {
         site.put_sample("broken/unz-count-wrong.edi", "b.edi");
         ingest(&site);
         ingest(&site);
-        let (code, lines) = json(&site, &["stats", "--json"]);
-        assert_eq!(code, 0);
+        let lines = site.json(&["stats", "--json"]).code(0).json();
         let s = &lines[0];
         assert_eq!(s["inbox"], 2);
         assert_eq!(s["interchanges"], 2);
@@ -282,7 +249,7 @@ per_backend! {
         ingest(&site);
         fs::remove_file(site.path("drop/b.edi")).unwrap();
         ingest(&site);
-        let (_, all) = json(&site, &["list", "--json"]);
+        let all = site.json(&["list", "--json"]).json();
         let statuses: Vec<&str> = all.iter().map(|e| e["status"].as_str().unwrap()).collect();
         // The second run saw a.edi again (duplicate) and c.edi again (rejected, counted again);
         // events of the same millisecond may come in either order.
@@ -293,20 +260,17 @@ per_backend! {
         let times: Vec<&str> = all.iter().map(|e| e["time"].as_str().unwrap()).collect();
         assert!(times.windows(2).all(|w| w[0] >= w[1]), "{times:?}");
 
-        let (_, rejected) = json(&site, &["list", "--json", "--status", "rejected"]);
+        let rejected = site.json(&["list", "--json", "--status", "rejected"]).json();
         assert_eq!(rejected.len(), 1);
         assert!(rejected[0]["error"].as_str().unwrap().contains("empty"));
-        let (_, by_sender) = json(&site, &["list", "--json", "--sender", "LEVELBSENDER"]);
+        let by_sender = site.json(&["list", "--json", "--sender", "LEVELBSENDER"]).json();
         assert_eq!(by_sender.len(), 1);
         assert_eq!(by_sender[0]["control_ref"], "LB0001");
-        let (_, limited) = json(&site, &["list", "--json", "--limit", "2"]);
+        let limited = site.json(&["list", "--json", "--limit", "2"]).json();
         assert_eq!(limited.len(), 2);
-        let (_, future) = json(&site, &["list", "--json", "--since", "2999-01-01"]);
+        let future = site.json(&["list", "--json", "--since", "2999-01-01"]).json();
         assert!(future.is_empty());
-        let (_, past) = json(
-            &site,
-            &["list", "--json", "--since", "2000-01-01T00:00:00Z"],
-        );
+        let past = site.json(&["list", "--json", "--since", "2000-01-01T00:00:00Z"]).json();
         assert_eq!(past.len(), 4);
         site.cmd()
             .args(["list", "--status", "lost"])
@@ -357,10 +321,7 @@ per_backend! {
                     ),
             );
         // The JSON names the same things as `inspect --json` does.
-        let (_, shown) = json(
-            &site,
-            &["show", "SENDER+ONE", "RECEIVER", "ORD'0042", "--json"],
-        );
+        let shown = site.json(&["show", "SENDER+ONE", "RECEIVER", "ORD'0042", "--json"]).json();
         let i = &shown[0]["interchanges"][0];
         let m = &i["messages"][0];
         assert_eq!(
@@ -563,23 +524,20 @@ fn a_following_publisher_that_cannot_connect_keeps_its_last_success() {
                   edi_inbox_publish_last_success_timestamp_seconds 1234\n";
     fs::write(&prom, before).unwrap();
     // Nothing listens on port 1 of the loopback address: every connection is refused.
-    let mut publisher = crate::common::Reaped(Some(
-        std::process::Command::new(assert_cmd::cargo::cargo_bin("edi-inbox"))
-            .arg("--db")
-            .arg(site.db_arg())
-            .args([
-                "publish",
-                "--follow",
-                "--to",
-                "nats://127.0.0.1:1",
-                "--metrics-file",
-            ])
-            .arg(&prom)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    ));
+    let publisher = std::process::Command::new(assert_cmd::cargo::cargo_bin("edi-inbox"))
+        .arg("--db")
+        .arg(site.db_arg())
+        .args([
+            "publish",
+            "--follow",
+            "--to",
+            "nats://127.0.0.1:1",
+            "--metrics-file",
+        ])
+        .arg(&prom)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .start();
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     let text = loop {
         let text = fs::read_to_string(&prom).unwrap();
@@ -592,8 +550,8 @@ fn a_following_publisher_that_cannot_connect_keeps_its_last_success() {
         );
         std::thread::sleep(Duration::from_millis(50));
     };
-    unsafe { libc::kill(publisher.id() as i32, libc::SIGTERM) };
-    let status = publisher.0.take().unwrap().wait().unwrap();
+    publisher.signal(libc::SIGTERM);
+    let status = publisher.wait();
     assert!(
         text.contains("\nedi_inbox_outbox_unpublished{kind=\"message\"} 2\n"),
         "{text}"
@@ -603,7 +561,7 @@ fn a_following_publisher_that_cannot_connect_keeps_its_last_success() {
         "{text}"
     );
     // Stopped while it never got through: the run ends as asked, and says how.
-    assert_eq!(status.code(), Some(0));
+    status.code(0);
     let text = fs::read_to_string(&prom).unwrap();
     assert!(
         text.contains("\nedi_inbox_last_run_exit_code{command=\"publish\"} 0\n"),
@@ -762,9 +720,8 @@ fn man_writes_one_page_per_command_that_groff_renders_cleanly() {
         let rendered = Command::new("groff")
             .args(["-man", "-ww", "-z"])
             .arg(out.join(page))
-            .output()
-            .unwrap();
-        assert!(rendered.status.success(), "{page}");
+            .run();
+        rendered.success();
         assert!(
             rendered.stderr.is_empty(),
             "{page}: {}",

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crate::common::brokers::Jet;
 use crate::common::samples;
+use crate::common::{RunExt, StartExt};
 
 fn packaging() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("packaging")
@@ -222,10 +223,8 @@ fn the_units_command_lines_run_as_systemd_runs_them_and_write_every_metric_the_r
         }
     }
     fs::write(state.join("drop/young.edi"), b"UNB+UNOA:1").unwrap();
-    let out = unit_command("edi-inbox-ingest.service", &env)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let out = unit_command("edi-inbox-ingest.service", &env).run();
+    out.code(3);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let summary = format!("{} files: ", valid + broken + 1);
     assert!(
@@ -254,16 +253,13 @@ fn the_units_command_lines_run_as_systemd_runs_them_and_write_every_metric_the_r
         "only the young file stays in the drop folder"
     );
 
-    let out = unit_command("edi-inbox-purge.service", &env)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let out = unit_command("edi-inbox-purge.service", &env).run();
+    out.code(0);
 
     // The long-running publisher: its metrics file comes while it runs; SIGTERM ends it with 0.
     let mut publisher = unit_command("edi-inbox-publish.service", &env)
         .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
+        .start();
     let publish_prom = state.join("metrics/edi_inbox_publish.prom");
     let deadline = Instant::now() + Duration::from_secs(60);
     while !fs::read_to_string(&publish_prom)
@@ -273,20 +269,21 @@ fn the_units_command_lines_run_as_systemd_runs_them_and_write_every_metric_the_r
             Instant::now() < deadline,
             "publish --follow wrote no metrics with an empty outbox"
         );
-        assert!(publisher.try_wait().unwrap().is_none(), "publish ended");
+        assert!(
+            publisher.child().try_wait().unwrap().is_none(),
+            "publish ended"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     assert!(listing("out") > 0, "nothing published");
-    unsafe { libc::kill(publisher.id() as i32, libc::SIGTERM) };
-    assert_eq!(publisher.wait().unwrap().code(), Some(0));
+    publisher.signal(libc::SIGTERM);
+    publisher.wait().code(0);
 
     if let Some(jet) = &jet {
         let body = fs::read(samples().join("valid/two-interchanges.edi")).unwrap();
         jet.put(&[(body, Some("again.edi".to_string()))]);
-        let out = unit_command("edi-inbox-consume.service", &env)
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        let out = unit_command("edi-inbox-consume.service", &env).run();
+        out.code(0);
     }
 
     let metrics = state.join("metrics");
@@ -386,13 +383,10 @@ fn alert_rules_pass_promtool_and_every_alert_has_a_test_that_fires_it() {
             .args([verb, "rules"])
             .args(files)
             .current_dir(dir.path())
-            .output()
-            .unwrap()
+            .run()
     };
-    let out = run(&rules, "check");
-    assert!(out.status.success(), "{out:?}");
-    let out = run(&rules, "test");
-    assert!(out.status.success(), "{out:?}");
+    run(&rules, "check").success();
+    run(&rules, "test").success();
 
     let alerts: Vec<&str> = rules
         .lines()
@@ -406,8 +400,7 @@ fn alert_rules_pass_promtool_and_every_alert_has_a_test_that_fires_it() {
         );
         let silenced = silence(&rules, alert);
         assert_ne!(silenced, rules);
-        let out = run(&silenced, "check");
-        assert!(out.status.success(), "{out:?}");
+        run(&silenced, "check").success();
         let out = run(&silenced, "test");
         assert!(
             !out.status.success() && String::from_utf8_lossy(&out.stderr).contains(alert),
@@ -542,14 +535,9 @@ fn no_value_from_the_environment_shows_in_help_man_pages_or_completions() {
         for (var, value) in &vars {
             cmd.env(var, value);
         }
-        let out = cmd.args(args).output().unwrap();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(out.status.success(), "edi-inbox {args:?}: {text}");
-        text
+        let out = cmd.args(args).run();
+        out.success();
+        format!("{}{}", out.out(), out.err())
     };
     let commands = [
         "inspect",
@@ -637,13 +625,13 @@ fn broker_urls_from_the_environment_keep_their_passwords_out_of_errors() {
         if command == "consume" {
             cmd.args(["--until-idle", "1s"]);
         }
-        let out = cmd.output().unwrap();
+        let out = cmd.run();
         let said = format!(
             "{}{}",
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
-        assert_eq!(out.status.code(), Some(1), "{said}");
+        out.code(1);
         assert!(said.contains("127.0.0.1:1"), "{said}");
         assert!(!said.contains(secret), "{said}");
     }

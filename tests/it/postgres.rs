@@ -7,6 +7,7 @@ use std::fs;
 use predicates::prelude::*;
 
 use crate::common::site::{Site, State, copy_dir};
+use crate::common::{RunExt, StartExt};
 
 const PASSWORD: &str = "Sup3rS3cretPw";
 
@@ -82,10 +83,9 @@ fn connection_failures_say_why_and_never_show_the_password() {
             if let Some(p) = env_password {
                 c.env("PGPASSWORD", p);
             }
-            let out = c.output().unwrap();
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            let stdout = String::from_utf8_lossy(&out.stdout);
-            assert_eq!(out.status.code(), Some(code), "{db} {command:?}: {stderr}");
+            let out = c.run();
+            out.code(code);
+            let (stderr, stdout) = (out.err(), out.out());
             assert!(stderr.contains(why), "{db} {command:?}: {stderr}");
             assert!(
                 !stderr.contains(PASSWORD) && !stdout.contains(PASSWORD),
@@ -112,16 +112,16 @@ fn connection_failures_say_why_and_never_show_the_password() {
         if command[0] == "ingest" {
             c.arg(site.drop());
         }
-        let out = c.output().unwrap();
+        let out = c.run();
         let all = format!(
             "{}{}",
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
-        assert_eq!(out.status.code(), Some(0), "{command:?}: {all}");
+        out.code(0);
         assert!(!all.contains(PASSWORD), "{command:?}: {all}");
     }
-    let (_, stats) = site.json(&["stats", "--json"]);
+    let stats = site.json(&["stats", "--json"]).json();
     assert_eq!(stats[0]["inbox"], 2);
 }
 
@@ -151,16 +151,7 @@ fn sslmode_is_honoured() {
         for (k, v) in env {
             c.env(k, v);
         }
-        let out = c
-            .arg("--db")
-            .arg(db)
-            .args(["stats", "--json"])
-            .output()
-            .unwrap();
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+        c.arg("--db").arg(db).args(["stats", "--json"]).run()
     };
     crate::common::edi_inbox()
         .arg("--db")
@@ -169,29 +160,31 @@ fn sslmode_is_honoured() {
         .arg(site.drop())
         .assert()
         .code(0);
-    let (code, stderr) = stats(&url("127.0.0.1", "sslmode=require"), &[]);
+    let run = stats(&url("127.0.0.1", "sslmode=require"), &[]);
     if ssl_on {
-        assert_eq!(code, Some(0), "{stderr}");
+        run.code(0);
     } else {
         eprintln!("this server does not offer TLS: sslmode=require must fail");
-        assert_eq!(code, Some(1), "{stderr}");
+        run.code(1);
     }
     for mode in ["verify-ca", "verify-full"] {
         // No roots named and none in ~/.postgresql/root.crt: a usage error, as libpq's, never
         // a check against other roots (which would pass any certificate they vouch for).
-        let (code, stderr) = stats(&url("127.0.0.1", &format!("sslmode={mode}")), &[]);
-        assert_eq!(code, Some(2), "{stderr}");
+        let stderr = stats(&url("127.0.0.1", &format!("sslmode={mode}")), &[])
+            .code(2)
+            .err();
         assert!(
             stderr.contains(&format!("sslmode={mode} checks the server's certificate"))
                 && stderr.contains("sslrootcert"),
             "{stderr}"
         );
         // The web's roots do not vouch for this server's self-signed certificate.
-        let (code, stderr) = stats(
+        let stderr = stats(
             &url("127.0.0.1", &format!("sslmode={mode}&sslrootcert=system")),
             &[],
-        );
-        assert_eq!(code, Some(1), "{stderr}");
+        )
+        .code(1)
+        .err();
         assert!(
             stderr.contains("cannot connect to postgres://postgres@127.0.0.1:5432/"),
             "{stderr}"
@@ -201,11 +194,12 @@ fn sslmode_is_honoured() {
         }
     }
     for bad in ["/nonexistent/root.pem", "/etc/hostname"] {
-        let (code, stderr) = stats(
+        let stderr = stats(
             &url("127.0.0.1", &format!("sslmode=verify-ca&sslrootcert={bad}")),
             &[],
-        );
-        assert_eq!(code, Some(2), "{stderr}");
+        )
+        .code(2)
+        .err();
         assert!(stderr.contains(&format!("sslrootcert {bad}")), "{stderr}");
     }
     let cert = site.rows("SHOW ssl_cert_file")[0][0]
@@ -224,8 +218,7 @@ fn sslmode_is_honoured() {
         ("localhost", format!("sslmode=verify-full&{root}"), 0),
         ("127.0.0.1", format!("sslmode=verify-full&{root}"), 1),
     ] {
-        let (code, stderr) = stats(&url(host, &options), &[]);
-        assert_eq!(code, Some(want), "{host} {options}: {stderr}");
+        let stderr = stats(&url(host, &options), &[]).code(want).err();
         if want == 1 {
             assert!(stderr.contains("not valid for name"), "{stderr}");
         }
@@ -234,16 +227,10 @@ fn sslmode_is_honoured() {
         ("PGSSLMODE", "verify-full"),
         ("PGSSLROOTCERT", cert.as_str()),
     ];
-    assert_eq!(
-        stats(&url("localhost", "").replace('?', ""), &env).0,
-        Some(0)
-    );
-    assert_eq!(
-        stats(&url("127.0.0.1", "").replace('?', ""), &env).0,
-        Some(1)
-    );
+    stats(&url("localhost", "").replace('?', ""), &env).code(0);
+    stats(&url("127.0.0.1", "").replace('?', ""), &env).code(1);
     let kv = format!("host=localhost user=postgres dbname={name} sslmode=verify-full {root}");
-    assert_eq!(stats(&kv, &[]).0, Some(0));
+    stats(&kv, &[]).code(0);
 }
 
 /// The inbox lives in a schema of its own: the database's other tables are left alone, and two
@@ -270,9 +257,11 @@ fn the_inbox_keeps_to_its_own_schema() {
         site.rows("SELECT note FROM public.invoices"),
         [[Some("not edi-inbox's".to_string())]]
     );
-    let (_, a) = site.json(&["stats", "--json"]);
+    let a = site.json(&["stats", "--json"]).json();
     assert_eq!(a[0]["inbox"], 2);
-    let (_, b) = site.json(&["--pg-schema", "tenant_b", "stats", "--json"]);
+    let b = site
+        .json(&["--pg-schema", "tenant_b", "stats", "--json"])
+        .json();
     assert_eq!(b[0]["inbox"], 3);
     // A report on a schema that was never created: no inbox there, nothing created.
     site.cmd()
@@ -350,14 +339,9 @@ fn hosts_starting_at_once_create_the_schema_once() {
         c
     });
     for out in crate::common::run_together(runs.collect()) {
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        out.code(0);
     }
-    assert_eq!(site.count("SELECT count(*) FROM inbox"), 6);
+    assert_eq!(site.stat("inbox"), 6);
     assert_eq!(
         site.count("SELECT count(*) FROM schema_migrations"),
         site.count("SELECT max(version) FROM schema_migrations")
@@ -382,10 +366,9 @@ fn a_server_without_durable_commits_is_warned_about_once() {
         .command()
         .args(["ingest", "-q", "--batch", "1"])
         .arg(site.drop())
-        .output()
-        .unwrap();
+        .run();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    out.code(0);
     assert_eq!(
         stderr.matches("synchronous_commit=off").count(),
         1,
@@ -534,7 +517,7 @@ fn hosts_reading_one_shared_folder_take_each_file_once() {
     let runs = (0..3).map(|_| site.ingest_command(10)).collect();
     for out in crate::common::run_together(runs) {
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(matches!(out.status.code(), Some(0) | Some(3)), "{stderr}");
+        out.code_in(&[0, 3]);
         assert!(!stderr.contains("error"), "{stderr}");
     }
     let got = site.state();
@@ -545,7 +528,7 @@ fn hosts_reading_one_shared_folder_take_each_file_once() {
                    FROM sightings WHERE status = 'drift') AS d";
     assert!(reference.count(drifted) > 0);
     assert_eq!(site.count(drifted), reference.count(drifted));
-    let (_, stats) = site.json(&["stats", "--json"]);
+    let stats = site.json(&["stats", "--json"]).json();
     assert_eq!(stats[0]["inbox"], stats[0]["interchanges"]);
 }
 
@@ -607,24 +590,24 @@ fn key_value_strings_with_spaces_are_connection_strings() {
             .arg("--db")
             .arg(db)
             .args(args)
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+            .run();
+        let stderr = out.err();
         assert!(!stderr.contains("Sup3r"), "{stderr}");
-        (out.status.code(), stderr)
+        out
     };
     let quoted = format!("password='Sup3r secret' host = 127.0.0.1 user=postgres dbname={name}");
-    let (code, stderr) = run(&quoted, &["ingest", "-q", site.drop().to_str().unwrap()]);
-    assert_eq!(code, Some(0), "{stderr}");
-    assert_eq!(site.count("SELECT count(*) FROM inbox"), 2);
-    let (code, stderr) = run(
+    run(&quoted, &["ingest", "-q", site.drop().to_str().unwrap()]).code(0);
+    assert_eq!(site.stat("inbox"), 2);
+    let stderr = run(
         &format!("dbname = {name} host=127.0.0.1 port=1"),
         &["stats"],
-    );
-    assert_eq!(code, Some(1), "{stderr}");
+    )
+    .code(1)
+    .err();
     assert!(stderr.contains("Connection refused"), "{stderr}");
-    let (code, stderr) = run("password='Sup3r secret' oops", &["stats"]);
-    assert_eq!(code, Some(2), "{stderr}");
+    let stderr = run("password='Sup3r secret' oops", &["stats"])
+        .code(2)
+        .err();
     assert!(stderr.contains("invalid connection string"), "{stderr}");
     assert_eq!(
         fs::read_dir(&cwd).unwrap().count(),
@@ -670,12 +653,10 @@ fn only_data_errors_refuse_an_interchange() {
     };
     let before = recorded();
     trigger("53100");
-    let (code, lines) = site.ingest_json(&[]);
-    assert_eq!(code, Some(1), "{lines:?}");
+    site.ingest_json(&[]).code(1);
     assert_eq!(recorded(), before, "nothing recorded");
     trigger("22023");
-    let (code, lines) = site.ingest_json(&[]);
-    assert_eq!(code, Some(3), "{lines:?}");
+    let lines = site.ingest_json(&[]).code(3).json();
     let refused: Vec<_> = lines
         .iter()
         .filter(|l| l["status"] == "rejected")
@@ -726,16 +707,10 @@ fn a_unix_socket_connection_uses_no_tls() {
         let out = crate::common::edi_inbox()
             .args(["--db", &db, "ingest", "-q"])
             .arg(site.drop())
-            .output()
-            .unwrap();
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{db}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+            .run();
+        out.code(0);
     }
-    assert_eq!(site.count("SELECT count(*) FROM inbox"), 2);
+    assert_eq!(site.stat("inbox"), 2);
 }
 
 /// Issue 22, 5: `--pg-schema select` passed the name check and then failed with an SQL
@@ -748,8 +723,10 @@ fn a_schema_named_by_a_keyword_works() {
     site.put_sample("valid/two-interchanges.edi", "a.edi");
     for schema in ["select", "user", "order"] {
         site.ingest_quietly(&["--pg-schema", schema]).code(0);
-        let (code, stats) = site.json(&["--pg-schema", schema, "stats", "--json"]);
-        assert_eq!(code, Some(0), "{schema}");
+        let stats = site
+            .json(&["--pg-schema", schema, "stats", "--json"])
+            .code(0)
+            .json();
         assert_eq!(stats[0]["inbox"], 2, "{schema}");
         assert_eq!(
             site.count(&format!("SELECT count(*) FROM \"{schema}\".inbox")),
@@ -758,14 +735,8 @@ fn a_schema_named_by_a_keyword_works() {
         let out = site
             .cmd()
             .args(["--pg-schema", schema, "purge", "--days", "1"])
-            .output()
-            .unwrap();
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+            .run();
+        out.code(0);
     }
 }
 
@@ -784,8 +755,7 @@ fn a_connection_lost_under_ingest_names_the_inbox() {
         .arg(site.drop())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+        .start();
     let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
         let started = site.count(
@@ -803,9 +773,9 @@ fn a_connection_lost_under_ingest_names_the_inbox() {
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
          WHERE datname = '{name}' AND application_name = 'edi-inbox'"
     ));
-    let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let out = child.wait();
+    let stderr = out.err();
+    out.code(1);
     assert!(
         stderr.contains(&format!("postgres://postgres@127.0.0.1:5432/{name}")),
         "the inbox is not named: {stderr}"
@@ -840,14 +810,8 @@ fn an_acknowledgement_is_stamped_with_the_clock_its_contrl_is_dated_by() {
         .arg(site.db_arg())
         .args(["ingest", "-q", "--contrl", "always"])
         .arg(site.drop())
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .run();
+    out.code(0);
     let rows = site.rows(
         "SELECT to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), convert_from(bytes, 'LATIN1')
          FROM acknowledgements",

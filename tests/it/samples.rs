@@ -2,6 +2,7 @@
 
 use std::collections::BTreeSet;
 
+use crate::common::RunExt;
 use crate::common::{edi_inbox, json_lines, samples};
 
 /// What `inspect --json` prints for a sample.
@@ -207,12 +208,11 @@ fn each_sample_gives_its_outcome() {
             .arg("inspect")
             .arg("--json")
             .arg(samples().join(file))
-            .output()
-            .unwrap();
+            .run();
         let lines = json_lines(&out.stdout);
         match expect {
             Valid(want) => {
-                assert_eq!(out.status.code(), Some(0), "{file}: {lines:?}");
+                out.code(0);
                 let got: Vec<(String, usize)> = lines
                     .iter()
                     .map(|l| {
@@ -234,7 +234,7 @@ fn each_sample_gives_its_outcome() {
                 kind,
                 offset,
             } => {
-                assert_eq!(out.status.code(), Some(3), "{file}: {lines:?}");
+                out.code(3);
                 assert_eq!(lines.len(), before + 1, "{file}: {lines:?}");
                 let e = &lines[*before];
                 assert_eq!(e["kind"], *kind, "{file}: {e}");
@@ -252,9 +252,8 @@ fn the_whole_samples_folder_exits_3_and_reports_every_broken_file() {
         .arg("inspect")
         .arg(samples().join("valid"))
         .arg(samples().join("broken"))
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(3));
+        .run();
+    out.code(3);
     let stderr = String::from_utf8_lossy(&out.stderr);
     let broken = SAMPLES
         .iter()

@@ -2,10 +2,11 @@
 #![allow(dead_code)]
 
 /// A test that runs once per inbox backend from the same code: `NAME::sqlite` and
-/// `NAME::postgres` (the latter on a fresh database of its own; see [`pg::PgDb`]).
+/// `NAME::postgres` (the latter on a fresh database of its own; see [`pg::PgDb`]). Attributes
+/// before `fn` (its documentation, a `cfg`) go on the module of both.
 macro_rules! per_backend {
-    ($(#[doc = $doc:literal])* fn $name:ident($site:ident) $body:block) => {
-        $(#[doc = $doc])*
+    ($(#[$attr:meta])* fn $name:ident($site:ident) $body:block) => {
+        $(#[$attr])*
         mod $name {
             #[allow(unused_imports)]
             use super::*;
@@ -28,15 +29,103 @@ macro_rules! per_backend {
     };
 }
 
+/// The test brokers, one line each (the feature that builds it, the test's name, the type
+/// implementing [`brokers::TestBroker`]): a new broker's line here gives it every contract
+/// written with [`per_broker!`].
+#[allow(unused_macros)]
+macro_rules! each_test_broker {
+    ($how:ident) => {
+        per_broker_case!($how, "nats", nats, Jet);
+        per_broker_case!($how, "amqp", amqp, Rabbit);
+    };
+}
+
+/// One broker's test(s) of a [`per_broker!`] contract: `NAME::BROKER` on an SQLite inbox, or
+/// with `per_backend`, `NAME::BROKER::sqlite` and `NAME::BROKER::postgres`.
+#[allow(unused_macros)]
+macro_rules! per_broker_case {
+    (single, $feature:literal, $test:ident, $ty:ident) => {
+        #[cfg(feature = $feature)]
+        #[test]
+        fn $test() {
+            use crate::common::brokers::{TestBroker, $ty};
+            if let Some(broker) = <$ty as TestBroker>::create() {
+                run(crate::common::site::Site::new(), broker)
+            }
+        }
+    };
+    (per_backend, $feature:literal, $test:ident, $ty:ident) => {
+        #[cfg(feature = $feature)]
+        mod $test {
+            use crate::common::brokers::{TestBroker, $ty};
+            use crate::common::site::Site;
+
+            #[test]
+            fn sqlite() {
+                if let Some(broker) = <$ty as TestBroker>::create() {
+                    super::run(Site::new(), broker)
+                }
+            }
+
+            #[cfg(feature = "postgres")]
+            #[test]
+            fn postgres() {
+                if let Some(site) = Site::postgres()
+                    && let Some(broker) = <$ty as TestBroker>::create()
+                {
+                    super::run(site, broker)
+                }
+            }
+        }
+    };
+}
+
+/// A contract test that runs once per broker from the same code: `NAME::nats` (a JetStream
+/// stream of its own, where the `nats` feature is built) and `NAME::amqp` (a RabbitMQ queue of
+/// its own, where `amqp` is), each on an SQLite inbox; the body is generic over
+/// [`brokers::TestBroker`], whose value it gets made (a test whose broker does not answer is
+/// skipped with a notice outside CI). With `per_backend` before `fn`, each broker's test runs
+/// once per inbox backend too: `NAME::nats::sqlite`, `NAME::nats::postgres`, `NAME::amqp::...`.
+/// The brokers are listed once, in [`each_test_broker!`].
+#[allow(unused_macros)]
+macro_rules! per_broker {
+    ($(#[doc = $doc:literal])* fn $name:ident($site:ident, $broker:ident) $body:block) => {
+        per_broker!(@contract single, [$(#[doc = $doc])*] $name($site, $broker) $body);
+    };
+    ($(#[doc = $doc:literal])* per_backend fn $name:ident($site:ident, $broker:ident) $body:block) => {
+        per_broker!(@contract per_backend, [$(#[doc = $doc])*] $name($site, $broker) $body);
+    };
+    (@contract $how:ident, [$($doc:tt)*] $name:ident($site:ident, $broker:ident) $body:block) => {
+        $($doc)*
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+            #[allow(unused_imports)]
+            use crate::common::brokers::TestBroker as _;
+
+            #[allow(unused_mut)]
+            fn run<B: crate::common::brokers::TestBroker>(
+                $site: crate::common::site::Site,
+                mut $broker: B,
+            ) $body
+
+            each_test_broker!($how);
+        }
+    };
+}
+
 pub mod brokers;
 pub mod pg;
 pub mod raw;
+pub mod run;
 pub mod site;
 pub mod synth;
 
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
+
+pub use run::{Run, RunExt, Running, StartExt};
 
 /// The `edi-inbox` binary built for this test run.
 pub fn edi_inbox() -> Command {
@@ -57,14 +146,9 @@ pub fn samples() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("samples")
 }
 
-/// `inspect --json` over `paths`: exit status and JSON Lines.
-pub fn inspect_json(paths: &[&Path]) -> (Option<i32>, Vec<serde_json::Value>) {
-    let out = edi_inbox()
-        .args(["inspect", "--json"])
-        .args(paths)
-        .output()
-        .unwrap();
-    (out.status.code(), json_lines(&out.stdout))
+/// `inspect --json` over `paths`: the run (its JSON Lines in [`Run::json`]).
+pub fn inspect_json(paths: &[&Path]) -> Run {
+    edi_inbox().args(["inspect", "--json"]).args(paths).run()
 }
 
 /// Parses JSON Lines output.
@@ -78,19 +162,18 @@ pub fn json_lines(stdout: &[u8]) -> Vec<serde_json::Value> {
 /// Starts every command at once (their standard output and error kept), then waits for them
 /// all: processes overlapping as hosts or cron runs do. Each is waited for on a thread of its
 /// own, so that none blocks on a full pipe while another is waited for.
-pub fn run_together(commands: Vec<std::process::Command>) -> Vec<std::process::Output> {
-    let children: Vec<_> = commands
+pub fn run_together(commands: Vec<std::process::Command>) -> Vec<Run> {
+    let children: Vec<Running> = commands
         .into_iter()
         .map(|mut c| {
             c.stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap()
+                .start()
         })
         .collect();
     let waiting: Vec<_> = children
         .into_iter()
-        .map(|c| std::thread::spawn(move || c.wait_with_output().unwrap()))
+        .map(|c| std::thread::spawn(move || c.wait()))
         .collect();
     waiting.into_iter().map(|t| t.join().unwrap()).collect()
 }
@@ -108,21 +191,3 @@ pub const UNDO_PUBLISH_COLUMNS: &str = "
     ALTER TABLE outbox DROP COLUMN last_attempt_pass;
     ALTER TABLE outbox DROP COLUMN failed_at;
     CREATE INDEX outbox_unpublished ON outbox (id) WHERE published_at IS NULL;";
-
-/// A child process (a long run of the binary) killed and reaped however the test ends.
-pub struct Reaped(pub Option<std::process::Child>);
-
-impl Reaped {
-    pub fn id(&self) -> u32 {
-        self.0.as_ref().map_or(0, std::process::Child::id)
-    }
-}
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}

@@ -5,8 +5,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
+use super::run::{Run, RunExt};
 use super::synth::Synth;
 
 pub struct Site {
@@ -155,8 +156,8 @@ impl Site {
         c
     }
 
-    pub fn ingest(&self, batch: u32) -> Output {
-        self.ingest_command(batch).output().unwrap()
+    pub fn ingest(&self, batch: u32) -> Run {
+        self.ingest_command(batch).run()
     }
 
     /// Writes a file into the drop folder.
@@ -187,28 +188,68 @@ impl Site {
         c
     }
 
-    /// `ingest --json` over the drop folder with `extra` options: exit status and JSON Lines.
-    /// A run that exits 0 says nothing on standard error.
-    pub fn ingest_json(&self, extra: &[&str]) -> (Option<i32>, Vec<serde_json::Value>) {
-        let out = self
+    /// `ingest --json` over the drop folder with `extra` options: the run (its JSON Lines in
+    /// [`Run::json`]). A run that exits 0 says nothing on standard error.
+    pub fn ingest_json(&self, extra: &[&str]) -> Run {
+        let run = self
             .cmd()
             .args(["ingest", "--json"])
             .args(extra)
             .arg(self.drop())
-            .output()
-            .unwrap();
+            .run();
         assert!(
-            out.stderr.is_empty() || out.status.code() != Some(0),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+            run.stderr.is_empty() || run.status.code() != Some(0),
+            "exit 0 with something on standard error\n{run}"
         );
-        (out.status.code(), super::json_lines(&out.stdout))
+        run
     }
 
-    /// Runs the binary with `args` (after `--db`): exit status and JSON Lines output.
-    pub fn json(&self, args: &[&str]) -> (Option<i32>, Vec<serde_json::Value>) {
-        let out = self.cmd().args(args).output().unwrap();
-        (out.status.code(), super::json_lines(&out.stdout))
+    /// Runs the binary with `args` (after `--db`): the run.
+    pub fn run(&self, args: &[&str]) -> Run {
+        self.cmd().args(args).run()
+    }
+
+    /// Runs the binary with `args` (after `--db`), for its JSON Lines ([`Run::json`]).
+    pub fn json(&self, args: &[&str]) -> Run {
+        self.run(args)
+    }
+
+    /// `stats --json`, which must exit 0: its one object.
+    pub fn stats(&self) -> serde_json::Value {
+        self.json(&["stats", "--json"]).success().json().remove(0)
+    }
+
+    /// One figure of `stats --json` (`interchanges`, `inbox`, `messages`, `duplicates`,
+    /// `drift`, `rejected`, ...): what the operator sees, rather than SQL on the tables.
+    pub fn stat(&self, name: &str) -> i64 {
+        let stats = self.stats();
+        stats[name]
+            .as_i64()
+            .unwrap_or_else(|| panic!("no figure {name} in {stats}"))
+    }
+
+    /// The received messages' events not published yet, parked ones included, as `stats
+    /// --json` counts them (`outbox_kinds.message`: still tried, and parked).
+    pub fn unpublished(&self) -> i64 {
+        let stats = self.stats();
+        let kind = &stats["outbox_kinds"]["message"];
+        kind["unpublished"].as_i64().unwrap() + kind["failed"].as_i64().unwrap()
+    }
+
+    /// `show SENDER RECIPIENT CONTROL_REF --json`, which must exit 0: the key's history
+    /// (`interchanges`, each `in_inbox` or purged; `sightings`; `acknowledgements`).
+    pub fn show(&self, sender: &str, recipient: &str, control_ref: &str) -> serde_json::Value {
+        self.json(&["show", sender, recipient, control_ref, "--json"])
+            .success()
+            .json()
+            .remove(0)
+    }
+
+    /// `list --json` with `args`, which must exit 0: its events, the newest first.
+    pub fn list(&self, args: &[&str]) -> Vec<serde_json::Value> {
+        let mut all = vec!["list", "--json"];
+        all.extend_from_slice(args);
+        self.json(&all).success().json()
     }
 
     /// One number from the database, whichever backend holds it.

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::{Held, runtime, unique, unreachable};
+use super::{Held, Put, TestBroker, runtime, unique, unreachable};
 
 pub const AMQP: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
 
@@ -336,6 +336,66 @@ impl Drop for Rabbit {
                 )
                 .await
         });
+    }
+}
+
+impl TestBroker for Rabbit {
+    const SAYS_RECONNECTING: bool = true;
+
+    /// A queue bound to the exchange for everything, with a dead-letter exchange of its own.
+    fn create() -> Option<Rabbit> {
+        Rabbit::with_dead_letters()
+    }
+
+    fn droppable(self, _dir: &std::path::Path) -> Option<Rabbit> {
+        Some(self)
+    }
+
+    fn send(&self, messages: &[Put]) {
+        let bodies: Vec<_> = messages
+            .iter()
+            .map(|m| (m.body.clone(), m.id.clone(), m.name.clone()))
+            .collect();
+        self.put(&bodies);
+    }
+
+    fn source_url(&self) -> String {
+        self.from()
+    }
+
+    fn source(&self, _seq: usize, id: &str) -> String {
+        format!("{}{id}", self.source_prefix())
+    }
+
+    fn source_prefix(&self) -> String {
+        format!("amqp:{}/", self.queue.as_deref().unwrap_or_default())
+    }
+
+    fn unacknowledged(&self) -> Option<u64> {
+        Some(u64::from(self.ready()))
+    }
+
+    fn dead_letter_to(&self) -> String {
+        format!("{AMQP}/{}", self.exchange)
+    }
+
+    /// The routing key the messages were sent under ([`Rabbit::put`]'s), which a dead letter
+    /// keeps.
+    fn dead_letter_subject(&self) -> String {
+        "edi.in".to_string()
+    }
+
+    fn dead_lettered(&self) -> Vec<Held> {
+        self.take()
+    }
+
+    fn watch_refused(&self) -> Box<dyn FnMut() -> Vec<Option<Vec<u8>>> + '_> {
+        Box::new(move || self.take_dead().into_iter().map(|h| Some(h.body)).collect())
+    }
+
+    /// `rabbitmqctl close_connection` of the connection consume `pid` named.
+    fn drop_connection_of(&mut self, pid: u32) {
+        close_rabbitmq_connection(&format!("edi-inbox consume {pid}"));
     }
 }
 

@@ -3,6 +3,9 @@
 //! names, removed at the end, so that tests run in parallel and leave nothing behind. Where a
 //! broker does not answer, the test is skipped with a notice, unless `EDI_INBOX_REQUIRE_NATS` /
 //! `EDI_INBOX_REQUIRE_RABBITMQ` is set (`.ci/run` sets both): then it fails.
+//!
+//! [`TestBroker`] is what the contract tests of `consume` need of either broker, so that each
+//! contract is one body run per broker (see `per_broker!`).
 
 use std::collections::BTreeMap;
 
@@ -54,4 +57,84 @@ pub struct Held {
     /// Headers (NATS) or properties and application properties (AMQP), by name.
     pub headers: BTreeMap<String, String>,
     pub body: Vec<u8>,
+}
+
+/// A message for [`TestBroker::send`]: its body, its broker id (RabbitMQ's `message_id`; a
+/// JetStream message is named by its stream sequence, and this is not sent) and the name of
+/// the file it stands for (the `edi-filename` header), where given.
+#[derive(Debug, Clone)]
+pub struct Put {
+    pub body: Vec<u8>,
+    pub id: Option<String>,
+    pub name: Option<String>,
+}
+
+impl Put {
+    /// `body` under `id`, without a file name.
+    pub fn new(body: &[u8], id: impl Into<String>) -> Put {
+        Put {
+            body: body.to_vec(),
+            id: Some(id.into()),
+            name: None,
+        }
+    }
+
+    /// The same with the file name `name`.
+    pub fn named(mut self, name: impl Into<String>) -> Put {
+        self.name = Some(name.into());
+        self
+    }
+}
+
+/// What the tests of `consume` need of a broker, whichever it is: a source of the test's own
+/// (a JetStream stream and its durable consumer `c`, or a RabbitMQ queue with a dead-letter
+/// exchange of its own), removed at the end.
+pub trait TestBroker: Sized {
+    /// Whether `consume` says `reconnecting` whenever its connection is dropped. RabbitMQ's
+    /// close is always seen; NATS's client library reconnects on its own, and whether a pull
+    /// failed meanwhile depends on timing.
+    const SAYS_RECONNECTING: bool;
+
+    /// A source of its own; `None` (with a notice) where the broker does not answer, unless
+    /// `EDI_INBOX_REQUIRE_NATS` / `EDI_INBOX_REQUIRE_RABBITMQ` is set: then it panics.
+    fn create() -> Option<Self>;
+
+    /// The same source, made where [`TestBroker::drop_connection_of`] can drop consume's
+    /// connection without other tests seeing it: for NATS a server of the test's own (its store
+    /// in `dir`), which it restarts; RabbitMQ closes a named connection, so this is `self`.
+    fn droppable(self, dir: &std::path::Path) -> Option<Self>;
+
+    /// Puts `messages` on the source, in order, each confirmed.
+    fn send(&self, messages: &[Put]);
+
+    /// What `consume --from` gets.
+    fn source_url(&self) -> String;
+
+    /// How consume names the delivery of the `seq`-th message sent (from 1) with id `id`.
+    fn source(&self, seq: usize, id: &str) -> String;
+
+    /// How the names of this source's deliveries start.
+    fn source_prefix(&self) -> String;
+
+    /// Messages not yet acknowledged (not delivered, or delivered and not acknowledged);
+    /// `None` where the broker cannot say (no consumer yet, a server down).
+    fn unacknowledged(&self) -> Option<u64>;
+
+    /// The `--dead-letter` destination whose dead letters land here.
+    fn dead_letter_to(&self) -> String;
+
+    /// The subject (NATS) or routing key (AMQP) a dead letter sent here is held under.
+    fn dead_letter_subject(&self) -> String;
+
+    /// What dead letters this destination holds.
+    fn dead_lettered(&self) -> Vec<Held>;
+
+    /// Starts watching what the broker is told to drop for good (JetStream's advisories that
+    /// a message was terminated; what RabbitMQ dead-lettered through the queue's own
+    /// dead-letter exchange): each call then says what came since, with its body where the
+    /// broker keeps it.
+    fn watch_refused(&self) -> Box<dyn FnMut() -> Vec<Option<Vec<u8>>> + '_>;
+
+    /// Drops the connection of the consume process `pid` under it, as a broker restart does.
+    fn drop_connection_of(&mut self, pid: u32);
 }

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::{Held, runtime, unique, unreachable};
+use super::{Held, Put, TestBroker, runtime, unique, unreachable};
 
 pub const NATS: &str = "nats://127.0.0.1:4222";
 
@@ -14,6 +14,8 @@ pub struct Jet {
     pub stream: String,
     pub prefix: String,
     server: String,
+    /// The server of its own it is on, where it is (see [`TestBroker::droppable`]).
+    own: Option<OwnNats>,
 }
 
 impl Jet {
@@ -63,6 +65,7 @@ impl Jet {
             stream: name,
             prefix,
             server: server.to_string(),
+            own: None,
         })
     }
 
@@ -251,6 +254,78 @@ impl Jet {
 impl Drop for Jet {
     fn drop(&mut self) {
         let _ = self.rt.block_on(self.js.delete_stream(&self.stream));
+    }
+}
+
+/// The durable consumer the contract tests consume through.
+const CONSUMER: &str = "c";
+
+impl TestBroker for Jet {
+    const SAYS_RECONNECTING: bool = false;
+
+    fn create() -> Option<Jet> {
+        Jet::create()
+    }
+
+    fn droppable(self, dir: &std::path::Path) -> Option<Jet> {
+        drop(self);
+        let own = OwnNats::start(dir)?;
+        let mut jet = Jet::on(&own.url(), true, None)?;
+        jet.own = Some(own);
+        Some(jet)
+    }
+
+    fn send(&self, messages: &[Put]) {
+        let bodies: Vec<_> = messages
+            .iter()
+            .map(|m| (m.body.clone(), m.name.clone()))
+            .collect();
+        self.put(&bodies);
+    }
+
+    fn source_url(&self) -> String {
+        self.from(CONSUMER)
+    }
+
+    fn source(&self, seq: usize, _id: &str) -> String {
+        format!("nats:{}/{seq}", self.stream)
+    }
+
+    fn source_prefix(&self) -> String {
+        format!("nats:{}/", self.stream)
+    }
+
+    fn unacknowledged(&self) -> Option<u64> {
+        self.backlog(CONSUMER)
+            .map(|(pending, unacknowledged)| pending + unacknowledged as u64)
+    }
+
+    fn dead_letter_to(&self) -> String {
+        format!("{}/{}.dead", self.server, self.prefix)
+    }
+
+    fn dead_letter_subject(&self) -> String {
+        format!("{}.dead", self.prefix)
+    }
+
+    fn dead_lettered(&self) -> Vec<Held> {
+        self.messages()
+    }
+
+    fn watch_refused(&self) -> Box<dyn FnMut() -> Vec<Option<Vec<u8>>> + '_> {
+        let mut watch = self.watch_terminated(CONSUMER);
+        Box::new(move || vec![None; self.count(&mut watch)])
+    }
+
+    /// Kills its own server (SIGKILL) and starts it again.
+    fn drop_connection_of(&mut self, _pid: u32) {
+        let own = self
+            .own
+            .as_mut()
+            .expect("a connection is dropped on a server of the test's own (droppable)");
+        own.kill();
+        std::thread::sleep(Duration::from_millis(500));
+        own.up().unwrap();
     }
 }
 
