@@ -5,20 +5,25 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
-/// Exactly-once inbox for UN/EDIFACT interchanges dropped in a folder.
-///
-/// Exit status: 0 all input was good; 3 the run finished but some input was rejected;
-/// 1 a fatal error stopped the run; 2 a usage error.
 /// The database used where neither `--db` nor `EDI_INBOX_DB` names one.
 pub const DEFAULT_DB: &str = "edi-inbox.db";
 
+/// Exactly-once inbox for UN/EDIFACT interchanges dropped in a folder.
+///
+/// Exit status, the same for every command: 0 all input was good; 3 the run finished, but
+/// something needs a look (input rejected or drifted, a committed file not moved, the metrics
+/// file or standard output failed); 1 a fatal error stopped the run; 2 a usage error.
+// `about` (the package's description) and `long_about = None` below take precedence over this
+// comment in --help and the manual pages; it documents the type.
 #[derive(Debug, Parser)]
 #[command(name = "edi-inbox", version, about, long_about = None)]
 pub struct Cli {
     /// The inbox: an SQLite file, or a PostgreSQL database (postgres://USER@HOST:PORT/DBNAME,
     /// postgresql://..., or "host=... dbname=..."). `ingest` creates it on first use, only where it
     /// is named here or in EDI_INBOX_DB; without either, edi-inbox.db in the current folder is
-    /// used if it exists.
+    /// used if it exists, and its absence is a usage error (exit 2) that reads nothing. A file
+    /// that is not an edi-inbox database (or is one from a newer edi-inbox) is a fatal error
+    /// (exit 1) and is left untouched.
     // Its value is never shown in --help: a PostgreSQL URL may carry a password.
     #[arg(
         long,
@@ -29,11 +34,15 @@ pub struct Cli {
     )]
     pub db: Option<PathBuf>,
 
-    /// The schema a PostgreSQL inbox lives in (created on first use).
+    /// The schema a PostgreSQL inbox lives in (created on first use): a plain lower-case name,
+    /// quoted in SQL (so a keyword such as select is a name too); another one for a second,
+    /// separate inbox in the same database.
     #[arg(long, global = true, value_name = "NAME", default_value = "edi_inbox")]
     pub pg_schema: String,
 
-    /// How long to wait for another run's lock on the database before giving up (exit 1).
+    /// How long to wait for another run's lock on the database before giving up (exit 1), for
+    /// any command; on PostgreSQL, the session's lock_timeout (no host waits longer for another
+    /// host's keys or a purge's batch).
     #[arg(long, global = true, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
     pub busy_timeout: Duration,
 
@@ -52,8 +61,12 @@ pub enum Command {
     /// Apply each interchange exactly once: new ones are written, redeliveries reported as
     /// duplicates, the same key with other content (drift) kept apart and reported.
     ///
-    /// Each decision is one SQLite transaction (a savepoint within a group commit); outcomes are
-    /// printed, and files moved, only after the commit that makes them true.
+    /// Decisions are made in group commits: on SQLite, each interchange in a savepoint of its
+    /// own within the batch's transaction; on PostgreSQL, a whole batch at once in one READ
+    /// COMMITTED transaction and a few statements, with no savepoint per interchange (only a
+    /// batch whose data the server refuses is halved in savepoints, all rolled back, to find the
+    /// interchanges it refuses). Outcomes are printed, and files moved, only after the commit
+    /// that makes them true.
     Ingest(IngestArgs),
 
     /// Delete inbox entries older than the retention window.
@@ -320,12 +333,15 @@ pub struct IngestArgs {
     pub quarantine: Option<PathBuf>,
 
     /// Skip files modified more recently than this (a partner may still be writing them),
-    /// e.g. 30s, 5m; they are reported as skipped and left in place.
+    /// e.g. 30s, 5m; they are reported as skipped and left in place. A modification time in the
+    /// future (another host's clock) counts as old enough, never as a reason to skip a file
+    /// forever.
     #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = parse_duration)]
     pub min_age: Duration,
 
     /// Commit every N interchanges or after one second, whichever comes first (group commit);
-    /// each interchange is still atomic on its own.
+    /// each interchange is still atomic on its own. A crash loses at most the open batch, which
+    /// the next run redoes.
     #[arg(long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
     pub batch: u32,
 

@@ -12,6 +12,7 @@ mod corpus;
 /// Needs the fail points: `cargo test --features failpoints --test it crash::`.
 #[cfg(feature = "failpoints")]
 mod crash;
+mod docs;
 mod guarantees;
 mod hostile_conditions;
 #[cfg(feature = "postgres")]

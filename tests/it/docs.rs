@@ -1,0 +1,161 @@
+//! The documents kept true: every file under `src/` is named in `docs/development.md`'s layout,
+//! and every alert's `runbook_url` points at a section of `docs/operating.md` that exists and
+//! that the Debian package installs where the URL says.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn read(rel: &str) -> String {
+    fs::read_to_string(root().join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
+fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files_under(&path, out);
+        } else {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn every_source_file_is_named_in_the_layout() {
+    let layout = read("docs/development.md");
+    let mut files = Vec::new();
+    files_under(&root().join("src"), &mut files);
+    let missing: Vec<String> = files
+        .iter()
+        .map(|f| {
+            f.strip_prefix(root())
+                .unwrap()
+                .to_string_lossy()
+                .replace('\\', "/")
+        })
+        .filter(|rel| !layout.contains(&format!("`{rel}`")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "docs/development.md does not name these files of src/ (as `path`): {missing:#?}"
+    );
+    // And names no file that is gone: a path in backticks under src/ must exist.
+    let gone: Vec<&str> = layout
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|s| s.starts_with("src/") && !s.contains(' ') && !s.contains('*'))
+        .filter(|s| !root().join(s.trim_end_matches('/')).exists())
+        .collect();
+    assert!(
+        gone.is_empty(),
+        "docs/development.md names files that do not exist: {gone:#?}"
+    );
+}
+
+/// GitHub's anchor for a heading: lower case, spaces to hyphens, other punctuation dropped.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn every_alert_has_a_runbook_section_in_the_operating_guide() {
+    let rules = read("packaging/prometheus/edi-inbox.rules.yml");
+    let operating = read("docs/operating.md");
+    let anchors: BTreeSet<String> = operating
+        .lines()
+        .filter(|l| l.starts_with('#'))
+        .map(|l| anchor(l.trim_start_matches('#')))
+        .collect();
+    let prefix = "file:///usr/share/doc/edi-inbox/operating.md#";
+    let mut alerts = 0;
+    let mut problems = Vec::new();
+    let lines: Vec<&str> = rules.lines().collect();
+    for (i, line) in lines.iter().enumerate() {
+        let Some(name) = line.trim().strip_prefix("- alert: ") else {
+            continue;
+        };
+        alerts += 1;
+        // The rule's own lines: up to the next rule.
+        let body = lines[i + 1..]
+            .iter()
+            .take_while(|l| !l.trim().starts_with("- alert: "));
+        let url = body
+            .map(|l| l.trim())
+            .find_map(|l| l.strip_prefix("runbook_url:"))
+            .map(|u| u.trim().trim_matches('"').to_string());
+        match url {
+            None => problems.push(format!("{name}: no runbook_url")),
+            Some(url) => match url.strip_prefix(prefix) {
+                None => problems.push(format!("{name}: runbook_url {url} is not under {prefix}")),
+                Some(a) if a != anchor(name) => problems.push(format!(
+                    "{name}: runbook_url points at #{a}, not its own section"
+                )),
+                Some(a) if !anchors.contains(a) => {
+                    problems.push(format!("{name}: docs/operating.md has no section #{a}"))
+                }
+                Some(_) => {}
+            },
+        }
+    }
+    assert!(
+        alerts >= 13,
+        "only {alerts} alerts read from the rules file"
+    );
+    assert!(problems.is_empty(), "{problems:#?}");
+    // The URL names the installed copy: the package must put it there.
+    let manifest = read("Cargo.toml");
+    assert!(
+        manifest.contains("\"docs/operating.md\"") || manifest.contains("\"docs/*.md\""),
+        "Cargo.toml's [package.metadata.deb] assets do not install docs/operating.md"
+    );
+}
+
+/// Each test `docs/guarantees.md` names as `tests/it/FILE.rs::NAME` is in that file (as a test
+/// function, or as a module of `per_backend!` / `per_broker!`): a promise's test that was renamed
+/// or removed must be noticed where the promise is made.
+#[test]
+fn every_test_the_guarantees_name_exists() {
+    let guarantees = read("docs/guarantees.md");
+    let mut named = 0;
+    let mut missing = Vec::new();
+    for quoted in guarantees.split('`').skip(1).step_by(2) {
+        let Some((file, name)) = quoted.split_once("::") else {
+            continue;
+        };
+        if !file.starts_with("tests/") || !file.ends_with(".rs") {
+            continue;
+        }
+        let name = name.split("::").next().unwrap_or(name);
+        named += 1;
+        let source = fs::read_to_string(root().join(file)).unwrap_or_default();
+        let defined = [format!("fn {name}("), format!("mod {name} ")]
+            .iter()
+            .any(|d| source.contains(d.as_str()));
+        if !defined {
+            missing.push(format!("{file}::{name}"));
+        }
+    }
+    assert!(
+        named >= 10,
+        "only {named} tests read from docs/guarantees.md"
+    );
+    assert!(
+        missing.is_empty(),
+        "docs/guarantees.md names tests that are not there: {missing:#?}"
+    );
+}
