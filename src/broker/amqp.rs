@@ -3,8 +3,13 @@
 
 use lapin::{Connection, ConnectionProperties};
 
+/// How long a side's setup may take (connecting, opening a channel, declaring or subscribing):
+/// a broker that takes the connection and then says nothing must not hold the run.
+pub const SETUP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
+
 /// Connects to `url` under the name of `role` (see [`super::connection_name`]); an error
-/// never holds the password. Bounded by the caller ([`super::within`]).
+/// never holds the password. Bounded by the caller, with the rest of its setup
+/// ([`super::within`] and [`SETUP_TIMEOUT`]).
 pub async fn connect(url: &str, role: &str) -> anyhow::Result<Connection> {
     Connection::connect(
         url,
@@ -67,7 +72,6 @@ pub fn split_last_segment(url: &str) -> Option<(String, String)> {
     Some((url, name.to_string()))
 }
 
-#[cfg(test)]
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -36,6 +36,43 @@ pub fn connection_name(role: &str) -> String {
     format!("edi-inbox {role} {}", std::process::id())
 }
 
+/// A broker's URL as a source or destination keeps it: the whole of it for connecting, but
+/// its `Debug` (which a derived `Debug` of the type holding it uses) without the password.
+#[cfg(feature = "broker")]
+#[derive(Clone, PartialEq, Eq)]
+pub struct Url(String);
+
+#[cfg(feature = "broker")]
+impl std::ops::Deref for Url {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+#[cfg(feature = "broker")]
+impl From<String> for Url {
+    fn from(url: String) -> Url {
+        Url(url)
+    }
+}
+
+#[cfg(feature = "broker")]
+impl From<&str> for Url {
+    fn from(url: &str) -> Url {
+        Url(url.to_string())
+    }
+}
+
+#[cfg(feature = "broker")]
+impl std::fmt::Debug for Url {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Url")
+            .field(&without_userinfo(&self.0))
+            .finish()
+    }
+}
+
 #[cfg(feature = "broker")]
 /// A URL without its `user:password@`, for messages.
 pub fn without_userinfo(url: &str) -> String {
@@ -70,5 +107,24 @@ pub async fn within<T>(
     match tokio::time::timeout(limit, fut).await {
         Ok(r) => r,
         Err(_) => Err(anyhow::anyhow!("no answer within {} s", limit.as_secs())),
+    }
+}
+
+#[cfg(all(test, feature = "broker"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_url_held_by_a_source_or_sink_never_debugs_its_password() {
+        for url in [
+            "nats://edi:s3cret@h:4222/edi",
+            "amqp://edi:s3cret@h:5672/%2f",
+            "amqps://edi:s3cret@h/vh",
+        ] {
+            let held = Url::from(url);
+            let debug = format!("{held:?}");
+            assert!(!debug.contains("s3cret") && debug.contains("h"), "{debug}");
+            assert_eq!(&*held, url, "connecting uses the whole URL");
+        }
     }
 }

@@ -52,8 +52,13 @@ pub fn parse<T: ?Sized>(kinds: &[Kind<T>], flag: &str, text: &str) -> Result<Box
             "{flag} {} is not available in this build (it was built without the `{}` feature)",
             k.scheme, k.feature
         )),
-        None => Err(format!("{flag} takes {}", forms(kinds))),
+        None => Err(usage(kinds, flag)),
     }
+}
+
+/// What `flag` takes, for an error: `--to takes a, b or c`.
+pub fn usage<T: ?Sized>(kinds: &[Kind<T>], flag: &str) -> String {
+    format!("{flag} takes {}", forms(kinds))
 }
 
 /// The forms, as a sentence: `a, b or c`.

@@ -154,6 +154,14 @@ impl Backoff {
     }
 }
 
+/// A pause that never outlasts what is left of `--until-idle`, so that such a run ends on time.
+fn capped(pause: Duration, settings: &Settings, last_progress: Instant) -> Duration {
+    match settings.until_idle {
+        Some(idle) => pause.min(idle.saturating_sub(last_progress.elapsed())),
+        None => pause,
+    }
+}
+
 /// Runs `service` until it is done, stopped, or fails.
 pub fn run<S: Service>(
     service: &mut S,
@@ -189,7 +197,7 @@ pub fn run<S: Service>(
                 Err(_) if stop.load(Ordering::Relaxed) => break,
                 Err(e) if first && !settings.retry_first_connect => return Err(Failure::Fatal(e)),
                 Err(e) => {
-                    let pause = backoff.take();
+                    let pause = capped(backoff.take(), settings, last_progress);
                     service.problem(&format!(
                         "{}; trying again in {}",
                         super::one_message(&e),
@@ -211,7 +219,9 @@ pub fn run<S: Service>(
                 service.heartbeat();
             }
             Ok(Step::Idle) => {
+                // The peer answered: a failure after this one starts from the first wait.
                 down = None;
+                backoff.reset();
                 service.heartbeat();
                 match settings.idle {
                     Idle::End => return Ok(End::Done),
@@ -226,7 +236,7 @@ pub fn run<S: Service>(
                 if progressed {
                     last_progress = Instant::now();
                 }
-                let pause = backoff.take();
+                let pause = capped(backoff.take(), settings, last_progress);
                 service.problem(&format!(
                     "{}; reconnecting in {}{}",
                     super::one_message(&error),
@@ -388,6 +398,33 @@ mod tests {
             ]
         );
         assert_eq!(s.gauge, [true, false, true, false, true]);
+    }
+
+    #[test]
+    fn no_pause_outlasts_what_is_left_of_until_idle() {
+        let stop = AtomicBool::new(false);
+        let settings = Settings {
+            retry_first_connect: true,
+            reconnect: true,
+            first_backoff: Duration::from_secs(20),
+            max_backoff: Duration::from_secs(30),
+            until_idle: Some(Duration::from_millis(40)),
+            ..quick()
+        };
+        let mut s = Script {
+            connects: std::iter::repeat_n(false, 1000).collect(),
+            ..Script::default()
+        };
+        assert!(matches!(
+            run(&mut s, &settings, &stop),
+            Err(Failure::Lost { .. })
+        ));
+        assert!(!s.said.is_empty());
+        for said in &s.said {
+            let pause = said.rsplit("trying again in ").next().unwrap_or_default();
+            let pause = humantime::parse_duration(pause).unwrap_or(Duration::MAX);
+            assert!(pause <= Duration::from_millis(40), "{said}");
+        }
     }
 
     #[test]

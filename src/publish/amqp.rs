@@ -24,7 +24,7 @@ const CONFIRM_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 /// `--to amqp://USER:PASS@HOST:PORT/VHOST`, and `--exchange`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AmqpDestination {
-    url: String,
+    url: broker::Url,
     exchange: String,
     /// A dead-letter destination names its exchange where it is shown (its URL does).
     dead_letter: bool,
@@ -33,7 +33,7 @@ pub struct AmqpDestination {
 /// Reads `--to amqp://...` (the registry's line for RabbitMQ).
 pub fn parse(text: &str) -> Result<Box<dyn Destination>, String> {
     Ok(Box::new(AmqpDestination {
-        url: text.to_string(),
+        url: text.into(),
         exchange: String::new(),
         dead_letter: false,
     }))
@@ -45,7 +45,7 @@ pub fn dead_letter(text: &str) -> Result<Box<dyn Destination>, String> {
     let (url, exchange) = broker::amqp::split_last_segment(text)
         .ok_or("--dead-letter amqp:// takes amqp://USER:PASS@HOST:PORT/VHOST/EXCHANGE")?;
     Ok(Box::new(AmqpDestination {
-        url,
+        url: url.into(),
         exchange,
         dead_letter: true,
     }))
@@ -84,9 +84,6 @@ pub struct AmqpSink {
     stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
-/// How long connecting, opening the channel and declaring the exchange may take.
-const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
-
 impl AmqpSink {
     pub fn connect(url: &str, exchange: &str, stop: Stop) -> anyhow::Result<AmqpSink> {
         let shown = broker::amqp::shown(url);
@@ -114,7 +111,7 @@ impl AmqpSink {
         };
         // A broker that takes the connection and then says nothing must not hold the run.
         let (connection, channel) = runtime
-            .block_on(broker::within(CONNECT_TIMEOUT, setup))
+            .block_on(broker::within(broker::amqp::SETUP_TIMEOUT, setup))
             .with_context(|| format!("cannot connect to {shown}"))?;
         Ok(AmqpSink {
             runtime,

@@ -13,9 +13,10 @@ const DEAD_LETTERS: &[crate::broker::registry::Kind<dyn Destination>] = registry
     "amqp", "amqp://", "amqp://USER:PASS@HOST:PORT/VHOST/EXCHANGE", super::amqp::dead_letter;
 };
 
-/// What `--dead-letter` takes, for an error.
-pub const USAGE: &str =
-    "--dead-letter takes nats://HOST:PORT/SUBJECT or amqp://USER:PASS@HOST:PORT/VHOST/EXCHANGE";
+/// What `--dead-letter` takes, for an error (from the registry, so a new line is in it).
+pub fn usage() -> String {
+    crate::broker::registry::usage(DEAD_LETTERS, "--dead-letter")
+}
 
 /// A dead-letter destination, connected on first use and again after a failure.
 pub struct DeadLetter {

@@ -83,12 +83,6 @@ impl SinkError {
     }
 }
 
-impl From<anyhow::Error> for SinkError {
-    fn from(e: anyhow::Error) -> SinkError {
-        SinkError::Lost(e)
-    }
-}
-
 /// What is sent per event: each message (UNH..UNT), or each interchange once (UNA/UNB..UNZ).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Payload {

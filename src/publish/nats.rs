@@ -23,7 +23,7 @@ const DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
 /// `--to nats://HOST:PORT[/SUBJECT-PREFIX]`, and `--create-stream`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NatsDestination {
-    server: String,
+    server: broker::Url,
     prefix: Option<String>,
     /// `--create-stream NAME`: create a JetStream stream capturing the subjects if none does.
     create_stream: Option<String>,
@@ -44,7 +44,7 @@ pub fn dead_letter(text: &str) -> Result<Box<dyn Destination>, String> {
             d.stream_subjects = d.prefix.iter().cloned().collect();
             Ok(Box::new(d))
         }
-        _ => Err(super::dead_letter::USAGE.into()),
+        _ => Err(super::dead_letter::usage()),
     }
 }
 
@@ -65,7 +65,7 @@ fn read(text: &str) -> Result<NatsDestination, String> {
         ));
     }
     Ok(NatsDestination {
-        server: format!("nats://{server}"),
+        server: format!("nats://{server}").into(),
         prefix: prefix.map(str::to_string),
         create_stream: None,
         stream_subjects: Vec::new(),

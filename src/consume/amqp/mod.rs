@@ -24,9 +24,6 @@ use crate::broker;
 /// Once the first delivery of a batch came, how long the next may take to still join it.
 const GAP: Duration = Duration::from_millis(20);
 
-/// How long connecting, opening a channel and starting to consume may take.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
-
 /// How long the acknowledgements of a batch may take to go out.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -37,7 +34,7 @@ const MAX_GATHER: Duration = Duration::from_secs(1);
 /// vhost).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AmqpSource {
-    url: String,
+    url: broker::Url,
     queue: String,
 }
 
@@ -49,7 +46,10 @@ pub fn parse(text: &str) -> Result<Box<dyn Source>, String> {
 fn read(text: &str) -> Result<AmqpSource, String> {
     let (url, queue) = broker::amqp::split_last_segment(text)
         .ok_or("--from amqp:// takes amqp://USER:PASS@HOST:PORT/VHOST/QUEUE")?;
-    Ok(AmqpSource { url, queue })
+    Ok(AmqpSource {
+        url: url.into(),
+        queue,
+    })
 }
 
 impl Source for AmqpSource {
@@ -105,7 +105,7 @@ impl AmqpFeed {
         };
         // A broker that takes the connection and then says nothing must not hold the run.
         let (connection, channel, consumer, relay) = runtime
-            .block_on(broker::within(CONNECT_TIMEOUT, setup))
+            .block_on(broker::within(broker::amqp::SETUP_TIMEOUT, setup))
             .with_context(|| format!("cannot connect to {shown}"))?;
         Ok(AmqpFeed {
             runtime,
@@ -267,5 +267,11 @@ mod tests {
         let s = read("amqp://edi:s3cret@h:5672/vh/q").unwrap();
         assert!(!s.shown().contains("s3cret"), "{}", s.shown());
         assert!(s.shown().ends_with("/vh/q"));
+        // A derived Debug (a panic message, a log line) does not show it either.
+        let debug = format!("{s:?}");
+        assert!(
+            !debug.contains("s3cret") && debug.contains("h:5672"),
+            "{debug}"
+        );
     }
 }

@@ -25,7 +25,7 @@ const REQUEST_TIMEOUT: Duration = broker::nats::TIMEOUT;
 /// `--from nats://HOST:PORT/STREAM/CONSUMER`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NatsSource {
-    server: String,
+    server: broker::Url,
     stream: String,
     consumer: String,
 }
@@ -54,7 +54,7 @@ fn read(text: &str) -> Result<NatsSource, String> {
         return Err("nats:// needs a server: nats://HOST:PORT/STREAM/CONSUMER".into());
     }
     Ok(NatsSource {
-        server: format!("nats://{server}"),
+        server: format!("nats://{server}").into(),
         stream: stream.to_string(),
         consumer: consumer.to_string(),
     })

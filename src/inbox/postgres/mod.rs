@@ -13,6 +13,10 @@
 //! `publishing.rs`, `reports.rs`, `retention.rs`); where the inbox is, `target.rs`; opening it,
 //! `open.rs`; the schema, `migrations.rs` (and `migrations/`); the batch's transaction,
 //! `transaction.rs`; the server's failures, `error.rs`; TLS, `tls.rs`. No SQL stands in this file.
+//!
+//! Where a new thing goes: what a new capability asks of the database, in the file of the
+//! capability's name, and the same in `sqlite/`; a change of schema, a new migration at the end
+//! of `migrations.rs`, never an edit of a released one; SQL that several files share, `sql.rs`.
 
 #[macro_use]
 mod sql;

@@ -10,10 +10,16 @@
 //! Each capability of the inbox is in the file of its name (`decisions.rs`, `acknowledgements.rs`,
 //! `publishing.rs`, `reports.rs`, `retention.rs`); opening the database is `open.rs`, the
 //! schema `migrations.rs` (and `migrations/`), the batch's transaction `transaction.rs`, the
-//! write-ahead log and its checkpoints `wal.rs`. No SQL stands in this file.
+//! write-ahead log and its checkpoints `wal.rs`; SQLite's failures told apart, `error.rs`. No
+//! SQL stands in this file.
+//!
+//! Where a new thing goes: what a new capability asks of the database, in the file of the
+//! capability's name, and the same in `postgres/`; a change of schema, a new migration at the end
+//! of `migrations.rs`, never an edit of a released one.
 
 mod acknowledgements;
 mod decisions;
+mod error;
 mod migrations;
 mod open;
 mod publishing;
@@ -31,26 +37,9 @@ use std::time::Duration;
 
 use rusqlite::Connection;
 
-use super::InboxError;
 use crate::inbox::sqlite::wal::Checkpoints;
 
 pub use open::APPLICATION_ID;
-impl From<rusqlite::Error> for InboxError {
-    /// "Busy" and "locked" (another process held the database past the busy timeout) are told
-    /// apart from every other failure, so that the caller can say so without knowing SQLite.
-    fn from(e: rusqlite::Error) -> InboxError {
-        let busy = matches!(
-            e.sqlite_error_code(),
-            Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
-        );
-        if busy {
-            InboxError::Busy(Box::new(e))
-        } else {
-            InboxError::Backend(Box::new(e))
-        }
-    }
-}
-
 /// An open SQLite inbox.
 pub struct SqliteInbox {
     conn: Connection,
