@@ -7,14 +7,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 
 use crate::cli::ConsumeArgs;
 use crate::consume::{self, Delivery, Feed, Settle, Source};
 use crate::exit::ExitStatus;
 use crate::inbox::names::Counter;
 use crate::inbox::{Access, DeliveryRecord, Inbox, KeyProbe, Location};
-use crate::intake::{self, AckPolicy, Attached, Outcome, Parsed};
+use crate::intake::{self, AckPolicy, Outcome, Parsed};
 use crate::metrics::{Metrics, unix_now};
 use crate::output::{Out, count, problem};
 use crate::publish::{DeadLetter, Rejected};
@@ -204,17 +203,13 @@ impl Run<'_> {
         deliveries: Vec<Delivery>,
     ) -> Result<(), Failure> {
         let when = crate::clock::now();
-        let items = self.prepare(&deliveries);
+        let bodies: Vec<&[u8]> = deliveries.iter().map(|d| &d.body[..]).collect();
+        let items = intake::prepare::in_parallel(&bodies, &mut self.probes);
         // A delivery holding rejected input is recorded under its hash.
-        let hashes: Vec<Option<String>> = deliveries
+        let hashes: Vec<Option<String>> = bodies
             .iter()
             .zip(&items)
-            .map(|(d, items)| {
-                items
-                    .iter()
-                    .any(Result::is_err)
-                    .then(|| hex::encode(Sha256::digest(&d.body)))
-            })
+            .map(|(bytes, items)| intake::prepare::hash_if_rejected(bytes, items))
             .collect();
         let sources: Vec<Parsed<'_>> = deliveries
             .iter()
@@ -232,19 +227,9 @@ impl Run<'_> {
             })
             .collect();
         let outcomes = intake::decide(inbox, &sources, &when, self.acks).map_err(not_committed)?;
+        // A delivery's bytes are kept nowhere but in the inbox.
+        intake::keep_refused(inbox, &sources, &outcomes, &when).map_err(not_committed)?;
         drop(sources);
-        // An interchange the inbox refused (a value the database cannot hold) is rejected
-        // without a parse error, which is what records a delivery's bytes: recorded here, so
-        // that no rejected delivery is settled with its bytes kept nowhere.
-        for ((d, outcomes), sha256) in deliveries.iter().zip(&outcomes).zip(&hashes) {
-            if sha256.is_none() && outcomes.iter().any(|o| o.status() == Status::Rejected) {
-                let sha256 = hex::encode(Sha256::digest(&d.body));
-                inbox
-                    .rejected_file(&d.source, &d.body, &sha256, &when)
-                    .context("cannot write to the inbox database")
-                    .map_err(not_committed)?;
-            }
-        }
         let records: Vec<DeliveryRecord<'_>> = deliveries
             .iter()
             .map(|d| DeliveryRecord {
@@ -309,42 +294,6 @@ impl Run<'_> {
             ),
             progressed: true,
         })
-    }
-
-    /// Parses, hashes and compresses the deliveries' interchanges on a few threads (the
-    /// deciding one writes them afterwards): done on this thread alone, it made consume 1.5x to
-    /// 1.7x the time of ingest on the same interchanges, whose reading threads do it ahead.
-    /// Where the inbox already holds a key (a redelivery), its bytes are not compressed.
-    fn prepare<'d>(&mut self, deliveries: &'d [Delivery]) -> Vec<Vec<Attached<'d>>> {
-        let per = deliveries.len().div_ceil(self.probes.len().max(1)).max(1);
-        let probes = std::mem::take(&mut self.probes);
-        let (items, probes) = std::thread::scope(|scope| {
-            let workers: Vec<_> = deliveries
-                .chunks(per)
-                .zip(probes.into_iter().chain(std::iter::repeat_with(|| None)))
-                .map(|(chunk, probe)| {
-                    scope.spawn(move || {
-                        let items: Vec<Vec<Attached<'d>>> = chunk
-                            .iter()
-                            .map(|d| {
-                                intake::prepare::interchanges(&d.body, probe.as_deref()).collect()
-                            })
-                            .collect();
-                        (items, probe)
-                    })
-                })
-                .collect();
-            let mut items = Vec::with_capacity(deliveries.len());
-            let mut probes = Vec::new();
-            for w in workers {
-                let (done, probe) = w.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
-                items.extend(done);
-                probes.push(probe);
-            }
-            (items, probes)
-        });
-        self.probes = probes;
-        items
     }
 
     fn report(&mut self, o: &Outcome) {

@@ -37,6 +37,33 @@ impl Source {
     }
 }
 
+/// Records the bytes of each input that the inbox rejected (a value the database cannot hold)
+/// without a parse error, which is what records an input's bytes otherwise: for inputs that
+/// leave nothing behind but what the inbox keeps (a broker's delivery, a request), so that
+/// none is answered as rejected with its bytes kept nowhere. A file needs none of it: it goes
+/// to the quarantine.
+pub fn keep_refused(
+    inbox: &mut dyn Inbox,
+    inputs: &[Parsed<'_>],
+    outcomes: &[Vec<Outcome>],
+    when: &str,
+) -> anyhow::Result<()> {
+    for (p, outcomes) in inputs.iter().zip(outcomes) {
+        if p.sha256.is_none()
+            && outcomes
+                .iter()
+                .any(|o| o.status() == crate::status::Status::Rejected)
+        {
+            use sha2::{Digest, Sha256};
+            let sha256 = hex::encode(Sha256::digest(p.bytes));
+            inbox
+                .rejected_file(p.source.name(), p.bytes, &sha256, when)
+                .context("cannot write to the inbox database")?;
+        }
+    }
+    Ok(())
+}
+
 /// How many times a batch that lost a deadlock to another host is made again.
 const RETRIES: u32 = 10;
 

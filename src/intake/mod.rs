@@ -15,6 +15,6 @@ pub mod preflight;
 pub mod prepare;
 
 pub use acknowledge::AckPolicy;
-pub use decide::{Parsed, decide};
+pub use decide::{Parsed, decide, keep_refused};
 pub use outcome::{Outcome, Source, Summary};
 pub use prepare::Attached;
