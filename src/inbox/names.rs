@@ -21,6 +21,17 @@ pub fn received(message_type: &str) -> String {
 /// duplicate (UCI 0083 `4`, 0085 `26`), whose answer is never the first copy's.
 pub const NOT_RESENT: (&str, &str) = (Action::Rejected.code(), DUPLICATE_DETECTED);
 
+/// What `list` says of an event parked unpublished: `message 1 (edifact.ORDERS.received) not
+/// published: ...`, or for a CONTRL, which sending it answers (`send`).
+pub fn not_published(reference: &str, event_type: &str, send: Option<i64>, error: &str) -> String {
+    match send {
+        None => format!("message {reference} ({event_type}) not published: {error}"),
+        Some(send) => {
+            format!("CONTRL {reference} ({event_type}, sending {send}) not published: {error}")
+        }
+    }
+}
+
 /// A cumulative counter of the inbox, as the metrics read it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Counter {
@@ -73,5 +84,13 @@ mod tests {
         assert_eq!(received("INVOIC"), "edifact.INVOIC.received");
         assert_eq!(NOT_RESENT, ("4", "26"));
         assert_eq!(Counter::of(&Decision::Duplicate).name(), "ingest_duplicate");
+        assert_eq!(
+            not_published("1", "edifact.ORDERS.received", None, "no stream"),
+            "message 1 (edifact.ORDERS.received) not published: no stream"
+        );
+        assert_eq!(
+            not_published("C7", "edifact.CONTRL.outbound", Some(2), "too large"),
+            "CONTRL C7 (edifact.CONTRL.outbound, sending 2) not published: too large"
+        );
     }
 }

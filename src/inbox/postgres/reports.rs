@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use postgres::GenericClient;
 
 use super::PgInbox;
-use crate::inbox::names::Counter;
+use crate::inbox::names::{Counter, not_published};
 use crate::inbox::{
     Event, EventFilter, InboxError, KeyHistory, OutboxFigures, OutboxKinds, Reports, Sighting,
     Stats, StoredInterchange, StoredMessage,
@@ -49,8 +49,8 @@ pub(super) fn stats(c: &mut impl GenericClient) -> Result<Stats, InboxError> {
         concat!(
             "SELECT (SELECT count(*) FROM inbox), (SELECT count(*) FROM interchanges),
                     (SELECT count(*) FROM messages),
-                    (SELECT count(*) FROM sightings WHERE status = 'duplicate'),
-                    (SELECT count(*) FROM sightings WHERE status = 'drift'),
+                    (SELECT count(*) FROM sightings WHERE status = $1),
+                    (SELECT count(*) FROM sightings WHERE status = $2),
                     (SELECT count(*) FROM rejected_files),
                     (SELECT count(*) FROM outbox WHERE published_at IS NULL AND failed_at IS NULL),
                     (SELECT count(*) FROM outbox
@@ -67,7 +67,7 @@ pub(super) fn stats(c: &mut impl GenericClient) -> Result<Stats, InboxError> {
             ", ",
             ts!("(SELECT max(received_at) FROM inbox)")
         ),
-        &[],
+        &[&Status::Duplicate.as_str(), &Status::Drift.as_str()],
     )?;
     let figures = |at: usize| OutboxFigures {
         unpublished: row.get(at),
@@ -100,37 +100,36 @@ pub(super) fn events(
         concat!(
             "SELECT ",
             ts!("time"),
-            ", status, file, sender, recipient, control_ref, error, errors FROM (
-                 SELECT received_at AS time, 'new' AS status, source_file AS file, sender,
+            ", status, file, sender, recipient, control_ref, error, errors, unit_ref, event_type,
+               send FROM (
+                 SELECT received_at AS time, $5::text AS status, source_file AS file, sender,
                         recipient, control_ref, NULL::text AS error, NULL::bigint AS errors,
+                        NULL::text AS unit_ref, NULL::text AS event_type, NULL::bigint AS send,
                         id AS n
                  FROM interchanges
                  UNION ALL
                  SELECT seen_at, status, source_file, sender, recipient, control_ref, NULL, NULL,
-                        id
+                        NULL, NULL, NULL, id
                  FROM sightings
                  UNION ALL
-                 SELECT f.last_seen_at, 'rejected', f.source_file, NULL, NULL, NULL,
+                 SELECT f.last_seen_at, $6::text, f.source_file, NULL, NULL, NULL,
                         (SELECT r.error FROM rejections r WHERE r.file_id = f.id
                          ORDER BY r.byte_offset LIMIT 1),
-                        (SELECT count(*) FROM rejections r WHERE r.file_id = f.id), f.id
+                        (SELECT count(*) FROM rejections r WHERE r.file_id = f.id), NULL, NULL,
+                        NULL, f.id
                  FROM rejected_files f
                  UNION ALL
-                 SELECT o.failed_at, 'failed', i.source_file, i.sender, i.recipient,
-                        i.control_ref,
-                        'message ' || m.reference || ' (' || o.event_type
-                            || ') not published: ' || coalesce(o.last_error, ''),
-                        o.attempts::bigint, o.id
+                 SELECT o.failed_at, $7::text, i.source_file, i.sender, i.recipient,
+                        i.control_ref, coalesce(o.last_error, ''), o.attempts::bigint,
+                        m.reference, o.event_type, NULL, o.id
                  FROM outbox o
                  JOIN messages m ON m.id = o.message_id
                  JOIN interchanges i ON i.id = m.interchange_id
                  WHERE o.failed_at IS NOT NULL AND o.published_at IS NULL
                  UNION ALL
-                 SELECT o.failed_at, 'failed', coalesce(i.source_file, ''), a.sender,
-                        a.recipient, a.control_ref,
-                        'CONTRL ' || a.own_ref || ' (' || o.event_type || ', sending '
-                            || o.send || ') not published: ' || coalesce(o.last_error, ''),
-                        o.attempts::bigint, o.id
+                 SELECT o.failed_at, $7::text, coalesce(i.source_file, ''), a.sender,
+                        a.recipient, a.control_ref, coalesce(o.last_error, ''),
+                        o.attempts::bigint, a.own_ref, o.event_type, o.send::bigint, o.id
                  FROM contrl_outbox o
                  JOIN acknowledgements a ON a.id = o.acknowledgement_id
                  LEFT JOIN inbox i ON i.sender = a.sender AND i.recipient = a.recipient
@@ -148,6 +147,9 @@ pub(super) fn events(
             &f.sender,
             &f.since,
             &i64::from(f.limit),
+            &Status::New.as_str(),
+            &Status::Rejected.as_str(),
+            &Status::Failed.as_str(),
         ],
     )?;
     rows.into_iter()
@@ -159,7 +161,16 @@ pub(super) fn events(
                 sender: r.get(3),
                 recipient: r.get(4),
                 control_ref: r.get(5),
-                error: r.get(6),
+                // A parked event: what it was and why, said in Rust (names.rs), once.
+                error: match r.get::<_, Option<String>>(8) {
+                    Some(reference) => Some(not_published(
+                        &reference,
+                        r.get(9),
+                        r.get(10),
+                        r.get::<_, Option<&str>>(6).unwrap_or_default(),
+                    )),
+                    None => r.get(6),
+                },
                 errors: r.get(7),
             })
         })

@@ -4,7 +4,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::SqliteInbox;
 use crate::inbox::Outbox;
-use crate::inbox::names::Counter;
+use crate::inbox::names::{Counter, not_published};
 use crate::inbox::{
     Event, EventFilter, InboxError, KeyHistory, OutboxFigures, OutboxKinds, Reports, Sighting,
     Stats, StoredInterchange, StoredMessage,
@@ -47,6 +47,13 @@ impl Reports for SqliteInbox {
 
 pub(super) fn stats(conn: &Connection) -> Result<Stats, InboxError> {
     let one = |sql: &str| -> rusqlite::Result<i64> { conn.query_row(sql, [], |r| r.get(0)) };
+    let sightings = |status: Status| -> rusqlite::Result<i64> {
+        conn.query_row(
+            "SELECT count(*) FROM sightings WHERE status = ?1",
+            [status.as_str()],
+            |r| r.get(0),
+        )
+    };
     let (oldest, newest) = conn.query_row(
         "SELECT min(received_at), max(received_at) FROM inbox",
         [],
@@ -77,8 +84,8 @@ pub(super) fn stats(conn: &Connection) -> Result<Stats, InboxError> {
         inbox: one("SELECT count(*) FROM inbox")?,
         interchanges: one("SELECT count(*) FROM interchanges")?,
         messages: one("SELECT count(*) FROM messages")?,
-        duplicates: one("SELECT count(*) FROM sightings WHERE status = 'duplicate'")?,
-        drift: one("SELECT count(*) FROM sightings WHERE status = 'drift'")?,
+        duplicates: sightings(Status::Duplicate)?,
+        drift: sightings(Status::Drift)?,
         rejected: one("SELECT count(*) FROM rejected_files")?,
         oldest_entry: oldest,
         newest_entry: newest,
@@ -93,34 +100,34 @@ pub(super) fn stats(conn: &Connection) -> Result<Stats, InboxError> {
 
 pub(super) fn events(conn: &Connection, f: &EventFilter) -> Result<Vec<Event>, InboxError> {
     let mut stmt = conn.prepare_cached(
-        "SELECT time, status, file, sender, recipient, control_ref, error, errors FROM (
-             SELECT received_at AS time, 'new' AS status, source_file AS file, sender, recipient,
-                    control_ref, NULL AS error, NULL AS errors, id AS n
+        "SELECT time, status, file, sender, recipient, control_ref, error, errors, unit_ref,
+                event_type, send FROM (
+             SELECT received_at AS time, ?5 AS status, source_file AS file, sender, recipient,
+                    control_ref, NULL AS error, NULL AS errors, NULL AS unit_ref,
+                    NULL AS event_type, NULL AS send, id AS n
              FROM interchanges
              UNION ALL
-             SELECT seen_at, status, source_file, sender, recipient, control_ref, NULL, NULL, id
+             SELECT seen_at, status, source_file, sender, recipient, control_ref, NULL, NULL,
+                    NULL, NULL, NULL, id
              FROM sightings
              UNION ALL
-             SELECT f.last_seen_at, 'rejected', f.source_file, NULL, NULL, NULL,
+             SELECT f.last_seen_at, ?6, f.source_file, NULL, NULL, NULL,
                     (SELECT r.error FROM rejections r WHERE r.file_id = f.id
                      ORDER BY r.byte_offset LIMIT 1),
-                    (SELECT count(*) FROM rejections r WHERE r.file_id = f.id), f.id
+                    (SELECT count(*) FROM rejections r WHERE r.file_id = f.id), NULL, NULL, NULL,
+                    f.id
              FROM rejected_files f
              UNION ALL
-             SELECT o.failed_at, 'failed', i.source_file, i.sender, i.recipient, i.control_ref,
-                    'message ' || m.reference || ' (' || o.event_type || ') not published: '
-                        || coalesce(o.last_error, ''),
-                    o.attempts, o.id
+             SELECT o.failed_at, ?7, i.source_file, i.sender, i.recipient, i.control_ref,
+                    coalesce(o.last_error, ''), o.attempts, m.reference, o.event_type, NULL, o.id
              FROM outbox o
              JOIN messages m ON m.id = o.message_id
              JOIN interchanges i ON i.id = m.interchange_id
              WHERE o.failed_at IS NOT NULL AND o.published_at IS NULL
              UNION ALL
-             SELECT o.failed_at, 'failed', coalesce(i.source_file, ''), a.sender, a.recipient,
-                    a.control_ref,
-                    'CONTRL ' || a.own_ref || ' (' || o.event_type || ', sending ' || o.send
-                        || ') not published: ' || coalesce(o.last_error, ''),
-                    o.attempts, o.id
+             SELECT o.failed_at, ?7, coalesce(i.source_file, ''), a.sender, a.recipient,
+                    a.control_ref, coalesce(o.last_error, ''), o.attempts, a.own_ref,
+                    o.event_type, o.send, o.id
              FROM contrl_outbox o
              JOIN acknowledgements a ON a.id = o.acknowledgement_id
              LEFT JOIN inbox i ON i.sender = a.sender AND i.recipient = a.recipient
@@ -134,18 +141,35 @@ pub(super) fn events(conn: &Connection, f: &EventFilter) -> Result<Vec<Event>, I
          LIMIT ?4",
     )?;
     let status = f.status.map(Status::as_str);
-    let rows = stmt.query_map(params![status, f.sender, f.since, f.limit], |r| {
-        Ok(Event {
-            time: r.get(0)?,
-            status: stored_status(r, 1)?,
-            file: r.get(2)?,
-            sender: r.get(3)?,
-            recipient: r.get(4)?,
-            control_ref: r.get(5)?,
-            error: r.get(6)?,
-            errors: r.get(7)?,
-        })
-    })?;
+    let words = [Status::New, Status::Rejected, Status::Failed].map(Status::as_str);
+    let rows = stmt.query_map(
+        params![
+            status, f.sender, f.since, f.limit, words[0], words[1], words[2]
+        ],
+        |r| {
+            let error: Option<String> = r.get(6)?;
+            // A parked event: what it was and why, said in Rust (names.rs), once.
+            let error = match r.get::<_, Option<String>>(8)? {
+                Some(reference) => Some(not_published(
+                    &reference,
+                    &r.get::<_, String>(9)?,
+                    r.get(10)?,
+                    error.as_deref().unwrap_or_default(),
+                )),
+                None => error,
+            };
+            Ok(Event {
+                time: r.get(0)?,
+                status: stored_status(r, 1)?,
+                file: r.get(2)?,
+                sender: r.get(3)?,
+                recipient: r.get(4)?,
+                control_ref: r.get(5)?,
+                error,
+                errors: r.get(7)?,
+            })
+        },
+    )?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
