@@ -462,50 +462,18 @@ fn moved_files_never_leave_the_archive_folder_whatever_their_name() {
 /// `Target::sql_schema` quotes it after checking it is a plain name, or a number.
 #[test]
 fn all_sql_uses_bound_parameters() {
-    const KEYWORDS: &[&str] = &[
-        "SELECT", "INSERT", "UPDATE", "DELETE", "WITH", "SET", "CREATE", "ALTER", "DROP", "PRAGMA",
-    ];
-    let safe_arg = |arg: &str| {
-        let arg = arg.trim();
-        arg.ends_with(".table()") || arg.ends_with(".sql_schema()") || arg.contains(".as_millis()")
-    };
     let mut offenders = Vec::new();
     let mut statements = 0;
     for entry in walkdir::WalkDir::new(concat!(env!("CARGO_MANIFEST_DIR"), "/src")) {
         let entry = entry.unwrap();
-        // Unit tests (a backend's tests.rs, or after #[cfg(test)]) may build what they like.
+        // A backend's tests.rs may build what it likes.
         if entry.path().extension().is_none_or(|e| e != "rs") || entry.file_name() == "tests.rs" {
             continue;
         }
         let text = fs::read_to_string(entry.path()).unwrap();
-        let code = text.split("#[cfg(test)]").next().unwrap_or("");
-        for (at, _) in code.match_indices("format!(") {
-            let (literal, args) = format_call(&code[at + "format!(".len()..]);
-            let first = literal.split_whitespace().next().unwrap_or("");
-            if !KEYWORDS.contains(&first) {
-                continue;
-            }
-            statements += 1;
-            let line = code[..at].lines().count();
-            let place = format!("{}:{line}", entry.path().display());
-            let mut positional = 0;
-            for hole in literal.split('{').skip(1) {
-                let name: String = hole
-                    .chars()
-                    .take_while(|c| *c != '}' && *c != ':')
-                    .collect();
-                if name.is_empty() || name.chars().all(|c| c.is_ascii_digit()) {
-                    let k = name.parse().unwrap_or(positional);
-                    positional += usize::from(name.is_empty());
-                    match args.get(k) {
-                        Some(arg) if safe_arg(arg) => {}
-                        other => offenders.push(format!("{place}: {{{name}}} is {other:?}")),
-                    }
-                } else if !name.chars().all(|c| c.is_ascii_uppercase() || c == '_') {
-                    offenders.push(format!("{place}: {{{name}}} is not a constant"));
-                }
-            }
-        }
+        let (n, found) = sql_offenders(&entry.path().display().to_string(), &text);
+        statements += n;
+        offenders.extend(found);
     }
     assert!(
         statements >= 8,
@@ -516,6 +484,81 @@ fn all_sql_uses_bound_parameters() {
         "SQL built with format! from something else than constants, table and schema names:\n{}",
         offenders.join("\n")
     );
+}
+
+/// The guard itself: it finds a value put in a statement's text, also after a `#[cfg(test)]`
+/// that only declares a module or marks a helper, and ignores the unit tests at a file's end.
+#[test]
+fn the_sql_guard_finds_what_it_must() {
+    let text = r##"
+#[cfg(test)]
+mod tests;
+fn a(c: &Connection, key: &str) {
+    c.execute(&format!("SELECT 1 FROM inbox WHERE sender = '{key}'"), []);
+    c.execute(&format!("DELETE FROM {} WHERE id = {}", Outbox::Messages.table(), id), []);
+    c.execute(&format!("UPDATE {} SET n = {LIMIT}", outbox.table()), []);
+}
+#[cfg(test)]
+mod tests {
+    fn b() { format!("SELECT '{anything}'"); }
+}
+"##;
+    let (statements, offenders) = sql_offenders("x.rs", text);
+    assert_eq!(statements, 3, "{offenders:?}");
+    assert_eq!(
+        offenders,
+        [
+            "x.rs:5: {key} is not a constant",
+            "x.rs:6: {} is Some(\" id\")",
+        ]
+    );
+}
+
+/// How many statements built with `format!` `text` holds before its unit tests, and each
+/// place where one interpolates something else than a constant (a name in capitals), an
+/// outbox's table name, the checked schema or a number of milliseconds.
+fn sql_offenders(file: &str, text: &str) -> (usize, Vec<String>) {
+    const KEYWORDS: &[&str] = &[
+        "SELECT", "INSERT", "UPDATE", "DELETE", "WITH", "SET", "CREATE", "ALTER", "DROP", "PRAGMA",
+        "REPLACE", "VACUUM", "ANALYZE", "TRUNCATE", "LOCK", "COPY",
+    ];
+    let safe_arg = |arg: &str| {
+        let arg = arg.trim();
+        arg.ends_with(".table()") || arg.ends_with(".sql_schema()") || arg.contains(".as_millis()")
+    };
+    // The unit tests at a file's end (`mod tests { ... }`) may build what they like; a
+    // `#[cfg(test)]` anywhere else (a `mod tests;` declaration, a test-only helper) ends nothing.
+    let code = text.split("#[cfg(test)]\nmod tests {").next().unwrap_or("");
+    let mut offenders = Vec::new();
+    let mut statements = 0;
+    for (at, _) in code.match_indices("format!(") {
+        let (literal, args) = format_call(&code[at + "format!(".len()..]);
+        let first = literal.split_whitespace().next().unwrap_or("");
+        if !KEYWORDS.contains(&first) {
+            continue;
+        }
+        statements += 1;
+        let line = code[..at].lines().count();
+        let place = format!("{file}:{line}");
+        let mut positional = 0;
+        for hole in literal.split('{').skip(1) {
+            let name: String = hole
+                .chars()
+                .take_while(|c| *c != '}' && *c != ':')
+                .collect();
+            if name.is_empty() || name.chars().all(|c| c.is_ascii_digit()) {
+                let k = name.parse().unwrap_or(positional);
+                positional += usize::from(name.is_empty());
+                match args.get(k) {
+                    Some(arg) if safe_arg(arg) => {}
+                    other => offenders.push(format!("{place}: {{{name}}} is {other:?}")),
+                }
+            } else if !name.chars().all(|c| c.is_ascii_uppercase() || c == '_') {
+                offenders.push(format!("{place}: {{{name}}} is not a constant"));
+            }
+        }
+    }
+    (statements, offenders)
 }
 
 /// The first string literal of a `format!(` call (its text, escapes as they stand) and the
