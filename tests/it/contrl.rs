@@ -190,7 +190,7 @@ per_backend! {
                 .json();
             assert_eq!(inspected[0]["messages"][0]["type"], "CONTRL", "{inspected:?}");
             // The subject as stored, for its UNB.
-            let raw = site.cmd().args(["show", s, r, c, "--raw"]).output().unwrap().stdout;
+            let raw = site.cmd().args(["show", s, r, c, "--raw"]).run().code(0).stdout.clone();
             let segs = check(&bytes, &raw, "7");
             assert_eq!(at(&segs[0], 5, 0), l["contrl"].as_str().unwrap());
         }
@@ -724,8 +724,7 @@ per_backend! {
         assert_eq!(s["outbox_kinds"]["contrl"]["unpublished"], 7, "{s}");
         assert_eq!(s["outbox_kinds"]["message"]["unpublished"], 0, "{s}");
         assert!(s["outbox_oldest_unpublished_age_seconds"].is_i64(), "{s}");
-        let human = site.cmd().arg("stats").output().unwrap();
-        let human = String::from_utf8_lossy(&human.stdout);
+        let human = site.cmd().arg("stats").run().code(0).out();
         assert!(human.contains("outbox unpublished   7 (0 of messages, 7 CONTRLs)"), "{human}");
 
         // The ids of the CONTRL events, from a folder that takes them; then a folder whose

@@ -412,9 +412,10 @@ per_backend! {
         let raw = site
             .cmd()
             .args(["show", "SENDER+ONE", "RECEIVER", "ORD'0042", "--raw"])
-            .output()
-            .unwrap()
-            .stdout;
+            .run()
+            .code(0)
+            .stdout
+            .clone();
         assert!(String::from_utf8_lossy(&raw).contains("QTY+21:5'"));
     }
 }
