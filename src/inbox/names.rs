@@ -4,7 +4,7 @@
 
 use crate::edifact::contrl::{Action, DUPLICATE_DETECTED};
 
-use super::Decision;
+use super::{Decision, DeliveryRecord};
 
 /// A received message's event type is `edifact.TYPE.received`: these around the type.
 pub const RECEIVED: (&str, &str) = ("edifact.", ".received");
@@ -75,6 +75,16 @@ impl Counter {
     }
 }
 
+/// What a batch of deliveries adds to the counters: one for each delivery, and one for each
+/// the broker had delivered before (after a crash or a lost acknowledgement).
+pub fn delivery_counts(deliveries: &[DeliveryRecord<'_>]) -> [(Counter, i64); 2] {
+    let redelivered = deliveries.iter().filter(|d| d.delivery_count > 1).count();
+    [
+        (Counter::ConsumeDeliveries, deliveries.len() as i64),
+        (Counter::ConsumeRedelivered, redelivered as i64),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -91,6 +101,19 @@ mod tests {
         assert_eq!(
             not_published("C7", "edifact.CONTRL.outbound", Some(2), "too large"),
             "CONTRL C7 (edifact.CONTRL.outbound, sending 2) not published: too large"
+        );
+        let delivery = |delivery_count| DeliveryRecord {
+            source: "nats:S/1",
+            filename: None,
+            delivery_count,
+            size: 1,
+        };
+        assert_eq!(
+            delivery_counts(&[delivery(1), delivery(3), delivery(1)]),
+            [
+                (Counter::ConsumeDeliveries, 3),
+                (Counter::ConsumeRedelivered, 1)
+            ]
         );
     }
 }

@@ -8,7 +8,7 @@ use postgres::{Client, GenericClient};
 
 use super::{PgInbox, storable};
 use crate::edifact::{EnvelopeError, Interchange};
-use crate::inbox::names::{Counter, RECEIVED};
+use crate::inbox::names::{Counter, RECEIVED, delivery_counts};
 use crate::inbox::postgres::error::describe;
 use crate::inbox::postgres::error::refusable;
 use crate::inbox::postgres::error::retryable;
@@ -115,15 +115,9 @@ impl Decisions for PgInbox {
         }
         self.begin()?;
         record_deliveries(self.client.get_mut(), deliveries)?;
-        let redelivered = deliveries.iter().filter(|d| d.delivery_count > 1).count();
-        *self
-            .pending_counts
-            .entry(Counter::ConsumeDeliveries.name())
-            .or_default() += deliveries.len() as i64;
-        *self
-            .pending_counts
-            .entry(Counter::ConsumeRedelivered.name())
-            .or_default() += redelivered as i64;
+        for (counter, n) in delivery_counts(deliveries) {
+            *self.pending_counts.entry(counter.name()).or_default() += n;
+        }
         Ok(())
     }
 

@@ -11,7 +11,7 @@ use rusqlite::{Connection, OpenFlags, params};
 
 use super::SqliteInbox;
 use crate::edifact::{EnvelopeError, Interchange, Message};
-use crate::inbox::names::{Counter, RECEIVED};
+use crate::inbox::names::{Counter, RECEIVED, delivery_counts};
 use crate::inbox::sqlite::reports::add_counter;
 use crate::inbox::sqlite::wal::Checkpointer;
 use crate::inbox::sqlite::wal::Checkpoints;
@@ -76,15 +76,9 @@ impl Decisions for SqliteInbox {
     ) -> Result<(), InboxError> {
         self.begin()?;
         self.in_savepoint(|c| record_deliveries(c, deliveries, seen_at))?;
-        let redelivered = deliveries.iter().filter(|d| d.delivery_count > 1).count();
-        *self
-            .pending_counts
-            .entry(Counter::ConsumeDeliveries.name())
-            .or_default() += deliveries.len() as i64;
-        *self
-            .pending_counts
-            .entry(Counter::ConsumeRedelivered.name())
-            .or_default() += redelivered as i64;
+        for (counter, n) in delivery_counts(deliveries) {
+            *self.pending_counts.entry(counter.name()).or_default() += n;
+        }
         Ok(())
     }
 
