@@ -173,6 +173,14 @@ pub struct ConsumeArgs {
     #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = parse_duration)]
     pub ack_wait: Duration,
 
+    /// The Kafka consumer group (or ?group=NAME in the URL): the inbox keeps its position in
+    /// each partition, moved in the decisions' transaction.
+    #[arg(long, value_name = "NAME", env = "EDI_INBOX_KAFKA_GROUP")]
+    pub group: Option<String>,
+
+    #[command(flatten)]
+    pub kafka: KafkaArgs,
+
     /// Print JSON Lines: one object per interchange, then a summary object.
     #[arg(long)]
     pub json: bool,
@@ -188,6 +196,17 @@ pub struct ConsumeArgs {
 
     #[command(flatten)]
     pub acks: AckArgs,
+}
+
+/// The settings of the Kafka clients (consume, publish, dead letters).
+#[derive(Debug, Clone, clap::Args)]
+pub struct KafkaArgs {
+    /// librdkafka settings for Kafka, one key=value per line (# for comments): security.protocol,
+    /// sasl.mechanism, sasl.username, sasl.password, ssl.ca.location, ... Each may also be given
+    /// as EDI_INBOX_KAFKA_<KEY> (sasl.password: EDI_INBOX_KAFKA_SASL_PASSWORD), which wins over
+    /// the file. Secrets are never shown.
+    #[arg(long, value_name = "FILE", env = "EDI_INBOX_KAFKA_CONFIG")]
+    pub kafka_config: Option<PathBuf>,
 }
 
 /// How interchanges are answered with a CONTRL (ingest and consume).
@@ -301,6 +320,9 @@ pub struct PublishArgs {
     /// Write the run's figures here in the Prometheus text format, atomically.
     #[arg(long, value_name = "PATH")]
     pub metrics_file: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub kafka: KafkaArgs,
 }
 
 #[derive(Debug, clap::Args)]

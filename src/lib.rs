@@ -19,7 +19,8 @@
             feature = "sqlite",
             feature = "postgres",
             feature = "nats",
-            feature = "amqp"
+            feature = "amqp",
+            feature = "kafka"
         ))
     ),
     allow(dead_code, unused_imports, unused_macros, unreachable_code)

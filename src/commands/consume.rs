@@ -37,6 +37,9 @@ struct Summary {
     rejected: usize,
     /// Deliveries the broker had delivered before (after a crash or a lost acknowledgement).
     redelivered: usize,
+    /// Records below the position the inbox keeps for their partition (Kafka): decided
+    /// before, by this consumer before a crash or by another of its group, so not again.
+    skipped: usize,
 }
 
 struct Run<'a> {
@@ -57,6 +60,8 @@ struct Run<'a> {
     probes: Vec<Option<Box<dyn KeyProbe + Send>>>,
     /// How interchanges are answered, from `--contrl` and `--contrl-duplicates`.
     acks: AckPolicy,
+    /// The consumer group whose positions the inbox keeps (Kafka), once a feed named it.
+    group: Option<String>,
 }
 
 /// Runs `consume`.
@@ -66,6 +71,8 @@ pub fn run(
     busy_timeout: Duration,
     args: &ConsumeArgs,
 ) -> anyhow::Result<ExitStatus> {
+    #[cfg(feature = "kafka")]
+    crate::broker::kafka::use_config_file(args.kafka.kafka_config.clone());
     let source = match consume::parse(&args.from) {
         Ok(s) => s,
         Err(e) => return super::usage(&format!("--from: {e}")),
@@ -89,9 +96,21 @@ pub fn run(
     if let Some(d) = &mut dead_letter {
         d.hear(Some(stop.clone()));
     }
+    let positions = if source.keeps_positions() {
+        let reader = inbox
+            .position_reader()
+            .context("cannot open a second connection to the inbox for the consumer's positions")?;
+        Some(consume::PositionLookup(std::sync::Arc::new(
+            std::sync::Mutex::new(reader),
+        )))
+    } else {
+        None
+    };
     let options = consume::Options {
         batch: args.batch as usize,
         ack_wait: args.ack_wait,
+        group: args.group.clone(),
+        positions,
     };
     let mut run = Run {
         args,
@@ -104,6 +123,7 @@ pub fn run(
         last_fetch: unix_now(),
         other_problems: 0,
         acks: AckPolicy::from(&args.acks),
+        group: None,
         probes: (0..std::thread::available_parallelism().map_or(1, |n| n.get().clamp(1, 4)))
             .map(|_| inbox.probe())
             .collect(),
@@ -156,7 +176,7 @@ impl Service for Consumer<'_, '_> {
     type Connection = Box<dyn Feed>;
 
     fn connect(&mut self) -> anyhow::Result<Box<dyn Feed>> {
-        self.source.connect(self.options)
+        self.source.connect(self.options.clone())
     }
 
     fn step(&mut self, feed: &mut Box<dyn Feed>, wait: Duration) -> Result<Step, Failure> {
@@ -165,6 +185,9 @@ impl Service for Consumer<'_, '_> {
             .map_err(Failure::lost)?;
         self.run.last_fetch = unix_now();
         if deliveries.is_empty() {
+            if feed.joining() {
+                return Ok(Step::Waiting);
+            }
             // An idle consumer's file stays fresh too (the heartbeat): its last-batch time
             // says it is alive, and the status of a run before it does not linger.
             return Ok(Step::Idle);
@@ -186,6 +209,93 @@ impl Service for Consumer<'_, '_> {
     }
 }
 
+/// A partition's place after a batch: its topic, number and the offset after its last record.
+type Advance = (String, i32, i64);
+
+/// Takes the inbox's positions of the batch's partitions (held until the commit) and splits the
+/// batch: the records at or past their partition's position, to decide; the tags of those
+/// below it (decided before: by this group before a crash, or by the consumer that had the
+/// partition until a rebalance), only to settle; and where each partition's position goes.
+fn positioned(
+    inbox: &mut dyn Inbox,
+    group: &str,
+    deliveries: Vec<Delivery>,
+) -> anyhow::Result<(Vec<Delivery>, Vec<u64>, Vec<Advance>)> {
+    let mut advance: Vec<Advance> = Vec::new();
+    for p in deliveries.iter().filter_map(|d| d.position.as_ref()) {
+        match advance
+            .iter_mut()
+            .find(|a| a.0 == p.topic && a.1 == p.partition)
+        {
+            Some(a) => a.2 = a.2.max(p.offset + 1),
+            None => advance.push((p.topic.clone(), p.partition, p.offset + 1)),
+        }
+    }
+    advance.sort();
+    let partitions: Vec<(&str, i32)> = advance.iter().map(|a| (a.0.as_str(), a.1)).collect();
+    let stored = inbox
+        .claim_positions(group, &partitions)
+        .context("cannot read the consumer's positions from the inbox database")?;
+    let start: std::collections::HashMap<(&str, i32), i64> = partitions
+        .iter()
+        .zip(&stored)
+        .filter_map(|(p, s)| s.map(|s| (*p, s)))
+        .collect();
+    let mut skipped = Vec::new();
+    let mut kept = Vec::with_capacity(deliveries.len());
+    for d in deliveries {
+        let below = d.position.as_ref().is_some_and(|p| {
+            start
+                .get(&(p.topic.as_str(), p.partition))
+                .is_some_and(|&s| p.offset < s)
+        });
+        if below {
+            skipped.push(d.tag);
+        } else {
+            kept.push(d);
+        }
+    }
+    Ok((kept, skipped, advance))
+}
+
+/// Moves the positions past the batch, in its transaction, once its records are decided. Where
+/// the inbox had to make the batch again meanwhile (a deadlock with another host, which let go
+/// of the positions' locks), they are taken again and checked: had another consumer decided
+/// any of these records in between, nothing of the batch may be committed.
+fn advanced(
+    inbox: &mut dyn Inbox,
+    group: &str,
+    decided: &[Delivery],
+    advance: &[Advance],
+    when: &str,
+) -> anyhow::Result<()> {
+    let partitions: Vec<(&str, i32)> = advance.iter().map(|a| (a.0.as_str(), a.1)).collect();
+    let stored = inbox
+        .claim_positions(group, &partitions)
+        .context("cannot read the consumer's positions from the inbox database")?;
+    for ((topic, partition), stored) in partitions.iter().zip(stored) {
+        let first = decided
+            .iter()
+            .filter_map(|d| d.position.as_ref())
+            .filter(|p| p.topic == *topic && p.partition == *partition)
+            .map(|p| p.offset)
+            .min();
+        if let (Some(first), Some(stored)) = (first, stored)
+            && first < stored
+        {
+            anyhow::bail!(
+                "another consumer of group {group} decided {topic}/{partition} up to offset {stored} while this batch was made"
+            );
+        }
+    }
+    let positions: Vec<(&str, i32, i64)> =
+        advance.iter().map(|a| (a.0.as_str(), a.1, a.2)).collect();
+    inbox
+        .advance_positions(group, &positions, when)
+        .context("cannot write the consumer's positions to the inbox database")?;
+    Ok(())
+}
+
 /// The inbox failed: nothing of the batch is kept, the run ends.
 fn not_committed(e: anyhow::Error) -> Failure {
     Failure::Fatal(e.context(
@@ -203,6 +313,14 @@ impl Run<'_> {
         deliveries: Vec<Delivery>,
     ) -> Result<(), Failure> {
         let when = crate::clock::now();
+        let group = feed.group().map(str::to_string);
+        if self.group.is_none() {
+            self.group.clone_from(&group);
+        }
+        let (deliveries, skipped, advance) = match &group {
+            Some(group) => positioned(inbox, group, deliveries).map_err(not_committed)?,
+            None => (deliveries, Vec::new(), Vec::new()),
+        };
         let bodies: Vec<&[u8]> = deliveries.iter().map(|d| &d.body[..]).collect();
         let items = intake::prepare::in_parallel(&bodies, &mut self.probes);
         // A delivery holding rejected input is recorded under its hash.
@@ -237,18 +355,25 @@ impl Run<'_> {
                 filename: d.filename.as_deref(),
                 delivery_count: d.delivery_count,
                 size: d.body.len(),
+                key: d.key.as_deref(),
+                produced_at: d.produced_at.as_deref(),
             })
             .collect();
         inbox
             .record_deliveries(&records, &when)
             .context("cannot write to the inbox database")
             .map_err(not_committed)?;
+        if let Some(group) = &group {
+            advanced(inbox, group, &deliveries, &advance, &when).map_err(not_committed)?;
+        }
         inbox
             .commit()
             .context("cannot commit to the inbox database")
             .map_err(not_committed)?;
         crash_point!("consume-after-commit");
-        let mut settled = Vec::with_capacity(deliveries.len());
+        let mut settled = Vec::with_capacity(deliveries.len() + skipped.len());
+        self.summary.skipped += skipped.len();
+        settled.extend(skipped.iter().map(|tag| (*tag, Settle::Ack)));
         let mut rejected = Vec::new();
         let mut rejected_tags = Vec::new();
         for (d, outcomes) in deliveries.iter().zip(outcomes) {
@@ -327,6 +452,7 @@ impl Run<'_> {
         let state = FeedState {
             subscribed: self.subscribed,
             last_fetch: self.last_fetch,
+            group: self.group.as_deref(),
         };
         if let Err(e) = write_metrics(path, inbox, &self.summary, self.started, state, last) {
             self.other_problems += usize::from(last);
@@ -346,13 +472,18 @@ impl Run<'_> {
             self.out.json_summary(s);
         } else {
             self.out.line(&format!(
-                "{}: {} new, {} duplicate, {} drift, {} rejected ({} redelivered)",
+                "{}: {} new, {} duplicate, {} drift, {} rejected ({} redelivered{})",
                 count(s.deliveries as u64, "delivery", "deliveries"),
                 s.new,
                 s.duplicate,
                 s.drift,
                 s.rejected,
-                s.redelivered
+                s.redelivered,
+                if s.skipped > 0 {
+                    format!(", {} skipped as decided before", s.skipped)
+                } else {
+                    String::new()
+                }
             ));
         }
         self.out.flush();
@@ -362,11 +493,13 @@ impl Run<'_> {
     }
 }
 
-/// Whether the feed is subscribed, and when a fetch last worked.
+/// Whether the feed is subscribed, when a fetch last worked, and the consumer group whose
+/// positions the inbox keeps.
 #[derive(Clone, Copy)]
-struct FeedState {
+struct FeedState<'a> {
     subscribed: bool,
     last_fetch: f64,
+    group: Option<&'a str>,
 }
 
 /// The run's figures for Prometheus: the inbox's cumulative delivery counters, this run's
@@ -376,10 +509,38 @@ fn write_metrics(
     inbox: &dyn Inbox,
     s: &Summary,
     started: Instant,
-    state: FeedState,
+    state: FeedState<'_>,
     last: bool,
 ) -> anyhow::Result<()> {
     let mut m = Metrics::default();
+    if let Some(group) = state.group {
+        let positions = inbox.positions(Some(group))?;
+        if !positions.is_empty() {
+            m.family(
+                "edi_inbox_consume_position",
+                "gauge",
+                "The offset of the next record to decide, per partition, as the inbox keeps it for the consumer group (Kafka).",
+            );
+            for p in &positions {
+                let partition = p.partition.to_string();
+                m.sample(
+                    "edi_inbox_consume_position",
+                    &[
+                        ("group", &p.group),
+                        ("topic", &p.topic),
+                        ("partition", &partition),
+                    ],
+                    p.next_offset as f64,
+                );
+            }
+        }
+        m.single(
+            "edi_inbox_consume_run_skipped",
+            "gauge",
+            "Records the current (or last) consume run skipped as decided before: below their partition's position (after a crash or a rebalance), never decided twice.",
+            s.skipped as f64,
+        );
+    }
     m.single(
         "edi_inbox_consume_deliveries_total",
         "counter",
@@ -438,4 +599,60 @@ fn write_metrics(
     }
     m.write_to(path)?;
     Ok(())
+}
+
+#[cfg(all(test, feature = "sqlite"))]
+mod tests {
+    use super::*;
+    use crate::consume::Position;
+
+    fn record(tag: u64, offset: i64) -> Delivery {
+        Delivery {
+            tag,
+            source: format!("kafka:t/0/{offset}"),
+            subject: "t".into(),
+            filename: None,
+            delivery_count: 1,
+            body: bytes::Bytes::new(),
+            key: None,
+            produced_at: None,
+            position: Some(Position {
+                topic: "t".into(),
+                partition: 0,
+                offset,
+            }),
+        }
+    }
+
+    #[test]
+    fn records_below_the_stored_position_are_only_settled_and_a_late_batch_commits_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Location::Sqlite(dir.path().join("t.db"));
+        let mut inbox = crate::inbox::open(&db, Access::Create, Duration::from_secs(5)).unwrap();
+        let when = "2026-01-01T00:00:00.000Z";
+        inbox.advance_positions("g", &[("t", 0, 5)], when).unwrap();
+        inbox.commit().unwrap();
+        // Offsets 3..8: 3 and 4 were decided before; the position goes to 8.
+        let batch: Vec<Delivery> = (3..8).map(|o| record(o as u64, o)).collect();
+        let (kept, skipped, advance) = positioned(&mut *inbox, "g", batch).unwrap();
+        let offsets: Vec<i64> = kept
+            .iter()
+            .map(|d| d.position.as_ref().unwrap().offset)
+            .collect();
+        assert_eq!(offsets, [5, 6, 7]);
+        assert_eq!(skipped, [3, 4]);
+        assert_eq!(advance, [("t".to_string(), 0, 8)]);
+        advanced(&mut *inbox, "g", &kept, &advance, when).unwrap();
+        inbox.commit().unwrap();
+        let stored = inbox.positions(Some("g")).unwrap();
+        assert_eq!(stored[0].next_offset, 8);
+        // A batch decided while another consumer moved the position past it (a rebalance
+        // while the inbox made the batch again) may not be committed.
+        let late: Vec<Delivery> = (6..9).map(|o| record(o as u64, o)).collect();
+        assert!(advanced(&mut *inbox, "g", &late, &[("t".into(), 0, 9)], when).is_err());
+        // Never moved back.
+        inbox.advance_positions("g", &[("t", 0, 2)], when).unwrap();
+        inbox.commit().unwrap();
+        assert_eq!(inbox.positions(Some("g")).unwrap()[0].next_offset, 8);
+    }
 }

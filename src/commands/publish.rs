@@ -64,11 +64,17 @@ pub fn run(
     args: &PublishArgs,
 ) -> anyhow::Result<ExitStatus> {
     let started = Instant::now();
+    #[cfg(feature = "kafka")]
+    crate::broker::kafka::use_config_file(args.kafka.kafka_config.clone());
     let mut destination = match publish::parse(&args.to) {
         Ok(d) => d,
         Err(e) => return super::usage(&format!("--to: {e}")),
     };
-    let template = match Template::parse(&args.subject, destination.subject_prefix()) {
+    let template = match destination.subject_template() {
+        Some(topic) => Template::parse(topic, None),
+        None => Template::parse(&args.subject, destination.subject_prefix()),
+    };
+    let template = match template {
         Ok(t) => t,
         Err(e) => return super::usage(&e),
     };

@@ -21,6 +21,10 @@ pub enum Step {
     Progress,
     /// There was nothing to do.
     Idle,
+    /// Nothing yet, and not idle: the peer has not given it its work yet (a Kafka consumer
+    /// waiting for its group to give it partitions). `--until-idle` counts from its end; the
+    /// service says it for a bounded time only.
+    Waiting,
 }
 
 /// How a step (or a connection) failed: the only distinction the loop makes.
@@ -213,6 +217,12 @@ pub fn run<S: Service>(
         };
         match service.step(c, wait) {
             Ok(Step::Progress) => {
+                down = None;
+                last_progress = Instant::now();
+                backoff.reset();
+                service.heartbeat();
+            }
+            Ok(Step::Waiting) => {
                 down = None;
                 last_progress = Instant::now();
                 backoff.reset();

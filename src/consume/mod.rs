@@ -1,6 +1,6 @@
 //! Taking interchanges from a broker: what a delivery is (its bytes, the broker's identity for
 //! it, how often it came) and the sources that give them: a NATS JetStream pull consumer
-//! (`nats/`) and a RabbitMQ queue (`amqp/`). As in [`crate::publish`], the brokers' code is
+//! (`nats/`), a RabbitMQ queue (`amqp/`) and Kafka topics read by a consumer group (`kafka/`). As in [`crate::publish`], the brokers' code is
 //! asynchronous on a current-thread runtime each source keeps to itself, and offers the rest of
 //! the program blocking calls: [`Feed::fetch`], then, once the inbox committed,
 //! [`Feed::settle`].
@@ -11,6 +11,8 @@
 
 #[cfg(feature = "amqp")]
 mod amqp;
+#[cfg(feature = "kafka")]
+mod kafka;
 #[cfg(feature = "nats")]
 mod nats;
 #[cfg(feature = "broker")]
@@ -22,6 +24,7 @@ use std::time::Duration;
 const SOURCES: &[crate::broker::registry::Kind<dyn Source>] = registry! {
     "nats", "nats://", "nats://HOST:PORT/STREAM/CONSUMER", nats::parse;
     "amqp", "amqp://", "amqp://USER:PASS@HOST:PORT/VHOST/QUEUE", amqp::parse;
+    "kafka", "kafka://", "kafka://HOST:PORT/TOPIC?group=NAME", kafka::parse;
 };
 
 /// Where `consume --from` takes deliveries, read by its module.
@@ -31,6 +34,12 @@ pub trait Source: std::fmt::Debug {
 
     /// Subscribes (each wait bounded by the broker's timeouts).
     fn connect(&self, options: Options) -> anyhow::Result<Box<dyn Feed>>;
+
+    /// True where the inbox keeps this source's positions ([`Feed::group`]): its feed is
+    /// given a [`PositionLookup`].
+    fn keeps_positions(&self) -> bool {
+        false
+    }
 }
 
 /// Reads `--from`; the error says what is accepted (never the text, which may hold a
@@ -55,6 +64,21 @@ pub struct Delivery {
     /// How many times the broker has delivered it, this time included.
     pub delivery_count: u32,
     pub body: bytes::Bytes,
+    /// A Kafka record's key (escaped where it is not UTF-8).
+    pub key: Option<String>,
+    /// When its producer (or the broker) says it was produced, RFC 3339 UTC.
+    pub produced_at: Option<String>,
+    /// Its place in a partitioned log (Kafka), whose position the inbox keeps
+    /// ([`Feed::group`]).
+    pub position: Option<Position>,
+}
+
+/// A record's place in a partitioned log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Position {
+    pub topic: String,
+    pub partition: i32,
+    pub offset: i64,
 }
 
 /// What becomes of a delivery once its decisions are committed.
@@ -79,15 +103,45 @@ pub trait Feed {
     /// with the connection, means the broker delivers those again, and the inbox decides them
     /// as duplicates.
     fn settle(&mut self, settled: &[(u64, Settle)]) -> anyhow::Result<()>;
+
+    /// The consumer group whose positions the inbox keeps for this feed's deliveries (those
+    /// with a [`Delivery::position`]): decided only at or past the stored position, which
+    /// moves in the decisions' transaction. `None` for a broker that settles deliveries itself.
+    fn group(&self) -> Option<&str> {
+        None
+    }
+
+    /// True while it waits for the broker to give it something to consume (a Kafka consumer
+    /// joining its group), for a bounded time after connecting: that wait is not idleness.
+    fn joining(&self) -> bool {
+        false
+    }
+}
+
+/// The inbox's committed positions, for a feed that places its consumer at them whenever it
+/// is given partitions (from the client's own thread).
+#[derive(Clone)]
+pub struct PositionLookup(
+    pub std::sync::Arc<std::sync::Mutex<Box<dyn crate::inbox::PositionReader + Send>>>,
+);
+
+impl std::fmt::Debug for PositionLookup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PositionLookup")
+    }
 }
 
 /// What a source is set up with.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Options {
     /// `--batch`: the most deliveries fetched (and unacknowledged) at once.
     pub batch: usize,
     /// The ack wait of a JetStream consumer made where missing.
     pub ack_wait: Duration,
+    /// `--group`: the consumer group (Kafka).
+    pub group: Option<String>,
+    /// The inbox's positions, for a source that keeps them there (Kafka).
+    pub positions: Option<PositionLookup>,
 }
 
 /// The header naming the file a delivery was (`edi-filename`).
@@ -102,6 +156,10 @@ mod tests {
         for (url, shown) in [
             ("nats://edi:s3cret@h:4222/S/C", "nats://h:4222/S/C"),
             ("amqp://edi:s3cret@h:5672/vh/q", "amqp://edi@h:5672/vh/q"),
+            (
+                "kafka://h:9092/edi.in?group=hub",
+                "kafka://h:9092/edi.in (group hub)",
+            ),
         ] {
             match parse(url) {
                 Ok(s) => assert_eq!(s.shown(), shown),
@@ -112,7 +170,7 @@ mod tests {
         let e = parse("file:x").unwrap_err();
         assert_eq!(
             e,
-            "--from takes nats://HOST:PORT/STREAM/CONSUMER or amqp://USER:PASS@HOST:PORT/VHOST/QUEUE"
+            "--from takes nats://HOST:PORT/STREAM/CONSUMER, amqp://USER:PASS@HOST:PORT/VHOST/QUEUE or kafka://HOST:PORT/TOPIC?group=NAME"
         );
         assert!(!parse("ftp://u:s3cret@h").unwrap_err().contains("s3cret"));
     }

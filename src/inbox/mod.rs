@@ -1,6 +1,7 @@
 //! The inbox: all storage lives behind this boundary. The commands talk to an [`Inbox`], which
 //! says what happens (decide, commit, purge a step, count), one capability per trait
-//! ([`Decisions`], [`Acknowledgements`], [`Publishing`], [`Reports`], [`Retention`]); how a
+//! ([`Decisions`], [`Acknowledgements`], [`Positions`], [`Publishing`], [`Reports`],
+//! [`Retention`]); how a
 //! backend does it (SQL, locks, write-ahead logs, checkpoints, ids) stays in its module, one per
 //! backend (`sqlite/`, `postgres/`), each capability in the file of its name.
 //!
@@ -228,6 +229,59 @@ pub trait Acknowledgements {
     ) -> Result<Vec<StoredAcknowledgement>, InboxError>;
 }
 
+/// Where `consume` stands in a partitioned log (Kafka): per consumer group, the offset of the
+/// next record of each partition to decide. Kept in the inbox, so that it moves in the same
+/// transaction as the decisions of the records before it: a crash, a rebalance or a late
+/// write of a consumer that lost its partitions never has a record decided twice.
+pub trait Positions {
+    /// Takes the positions of `partitions` for the open batch (a batch of another host on the
+    /// same partitions waits until this one ends) and returns each one's next offset, in
+    /// order; `None` where none is stored yet.
+    fn claim_positions(
+        &mut self,
+        group: &str,
+        partitions: &[(&str, i32)],
+    ) -> Result<Vec<Option<i64>>, InboxError>;
+
+    /// Moves positions forward in the open batch (to the offset after the last record
+    /// decided), never back: a lower offset than the stored one leaves it.
+    fn advance_positions(
+        &mut self,
+        group: &str,
+        positions: &[(&str, i32, i64)],
+        at: &str,
+    ) -> Result<(), InboxError>;
+
+    /// The committed positions of `group` (of every group with `None`), by group, topic and
+    /// partition.
+    fn positions(&self, group: Option<&str>) -> Result<Vec<StoredPosition>, InboxError>;
+
+    /// A reader of the committed positions for another thread (the Kafka client's, which
+    /// asks on each assignment of partitions); `None` where the backend cannot offer one.
+    fn position_reader(&self) -> Option<Box<dyn PositionReader + Send>>;
+}
+
+/// The committed positions, read from another thread ([`Positions::position_reader`]).
+pub trait PositionReader {
+    /// Each partition's next offset, in order; `None` where none is stored.
+    fn read(
+        &mut self,
+        group: &str,
+        partitions: &[(&str, i32)],
+    ) -> Result<Vec<Option<i64>>, InboxError>;
+}
+
+/// One stored position ([`Positions::positions`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct StoredPosition {
+    pub group: String,
+    pub topic: String,
+    pub partition: i32,
+    /// The offset of the next record to decide.
+    pub next_offset: i64,
+    pub updated_at: String,
+}
+
 /// The outboxes' relay: one publisher at a time, its events claimed in order and marked.
 pub trait Publishing {
     /// Takes the lock that keeps a second publisher off this inbox, held as long as the inbox
@@ -313,9 +367,12 @@ pub trait Retention {
 
 /// An inbox, whatever stores it: every capability, each a trait of its own, which each backend
 /// implements in the file of the same name (`decisions.rs`, `acknowledgements.rs`, ...).
-pub trait Inbox: Decisions + Acknowledgements + Publishing + Reports + Retention {}
+pub trait Inbox:
+    Decisions + Acknowledgements + Positions + Publishing + Reports + Retention
+{
+}
 
-impl<T: Decisions + Acknowledgements + Publishing + Reports + Retention> Inbox for T {}
+impl<T: Decisions + Acknowledgements + Positions + Publishing + Reports + Retention> Inbox for T {}
 
 /// One interchange of a batch to decide.
 #[derive(Clone, Copy)]

@@ -107,6 +107,8 @@ mod tests {
             filename: None,
             delivery_count,
             size: 1,
+            key: None,
+            produced_at: None,
         };
         assert_eq!(
             delivery_counts(&[delivery(1), delivery(3), delivery(1)]),

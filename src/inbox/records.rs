@@ -277,6 +277,10 @@ pub struct DeliveryRecord<'a> {
     /// How many times the broker has delivered it, this time included.
     pub delivery_count: u32,
     pub size: usize,
+    /// A Kafka record's key (shown escaped where it is not UTF-8).
+    pub key: Option<&'a str>,
+    /// When its producer (or the broker) says it was produced, RFC 3339 UTC.
+    pub produced_at: Option<&'a str>,
 }
 
 /// An outbox event as a publisher claims it: what identifies it, and its message's place in

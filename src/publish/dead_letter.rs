@@ -11,6 +11,7 @@ use super::{Answer, Attr, Destination, Outgoing, Sink, Stop, header_value};
 const DEAD_LETTERS: &[crate::broker::registry::Kind<dyn Destination>] = registry! {
     "nats", "nats://", "nats://HOST:PORT/SUBJECT", super::nats::dead_letter;
     "amqp", "amqp://", "amqp://USER:PASS@HOST:PORT/VHOST/EXCHANGE", super::amqp::dead_letter;
+    "kafka", "kafka://", "kafka://HOST:PORT/TOPIC", super::kafka::dead_letter;
 };
 
 /// What `--dead-letter` takes, for an error (from the registry, so a new line is in it).

@@ -1,6 +1,6 @@
 //! Delivering the outbox: what an event is on the wire (its stable id, its subject, its
 //! CloudEvents attributes, its body) and the destinations that take it: NATS JetStream
-//! (`nats.rs`), RabbitMQ (`amqp.rs`) and a folder (`dir.rs`). The brokers' code is
+//! (`nats.rs`), RabbitMQ (`amqp.rs`), Kafka (`kafka.rs`) and a folder (`dir.rs`). The brokers' code is
 //! asynchronous, on a current-thread runtime each destination keeps to itself; what it offers
 //! the rest of the program is a blocking [`Sink::send`].
 //!
@@ -15,6 +15,8 @@ mod attributes;
 mod amqp;
 mod dead_letter;
 mod dir;
+#[cfg(feature = "kafka")]
+mod kafka;
 #[cfg(feature = "nats")]
 mod nats;
 
@@ -33,6 +35,7 @@ use crate::inbox::OutboxEvent;
 const DESTINATIONS: &[crate::broker::registry::Kind<dyn Destination>] = registry! {
     "nats", "nats://", "nats://HOST:PORT[/SUBJECT-PREFIX]", nats::parse;
     "amqp", "amqp://", "amqp://USER:PASS@HOST:PORT/VHOST", amqp::parse;
+    "kafka", "kafka://", "kafka://HOST:PORT/TOPIC", kafka::parse;
     "cli", "dir:", "dir:PATH", dir::parse;
 };
 
@@ -45,6 +48,12 @@ pub trait Destination: std::fmt::Debug {
     /// The subjects' prefix the URL names, which `--subject`'s template starts with (and the
     /// subject itself, for a dead-letter destination).
     fn subject_prefix(&self) -> Option<&str> {
+        None
+    }
+
+    /// The whole subject template, where the URL names it (a Kafka topic, `edifact.{type}`):
+    /// it takes the place of `--subject`.
+    fn subject_template(&self) -> Option<&str> {
         None
     }
 
@@ -530,6 +539,7 @@ mod tests {
         for (url, shown) in [
             ("nats://alice:s3cret@h:4222/acme", "nats://h:4222/acme"),
             ("amqp://guest:s3cret@h:5672/%2f", "amqp://guest@h:5672/%2f"),
+            ("kafka://h:9092/edi.out", "kafka://h:9092/edi.out"),
             ("dir:/srv/out", "dir:/srv/out"),
         ] {
             match parse(url) {
@@ -540,7 +550,7 @@ mod tests {
         let e = parse("ftp://user:s3cret@h").unwrap_err();
         assert_eq!(
             e,
-            "--to takes nats://HOST:PORT[/SUBJECT-PREFIX], amqp://USER:PASS@HOST:PORT/VHOST or dir:PATH"
+            "--to takes nats://HOST:PORT[/SUBJECT-PREFIX], amqp://USER:PASS@HOST:PORT/VHOST, kafka://HOST:PORT/TOPIC or dir:PATH"
         );
         assert!(parse("dir:").is_err());
     }

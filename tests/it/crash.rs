@@ -399,3 +399,58 @@ fn contrls_stopped_between_confirmation_and_mark_go_out_once() {
         0
     );
 }
+
+/// Kafka: a consumer stopped dead between the inbox's commit and Kafka's offset commit (after
+/// its second batch, so that Kafka's committed offsets trail the inbox's positions): the rerun
+/// starts at the inbox's positions, so no record is decided twice (each record's delivery
+/// recorded once, nothing a duplicate), and Kafka's offsets catch up.
+#[cfg(feature = "kafka")]
+#[test]
+fn a_kafka_consumer_stopped_between_its_two_commits_decides_no_record_twice() {
+    use crate::common::brokers::{Kafka, Put, TestBroker as _};
+    use crate::common::synth::{Layout, Synth};
+    let Some(kafka) = Kafka::create() else { return };
+    let mut synth = Synth::new(8);
+    let bodies: Vec<Put> = (0..12)
+        .map(|k| {
+            let body = synth.interchange("GW", "HUB", &format!("Q{k}"), 1, Layout::default());
+            Put::new(&body, format!("k{k}"))
+        })
+        .collect();
+    kafka.send(&bodies);
+    let site = Site::new();
+    let crashed = site
+        .command()
+        .args(["consume", "-q", "--batch", "3", "--until-idle", "3s"])
+        .args(["--from", &kafka.group_url()])
+        .env("FAILPOINTS", "consume-after-commit=1*off->return")
+        .run();
+    crashed.signalled();
+    assert_eq!(site.count("SELECT count(*) FROM interchanges"), 6);
+    let committed = kafka.committed().unwrap()[0];
+    assert!(
+        committed < 6,
+        "Kafka's offsets trail the inbox's: {committed}"
+    );
+    // By hand: the test broker may never evict the member that died.
+    let again = site
+        .cmd()
+        .args(["consume", "--json", "--until-idle", "3s"])
+        .args(["--from", &kafka.by_hand_url()])
+        .run()
+        .note("after the crash");
+    again.code(0);
+    let lines = crate::common::json_lines(&again.stdout);
+    let summary = &lines.last().unwrap()["summary"];
+    assert_eq!(summary["new"], 6, "{summary}");
+    assert_eq!(summary["duplicate"], 0, "{summary}");
+    assert_eq!(site.count("SELECT count(*) FROM interchanges"), 12);
+    assert_eq!(
+        site.count("SELECT count(DISTINCT source) FROM deliveries"),
+        site.count("SELECT count(*) FROM deliveries"),
+        "no record decided twice"
+    );
+    assert_eq!(site.count("SELECT count(*) FROM deliveries"), 12);
+    assert_eq!(site.count("SELECT next_offset FROM consumer_positions"), 12);
+    assert_eq!(kafka.committed(), Some(vec![12]));
+}

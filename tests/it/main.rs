@@ -5,7 +5,7 @@
 #[macro_use]
 mod common;
 
-#[cfg(any(feature = "nats", feature = "amqp"))]
+#[cfg(any(feature = "nats", feature = "amqp", feature = "kafka"))]
 mod consume;
 mod contrl;
 mod corpus;
@@ -19,9 +19,16 @@ mod hostile_conditions;
 mod hosts;
 mod ingest;
 mod inspect;
+#[cfg(feature = "kafka")]
+mod kafka;
 mod operator;
 /// The Debian package is of the default build, every part in it.
-#[cfg(all(feature = "postgres", feature = "nats", feature = "amqp"))]
+#[cfg(all(
+    feature = "postgres",
+    feature = "nats",
+    feature = "amqp",
+    feature = "kafka"
+))]
 mod packaging;
 mod parser_props;
 #[cfg(feature = "postgres")]

@@ -9,7 +9,7 @@ use std::fs;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-#[cfg(any(feature = "nats", feature = "amqp"))]
+#[cfg(any(feature = "nats", feature = "amqp", feature = "kafka"))]
 use crate::common::brokers::Held;
 #[cfg(feature = "amqp")]
 use crate::common::brokers::Rabbit;
@@ -20,7 +20,7 @@ use crate::common::synth::Synth;
 use crate::common::{Run, RunExt, Running, StartExt};
 
 /// Every valid sample in the drop folder, ingested: 7 interchanges, 10 messages.
-fn samples_ingested(site: &Site) {
+pub(crate) fn samples_ingested(site: &Site) {
     for entry in fs::read_dir(crate::common::samples().join("valid")).unwrap() {
         let path = entry.unwrap().path();
         fs::copy(&path, site.drop().join(path.file_name().unwrap())).unwrap();
@@ -29,14 +29,14 @@ fn samples_ingested(site: &Site) {
 }
 
 /// `publish` with `args`: the run (with `--json`, its JSON Lines in [`Run::json`]).
-fn publish(site: &Site, args: &[&str]) -> Run {
+pub(crate) fn publish(site: &Site, args: &[&str]) -> Run {
     site.cmd().arg("publish").args(args).run()
 }
 
 /// (sender, control reference, message reference) of every event, in the order the events
 /// were written: the order they must go out in.
-#[cfg(any(feature = "nats", feature = "amqp"))]
-fn expected_order(site: &Site) -> Vec<(String, String, String)> {
+#[cfg(any(feature = "nats", feature = "amqp", feature = "kafka"))]
+pub(crate) fn expected_order(site: &Site) -> Vec<(String, String, String)> {
     site.rows(
         "SELECT i.sender, i.control_ref, m.reference FROM outbox o
          JOIN messages m ON m.id = o.message_id JOIN interchanges i ON i.id = m.interchange_id
@@ -51,8 +51,8 @@ fn expected_order(site: &Site) -> Vec<(String, String, String)> {
 }
 
 /// The same triple from what a broker holds (NATS `ce-` headers, AMQP `cloudEvents:`).
-#[cfg(any(feature = "nats", feature = "amqp"))]
-fn order_held(held: &[Held], prefix: &str) -> Vec<(String, String, String)> {
+#[cfg(any(feature = "nats", feature = "amqp", feature = "kafka"))]
+pub(crate) fn order_held(held: &[Held], prefix: &str) -> Vec<(String, String, String)> {
     held.iter()
         .map(|h| {
             let v = |k: &str| {

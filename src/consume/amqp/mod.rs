@@ -167,6 +167,9 @@ fn take(queue: &str, connection: &str, d: lapin::message::Delivery) -> Delivery 
         filename,
         delivery_count,
         body: bytes::Bytes::from(d.data),
+        key: None,
+        produced_at: None,
+        position: None,
     }
 }
 

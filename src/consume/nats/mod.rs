@@ -182,6 +182,9 @@ impl NatsFeed {
             filename,
             delivery_count: u32::try_from(delivered.max(1)).unwrap_or(u32::MAX),
             body: message.payload,
+            key: None,
+            produced_at: None,
+            position: None,
         })
     }
 }

@@ -571,11 +571,15 @@ pub(super) fn record_deliveries(
         .map(|d| i32::try_from(d.delivery_count).unwrap_or(i32::MAX))
         .collect();
     let sizes: Vec<i64> = deliveries.iter().map(|d| d.size as i64).collect();
+    let keys: Vec<_> = deliveries.iter().map(|d| d.key.map(storable)).collect();
+    let produced: Vec<Option<&str>> = deliveries.iter().map(|d| d.produced_at).collect();
     c.execute(
-        "INSERT INTO deliveries (source, filename, delivery_count, size, seen_at)
-         SELECT s, f, n, z, now() FROM unnest($1::text[], $2::text[], $3::int[], $4::bigint[])
-             AS d (s, f, n, z)",
-        &[&sources, &names, &counts, &sizes],
+        "INSERT INTO deliveries
+             (source, filename, delivery_count, size, seen_at, record_key, produced_at)
+         SELECT s, f, n, z, now(), k, p::timestamptz
+         FROM unnest($1::text[], $2::text[], $3::int[], $4::bigint[], $5::text[], $6::text[])
+             AS d (s, f, n, z, k, p)",
+        &[&sources, &names, &counts, &sizes, &keys, &produced],
     )?;
     Ok(())
 }

@@ -16,6 +16,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0005_contrl_outbox.sql"),
     include_str!("migrations/0006_contrl_sendings.sql"),
     include_str!("migrations/0007_contrl_syntax.sql"),
+    include_str!("migrations/0008_positions.sql"),
 ];
 
 /// The version the inbox's schema has, or `None` where there is none yet.

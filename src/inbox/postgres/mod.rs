@@ -10,7 +10,7 @@
 //! default), created on first use by migrations under an advisory lock.
 //!
 //! Each capability of the inbox is in the file of its name (`decisions.rs`, `acknowledgements.rs`,
-//! `publishing.rs`, `reports.rs`, `retention.rs`); where the inbox is, `target.rs`; opening it,
+//! `positions.rs`, `publishing.rs`, `reports.rs`, `retention.rs`); where the inbox is, `target.rs`; opening it,
 //! `open.rs`; the schema, `migrations.rs` (and `migrations/`); the batch's transaction,
 //! `transaction.rs`; the server's failures, `error.rs`; TLS, `tls.rs`. No SQL stands in this file.
 //!
@@ -26,6 +26,7 @@ mod decisions;
 mod error;
 mod migrations;
 mod open;
+mod positions;
 mod publishing;
 mod reports;
 mod retention;

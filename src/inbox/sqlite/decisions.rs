@@ -425,8 +425,9 @@ pub(super) fn record_deliveries(
     seen_at: &str,
 ) -> Result<(), InboxError> {
     let mut insert = conn.prepare_cached(
-        "INSERT INTO deliveries (source, filename, delivery_count, size, seen_at)
-         VALUES (?1, ?2, ?3, ?4, ?5)",
+        "INSERT INTO deliveries
+             (source, filename, delivery_count, size, seen_at, record_key, produced_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     )?;
     for d in deliveries {
         insert.execute(params![
@@ -434,7 +435,9 @@ pub(super) fn record_deliveries(
             d.filename,
             d.delivery_count,
             d.size as i64,
-            seen_at
+            seen_at,
+            d.key,
+            d.produced_at
         ])?;
     }
     Ok(())

@@ -28,6 +28,7 @@ pub(super) const MIGRATIONS: &[Migration] = &[
     Migration::Sql(include_str!("migrations/0009_contrl_outbox.sql")),
     Migration::Sql(include_str!("migrations/0010_contrl_sendings.sql")),
     Migration::Sql(include_str!("migrations/0011_contrl_syntax.sql")),
+    Migration::Sql(include_str!("migrations/0012_positions.sql")),
 ];
 
 impl SqliteInbox {

@@ -8,7 +8,7 @@
 //! checkpoints and ids stay here.
 //!
 //! Each capability of the inbox is in the file of its name (`decisions.rs`, `acknowledgements.rs`,
-//! `publishing.rs`, `reports.rs`, `retention.rs`); opening the database is `open.rs`, the
+//! `positions.rs`, `publishing.rs`, `reports.rs`, `retention.rs`); opening the database is `open.rs`, the
 //! schema `migrations.rs` (and `migrations/`), the batch's transaction `transaction.rs`, the
 //! write-ahead log and its checkpoints `wal.rs`; SQLite's failures told apart, `error.rs`. No
 //! SQL stands in this file.
@@ -22,6 +22,7 @@ mod decisions;
 mod error;
 mod migrations;
 mod open;
+mod positions;
 mod publishing;
 mod reports;
 mod retention;

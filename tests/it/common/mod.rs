@@ -37,6 +37,13 @@ macro_rules! each_test_broker {
     ($how:ident) => {
         per_broker_case!($how, "nats", nats, Jet);
         per_broker_case!($how, "amqp", amqp, Rabbit);
+        per_broker_case!($how, "kafka", kafka, Kafka);
+    };
+    // Brokers whose consumers share one queue, message by message (Kafka's share a topic by
+    // partitions, as its group assigns them: tests/it/kafka.rs).
+    (shared $how:ident) => {
+        per_broker_case!($how, "nats", nats, Jet);
+        per_broker_case!($how, "amqp", amqp, Rabbit);
     };
 }
 
@@ -90,12 +97,15 @@ macro_rules! per_broker_case {
 #[allow(unused_macros)]
 macro_rules! per_broker {
     ($(#[doc = $doc:literal])* fn $name:ident($site:ident, $broker:ident) $body:block) => {
-        per_broker!(@contract single, [$(#[doc = $doc])*] $name($site, $broker) $body);
+        per_broker!(@contract (single), [$(#[doc = $doc])*] $name($site, $broker) $body);
     };
     ($(#[doc = $doc:literal])* per_backend fn $name:ident($site:ident, $broker:ident) $body:block) => {
-        per_broker!(@contract per_backend, [$(#[doc = $doc])*] $name($site, $broker) $body);
+        per_broker!(@contract (per_backend), [$(#[doc = $doc])*] $name($site, $broker) $body);
     };
-    (@contract $how:ident, [$($doc:tt)*] $name:ident($site:ident, $broker:ident) $body:block) => {
+    ($(#[doc = $doc:literal])* shared fn $name:ident($site:ident, $broker:ident) $body:block) => {
+        per_broker!(@contract (shared single), [$(#[doc = $doc])*] $name($site, $broker) $body);
+    };
+    (@contract $how:tt, [$($doc:tt)*] $name:ident($site:ident, $broker:ident) $body:block) => {
         $($doc)*
         mod $name {
             #[allow(unused_imports)]
@@ -109,7 +119,7 @@ macro_rules! per_broker {
                 mut $broker: B,
             ) $body
 
-            each_test_broker!($how);
+            each_test_broker! $how;
         }
     };
 }
@@ -130,6 +140,8 @@ pub use run::{Run, RunExt, Running, StartExt};
 /// The `edi-inbox` binary built for this test run.
 pub fn edi_inbox() -> Command {
     let mut cmd = Command::cargo_bin("edi-inbox").expect("the edi-inbox binary is built");
+    // The test broker forms a Kafka group only once a session timeout went by (brokers/kafka.rs).
+    cmd.env("EDI_INBOX_KAFKA_SESSION_TIMEOUT_MS", "6000");
     for var in [
         "EDI_INBOX_DB",
         "EDI_INBOX_PUBLISH_TO",

@@ -140,6 +140,8 @@ impl Site {
             .env_remove("EDI_INBOX_PUBLISH_TO")
             .env_remove("EDI_INBOX_CONSUME_FROM")
             .env_remove("EDI_INBOX_DEAD_LETTER")
+            // The test broker forms a Kafka group only once a session timeout went by.
+            .env("EDI_INBOX_KAFKA_SESSION_TIMEOUT_MS", "6000")
             .arg("--db")
             .arg(self.db_arg());
         c

@@ -389,8 +389,10 @@ impl TestBroker for Rabbit {
         self.take()
     }
 
-    fn watch_refused(&self) -> Box<dyn FnMut() -> Vec<Option<Vec<u8>>> + '_> {
-        Box::new(move || self.take_dead().into_iter().map(|h| Some(h.body)).collect())
+    fn watch_refused(&self) -> Option<super::Watch<'_>> {
+        Some(Box::new(move || {
+            self.take_dead().into_iter().map(|h| Some(h.body)).collect()
+        }))
     }
 
     /// `rabbitmqctl close_connection` of the connection consume `pid` named.

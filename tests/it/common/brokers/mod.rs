@@ -1,5 +1,6 @@
-//! The machine's brokers for the publish tests: a JetStream stream (NATS on 127.0.0.1:4222) or
-//! a RabbitMQ exchange and queue (127.0.0.1:5672, guest/guest) of a test's own, under unique
+//! The machine's brokers for the publish tests: a JetStream stream (NATS on 127.0.0.1:4222),
+//! a RabbitMQ exchange and queue (127.0.0.1:5672, guest/guest) or a Kafka topic (the test
+//! broker `.ci/run` starts, `kafka.rs`) of a test's own, under unique
 //! names, removed at the end, so that tests run in parallel and leave nothing behind. Where a
 //! broker does not answer, the test is skipped with a notice, unless `EDI_INBOX_REQUIRE_NATS` /
 //! `EDI_INBOX_REQUIRE_RABBITMQ` is set (`.ci/run` sets both): then it fails.
@@ -11,15 +12,19 @@ use std::collections::BTreeMap;
 
 #[cfg(feature = "amqp")]
 mod amqp;
+#[cfg(feature = "kafka")]
+pub mod kafka;
 #[cfg(feature = "nats")]
 mod nats;
 
 #[cfg(feature = "amqp")]
 pub use amqp::{AMQP, Rabbit, close_rabbitmq_connection};
+#[cfg(feature = "kafka")]
+pub use kafka::Kafka;
 #[cfg(feature = "nats")]
 pub use nats::{Jet, NATS, OwnNats};
 
-#[cfg(any(feature = "nats", feature = "amqp"))]
+#[cfg(any(feature = "nats", feature = "amqp", feature = "kafka"))]
 pub(super) fn unique(prefix: &str) -> String {
     use std::sync::atomic::{AtomicUsize, Ordering};
     static N: AtomicUsize = AtomicUsize::new(0);
@@ -33,7 +38,7 @@ pub(super) fn unique(prefix: &str) -> String {
     )
 }
 
-#[cfg(any(feature = "nats", feature = "amqp"))]
+#[cfg(any(feature = "nats", feature = "amqp", feature = "kafka"))]
 pub(super) fn unreachable(what: &str, variable: &str, e: &dyn std::fmt::Display) {
     assert!(
         std::env::var_os(variable).is_none(),
@@ -42,13 +47,17 @@ pub(super) fn unreachable(what: &str, variable: &str, e: &dyn std::fmt::Display)
     eprintln!("{what} does not answer ({e}): not checked");
 }
 
-#[cfg(any(feature = "nats", feature = "amqp"))]
+#[cfg(any(feature = "nats", feature = "amqp", feature = "kafka"))]
 pub(super) fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap()
 }
+
+/// What [`TestBroker::watch_refused`] gives: each call, what the broker was told to drop for
+/// good since the last (with the body where the broker keeps it).
+pub type Watch<'a> = Box<dyn FnMut() -> Vec<Option<Vec<u8>>> + 'a>;
 
 /// A message as a broker holds it.
 #[derive(Debug, Clone)]
@@ -132,8 +141,9 @@ pub trait TestBroker: Sized {
     /// Starts watching what the broker is told to drop for good (JetStream's advisories that
     /// a message was terminated; what RabbitMQ dead-lettered through the queue's own
     /// dead-letter exchange): each call then says what came since, with its body where the
-    /// broker keeps it.
-    fn watch_refused(&self) -> Box<dyn FnMut() -> Vec<Option<Vec<u8>>> + '_>;
+    /// broker keeps it. `None` for a broker that is told nothing of a rejected delivery (Kafka:
+    /// the record is decided, and its partition's position moves past it).
+    fn watch_refused(&self) -> Option<Watch<'_>>;
 
     /// Drops the connection of the consume process `pid` under it, as a broker restart does.
     fn drop_connection_of(&mut self, pid: u32);

@@ -312,9 +312,9 @@ impl TestBroker for Jet {
         self.messages()
     }
 
-    fn watch_refused(&self) -> Box<dyn FnMut() -> Vec<Option<Vec<u8>>> + '_> {
+    fn watch_refused(&self) -> Option<super::Watch<'_>> {
         let mut watch = self.watch_terminated(CONSUMER);
-        Box::new(move || vec![None; self.count(&mut watch)])
+        Some(Box::new(move || vec![None; self.count(&mut watch)]))
     }
 
     /// Kills its own server (SIGKILL) and starts it again.

@@ -1,0 +1,344 @@
+//! Kafka, as `consume`, `publish` and a dead-letter publisher reach it: the URL (bootstrap
+//! servers, topics, consumer group), the client's settings (`--kafka-config FILE` of
+//! `key=value` lines, then `EDI_INBOX_KAFKA_*` variables, handed to librdkafka as they are), and
+//! their secrets, which no message, `Debug` or error shows. librdkafka's clients are
+//! synchronous with threads of their own: no runtime here.
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use rdkafka::ClientConfig;
+
+/// How long a side's setup and each wait on a broker's answer may take (metadata, a commit, the
+/// delivery reports of a batch): a broker that takes the connection and then says nothing must
+/// not hold the run.
+pub const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// What a `kafka://` URL names: `kafka://HOST:PORT[,HOST:PORT...]/TOPIC[,TOPIC...]`, with
+/// `?group=NAME` and `&partitions=0,1,...` (those partitions assigned by hand instead of the
+/// group's assignment).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// librdkafka's `bootstrap.servers`.
+    pub servers: String,
+    pub topics: Vec<String>,
+    pub group: Option<String>,
+    pub partitions: Option<Vec<i32>>,
+}
+
+/// Reads a `kafka://` URL; the error says what is wrong without the URL. Credentials are not
+/// taken in it: they are settings (`sasl.username`, `sasl.password`), kept out of the process
+/// list.
+pub fn target(text: &str, flag: &str, form: &str) -> Result<Target, String> {
+    let rest = text
+        .strip_prefix("kafka://")
+        .ok_or_else(|| format!("{flag} takes {form}"))?;
+    let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let (servers, topics) = rest.split_once('/').unwrap_or((rest, ""));
+    if servers.contains('@') {
+        return Err(format!(
+            "{flag} kafka://: credentials go in --kafka-config or EDI_INBOX_KAFKA_SASL_USERNAME and EDI_INBOX_KAFKA_SASL_PASSWORD, never in the URL"
+        ));
+    }
+    if servers.is_empty() || servers.split(',').any(str::is_empty) {
+        return Err(format!("{flag} takes {form}: no broker address"));
+    }
+    let topics: Vec<String> = topics
+        .split(',')
+        .filter(|t| !t.is_empty())
+        .map(str::to_string)
+        .collect();
+    if topics.is_empty() {
+        return Err(format!("{flag} takes {form}: no topic"));
+    }
+    let mut target = Target {
+        servers: servers.to_string(),
+        topics,
+        group: None,
+        partitions: None,
+    };
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=') {
+            Some(("group", g)) if !g.is_empty() => target.group = Some(g.to_string()),
+            Some(("partitions", list)) => {
+                let parsed: Result<Vec<i32>, _> = list.split(',').map(str::parse).collect();
+                match parsed {
+                    Ok(p) if !p.is_empty() && p.iter().all(|&n| n >= 0) => {
+                        target.partitions = Some(p)
+                    }
+                    _ => {
+                        return Err(format!(
+                            "{flag} kafka://: partitions= takes partition numbers, comma-separated"
+                        ));
+                    }
+                }
+            }
+            _ => {
+                return Err(format!(
+                    "{flag} kafka://: the URL takes ?group=NAME and &partitions=N,N,... only"
+                ));
+            }
+        }
+    }
+    Ok(target)
+}
+
+/// True for a plain topic name as Kafka takes it: letters, digits, `.`, `_` and `-`, at most
+/// 249 of them.
+pub fn is_topic_name(t: &str) -> bool {
+    !t.is_empty()
+        && t.len() <= 249
+        && t != "."
+        && t != ".."
+        && t.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+/// `--kafka-config FILE`, set once by the command before any URL is read.
+static CONFIG_FILE: OnceLock<Option<PathBuf>> = OnceLock::new();
+
+/// Names the `--kafka-config` file (or none) for every Kafka client of this run.
+pub fn use_config_file(path: Option<PathBuf>) {
+    let _ = CONFIG_FILE.set(path);
+}
+
+/// The variables that set a librdkafka property: `EDI_INBOX_KAFKA_SASL_PASSWORD` sets
+/// `sasl.password` (the rest of the name in lower case, `_` for `.`).
+pub const ENV_PREFIX: &str = "EDI_INBOX_KAFKA_";
+
+/// The client settings given: those of the file, then those of the environment over them.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Settings {
+    pairs: Vec<(String, String)>,
+}
+
+impl std::fmt::Debug for Settings {
+    /// The keys, and the values but of secrets.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map()
+            .entries(self.pairs.iter().map(|(k, v)| {
+                let shown = if is_secret(k) { "***" } else { v.as_str() };
+                (k, shown)
+            }))
+            .finish()
+    }
+}
+
+impl Settings {
+    /// The settings of this run: the `--kafka-config` file's, then `EDI_INBOX_KAFKA_*`.
+    pub fn of_this_run() -> Result<Settings, String> {
+        let mut s = match CONFIG_FILE.get().cloned().flatten() {
+            Some(path) => {
+                let text = std::fs::read_to_string(&path)
+                    .map_err(|e| format!("--kafka-config: cannot read {}: {e}", path.display()))?;
+                Settings::from_lines(&text)
+                    .map_err(|e| format!("--kafka-config {}: {e}", path.display()))?
+            }
+            None => Settings::default(),
+        };
+        let mut vars: Vec<(String, String)> = std::env::vars_os()
+            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+            .filter_map(|(k, v)| {
+                let key = k.strip_prefix(ENV_PREFIX)?;
+                (key != "CONFIG").then(|| (key.to_ascii_lowercase().replace('_', "."), v))
+            })
+            .collect();
+        vars.sort();
+        for (k, v) in vars {
+            s.set(k, v);
+        }
+        Ok(s)
+    }
+
+    /// `key=value` lines; blank lines and lines starting with `#` left out. An error names the
+    /// line, never its value.
+    pub fn from_lines(text: &str) -> Result<Settings, String> {
+        let mut s = Settings::default();
+        for (n, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let Some((key, value)) = line.split_once('=') else {
+                return Err(format!("line {}: not key=value", n + 1));
+            };
+            let key = key.trim();
+            if key.is_empty() {
+                return Err(format!("line {}: no key", n + 1));
+            }
+            s.set(key.to_string(), value.trim().to_string());
+        }
+        Ok(s)
+    }
+
+    fn set(&mut self, key: String, value: String) {
+        match self.pairs.iter_mut().find(|(k, _)| *k == key) {
+            Some(pair) => pair.1 = value,
+            None => self.pairs.push((key, value)),
+        }
+    }
+
+    /// The value given for `key`.
+    #[cfg(test)]
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.pairs
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// `text` with every secret's value replaced by `***`: librdkafka's messages may quote a
+    /// value it refused.
+    pub fn scrub(&self, text: &str) -> String {
+        let mut out = text.to_string();
+        for (k, v) in &self.pairs {
+            if is_secret(k) && !v.is_empty() {
+                out = out.replace(v.as_str(), "***");
+            }
+        }
+        out
+    }
+
+    /// A client configuration for `servers`, named for `role` in the broker's logs, with
+    /// `defaults` where the settings do not say otherwise, checked by librdkafka itself (an
+    /// unknown or wrong setting is refused here, before anything connects).
+    pub fn client(
+        &self,
+        servers: &str,
+        role: &str,
+        defaults: &[(&str, &str)],
+    ) -> Result<ClientConfig, String> {
+        let mut c = ClientConfig::new();
+        c.set("bootstrap.servers", servers)
+            .set("client.id", super::connection_name(role))
+            // A broker closing an idle connection is no news.
+            .set("log.connection.close", "false");
+        for (k, v) in defaults {
+            c.set(*k, *v);
+        }
+        for (k, v) in &self.pairs {
+            c.set(k, v);
+        }
+        c.create_native_config().map_err(|e| {
+            format!(
+                "a Kafka setting was refused: {}",
+                self.scrub(&e.to_string())
+            )
+        })?;
+        Ok(c)
+    }
+}
+
+/// What librdkafka logs, on standard error: its warnings and errors, and its debug lines,
+/// which it writes only where the `debug` setting asks for them.
+pub fn log(level: rdkafka::config::RDKafkaLogLevel, facility: &str, text: &str) {
+    use rdkafka::config::RDKafkaLogLevel as L;
+    if matches!(level, L::Notice | L::Info) {
+        return;
+    }
+    crate::output::warn(&format!("librdkafka {facility}: {text}"));
+}
+
+/// True for a setting whose value is a secret: passwords, keys, OAuth secrets and tokens.
+pub fn is_secret(key: &str) -> bool {
+    let key = key.to_ascii_lowercase();
+    key.contains("password")
+        || key.contains("secret")
+        || key.contains("token")
+        || key == "sasl.oauthbearer.config"
+        || key == "sasl.jaas.config"
+        || key == "ssl.key.pem"
+        || key == "ssl_key"
+}
+
+/// The servers and topics, for messages (a URL holds no secret).
+pub fn shown(target: &Target) -> String {
+    let mut s = format!("kafka://{}/{}", target.servers, target.topics.join(","));
+    if let Some(g) = &target.group {
+        s.push_str(&format!(" (group {g})"));
+    }
+    s
+}
+
+/// `text` as a header or key is shown: its UTF-8, else escaped byte by byte.
+pub fn text_of(bytes: &[u8]) -> String {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => s.to_string(),
+        Err(_) => bytes
+            .iter()
+            .map(|&b| match b {
+                0x20..=0x7E if b != b'\\' => (b as char).to_string(),
+                _ => format!("\\x{b:02X}"),
+            })
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FORM: &str = "kafka://HOST:PORT/TOPIC";
+
+    #[test]
+    fn a_url_names_servers_topics_a_group_and_partitions() {
+        assert_eq!(
+            target(
+                "kafka://a:9092,b:9092/edi.in,edi.more?group=hub",
+                "--from",
+                FORM
+            ),
+            Ok(Target {
+                servers: "a:9092,b:9092".into(),
+                topics: vec!["edi.in".into(), "edi.more".into()],
+                group: Some("hub".into()),
+                partitions: None,
+            })
+        );
+        let t = target("kafka://a:9092/t?group=g&partitions=0,2", "--from", FORM).unwrap();
+        assert_eq!(t.partitions, Some(vec![0, 2]));
+        for bad in [
+            "kafka://a:9092",
+            "kafka://a:9092/",
+            "kafka:///t",
+            "kafka://a:9092,/t",
+            "kafka://a:9092/t?group=",
+            "kafka://a:9092/t?partitions=x",
+            "kafka://a:9092/t?partitions=-1",
+            "kafka://a:9092/t?colour=red",
+        ] {
+            assert!(target(bad, "--from", FORM).is_err(), "{bad}");
+        }
+        let e = target("kafka://u:s3cret@a:9092/t", "--from", FORM).unwrap_err();
+        assert!(!e.contains("s3cret") && e.contains("--kafka-config"), "{e}");
+        assert!(is_topic_name("edi.in-1_x") && !is_topic_name("a b") && !is_topic_name(".."));
+    }
+
+    #[test]
+    fn settings_are_lines_and_secrets_are_never_shown() {
+        let s = Settings::from_lines(
+            "# SASL\nsecurity.protocol = SASL_SSL\nsasl.username=edi\nsasl.password=s3cret\n\n",
+        )
+        .unwrap();
+        assert_eq!(s.get("security.protocol"), Some("SASL_SSL"));
+        let debug = format!("{s:?}");
+        assert!(
+            !debug.contains("s3cret") && debug.contains("edi"),
+            "{debug}"
+        );
+        assert_eq!(s.scrub("bad value s3cret"), "bad value ***");
+        let e = Settings::from_lines("a=1\nsasl.password s3cret").unwrap_err();
+        assert_eq!(e, "line 2: not key=value");
+        // librdkafka checks each setting; a refusal never quotes a secret.
+        let refused = Settings::from_lines("sasl.password=s3cret\nno.such.setting=1")
+            .unwrap()
+            .client("h:9092", "test", &[])
+            .unwrap_err();
+        assert!(
+            refused.contains("no.such.setting") && !refused.contains("s3cret"),
+            "{refused}"
+        );
+        assert!(is_secret("ssl.key.password") && is_secret("sasl.oauthbearer.client.secret"));
+        assert!(!is_secret("sasl.username"));
+    }
+}

@@ -1,0 +1,136 @@
+//! Where `consume` stands in a partitioned log: the positions table, its rows locked for the
+//! batch (`SELECT ... FOR UPDATE`, in the order of their keys, so that two hosts never deadlock
+//! over them) and moved forward only. A consumer that lost its partitions to another host and
+//! still decides a batch of them waits on these rows, then finds the position past its records.
+
+use postgres::Client;
+
+use super::PgInbox;
+use crate::inbox::{InboxError, PositionReader, Positions, StoredPosition};
+
+impl Positions for PgInbox {
+    fn claim_positions(
+        &mut self,
+        group: &str,
+        partitions: &[(&str, i32)],
+    ) -> Result<Vec<Option<i64>>, InboxError> {
+        self.begin()?;
+        let client = self.client.get_mut();
+        let (topics, numbers) = columns(partitions);
+        // A row for each partition first, so that there is one to lock where none was stored
+        // (a second host inserting the same one waits, then finds it there).
+        client.execute(
+            "INSERT INTO consumer_positions (consumer_group, topic, partition)
+             SELECT $1, t, p FROM unnest($2::text[], $3::int[]) AS x (t, p)
+             ORDER BY t, p
+             ON CONFLICT DO NOTHING",
+            &[&group, &topics, &numbers],
+        )?;
+        let rows = client.query(
+            "SELECT topic, partition, next_offset FROM consumer_positions
+             WHERE consumer_group = $1
+               AND (topic, partition) IN (SELECT * FROM unnest($2::text[], $3::int[]))
+             ORDER BY topic, partition
+             FOR UPDATE",
+            &[&group, &topics, &numbers],
+        )?;
+        Ok(in_order(partitions, rows))
+    }
+
+    fn advance_positions(
+        &mut self,
+        group: &str,
+        positions: &[(&str, i32, i64)],
+        _at: &str,
+    ) -> Result<(), InboxError> {
+        self.begin()?;
+        let topics: Vec<&str> = positions.iter().map(|p| p.0).collect();
+        let numbers: Vec<i32> = positions.iter().map(|p| p.1).collect();
+        let next: Vec<i64> = positions.iter().map(|p| p.2).collect();
+        self.client.get_mut().execute(
+            "INSERT INTO consumer_positions (consumer_group, topic, partition, next_offset)
+             SELECT $1, t, p, n FROM unnest($2::text[], $3::int[], $4::bigint[]) AS x (t, p, n)
+             ORDER BY t, p
+             ON CONFLICT (consumer_group, topic, partition) DO UPDATE
+             SET next_offset = GREATEST(consumer_positions.next_offset, EXCLUDED.next_offset),
+                 updated_at = now()
+             WHERE consumer_positions.next_offset IS NULL
+                OR EXCLUDED.next_offset > consumer_positions.next_offset",
+            &[&group, &topics, &numbers, &next],
+        )?;
+        Ok(())
+    }
+
+    fn positions(&self, group: Option<&str>) -> Result<Vec<StoredPosition>, InboxError> {
+        let rows = self.client.borrow_mut().query(
+            concat!(
+                "SELECT consumer_group, topic, partition, next_offset, ",
+                ts!("updated_at"),
+                " FROM consumer_positions
+                 WHERE next_offset IS NOT NULL AND ($1::text IS NULL OR consumer_group = $1)
+                 ORDER BY consumer_group, topic, partition"
+            ),
+            &[&group],
+        )?;
+        Ok(rows
+            .iter()
+            .map(|r| StoredPosition {
+                group: r.get(0),
+                topic: r.get(1),
+                partition: r.get(2),
+                next_offset: r.get(3),
+                updated_at: r.get(4),
+            })
+            .collect())
+    }
+
+    fn position_reader(&self) -> Option<Box<dyn PositionReader + Send>> {
+        let mut client = self.target.connect().ok()?;
+        client
+            .batch_execute(&format!(
+                "SET search_path = {}; SET default_transaction_read_only = on;
+                 SET statement_timeout = 10000",
+                self.target.sql_schema()
+            ))
+            .ok()?;
+        Some(Box::new(Reader { client }))
+    }
+}
+
+fn columns<'a>(partitions: &[(&'a str, i32)]) -> (Vec<&'a str>, Vec<i32>) {
+    partitions.iter().copied().unzip()
+}
+
+/// The offsets of `rows` (topic, partition, next offset) in the order of `partitions`.
+fn in_order(partitions: &[(&str, i32)], rows: Vec<postgres::Row>) -> Vec<Option<i64>> {
+    let found: std::collections::HashMap<(String, i32), Option<i64>> = rows
+        .iter()
+        .map(|r| ((r.get(0), r.get(1)), r.get(2)))
+        .collect();
+    partitions
+        .iter()
+        .map(|(t, p)| found.get(&(t.to_string(), *p)).copied().flatten())
+        .collect()
+}
+
+/// A connection of its own for [`Positions::position_reader`].
+struct Reader {
+    client: Client,
+}
+
+impl PositionReader for Reader {
+    fn read(
+        &mut self,
+        group: &str,
+        partitions: &[(&str, i32)],
+    ) -> Result<Vec<Option<i64>>, InboxError> {
+        let (topics, numbers) = columns(partitions);
+        let rows = self.client.query(
+            "SELECT topic, partition, next_offset FROM consumer_positions
+             WHERE consumer_group = $1
+               AND (topic, partition) IN (SELECT * FROM unnest($2::text[], $3::int[]))",
+            &[&group, &topics, &numbers],
+        )?;
+        Ok(in_order(partitions, rows))
+    }
+}

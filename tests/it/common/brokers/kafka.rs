@@ -1,0 +1,515 @@
+//! Kafka topics on the test broker (tansu 0.6.0, which `.ci/run` starts at the address in
+//! `EDI_INBOX_TEST_KAFKA`, 127.0.0.1:9092 where unset), and tansu brokers of a test's own on
+//! its S3 engine (a bucket of the test's own on the S3 server at `EDI_INBOX_TEST_S3`, moto in
+//! CI), which a test may kill and start again without losing what they hold.
+//!
+//! tansu 0.6.0 gets some answers wrong, and the tests do not depend on them: the high watermark
+//! (ListOffsets "latest"), so a topic is read to its end by waiting for nothing more to come;
+//! transactions; and the eviction of a member killed with SIGKILL, which it sometimes never
+//! does, so that a group's run after a kill takes its partitions by hand. A new group forms only
+//! once a member's session timeout has gone by: the processes the tests start use 6 s (see
+//! `common::edi_inbox`).
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use rdkafka::ClientConfig;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer as _};
+use rdkafka::message::{Header, Headers as _, Message as _, OwnedHeaders};
+use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer as _, ProducerContext};
+use rdkafka::{ClientContext, Offset, TopicPartitionList};
+
+use super::{Held, Put, TestBroker, runtime, unique, unreachable};
+
+/// The test broker's address.
+pub fn servers() -> String {
+    std::env::var("EDI_INBOX_TEST_KAFKA").unwrap_or_else(|_| "127.0.0.1:9092".to_string())
+}
+
+/// The session timeout the processes the tests start use (see the module's text).
+pub const SESSION_TIMEOUT_MS: &str = "6000";
+
+/// A topic of a test's own, and a consumer group name of its own.
+pub struct Kafka {
+    rt: tokio::runtime::Runtime,
+    admin: AdminClient<DefaultClientContext>,
+    pub servers: String,
+    pub topic: String,
+    pub group: String,
+    pub partitions: i32,
+    /// Where each message sent went, in the order sent: its partition and offset.
+    sent: Mutex<Vec<(i32, i64)>>,
+    /// Messages sent from now on go round the partitions (else all to partition 0).
+    pub spread: bool,
+    /// The broker of its own it is on, where it is ([`TestBroker::droppable`]).
+    own: Option<OwnTansu>,
+}
+
+impl Kafka {
+    /// A topic of `partitions` on the test broker.
+    pub fn with_partitions(partitions: i32) -> Option<Kafka> {
+        Kafka::on(&servers(), partitions, None)
+    }
+
+    fn on(servers: &str, partitions: i32, own: Option<OwnTansu>) -> Option<Kafka> {
+        let rt = runtime();
+        let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
+            .set("bootstrap.servers", servers)
+            .create()
+            .ok()?;
+        let topic = unique("edi_t_");
+        let created = rt.block_on(async {
+            tokio::time::timeout(
+                Duration::from_secs(15),
+                admin.create_topics(
+                    &[NewTopic::new(
+                        &topic,
+                        partitions,
+                        TopicReplication::Fixed(1),
+                    )],
+                    &AdminOptions::new().operation_timeout(Some(Duration::from_secs(10))),
+                ),
+            )
+            .await
+        });
+        match created {
+            Ok(Ok(results)) if results.iter().all(Result::is_ok) => {}
+            Ok(Ok(results)) => panic!("cannot create the topic {topic}: {results:?}"),
+            Ok(Err(e)) => {
+                unreachable(
+                    &format!("Kafka on {servers}"),
+                    "EDI_INBOX_REQUIRE_KAFKA",
+                    &e,
+                );
+                return None;
+            }
+            Err(_) => {
+                unreachable(
+                    &format!("Kafka on {servers}"),
+                    "EDI_INBOX_REQUIRE_KAFKA",
+                    &"no answer within 15 s",
+                );
+                return None;
+            }
+        }
+        Some(Kafka {
+            rt,
+            admin,
+            servers: servers.to_string(),
+            group: format!("{topic}_g"),
+            topic,
+            partitions,
+            sent: Mutex::new(Vec::new()),
+            spread: false,
+            own,
+        })
+    }
+
+    /// `--from` for the group (the group's assignment, not by hand).
+    pub fn group_url(&self) -> String {
+        format!(
+            "kafka://{}/{}?group={}",
+            self.servers, self.topic, self.group
+        )
+    }
+
+    /// `--from` with every partition assigned by hand, under the group's positions.
+    pub fn by_hand_url(&self) -> String {
+        let all: Vec<String> = (0..self.partitions).map(|p| p.to_string()).collect();
+        format!("{}&partitions={}", self.group_url(), all.join(","))
+    }
+
+    /// `--to` for this topic.
+    pub fn to(&self) -> String {
+        format!("kafka://{}/{}", self.servers, self.topic)
+    }
+
+    /// Where the `seq`-th message sent (from 1) went.
+    pub fn place(&self, seq: usize) -> (i32, i64) {
+        self.sent.lock().unwrap()[seq - 1]
+    }
+
+    /// How many messages were sent to each partition.
+    fn sent_per_partition(&self) -> Vec<i64> {
+        let mut n = vec![0; self.partitions as usize];
+        for (p, _) in self.sent.lock().unwrap().iter() {
+            n[*p as usize] += 1;
+        }
+        n
+    }
+
+    /// The group's offsets committed to Kafka, per partition (0 where none).
+    pub fn committed(&self) -> Option<Vec<i64>> {
+        let c: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &self.servers)
+            .set("group.id", &self.group)
+            .create()
+            .ok()?;
+        let mut tpl = TopicPartitionList::new();
+        for p in 0..self.partitions {
+            tpl.add_partition(&self.topic, p);
+        }
+        let got = c.committed_offsets(tpl, Duration::from_secs(10)).ok()?;
+        Some(
+            (0..self.partitions)
+                .map(
+                    |p| match got.find_partition(&self.topic, p).map(|e| e.offset()) {
+                        Some(Offset::Offset(o)) => o,
+                        _ => 0,
+                    },
+                )
+                .collect(),
+        )
+    }
+
+    /// Every record the topic holds, in each partition's order (partition 0 first): read until
+    /// nothing more came for 3 s (the broker's high watermark is not to be trusted).
+    pub fn records(&self) -> Vec<Held> {
+        let c: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &self.servers)
+            .set("enable.partition.eof", "false")
+            .create()
+            .unwrap();
+        let mut tpl = TopicPartitionList::new();
+        for p in 0..self.partitions {
+            tpl.add_partition_offset(&self.topic, p, Offset::Beginning)
+                .unwrap();
+        }
+        let mut tries = 0;
+        while let Err(e) = c.assign(&tpl) {
+            tries += 1;
+            assert!(tries < 120, "cannot read {} (assign): {e}", self.topic);
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        let mut by_partition: BTreeMap<(i32, i64), Held> = BTreeMap::new();
+        let mut last = Instant::now();
+        let start = Instant::now();
+        while last.elapsed() < Duration::from_secs(3) && start.elapsed() < Duration::from_secs(120)
+        {
+            // A fetch that failed once is made again by the client.
+            if let Some(Ok(m)) = c.poll(Duration::from_millis(200)) {
+                last = Instant::now();
+                let mut headers = BTreeMap::new();
+                if let Some(h) = m.headers() {
+                    for h in h.iter() {
+                        headers.insert(
+                            h.key.to_string(),
+                            String::from_utf8_lossy(h.value.unwrap_or_default()).into_owned(),
+                        );
+                    }
+                }
+                if let Some(k) = m.key() {
+                    headers.insert("key".into(), String::from_utf8_lossy(k).into_owned());
+                }
+                by_partition.insert(
+                    (m.partition(), m.offset()),
+                    Held {
+                        subject: m.topic().to_string(),
+                        headers,
+                        body: m.payload().unwrap_or_default().to_vec(),
+                    },
+                );
+            }
+        }
+        by_partition.into_values().collect()
+    }
+}
+
+impl Drop for Kafka {
+    fn drop(&mut self) {
+        let topic = self.topic.clone();
+        let admin = &self.admin;
+        let _ = self.rt.block_on(async {
+            tokio::time::timeout(
+                Duration::from_secs(10),
+                admin.delete_topics(&[&topic], &AdminOptions::new()),
+            )
+            .await
+        });
+    }
+}
+
+/// The delivery reports of [`TestBroker::send`], by index.
+struct Reports(Mutex<Vec<(usize, i32, i64)>>);
+
+impl ClientContext for Reports {}
+
+impl ProducerContext for Reports {
+    type DeliveryOpaque = usize;
+
+    fn delivery(&self, result: &DeliveryResult<'_>, index: usize) {
+        let m = result
+            .as_ref()
+            .unwrap_or_else(|(e, _)| panic!("not stored: {e}"));
+        self.0
+            .lock()
+            .unwrap()
+            .push((index, m.partition(), m.offset()));
+    }
+}
+
+impl TestBroker for Kafka {
+    const SAYS_RECONNECTING: bool = false;
+
+    fn create() -> Option<Kafka> {
+        Kafka::with_partitions(1)
+    }
+
+    fn droppable(self, dir: &std::path::Path) -> Option<Kafka> {
+        let partitions = self.partitions;
+        drop(self);
+        let own = OwnTansu::start(dir)?;
+        let servers = own.servers();
+        Kafka::on(&servers, partitions, Some(own))
+    }
+
+    fn send(&self, messages: &[Put]) {
+        let producer: BaseProducer<Reports> = ClientConfig::new()
+            .set("bootstrap.servers", &self.servers)
+            .set("enable.idempotence", "true")
+            .set("linger.ms", "5")
+            .create_with_context(Reports(Mutex::new(Vec::new())))
+            .unwrap();
+        let first = self.sent.lock().unwrap().len();
+        for (i, m) in messages.iter().enumerate() {
+            let partition = if self.spread {
+                ((first + i) % self.partitions as usize) as i32
+            } else {
+                0
+            };
+            let mut headers = OwnedHeaders::new();
+            if let Some(name) = &m.name {
+                headers = headers.insert(Header {
+                    key: "edi-filename",
+                    value: Some(name.as_str()),
+                });
+            }
+            let mut record = BaseRecord::with_opaque_to(&self.topic, i)
+                .partition(partition)
+                .payload(&m.body[..])
+                .headers(headers);
+            if let Some(id) = &m.id {
+                record = record.key(id.as_str());
+            }
+            let mut record = Some(record);
+            while let Some(r) = record.take() {
+                if let Err((e, back)) = producer.send(r) {
+                    assert!(
+                        matches!(
+                            e,
+                            rdkafka::error::KafkaError::MessageProduction(
+                                rdkafka::types::RDKafkaErrorCode::QueueFull
+                            )
+                        ),
+                        "cannot produce to {}: {e}",
+                        self.topic
+                    );
+                    producer.poll(Duration::from_millis(50));
+                    record = Some(back);
+                }
+            }
+        }
+        producer
+            .flush(Duration::from_secs(60))
+            .unwrap_or_else(|e| panic!("{} records not stored: {e}", self.topic));
+        let mut reports = std::mem::take(&mut *producer.context().0.lock().unwrap());
+        assert_eq!(
+            reports.len(),
+            messages.len(),
+            "a delivery report for each record"
+        );
+        reports.sort_unstable();
+        self.sent
+            .lock()
+            .unwrap()
+            .extend(reports.into_iter().map(|(_, p, o)| (p, o)));
+    }
+
+    fn source_url(&self) -> String {
+        self.by_hand_url()
+    }
+
+    fn source(&self, seq: usize, _id: &str) -> String {
+        let (p, o) = self.place(seq);
+        format!("kafka:{}/{p}/{o}", self.topic)
+    }
+
+    fn source_prefix(&self) -> String {
+        format!("kafka:{}/", self.topic)
+    }
+
+    /// Records past the offsets the group committed to Kafka (which follow the inbox's).
+    fn unacknowledged(&self) -> Option<u64> {
+        let committed = self.committed()?;
+        let sent = self.sent_per_partition();
+        Some(
+            sent.iter()
+                .zip(committed)
+                .map(|(s, c)| (s - c).max(0) as u64)
+                .sum(),
+        )
+    }
+
+    fn dead_letter_to(&self) -> String {
+        self.to()
+    }
+
+    fn dead_letter_subject(&self) -> String {
+        self.topic.clone()
+    }
+
+    fn dead_lettered(&self) -> Vec<Held> {
+        self.records()
+    }
+
+    /// Kafka is told nothing of a rejected record: it is decided, and its partition's position
+    /// moves past it.
+    fn watch_refused(&self) -> Option<super::Watch<'_>> {
+        None
+    }
+
+    /// Kills its own broker (SIGKILL) and starts it again on its S3 store.
+    fn drop_connection_of(&mut self, _pid: u32) {
+        let own = self
+            .own
+            .as_mut()
+            .expect("a connection is dropped on a broker of the test's own (droppable)");
+        own.kill();
+        std::thread::sleep(Duration::from_millis(500));
+        own.up().unwrap();
+    }
+}
+
+/// A tansu broker of a test's own, on its S3 engine (a bucket of its own on the S3 server at
+/// `EDI_INBOX_TEST_S3`), the binary at `EDI_INBOX_TANSU`: killed and started again, it keeps
+/// its topics, records and groups.
+pub struct OwnTansu {
+    port: u16,
+    bucket: String,
+    s3: String,
+    binary: String,
+    log: std::path::PathBuf,
+    child: Option<std::process::Child>,
+}
+
+impl OwnTansu {
+    /// `None` (with a notice) where there is no tansu or no S3 server, unless
+    /// `EDI_INBOX_REQUIRE_KAFKA`.
+    pub fn start(dir: &std::path::Path) -> Option<OwnTansu> {
+        let (Ok(binary), Ok(s3)) = (
+            std::env::var("EDI_INBOX_TANSU"),
+            std::env::var("EDI_INBOX_TEST_S3"),
+        ) else {
+            unreachable(
+                "a tansu broker of the test's own",
+                "EDI_INBOX_REQUIRE_KAFKA",
+                &"EDI_INBOX_TANSU and EDI_INBOX_TEST_S3 are not both set",
+            );
+            return None;
+        };
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .ok()?;
+        std::fs::create_dir_all(dir).ok()?;
+        let bucket = unique("tansu-").replace('_', "-");
+        if let Err(e) = create_bucket(&s3, &bucket) {
+            unreachable(&format!("S3 on {s3}"), "EDI_INBOX_REQUIRE_KAFKA", &e);
+            return None;
+        }
+        let mut own = OwnTansu {
+            port,
+            bucket,
+            s3,
+            binary,
+            log: dir.join("tansu.log"),
+            child: None,
+        };
+        if let Err(e) = own.up() {
+            unreachable("tansu", "EDI_INBOX_REQUIRE_KAFKA", &e);
+            return None;
+        }
+        Some(own)
+    }
+
+    pub fn servers(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// Starts it (again) and waits until it takes connections.
+    pub fn up(&mut self) -> std::io::Result<()> {
+        let url = format!("tcp://127.0.0.1:{}", self.port);
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)?;
+        let child = std::process::Command::new(&self.binary)
+            .args([
+                "broker",
+                "--listener-url",
+                &url,
+                "--advertised-listener-url",
+                &url,
+            ])
+            .args(["--storage-engine", &format!("s3://{}/", self.bucket)])
+            .env("AWS_ENDPOINT", &self.s3)
+            .env("AWS_ALLOW_HTTP", "true")
+            .env("AWS_ACCESS_KEY_ID", "test")
+            .env("AWS_SECRET_ACCESS_KEY", "test")
+            .env("AWS_DEFAULT_REGION", "us-east-1")
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()?;
+        self.child = Some(child);
+        let until = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < until {
+            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Err(std::io::Error::other("tansu did not listen within 20 s"))
+    }
+
+    /// Kills it with SIGKILL and reaps it.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for OwnTansu {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Creates `bucket` on the S3 server at `endpoint` (moto takes an unsigned request).
+fn create_bucket(endpoint: &str, bucket: &str) -> std::io::Result<()> {
+    use std::io::{Read as _, Write as _};
+    let host = endpoint
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
+    let mut s = std::net::TcpStream::connect(&host)?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(
+        s,
+        "PUT /{bucket} HTTP/1.1\r\nHost: {host}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut answer = String::new();
+    s.read_to_string(&mut answer)?;
+    if answer.starts_with("HTTP/1.1 200") {
+        Ok(())
+    } else {
+        Err(std::io::Error::other(format!(
+            "the bucket was not made: {}",
+            answer.lines().next().unwrap_or_default()
+        )))
+    }
+}

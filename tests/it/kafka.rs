@@ -1,0 +1,374 @@
+//! Kafka's own, against the test broker (tansu; see `common/brokers/kafka.rs`), beside the
+//! contracts every broker meets (`consume.rs`, where Kafka's source takes its partitions by
+//! hand): a consumer group that forms and is given partitions; positions kept in the inbox so
+//! that, after kills with SIGKILL, no record is decided twice; three consumers of one group on
+//! one PostgreSQL inbox with rebalances; and `publish --to kafka://` (the idempotent producer,
+//! `ce_` headers, a partner's events in order under one key, a refusal parked, kill -9), end to
+//! end into a second inbox.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::time::Duration;
+
+use crate::common::brokers::{Kafka, Put, TestBroker as _};
+use crate::common::site::Site;
+use crate::common::synth::{Layout, Synth};
+use crate::common::{RunExt, StartExt};
+use crate::consume::{Consumer, all_samples, applied, consume, synthetic, within};
+use crate::publish::{expected_order, order_held, publish, samples_ingested};
+
+/// How many deliveries each source (`kafka:TOPIC/PARTITION/OFFSET`) has in the inbox: one
+/// each, where no record was decided twice.
+fn decided_per_record(site: &Site) -> BTreeMap<i64, i64> {
+    let mut times = BTreeMap::new();
+    for row in site.rows("SELECT source, count(*) FROM deliveries GROUP BY source") {
+        let n: i64 = row[1].as_deref().unwrap().parse().unwrap();
+        *times.entry(n).or_default() += 1;
+    }
+    times
+}
+
+/// The positions the inbox keeps for `group`: (topic/partition, next offset).
+fn positions(site: &Site, group: &str) -> BTreeMap<String, i64> {
+    site.rows(&format!(
+        "SELECT topic || '/' || partition, next_offset FROM consumer_positions
+         WHERE consumer_group = '{group}'"
+    ))
+    .into_iter()
+    .map(|r| {
+        (
+            r[0].clone().unwrap(),
+            r[1].as_deref().unwrap().parse().unwrap(),
+        )
+    })
+    .collect()
+}
+
+/// A topic of three partitions holding `n` distinct interchanges, one record each, sent round
+/// the partitions.
+fn spread_over_three(n: usize, seed: u64) -> Option<Kafka> {
+    let mut kafka = Kafka::with_partitions(3)?;
+    kafka.spread = true;
+    kafka.send(
+        &synthetic(n, seed)
+            .iter()
+            .enumerate()
+            .map(|(k, b)| Put::new(b, format!("k{k}")))
+            .collect::<Vec<_>>(),
+    );
+    Some(kafka)
+}
+
+per_backend! {
+    /// Every sample as a record, consumed by a group (which forms, and gives the consumer the
+    /// partition): each decided as ingest decides its file; the record's key and time kept with
+    /// its delivery; the position at the end of the partition, in the inbox and committed to
+    /// Kafka after it; the metrics name it. A second run of the group decides nothing.
+    fn a_group_decides_the_samples_as_ingest_does_and_keeps_its_positions(site) {
+        let Some(kafka) = Kafka::create() else { return };
+        let samples = all_samples();
+        let files = site.fresh();
+        for (name, bytes) in &samples {
+            fs::write(files.drop().join(name), bytes).unwrap();
+        }
+        let want = files.ingest_json(&[]).code(3).json();
+        kafka.send(
+            &samples
+                .iter()
+                .map(|(n, b)| Put::new(b, n.clone()).named(n.clone()))
+                .collect::<Vec<_>>(),
+        );
+        let metrics = site.path("consume.prom");
+        let run = consume(
+            &site,
+            "3s",
+            &["--from", &kafka.group_url(), "--metrics-file", metrics.to_str().unwrap()],
+        );
+        let stderr = run.err();
+        let lines = run.code(3).json();
+        assert!(stderr.contains("partitions given"), "{stderr}");
+        assert_eq!(
+            crate::consume::by(&lines, "filename"),
+            crate::consume::by(&want, "file")
+        );
+        assert_eq!(applied(&site), applied(&files));
+        assert_eq!(
+            positions(&site, &kafka.group),
+            [(format!("{}/0", kafka.topic), samples.len() as i64)].into()
+        );
+        assert_eq!(kafka.committed(), Some(vec![samples.len() as i64]));
+        assert_eq!(decided_per_record(&site), [(1, samples.len() as i64)].into());
+        assert_eq!(
+            site.count("SELECT count(*) FROM deliveries WHERE record_key IS NOT NULL AND produced_at IS NOT NULL"),
+            samples.len() as i64
+        );
+        let prom = fs::read_to_string(&metrics).unwrap();
+        let want = format!(
+            "edi_inbox_consume_position{{group=\"{}\",topic=\"{}\",partition=\"0\"}} {}\n",
+            kafka.group,
+            kafka.topic,
+            samples.len()
+        );
+        assert!(prom.contains(&want), "{want} in {prom}");
+        let lines = consume(&site, "3s", &["--from", &kafka.group_url()]).code(0).json();
+        assert_eq!(lines.last().unwrap()["summary"]["deliveries"], 0);
+    }
+}
+
+per_backend! {
+    /// A group's consumers killed with SIGKILL at random moments (each kill in the middle of the
+    /// work), over three partitions, then a run to the end (taking the partitions by hand: the
+    /// test broker may never evict a killed member): each interchange applied once, **no record
+    /// decided twice** (each record's delivery recorded once: the positions moved with the
+    /// decisions), and every position at the end of its partition.
+    fn after_kills_no_record_is_decided_twice(site) {
+        let Some(kafka) = spread_over_three(1200, 21) else { return };
+        let group = kafka.group_url();
+        let mut rng = Synth::new(5);
+        let mut killed_mid_work = 0;
+        for round in 0..4 {
+            let out = site.path(&format!("run{round}.jsonl"));
+            // Every other run by hand, under the group's positions: the group may still count
+            // a member killed before.
+            let from = if round % 2 == 0 { group.clone() } else { kafka.by_hand_url() };
+            let child = Consumer::start(&site, &["--from", &from, "--batch", "50"], &out);
+            // Until it decided something, then at a random moment.
+            within(|| child.lines() > 0);
+            std::thread::sleep(Duration::from_millis(rng.below(300)));
+            let before = child.lines();
+            child.kill();
+            if before > 0 && before < 1200 {
+                killed_mid_work += 1;
+            }
+        }
+        assert!(killed_mid_work >= 2, "the kills did not fall in the middle of the work");
+        let lines = consume(&site, "3s", &["--from", &kafka.by_hand_url()]).code(0).json();
+        let summary = &lines.last().unwrap()["summary"];
+        assert_eq!(summary["duplicate"], 0, "nothing decided again: {summary}");
+        let (keys, rows) = applied(&site);
+        assert_eq!((keys.len(), rows), (1200, 1200));
+        assert_eq!(decided_per_record(&site), [(1, 1200)].into(), "each record decided once");
+        let per_partition: Vec<i64> = (0..3).map(|p| (1200 + 2 - p) / 3).collect();
+        let want: BTreeMap<String, i64> = (0..3)
+            .map(|p| (format!("{}/{p}", kafka.topic), per_partition[p as usize]))
+            .collect();
+        assert_eq!(positions(&site, &kafka.group), want);
+    }
+}
+
+/// Three consumers of one group (as three hosts) on one PostgreSQL inbox, over three
+/// partitions: two start, a third joins late (a rebalance: partitions taken away from the
+/// first two and given to it), one of the first is killed with SIGKILL; what is left is
+/// taken by hand (the test broker may never evict the killed member). Each interchange applied
+/// once, no record decided twice, nothing left behind.
+#[cfg(feature = "postgres")]
+#[test]
+fn three_consumers_of_a_group_rebalance_and_decide_each_record_once() {
+    let Some(site) = Site::postgres() else { return };
+    let Some(kafka) = spread_over_three(1500, 22) else {
+        return;
+    };
+    let from = kafka.group_url();
+    let args = ["--from", from.as_str(), "--batch", "20"];
+    let outs: Vec<_> = (0..3)
+        .map(|k| site.path(&format!("host{k}.jsonl")))
+        .collect();
+    let first = Consumer::start(&site, &args, &outs[0]);
+    let second = Consumer::start(&site, &args, &outs[1]);
+    assert!(
+        within(|| first.lines() + second.lines() > 100),
+        "the first two did not start: {} {}",
+        first.stderr(),
+        second.stderr()
+    );
+    let third = Consumer::start(&site, &args, &outs[2]);
+    // The late one is given partitions, taken from the others.
+    assert!(
+        within(|| third.stderr().contains("partitions given")),
+        "the late consumer was given nothing: {}",
+        third.stderr()
+    );
+    first.kill();
+    std::thread::sleep(Duration::from_secs(2));
+    second.signal(libc::SIGTERM);
+    third.signal(libc::SIGTERM);
+    let (second, third) = (second.wait(), third.wait());
+    second.code(0);
+    third.code(0);
+    let moved = [second.err(), third.err()]
+        .iter()
+        .any(|e| e.contains("partitions taken away"));
+    assert!(
+        moved,
+        "no partitions moved: {} {}",
+        second.err(),
+        third.err()
+    );
+    let lines = consume(&site, "3s", &["--from", &kafka.by_hand_url()])
+        .code(0)
+        .json();
+    let summary = &lines.last().unwrap()["summary"];
+    assert_eq!(summary["duplicate"], 0, "{summary}");
+    let (keys, rows) = applied(&site);
+    assert_eq!((keys.len(), rows), (1500, 1500));
+    assert_eq!(decided_per_record(&site), [(1, 1500)].into());
+}
+
+/// `publish --to kafka://`: every event once, in order, each a record with its CloudEvents
+/// attributes as `ce_` headers and `content-type`, keyed by its sender and recipient; a second
+/// run publishes nothing.
+#[test]
+fn publish_sends_each_event_with_ce_headers_keyed_by_partner() {
+    let Some(kafka) = Kafka::create() else { return };
+    let site = Site::new();
+    samples_ingested(&site);
+    let lines = publish(&site, &["--to", &kafka.to(), "--json"])
+        .code(0)
+        .json();
+    assert_eq!(lines.last().unwrap()["summary"]["published"], 10);
+    let held = kafka.records();
+    assert_eq!(held.len(), 10);
+    assert_eq!(order_held(&held, "ce_"), expected_order(&site));
+    for h in &held {
+        assert_eq!(h.headers["content-type"], "application/EDIFACT");
+        assert_eq!(h.headers["ce_specversion"], "1.0");
+        assert_eq!(
+            h.headers["key"],
+            format!(
+                "{}/{}",
+                h.headers["ce_edisender"], h.headers["ce_edirecipient"]
+            )
+        );
+    }
+    let ids: BTreeSet<_> = held.iter().map(|h| h.headers["ce_id"].clone()).collect();
+    assert_eq!(ids.len(), 10, "one id per event");
+    let lines = publish(&site, &["--to", &kafka.to(), "--json"])
+        .code(0)
+        .json();
+    assert_eq!(lines.last().unwrap()["summary"]["published"], 0);
+    assert_eq!(kafka.records().len(), 10, "nothing sent twice");
+}
+
+/// A record Kafka cannot take (larger than the producer's `message.max.bytes`, set through
+/// `EDI_INBOX_KAFKA_MESSAGE_MAX_BYTES`) is that event's refusal: the others go out, it is
+/// reported (exit 3), and parked after --max-attempts; a setting librdkafka does not know is a
+/// usage error (exit 2) that names it and never a secret's value.
+#[test]
+fn a_record_too_large_is_parked_and_a_wrong_setting_is_refused() {
+    let Some(kafka) = Kafka::create() else { return };
+    let site = Site::new();
+    let huge = "A".repeat(5000);
+    site.put(
+        "a-huge.edi",
+        format!("UNB+UNOC:3+POISON+R+240101:1200+P1'UNH+1+ORDERS:D:96A:UN'FTX+AAI+++{huge}'UNT+3+1'UNZ+1+P1'")
+            .as_bytes(),
+    );
+    samples_ingested(&site);
+    let args = [
+        "publish",
+        "--to",
+        &kafka.to(),
+        "--json",
+        "--max-attempts",
+        "2",
+        "--retry-after",
+        "0s",
+    ];
+    let run = site
+        .cmd()
+        .args(args)
+        .env("EDI_INBOX_KAFKA_MESSAGE_MAX_BYTES", "4096")
+        .run();
+    let lines = run.code(3).json();
+    let failed: Vec<_> = lines.iter().filter(|l| l["status"] == "failed").collect();
+    assert_eq!(failed.len(), 1, "{lines:?}");
+    assert_eq!(failed[0]["sender"], "POISON");
+    assert_eq!(kafka.records().len(), 10, "the others went out");
+    let again = site
+        .cmd()
+        .args(args)
+        .env("EDI_INBOX_KAFKA_MESSAGE_MAX_BYTES", "4096")
+        .run();
+    let lines = again.code(3).json();
+    assert!(lines.iter().any(|l| l["status"] == "parked"), "{lines:?}");
+    let config = site.path("kafka.conf");
+    fs::write(&config, "sasl.password=s3cret\nno.such.setting=1\n").unwrap();
+    let run = site
+        .cmd()
+        .args(["publish", "--to", &kafka.to(), "--kafka-config"])
+        .arg(&config)
+        .run();
+    let stderr = run.err();
+    run.code(2);
+    assert!(
+        stderr.contains("no.such.setting") && !stderr.contains("s3cret"),
+        "{stderr}"
+    );
+}
+
+/// `publish` killed with SIGKILL at random moments, then run to the end: every event is in the
+/// topic with its one id (a crash between the delivery and the mark may send an event twice,
+/// always under the same id), and each partner's events are in the order they were decided.
+#[test]
+fn publish_under_kill_9_loses_nothing_and_keeps_each_partners_order() {
+    let Some(kafka) = Kafka::with_partitions(3) else {
+        return;
+    };
+    let site = Site::new();
+    let mut synth = Synth::new(23);
+    for k in 0..900 {
+        let sender = format!("P{}", k % 4);
+        let body = synth.interchange(&sender, "HUB", &format!("R{k:05}"), 1, Layout::default());
+        site.put(&format!("f{k:05}.edi"), &body);
+    }
+    site.ingest_quietly(&[]).code(0);
+    let want = expected_order(&site);
+    let mut rng = Synth::new(7);
+    for _ in 0..4 {
+        let child = site
+            .command()
+            .args(["publish", "-q", "--batch", "50", "--to", &kafka.to()])
+            .start();
+        std::thread::sleep(Duration::from_millis(100 + rng.below(400)));
+        child.signal(libc::SIGKILL);
+        drop(child.wait());
+    }
+    publish(&site, &["--to", &kafka.to(), "-q"]).code(0);
+    let held = kafka.records();
+    let ids: BTreeSet<_> = held.iter().map(|h| h.headers["ce_id"].clone()).collect();
+    assert_eq!(ids.len(), 900, "every event, each with its one id");
+    // Per key (one partner), the first time each event appears follows the decisions' order.
+    let mut seen = BTreeSet::new();
+    let mut by_key: BTreeMap<String, Vec<(String, String, String)>> = BTreeMap::new();
+    let order = order_held(&held, "ce_");
+    for (h, event) in held.iter().zip(order) {
+        if seen.insert(h.headers["ce_id"].clone()) {
+            by_key
+                .entry(h.headers["key"].clone())
+                .or_default()
+                .push(event);
+        }
+    }
+    for (key, events) in by_key {
+        let sender = key.split('/').next().unwrap().to_string();
+        let expected: Vec<_> = want.iter().filter(|e| e.0 == sender).cloned().collect();
+        assert_eq!(events, expected, "the order of {key}");
+    }
+}
+
+/// End to end: files ingested into one inbox, published whole to Kafka, consumed by a group
+/// into a second inbox, which then holds the same keys and hashes.
+#[test]
+fn published_interchanges_consumed_into_a_second_inbox_are_the_same() {
+    let Some(kafka) = Kafka::create() else { return };
+    let first = Site::new();
+    samples_ingested(&first);
+    publish(&first, &["--payload", "interchange", "--to", &kafka.to()]).code(0);
+    let second = Site::new();
+    let lines = consume(&second, "3s", &["--from", &kafka.group_url()])
+        .code(0)
+        .json();
+    assert_eq!(lines.last().unwrap()["summary"]["new"], 7);
+    let keys = "SELECT sender || '/' || recipient, control_ref, sha256 FROM interchanges";
+    assert_eq!(first.triples(keys), second.triples(keys));
+}
