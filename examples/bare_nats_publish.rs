@@ -15,8 +15,11 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, anyhow};
+use anyhow::anyhow;
 use async_nats::jetstream;
+
+#[path = "support/outbox.rs"]
+mod outbox;
 
 const SERVER: &str = "nats://127.0.0.1:4222";
 
@@ -111,62 +114,41 @@ fn main() -> anyhow::Result<()> {
 /// Every message of the inbox's outbox with its headers, in order.
 type Headers = Vec<(&'static str, String)>;
 
+/// The NATS header of each attribute (`ce-` and its name).
+fn header(bare: &str) -> &'static str {
+    match bare {
+        "type" => "ce-type",
+        "time" => "ce-time",
+        "edisender" => "ce-edisender",
+        "edirecipient" => "ce-edirecipient",
+        "edicontrolref" => "ce-edicontrolref",
+        "edisyntax" => "ce-edisyntax",
+        "edisenderqualifier" => "ce-edisenderqualifier",
+        "edimessageref" => "ce-edimessageref",
+        "edimessagetype" => "ce-edimessagetype",
+        _ => "ce-edimessageversion",
+    }
+}
+
 fn load(db: &str, bare: bool) -> anyhow::Result<Vec<(Headers, bytes::Bytes)>> {
-    let conn = rusqlite::Connection::open(db).context("the inbox")?;
-    let mut stmt = conn.prepare(
-        "SELECT o.id, i.raw, i.raw_codec, m.raw_start, m.raw_end, o.event_type, o.created_at,
-                i.sender, i.recipient, i.control_ref, i.syntax_id || ':' || i.syntax_version,
-                i.sender_qualifier, m.reference, m.message_type,
-                m.version || ':' || m.release || ':' || m.agency
-         FROM outbox o
-         JOIN messages m ON m.id = o.message_id JOIN interchanges i ON i.id = m.interchange_id
-         ORDER BY o.id",
-    )?;
-    let mut rows = stmt.query([])?;
     let mut out = Vec::new();
-    while let Some(r) = rows.next()? {
-        let id: i64 = r.get(0)?;
-        let raw: Vec<u8> = r.get(1)?;
-        let raw = if r.get::<_, String>(2)? == "zstd" {
-            zstd::stream::decode_all(raw.as_slice())?
-        } else {
-            raw
-        };
-        let (start, end): (i64, i64) = (r.get(3)?, r.get(4)?);
-        let body = raw
-            .get(start as usize..end as usize)
-            .ok_or_else(|| anyhow!("event {id}: bad offsets"))?;
+    for e in outbox::events(db)? {
         let mut h: Headers = Vec::new();
-        let msg_id = format!("{:032x}", id);
+        let msg_id = format!("{:032x}", e.id);
         h.push(("Nats-Msg-Id", msg_id.clone()));
         if !bare {
-            let text = |n: usize| r.get::<_, Option<String>>(n).map(Option::unwrap_or_default);
             h.push(("content-type", "application/EDIFACT".into()));
             h.push(("ce-specversion", "1.0".into()));
             h.push(("ce-id", msg_id));
-            h.push(("ce-source", format!("/edi-inbox/{}", text(7)?)));
-            for (name, n) in [
-                ("ce-type", 5),
-                ("ce-time", 6),
-                ("ce-edisender", 7),
-                ("ce-edirecipient", 8),
-                ("ce-edicontrolref", 9),
-                ("ce-edisyntax", 10),
-                ("ce-edisenderqualifier", 11),
-                ("ce-edimessageref", 12),
-                ("ce-edimessagetype", 13),
-                ("ce-edimessageversion", 14),
-            ] {
-                h.push((name, text(n)?));
+            h.push(("ce-source", format!("/edi-inbox/{}", e.sender)));
+            for (name, value) in e.attributes {
+                h.push((header(name), value));
             }
-            if raw.starts_with(b"UNA") {
-                h.push((
-                    "ce-ediuna",
-                    String::from_utf8_lossy(&raw[3..9]).into_owned(),
-                ));
+            if let Some(una) = e.una {
+                h.push(("ce-ediuna", una));
             }
         }
-        out.push((h, bytes::Bytes::copy_from_slice(body)));
+        out.push((h, bytes::Bytes::from(e.body)));
     }
     Ok(out)
 }

@@ -100,9 +100,11 @@ pub enum Command {
     /// acknowledge each delivery only after its decisions are committed.
     ///
     /// From a JetStream pull consumer (durable, explicit acknowledgements; made where missing)
-    /// or a RabbitMQ queue (manual acknowledgements, a prefetch of one batch). Each delivery is
-    /// the bytes of one file, recorded under the broker's identity for it (nats:STREAM/SEQUENCE,
-    /// amqp:QUEUE/MESSAGE-ID) with its edi-filename header and how often it was delivered. A
+    /// a RabbitMQ queue (manual acknowledgements, a prefetch of one batch) or Kafka topics (a
+    /// consumer group whose positions the inbox keeps, moved in the decisions' transaction, so
+    /// that no record is decided twice). Each delivery is the bytes of one file, recorded under
+    /// the broker's identity for it (nats:STREAM/SEQUENCE, amqp:QUEUE/MESSAGE-ID,
+    /// kafka:TOPIC/PARTITION/OFFSET) with its edi-filename header and how often it was delivered. A
     /// crash before the acknowledgement has the broker deliver again, and the inbox decides
     /// those as duplicates. A rejected delivery is recorded with its bytes, then terminated
     /// (JetStream) or rejected without requeue (RabbitMQ: to the queue's dead-letter exchange),
@@ -135,8 +137,10 @@ impl Command {
 
 #[derive(Debug, clap::Args)]
 pub struct ConsumeArgs {
-    /// Where from: nats://HOST:PORT/STREAM/CONSUMER (a JetStream pull consumer) or
-    /// amqp://USER:PASS@HOST:PORT/VHOST/QUEUE (RabbitMQ; %2f for the vhost /). Read from the
+    /// Where from: nats://HOST:PORT/STREAM/CONSUMER (a JetStream pull consumer),
+    /// amqp://USER:PASS@HOST:PORT/VHOST/QUEUE (RabbitMQ; %2f for the vhost /) or
+    /// kafka://HOST:PORT[,HOST:PORT...]/TOPIC[,TOPIC...]?group=NAME (Kafka; the group's
+    /// positions kept in the inbox; &partitions=0,1 assigns those by hand). Read from the
     /// environment where not given, so that a password stays out of the process list.
     #[arg(
         long,
@@ -157,9 +161,9 @@ pub struct ConsumeArgs {
     pub until_idle: Option<Duration>,
 
     /// Publish each rejected delivery here too, with the reason in the edi-inbox-reason
-    /// header: nats://HOST:PORT/SUBJECT (a JetStream stream must capture it) or
+    /// header: nats://HOST:PORT/SUBJECT (a JetStream stream must capture it),
     /// amqp://USER:PASS@HOST:PORT/VHOST/EXCHANGE (a topic exchange, declared if missing;
-    /// the delivery's routing key kept).
+    /// the delivery's routing key kept) or kafka://HOST:PORT/TOPIC.
     #[arg(
         long,
         value_name = "DEST",
@@ -175,7 +179,12 @@ pub struct ConsumeArgs {
 
     /// The Kafka consumer group (or ?group=NAME in the URL): the inbox keeps its position in
     /// each partition, moved in the decisions' transaction.
-    #[arg(long, value_name = "NAME", env = "EDI_INBOX_KAFKA_GROUP")]
+    #[arg(
+        long,
+        value_name = "NAME",
+        env = "EDI_INBOX_KAFKA_GROUP",
+        hide_env_values = true
+    )]
     pub group: Option<String>,
 
     #[command(flatten)]
@@ -205,7 +214,12 @@ pub struct KafkaArgs {
     /// sasl.mechanism, sasl.username, sasl.password, ssl.ca.location, ... Each may also be given
     /// as EDI_INBOX_KAFKA_<KEY> (sasl.password: EDI_INBOX_KAFKA_SASL_PASSWORD), which wins over
     /// the file. Secrets are never shown.
-    #[arg(long, value_name = "FILE", env = "EDI_INBOX_KAFKA_CONFIG")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "EDI_INBOX_KAFKA_CONFIG",
+        hide_env_values = true
+    )]
     pub kafka_config: Option<PathBuf>,
 }
 
@@ -247,7 +261,8 @@ pub enum ContrlDuplicates {
 #[derive(Debug, clap::Args)]
 pub struct PublishArgs {
     /// Where to: nats://HOST:PORT[/SUBJECT-PREFIX] (JetStream), amqp://USER:PASS@HOST:PORT/VHOST
-    /// (RabbitMQ), or dir:PATH (one file per event). Read from the environment where not
+    /// (RabbitMQ), kafka://HOST:PORT[,HOST:PORT...]/TOPIC (Kafka; TOPIC a template like
+    /// --subject, which it replaces), or dir:PATH (one file per event). Read from the environment where not
     /// given, so that a password stays out of the process list.
     #[arg(
         long,

@@ -833,10 +833,17 @@ per_backend! {
         if site.is_postgres() {
             site.sql(
                 "ALTER TABLE acknowledgements DROP COLUMN syntax_version;
-                 DELETE FROM schema_migrations WHERE version = 7",
+                 DROP TABLE consumer_positions;
+                 ALTER TABLE deliveries DROP COLUMN record_key;
+                 ALTER TABLE deliveries DROP COLUMN produced_at;
+                 DELETE FROM schema_migrations WHERE version >= 7",
             );
         } else {
-            site.sql("ALTER TABLE acknowledgements DROP COLUMN syntax_version; PRAGMA user_version = 11");
+            site.sql(&format!(
+                "ALTER TABLE acknowledgements DROP COLUMN syntax_version; {}
+                 PRAGMA user_version = 11",
+                crate::common::UNDO_POSITIONS
+            ));
         }
         answer_all(&site).code(0);
         let v4 = |all: Vec<(String, String)>| -> Vec<(String, bool)> {

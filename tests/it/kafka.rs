@@ -110,6 +110,7 @@ per_backend! {
             samples.len()
         );
         assert!(prom.contains(&want), "{want} in {prom}");
+        assert!(prom.contains("edi_inbox_consume_run_skipped 0\n"), "{prom}");
         let lines = consume(&site, "3s", &["--from", &kafka.group_url()]).code(0).json();
         assert_eq!(lines.last().unwrap()["summary"]["deliveries"], 0);
     }

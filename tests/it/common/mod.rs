@@ -190,10 +190,18 @@ pub fn run_together(commands: Vec<std::process::Command>) -> Vec<Run> {
     waiting.into_iter().map(|t| t.join().unwrap()).collect()
 }
 
-/// SQL that takes an SQLite inbox back from schema 10 to before migration 6 (the publisher's
-/// columns; and migrations 7 to 9, the deliveries and the acknowledgements), for the tests
-/// that open an older inbox and see it brought up to date.
+/// SQL that undoes `0012_positions.sql` (the Kafka positions, a delivery's key and time), for a
+/// test that takes an SQLite inbox back to an older version.
+pub const UNDO_POSITIONS: &str = "
+    DROP TABLE consumer_positions;
+    ALTER TABLE deliveries DROP COLUMN record_key;
+    ALTER TABLE deliveries DROP COLUMN produced_at;";
+
+/// SQL that takes an SQLite inbox back from schema 13 to before migration 6 (the publisher's
+/// columns; and the later ones: the deliveries, the acknowledgements, the positions), for the
+/// tests that open an older inbox and see it brought up to date.
 pub const UNDO_PUBLISH_COLUMNS: &str = "
+    DROP TABLE consumer_positions;
     DROP TABLE deliveries; DROP TABLE contrl_outbox; DROP TABLE acknowledgements;
     DROP TABLE contrl_counters;
     DROP INDEX outbox_failed; DROP INDEX outbox_unpublished; DROP INDEX outbox_message;

@@ -168,8 +168,10 @@ impl Kafka {
     /// Every record the topic holds, in each partition's order (partition 0 first): read until
     /// nothing more came for 3 s (the broker's high watermark is not to be trusted).
     pub fn records(&self) -> Vec<Held> {
+        // A group id of its own (librdkafka may ask for one to assign by hand), never joined.
         let c: BaseConsumer = ClientConfig::new()
             .set("bootstrap.servers", &self.servers)
+            .set("group.id", format!("{}_reader", self.topic))
             .set("enable.partition.eof", "false")
             .create()
             .unwrap();
