@@ -68,8 +68,10 @@ fn main() -> anyhow::Result<()> {
         }
         ["read", servers, topic, n] => {
             let n: usize = n.parse()?;
+            // A group id, never joined: librdkafka wants one to assign by hand.
             let consumer: BaseConsumer = ClientConfig::new()
                 .set("bootstrap.servers", servers)
+                .set("group.id", "bare-reader")
                 .set("enable.partition.eof", "false")
                 .create()?;
             let metadata = consumer.fetch_metadata(Some(topic), Duration::from_secs(10))?;

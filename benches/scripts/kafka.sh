@@ -52,13 +52,13 @@ ingest() { # -> seconds
   rm -f "$BENCH_DIR"/kafka-i.db*
   /usr/bin/time -f '%e %M' -o "$BENCH_DIR/.ti" "$bin" --db "$BENCH_DIR/kafka-i.db" ingest -q \
     "$corpus" >/dev/null || true
-  cut -d" " -f1 "$BENCH_DIR/.ti"
+  tail -1 "$BENCH_DIR/.ti" | cut -d" " -f1
 }
 consume() { # TOPIC -> "seconds KiB", the idle second taken off
   rm -f "$BENCH_DIR"/kafka-c.db*
   /usr/bin/time -f '%e %M' -o "$BENCH_DIR/.tc" "$bin" --db "$BENCH_DIR/kafka-c.db" consume -q \
     --until-idle 1s --from "kafka://$servers/$1?group=bench&partitions=0" >/dev/null || true
-  read -r s kib <"$BENCH_DIR/.tc"
+  read -r s kib < <(tail -1 "$BENCH_DIR/.tc")
   echo "$(echo "$s - 1" | bc -l) $kib"
 }
 

@@ -62,6 +62,9 @@ struct Run<'a> {
     acks: AckPolicy,
     /// The consumer group whose positions the inbox keeps (Kafka), once a feed named it.
     group: Option<String>,
+    /// The broker's high watermark of each partition, for the lag, and when it was asked.
+    watermarks: Vec<(String, i32, i64)>,
+    watermarks_at: Option<Instant>,
 }
 
 /// Runs `consume`.
@@ -124,6 +127,8 @@ pub fn run(
         other_problems: 0,
         acks: AckPolicy::from(&args.acks),
         group: None,
+        watermarks: Vec::new(),
+        watermarks_at: None,
         probes: (0..std::thread::available_parallelism().map_or(1, |n| n.get().clamp(1, 4)))
             .map(|_| inbox.probe())
             .collect(),
@@ -185,6 +190,7 @@ impl Service for Consumer<'_, '_> {
             .map_err(Failure::lost)?;
         self.run.last_fetch = unix_now();
         if deliveries.is_empty() {
+            self.run.look_at_watermarks(&**feed);
             if feed.joining() {
                 return Ok(Step::Waiting);
             }
@@ -193,6 +199,7 @@ impl Service for Consumer<'_, '_> {
             return Ok(Step::Idle);
         }
         self.run.batch(&mut *self.inbox, &mut **feed, deliveries)?;
+        self.run.look_at_watermarks(&**feed);
         Ok(Step::Progress)
     }
 
@@ -304,6 +311,21 @@ fn not_committed(e: anyhow::Error) -> Failure {
 }
 
 impl Run<'_> {
+    /// Asks the feed for its partitions' high watermarks, where a metrics file is written and
+    /// the last answer is older than [`METRICS_EVERY`].
+    fn look_at_watermarks(&mut self, feed: &dyn Feed) {
+        if self.args.metrics_file.is_none()
+            || self.group.is_none()
+            || self
+                .watermarks_at
+                .is_some_and(|t| t.elapsed() < METRICS_EVERY)
+        {
+            return;
+        }
+        self.watermarks_at = Some(Instant::now());
+        self.watermarks = feed.high_watermarks();
+    }
+
     /// Decides a batch of deliveries, commits, reports, dead-letters the rejected ones (with
     /// `--dead-letter`), then acknowledges them all.
     fn batch(
@@ -453,6 +475,7 @@ impl Run<'_> {
             subscribed: self.subscribed,
             last_fetch: self.last_fetch,
             group: self.group.as_deref(),
+            watermarks: &self.watermarks,
         };
         if let Err(e) = write_metrics(path, inbox, &self.summary, self.started, state, last) {
             self.other_problems += usize::from(last);
@@ -500,6 +523,8 @@ struct FeedState<'a> {
     subscribed: bool,
     last_fetch: f64,
     group: Option<&'a str>,
+    /// The broker's high watermark per partition, where it reports one.
+    watermarks: &'a [(String, i32, i64)],
 }
 
 /// The run's figures for Prometheus: the inbox's cumulative delivery counters, this run's
@@ -531,6 +556,35 @@ fn write_metrics(
                         ("partition", &partition),
                     ],
                     p.next_offset as f64,
+                );
+            }
+        }
+        let lags: Vec<(&crate::inbox::StoredPosition, i64)> = positions
+            .iter()
+            .filter_map(|p| {
+                state
+                    .watermarks
+                    .iter()
+                    .find(|w| w.0 == p.topic && w.1 == p.partition)
+                    .map(|w| (p, (w.2 - p.next_offset).max(0)))
+            })
+            .collect();
+        if !lags.is_empty() {
+            m.family(
+                "edi_inbox_consume_lag",
+                "gauge",
+                "Records past the inbox's position, per partition this consumer reads: the broker's high watermark minus the position (as right as the broker's answer).",
+            );
+            for (p, lag) in lags {
+                let partition = p.partition.to_string();
+                m.sample(
+                    "edi_inbox_consume_lag",
+                    &[
+                        ("group", &p.group),
+                        ("topic", &p.topic),
+                        ("partition", &partition),
+                    ],
+                    lag as f64,
                 );
             }
         }

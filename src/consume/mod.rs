@@ -116,6 +116,13 @@ pub trait Feed {
     fn joining(&self) -> bool {
         false
     }
+
+    /// The broker's high watermark (the offset after the last record) of each partition it
+    /// reads, for the lag the metrics show; each wait bounded, and none at all for a broker
+    /// without partitions.
+    fn high_watermarks(&self) -> Vec<(String, i32, i64)> {
+        Vec::new()
+    }
 }
 
 /// The inbox's committed positions, for a feed that places its consumer at them whenever it

@@ -42,9 +42,20 @@ pub(crate) struct Consumer {
 impl Consumer {
     /// `consume --json` with `args`, its output to `out`.
     pub(crate) fn start(site: &Site, args: &[&str], out: &Path) -> Consumer {
+        Consumer::start_with(site, args, out, &[])
+    }
+
+    /// The same with the variables `env` set.
+    pub(crate) fn start_with(
+        site: &Site,
+        args: &[&str],
+        out: &Path,
+        env: &[(&str, &str)],
+    ) -> Consumer {
         let running = Command::new(assert_cmd::cargo::cargo_bin("edi-inbox"))
             .env_remove("FAILPOINTS")
             .env("EDI_INBOX_KAFKA_SESSION_TIMEOUT_MS", "6000")
+            .envs(env.iter().copied())
             .arg("--db")
             .arg(site.db_arg())
             .args(["consume", "--json"])

@@ -183,7 +183,9 @@ impl KafkaFeed {
     }
 
     /// What the callbacks saw: a failure to place a partition fails the feed.
-    fn look(&mut self, taken: &mut Vec<Delivery>) -> anyhow::Result<()> {
+    /// What the callbacks saw: a failure to place a partition fails the feed. The records of
+    /// `taken` from `fresh` on came since the last look.
+    fn look(&mut self, taken: &mut Vec<Delivery>, fresh: usize) -> anyhow::Result<()> {
         if !self.assigned {
             self.assigned = self.consumer.assignment().is_ok_and(|a| a.count() > 0);
         }
@@ -199,22 +201,38 @@ impl KafkaFeed {
         for change in seen.changes.drain(..) {
             crate::output::warn(&format!("{}: {change}", self.shown));
         }
-        if !seen.revoked.is_empty() {
-            // Another consumer has them now, from the inbox's position: not decided here.
-            taken.retain(|d| {
-                d.position
-                    .as_ref()
-                    .is_none_or(|p| !seen.revoked.contains(&(p.topic.clone(), p.partition)))
-            });
-            seen.revoked.clear();
+        let revoked = std::mem::take(&mut seen.revoked);
+        // Kafka's offsets are brought up to the inbox's positions at the end, even where this
+        // run decides nothing (a run after a crash that found everything decided); never for a
+        // partition another consumer has now.
+        for (partition, &start) in &seen.started_at {
+            let c = self.committed.entry(partition.clone()).or_insert(start);
+            *c = (*c).max(start);
         }
-        // A record below where its partition started was decided before.
+        self.committed.retain(|p, _| !revoked.contains(p));
+        let in_flight = &mut self.in_flight;
+        let mut n = 0;
         taken.retain(|d| {
-            d.position.as_ref().is_none_or(|p| {
-                seen.started_at
-                    .get(&(p.topic.clone(), p.partition))
-                    .is_none_or(|&start| p.offset >= start)
-            })
+            n += 1;
+            if n <= fresh && revoked.is_empty() {
+                return true;
+            }
+            let keep = d.position.as_ref().is_none_or(|p| {
+                let partition = (p.topic.clone(), p.partition);
+                // Another consumer has it now, from the inbox's position: not decided here.
+                !revoked.contains(&partition)
+                    // A record below where its partition started was decided before (looked
+                    // at once, as it came).
+                    && (n <= fresh
+                        || seen
+                            .started_at
+                            .get(&partition)
+                            .is_none_or(|&start| p.offset >= start))
+            });
+            if !keep {
+                in_flight.remove(&d.tag);
+            }
+            keep
         });
         Ok(())
     }
@@ -283,11 +301,14 @@ impl Feed for KafkaFeed {
         let mut taken = Vec::new();
         let started = Instant::now();
         let mut timeout = wait;
+        // How many of `taken` were looked at.
+        let mut looked = 0;
         while taken.len() < max {
             let polled = self.consumer.poll(timeout);
             match polled {
                 None => {
-                    self.look(&mut taken)?;
+                    self.look(&mut taken, looked)?;
+                    looked = taken.len();
                     if taken.is_empty() && started.elapsed() < wait {
                         // A rebalance callback ended the poll early: wait on.
                         timeout = wait.saturating_sub(started.elapsed());
@@ -308,7 +329,8 @@ impl Feed for KafkaFeed {
                 // librdkafka deals with it and goes on.
                 Some(Err(_)) => {}
             }
-            self.look(&mut taken)?;
+            self.look(&mut taken, looked)?;
+            looked = taken.len();
             if !taken.is_empty() {
                 // Group commit: what is already here, or comes right after, joins the batch.
                 timeout = GAP.min(MAX_GATHER.saturating_sub(started.elapsed()));
@@ -355,12 +377,30 @@ impl Feed for KafkaFeed {
     fn joining(&self) -> bool {
         !self.assigned && self.connected_at.elapsed() < JOIN_WAIT
     }
+
+    /// What the broker reports (ListOffsets "latest"), partition by partition, a second each at
+    /// most; the first that does not answer ends the list.
+    fn high_watermarks(&self) -> Vec<(String, i32, i64)> {
+        let Ok(assignment) = self.consumer.assignment() else {
+            return Vec::new();
+        };
+        let mut marks = Vec::new();
+        for e in assignment.elements() {
+            match self
+                .consumer
+                .fetch_watermarks(e.topic(), e.partition(), Duration::from_secs(1))
+            {
+                Ok((_, high)) => marks.push((e.topic().to_string(), e.partition(), high)),
+                Err(_) => break,
+            }
+        }
+        marks
+    }
 }
 
 impl Drop for KafkaFeed {
-    /// Commits the last positions to Kafka and waits for it (bounded by the client's request
-    /// timeout), so that lag tools see where the run ended; the consumer then leaves its group
-    /// as it is dropped.
+    /// Commits the last positions to Kafka and waits for the answer, so that lag tools see where
+    /// the run ended; the consumer then leaves its group as it is dropped.
     fn drop(&mut self) {
         if self.committed.is_empty() {
             return;
@@ -369,6 +409,8 @@ impl Drop for KafkaFeed {
         for ((topic, partition), offset) in &self.committed {
             let _ = tpl.add_partition_offset(topic, *partition, Offset::Offset(*offset));
         }
+        // Waited for: the commits after each batch were not (librdkafka bounds the wait by its
+        // request timeouts).
         let _ = self.consumer.commit(&tpl, CommitMode::Sync);
     }
 }

@@ -168,22 +168,32 @@ impl Kafka {
     /// Every record the topic holds, in each partition's order (partition 0 first): read until
     /// nothing more came for 3 s (the broker's high watermark is not to be trusted).
     pub fn records(&self) -> Vec<Held> {
+        self.records_of(&self.topic)
+    }
+
+    /// The same of another topic on the broker (one that a publish made, say).
+    pub fn records_of(&self, topic: &str) -> Vec<Held> {
         // A group id of its own (librdkafka may ask for one to assign by hand), never joined.
         let c: BaseConsumer = ClientConfig::new()
             .set("bootstrap.servers", &self.servers)
-            .set("group.id", format!("{}_reader", self.topic))
+            .set("group.id", format!("{topic}_reader"))
             .set("enable.partition.eof", "false")
             .create()
             .unwrap();
+        let partitions = c
+            .fetch_metadata(Some(topic), Duration::from_secs(10))
+            .map_or(0, |m| {
+                m.topics().first().map_or(0, |t| t.partitions().len())
+            });
         let mut tpl = TopicPartitionList::new();
-        for p in 0..self.partitions {
-            tpl.add_partition_offset(&self.topic, p, Offset::Beginning)
+        for p in 0..partitions as i32 {
+            tpl.add_partition_offset(topic, p, Offset::Beginning)
                 .unwrap();
         }
         let mut tries = 0;
         while let Err(e) = c.assign(&tpl) {
             tries += 1;
-            assert!(tries < 120, "cannot read {} (assign): {e}", self.topic);
+            assert!(tries < 120, "cannot read {topic} (assign): {e}");
             std::thread::sleep(Duration::from_millis(250));
         }
         let mut by_partition: BTreeMap<(i32, i64), Held> = BTreeMap::new();
@@ -220,17 +230,23 @@ impl Kafka {
     }
 }
 
-impl Drop for Kafka {
-    fn drop(&mut self) {
-        let topic = self.topic.clone();
+impl Kafka {
+    /// Deletes `topic` (one a publish made beside this one).
+    pub fn delete(&self, topic: &str) {
         let admin = &self.admin;
         let _ = self.rt.block_on(async {
             tokio::time::timeout(
                 Duration::from_secs(10),
-                admin.delete_topics(&[&topic], &AdminOptions::new()),
+                admin.delete_topics(&[topic], &AdminOptions::new()),
             )
             .await
         });
+    }
+}
+
+impl Drop for Kafka {
+    fn drop(&mut self) {
+        self.delete(&self.topic.clone());
     }
 }
 
