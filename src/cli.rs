@@ -137,8 +137,9 @@ impl Command {
 
 #[derive(Debug, clap::Args)]
 pub struct ConsumeArgs {
-    /// Where from: nats://HOST:PORT/STREAM/CONSUMER (a JetStream pull consumer),
-    /// amqp://USER:PASS@HOST:PORT/VHOST/QUEUE (RabbitMQ; %2f for the vhost /) or
+    /// Where from: nats://HOST:PORT/STREAM/CONSUMER (a JetStream pull consumer; tls:// for TLS),
+    /// amqp://USER:PASS@HOST:PORT/VHOST/QUEUE (RabbitMQ; %2f for the vhost /; amqps:// for
+    /// TLS) or
     /// kafka://HOST:PORT[,HOST:PORT...]/TOPIC[,TOPIC...]?group=NAME (Kafka; the group's
     /// positions kept in the inbox; &partitions=0,1 assigns those by hand). Read from the
     /// environment where not given, so that a password stays out of the process list.
@@ -190,6 +191,9 @@ pub struct ConsumeArgs {
     #[command(flatten)]
     pub kafka: KafkaArgs,
 
+    #[command(flatten)]
+    pub tls: TlsArgs,
+
     /// Print JSON Lines: one object per interchange, then a summary object.
     #[arg(long)]
     pub json: bool,
@@ -221,6 +225,53 @@ pub struct KafkaArgs {
         hide_env_values = true
     )]
     pub kafka_config: Option<PathBuf>,
+}
+
+/// TLS and credentials of the broker connections (publish, consume, dead letters): files only,
+/// never a secret on the command line.
+#[derive(Debug, Clone, clap::Args)]
+pub struct TlsArgs {
+    /// PEM file of the CA certificates that the broker's certificate must chain to (amqps://,
+    /// tls:// and NATS servers that require TLS, Kafka over SSL); they replace the system's roots.
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "EDI_INBOX_TLS_CA",
+        hide_env_values = true
+    )]
+    pub tls_ca: Option<PathBuf>,
+    /// PEM file of the client certificate (with its chain) for mutual TLS; needs --tls-key.
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "EDI_INBOX_TLS_CERT",
+        hide_env_values = true
+    )]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM file of the client certificate's private key (PKCS#8, PKCS#1 or SEC1).
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "EDI_INBOX_TLS_KEY",
+        hide_env_values = true
+    )]
+    pub tls_key: Option<PathBuf>,
+    /// NATS credentials file (a user JWT and its NKey seed, as nsc and the nats tool write it).
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "EDI_INBOX_NATS_CREDS",
+        hide_env_values = true
+    )]
+    pub nats_creds: Option<PathBuf>,
+    /// File holding a NATS user NKey seed (SU...).
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "EDI_INBOX_NATS_NKEY",
+        hide_env_values = true
+    )]
+    pub nats_nkey: Option<PathBuf>,
 }
 
 /// How interchanges are answered with a CONTRL (ingest and consume).
@@ -260,8 +311,8 @@ pub enum ContrlDuplicates {
 
 #[derive(Debug, clap::Args)]
 pub struct PublishArgs {
-    /// Where to: nats://HOST:PORT[/SUBJECT-PREFIX] (JetStream), amqp://USER:PASS@HOST:PORT/VHOST
-    /// (RabbitMQ), kafka://HOST:PORT[,HOST:PORT...]/TOPIC (Kafka; TOPIC a template like
+    /// Where to: nats://HOST:PORT[/SUBJECT-PREFIX] (JetStream; tls:// for TLS),
+    /// amqp://USER:PASS@HOST:PORT/VHOST (RabbitMQ; amqps:// for TLS), kafka://HOST:PORT[,HOST:PORT...]/TOPIC (Kafka; TOPIC a template like
     /// --subject, which it replaces), or dir:PATH (one file per event). Read from the environment where not
     /// given, so that a password stays out of the process list.
     #[arg(
@@ -338,6 +389,9 @@ pub struct PublishArgs {
 
     #[command(flatten)]
     pub kafka: KafkaArgs,
+
+    #[command(flatten)]
+    pub tls: TlsArgs,
 }
 
 #[derive(Debug, clap::Args)]

@@ -11,13 +11,63 @@ pub const SETUP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20
 /// never holds the password. Bounded by the caller, with the rest of its setup
 /// ([`super::within`] and [`SETUP_TIMEOUT`]).
 pub async fn connect(url: &str, role: &str) -> anyhow::Result<Connection> {
-    Connection::connect(
-        url,
-        ConnectionProperties::default().with_connection_name(super::connection_name(role).into()),
+    let properties =
+        ConnectionProperties::default().with_connection_name(super::connection_name(role).into());
+    let connected = if is_tls(url) {
+        connect_tls(url, properties).await
+    } else {
+        Connection::connect(url, properties).await
+    };
+    // The driver's message may quote the URL, password and all.
+    connected.map_err(|e| {
+        let text = scrub(&e.to_string(), url);
+        let host = super::host_of_url(url);
+        match super::tls::explain(&text, &super::tls::this_run(), &host) {
+            Some(why) => anyhow::anyhow!(why),
+            None => anyhow::anyhow!(text),
+        }
+    })
+}
+
+/// True for `amqps://`: TLS from the first byte, never plain AMQP instead.
+pub fn is_tls(url: &str) -> bool {
+    url.starts_with("amqps://")
+}
+
+/// `amqps://`: rustls with this run's roots and client certificate (`broker/tls.rs`), the
+/// broker's certificate checked against the URL's host.
+async fn connect_tls(url: &str, properties: ConnectionProperties) -> lapin::Result<Connection> {
+    let settings = super::tls::this_run();
+    let invalid = |e: String| {
+        lapin::Error::from(lapin::ErrorKind::IOError(std::sync::Arc::new(
+            std::io::Error::other(e),
+        )))
+    };
+    let uri: lapin::uri::AMQPUri = url.parse().map_err(invalid)?;
+    let config = settings.client_config().map_err(invalid)?;
+    let connector = std::sync::Arc::new(lapin::tcp::RustlsConnector::from(config));
+    let runtime = lapin::runtime::default_runtime()?;
+    Connection::connector(
+        uri,
+        runtime,
+        async move |uri, runtime| {
+            let host = uri.authority.host.clone();
+            let io = |e: std::io::Error| {
+                lapin::Error::from(lapin::ErrorKind::IOError(std::sync::Arc::new(e)))
+            };
+            let addr = tokio::net::lookup_host((host.as_str(), uri.authority.port))
+                .await
+                .map_err(io)?
+                .next()
+                .ok_or_else(|| io(std::io::Error::other(format!("{host}: no address"))))?;
+            let stream = lapin::tcp::AsyncTcpStream::connect(&runtime, addr)
+                .await
+                .map_err(io)?;
+            stream.into_rustls(&connector, &host).await.map_err(io)
+        },
+        properties,
     )
     .await
-    // The driver's message may quote the URL, password and all.
-    .map_err(|e| anyhow::anyhow!("{}", scrub(&e.to_string(), url)))
 }
 
 /// The URL without its password (the user kept).
@@ -57,7 +107,10 @@ pub fn scrub(text: &str, url: &str) -> String {
 /// is `/` where only a name follows the host) and the name (a queue or an exchange, which
 /// AMQP allows to hold nearly anything but `/` here).
 pub fn split_last_segment(url: &str) -> Option<(String, String)> {
-    let rest = url.strip_prefix("amqp://")?;
+    let (scheme, rest) = match url.strip_prefix("amqps://") {
+        Some(rest) => ("amqps", rest),
+        None => ("amqp", url.strip_prefix("amqp://")?),
+    };
     let slash = rest.find('/')?;
     let (authority, path) = rest.split_at(slash);
     let (vhost, name) = path[1..].rsplit_once('/').unwrap_or(("", &path[1..]));
@@ -65,9 +118,9 @@ pub fn split_last_segment(url: &str) -> Option<(String, String)> {
         return None;
     }
     let url = if vhost.is_empty() {
-        format!("amqp://{authority}")
+        format!("{scheme}://{authority}")
     } else {
-        format!("amqp://{authority}/{vhost}")
+        format!("{scheme}://{authority}/{vhost}")
     };
     Some((url, name.to_string()))
 }

@@ -147,7 +147,44 @@ impl Settings {
         for (k, v) in vars {
             s.set(k, v);
         }
+        s.take_tls(&super::tls::this_run())?;
         Ok(s)
+    }
+
+    /// `--tls-ca`, `--tls-cert` and `--tls-key` as librdkafka's `ssl.ca.location`,
+    /// `ssl.certificate.location` and `ssl.key.location` (where those are not set themselves),
+    /// and TLS asked for: `security.protocol=ssl` where none is set; a plaintext one is refused,
+    /// never kept in silence.
+    fn take_tls(&mut self, tls: &super::tls::Settings) -> Result<(), String> {
+        if !tls.wants_tls() {
+            return Ok(());
+        }
+        for (file, key) in [
+            (&tls.ca, "ssl.ca.location"),
+            (&tls.cert, "ssl.certificate.location"),
+            (&tls.key, "ssl.key.location"),
+        ] {
+            if let Some(file) = file
+                && !self.pairs.iter().any(|(k, _)| k == key)
+            {
+                self.set(key.to_string(), file.display().to_string());
+            }
+        }
+        match self
+            .pairs
+            .iter()
+            .find(|(k, _)| k == "security.protocol")
+            .map(|(_, v)| v.to_ascii_lowercase())
+        {
+            None => self.set("security.protocol".into(), "ssl".into()),
+            Some(p) if p == "plaintext" || p == "sasl_plaintext" => {
+                return Err(format!(
+                    "--tls-ca, --tls-cert and --tls-key ask for TLS, and the Kafka setting security.protocol is {p}: use ssl or sasl_ssl"
+                ));
+            }
+            Some(_) => {}
+        }
+        Ok(())
     }
 
     /// `key=value` lines; blank lines and lines starting with `#` left out. An error names the
@@ -277,6 +314,33 @@ pub fn text_of(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_tls_files_become_librdkafkas_ssl_settings_and_never_plaintext() {
+        let tls = super::super::tls::Settings {
+            ca: Some("/etc/edi-inbox/ca.pem".into()),
+            cert: Some("/etc/edi-inbox/client.pem".into()),
+            key: Some("/etc/edi-inbox/client.key".into()),
+            ..Default::default()
+        };
+        let mut s = Settings::from_lines("ssl.key.location=/own.key\n").unwrap();
+        s.take_tls(&tls).unwrap();
+        assert_eq!(s.get("ssl.ca.location"), Some("/etc/edi-inbox/ca.pem"));
+        assert_eq!(
+            s.get("ssl.certificate.location"),
+            Some("/etc/edi-inbox/client.pem")
+        );
+        assert_eq!(s.get("ssl.key.location"), Some("/own.key"), "its own wins");
+        assert_eq!(s.get("security.protocol"), Some("ssl"));
+        let mut sasl = Settings::from_lines("security.protocol=SASL_SSL\n").unwrap();
+        sasl.take_tls(&tls).unwrap();
+        assert_eq!(sasl.get("security.protocol"), Some("SASL_SSL"));
+        let mut plain = Settings::from_lines("security.protocol=plaintext\n").unwrap();
+        assert!(plain.take_tls(&tls).unwrap_err().contains("plaintext"));
+        let mut none = Settings::default();
+        none.take_tls(&Default::default()).unwrap();
+        assert_eq!(none.get("security.protocol"), None);
+    }
 
     const FORM: &str = "kafka://HOST:PORT/TOPIC";
 

@@ -16,6 +16,8 @@ pub mod amqp;
 pub mod kafka;
 #[cfg(feature = "nats")]
 pub mod nats;
+#[cfg(feature = "broker")]
+pub mod tls;
 
 #[cfg(feature = "broker")]
 use std::sync::Arc;
@@ -90,6 +92,21 @@ pub fn without_userinfo(url: &str) -> String {
 }
 
 #[cfg(feature = "broker")]
+/// The host a URL names (no user part, no port), for messages and for checking a certificate.
+pub fn host_of_url(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split('/').next().unwrap_or_default();
+    let hostport = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = match hostport.rfind(']') {
+        Some(close) => &hostport[..=close],
+        None => hostport.rsplit_once(':').map_or(hostport, |(h, _)| h),
+    };
+    host.trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string()
+}
+
+#[cfg(feature = "broker")]
 /// Resolves once `stop` is set (never without one): raced against a broker's answers.
 pub async fn stopped(stop: Option<Arc<AtomicBool>>) {
     let Some(stop) = stop else {
@@ -128,5 +145,11 @@ mod tests {
             assert!(!debug.contains("s3cret") && debug.contains("h"), "{debug}");
             assert_eq!(&*held, url, "connecting uses the whole URL");
         }
+        assert_eq!(
+            host_of_url("amqps://u:p@mq.example:5671/vh/q"),
+            "mq.example"
+        );
+        assert_eq!(host_of_url("tls://[::1]:4222"), "::1");
+        assert_eq!(host_of_url("nats://h"), "h");
     }
 }

@@ -76,6 +76,12 @@ pub fn run(
 ) -> anyhow::Result<ExitStatus> {
     #[cfg(feature = "kafka")]
     crate::broker::kafka::use_config_file(args.kafka.kafka_config.clone());
+    let urls: Vec<&str> = std::iter::once(args.from.as_str())
+        .chain(args.dead_letter.as_deref())
+        .collect();
+    if let Err(e) = super::use_tls(&args.tls, &urls) {
+        return super::usage(&e);
+    }
     let source = match consume::parse(&args.from) {
         Ok(s) => s,
         Err(e) => return super::usage(&format!("--from: {e}")),

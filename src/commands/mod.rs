@@ -66,6 +66,43 @@ fn usage(text: &str) -> anyhow::Result<ExitStatus> {
     Ok(ExitStatus::Usage)
 }
 
+/// Takes the run's TLS and credential files for every broker connection (the `--from`, `--to`
+/// and `--dead-letter` of `urls`): an error (a usage error, exit 2) where one applies to none
+/// of them, or cannot be read, before anything connects.
+fn use_tls(args: &crate::cli::TlsArgs, urls: &[&str]) -> Result<(), String> {
+    #[cfg(feature = "broker")]
+    {
+        let s = crate::broker::tls::Settings {
+            ca: args.tls_ca.clone(),
+            cert: args.tls_cert.clone(),
+            key: args.tls_key.clone(),
+            nats_creds: args.nats_creds.clone(),
+            nats_nkey: args.nats_nkey.clone(),
+        };
+        s.check_applies(urls)?;
+        if s.wants_tls() {
+            s.client_config()?;
+        }
+        s.nats_creds_text()?;
+        s.nats_nkey_seed()?;
+        crate::broker::tls::use_settings(s);
+        Ok(())
+    }
+    #[cfg(not(feature = "broker"))]
+    {
+        let _ = urls;
+        let given = args.tls_ca.is_some()
+            || args.tls_cert.is_some()
+            || args.tls_key.is_some()
+            || args.nats_creds.is_some()
+            || args.nats_nkey.is_some();
+        if given {
+            return Err("the TLS and NATS credential settings are not available in this build (it was built without any broker)".into());
+        }
+        Ok(())
+    }
+}
+
 /// Sleeps `d`, waking early when `stop` is set.
 fn sleep_unless(stop: &std::sync::atomic::AtomicBool, d: std::time::Duration) {
     use std::sync::atomic::Ordering;

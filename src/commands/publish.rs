@@ -66,6 +66,9 @@ pub fn run(
     let started = Instant::now();
     #[cfg(feature = "kafka")]
     crate::broker::kafka::use_config_file(args.kafka.kafka_config.clone());
+    if let Err(e) = super::use_tls(&args.tls, &[args.to.as_str()]) {
+        return super::usage(&e);
+    }
     let mut destination = match publish::parse(&args.to) {
         Ok(d) => d,
         Err(e) => return super::usage(&format!("--to: {e}")),

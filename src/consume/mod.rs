@@ -23,7 +23,9 @@ use std::time::Duration;
 /// The sources `consume --from` takes: a new one is a line here and its module.
 const SOURCES: &[crate::broker::registry::Kind<dyn Source>] = registry! {
     "nats", "nats://", "nats://HOST:PORT/STREAM/CONSUMER", nats::parse;
+    "nats", "tls://", "tls://HOST:PORT/STREAM/CONSUMER", nats::parse;
     "amqp", "amqp://", "amqp://USER:PASS@HOST:PORT/VHOST/QUEUE", amqp::parse;
+    "amqp", "amqps://", "amqps://USER:PASS@HOST:PORT/VHOST/QUEUE", amqp::parse;
     "kafka", "kafka://", "kafka://HOST:PORT/TOPIC?group=NAME", kafka::parse;
 };
 
@@ -163,6 +165,8 @@ mod tests {
         for (url, shown) in [
             ("nats://edi:s3cret@h:4222/S/C", "nats://h:4222/S/C"),
             ("amqp://edi:s3cret@h:5672/vh/q", "amqp://edi@h:5672/vh/q"),
+            ("tls://edi:s3cret@h:4222/S/C", "tls://h:4222/S/C"),
+            ("amqps://edi:s3cret@h/vh/q", "amqps://edi@h/vh/q"),
             (
                 "kafka://h:9092/edi.in?group=hub",
                 "kafka://h:9092/edi.in (group hub)",
@@ -177,7 +181,7 @@ mod tests {
         let e = parse("file:x").unwrap_err();
         assert_eq!(
             e,
-            "--from takes nats://HOST:PORT/STREAM/CONSUMER, amqp://USER:PASS@HOST:PORT/VHOST/QUEUE or kafka://HOST:PORT/TOPIC?group=NAME"
+            "--from takes nats://HOST:PORT/STREAM/CONSUMER, tls://HOST:PORT/STREAM/CONSUMER, amqp://USER:PASS@HOST:PORT/VHOST/QUEUE, amqps://USER:PASS@HOST:PORT/VHOST/QUEUE or kafka://HOST:PORT/TOPIC?group=NAME"
         );
         assert!(!parse("ftp://u:s3cret@h").unwrap_err().contains("s3cret"));
     }

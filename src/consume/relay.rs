@@ -12,6 +12,7 @@
 
 use std::io;
 use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
 
 use bytes::BytesMut;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
@@ -24,10 +25,67 @@ pub(super) trait Repair: Send + 'static {
     fn repair(&mut self, input: &mut BytesMut, output: &mut Vec<u8>) -> io::Result<()>;
 }
 
+/// How the relay reaches the broker: as it is, or over TLS that the relay ends here, the client
+/// on loopback speaking the broker's protocol in plain (so that the frames can still be
+/// repaired, and the broker's certificate is checked against its own name, not loopback's).
+#[derive(Clone)]
+pub(super) enum Upstream {
+    Plain,
+    /// TLS from the first byte (`amqps://`).
+    Tls(Tls),
+    /// NATS: TLS after the server's `INFO`, where the server requires it or `demand` (a
+    /// `tls://` URL, a TLS setting given) does; `tls` is `None` where no TLS configuration
+    /// could be made (then a server that requires TLS is refused, said why).
+    NatsTls {
+        tls: Option<Tls>,
+        demand: bool,
+        no_tls_why: Option<String>,
+    },
+}
+
+/// The rustls configuration and the name the broker's certificate must hold.
+#[derive(Clone)]
+pub(super) struct Tls {
+    pub config: Arc<rustls::ClientConfig>,
+    pub name: rustls::pki_types::ServerName<'static>,
+}
+
 /// A relay listening on `addr`; stopped when dropped.
 pub(super) struct Relay {
     pub addr: SocketAddr,
     accept: tokio::task::JoinHandle<()>,
+    /// The last failure to reach the broker (a TLS handshake refused, say), which the client
+    /// sees only as a connection closed.
+    failure: Arc<Mutex<Option<String>>>,
+    /// The broker's host, for messages.
+    host: String,
+}
+
+impl Relay {
+    /// The last failure to reach the broker, where there was one.
+    pub fn failure(&self) -> Option<String> {
+        self.failure.lock().ok().and_then(|f| f.clone())
+    }
+}
+
+impl Relay {
+    /// `e` (the client's failure to connect through the relay), said as the broker's failure
+    /// where the relay saw one: a TLS handshake refused shows the client only a closed
+    /// connection.
+    pub fn explained(&self, e: anyhow::Error) -> anyhow::Error {
+        match self.failure() {
+            Some(f) => {
+                let host = self.host.as_str();
+                let settings = crate::broker::tls::this_run();
+                anyhow::anyhow!(
+                    "{}",
+                    crate::broker::tls::explain(&f, &settings, host)
+                        .unwrap_or_else(|| format!("{host}: {f}"))
+                )
+            }
+            None => e,
+        }
+    }
 }
 
 impl Drop for Relay {
@@ -38,28 +96,148 @@ impl Drop for Relay {
 
 /// Starts a relay to `upstream` (`HOST:PORT`), each connection repaired by a new `make()`.
 /// Must be called inside the runtime that drives the client.
-pub(super) async fn start<R: Repair>(upstream: String, make: fn() -> R) -> io::Result<Relay> {
+pub(super) async fn start<R: Repair>(
+    upstream: String,
+    way: Upstream,
+    make: fn() -> R,
+) -> io::Result<Relay> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
+    let failure = Arc::new(Mutex::new(None));
+    let failed = failure.clone();
+    let host = host_of(&upstream).to_string();
     let accept = tokio::spawn(async move {
         while let Ok((client, _)) = listener.accept().await {
             let upstream = upstream.clone();
+            let way = way.clone();
+            let failed = failed.clone();
             tokio::spawn(async move {
                 // A connection that fails is the client's to see: it ends, and the client
-                // reports it (and reconnects) as it would without the relay.
-                let _ = pipe(client, &upstream, make()).await;
+                // reports it (and reconnects) as it would without the relay; why is kept.
+                match pipe(client, &upstream, &way, make()).await {
+                    Err(Failure::Upstream(e)) => {
+                        if let Ok(mut f) = failed.lock() {
+                            *f = Some(e);
+                        }
+                    }
+                    Err(Failure::Io) | Ok(()) => {}
+                }
             });
         }
     });
-    Ok(Relay { addr, accept })
+    Ok(Relay {
+        addr,
+        accept,
+        failure,
+        host,
+    })
 }
 
-async fn pipe(client: TcpStream, upstream: &str, mut repair: impl Repair) -> io::Result<()> {
-    let server = TcpStream::connect(upstream).await?;
+/// Why a relayed connection ended: the broker not reached as it must be (kept, for the
+/// client's error), or a connection that ended (the client's to see).
+enum Failure {
+    Upstream(String),
+    Io,
+}
+
+impl From<io::Error> for Failure {
+    fn from(_: io::Error) -> Failure {
+        Failure::Io
+    }
+}
+
+/// A connection to the broker, plain or TLS.
+trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Io for T {}
+
+/// How long the broker may take to send its first line or finish the TLS handshake.
+const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+async fn handshake(tls: &Tls, tcp: TcpStream) -> Result<Box<dyn Io>, Failure> {
+    let connector = tokio_rustls::TlsConnector::from(tls.config.clone());
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, connector.connect(tls.name.clone(), tcp)).await {
+        Ok(Ok(stream)) => Ok(Box::new(stream)),
+        Ok(Err(e)) => Err(Failure::Upstream(e.to_string())),
+        Err(_) => Err(Failure::Upstream(format!(
+            "no TLS handshake within {} s",
+            HANDSHAKE_TIMEOUT.as_secs()
+        ))),
+    }
+}
+
+/// The server's first line (NATS's `INFO {...}`), read to its end and no further.
+async fn first_line(tcp: &mut TcpStream) -> Result<Vec<u8>, Failure> {
+    let mut line = Vec::with_capacity(1024);
+    let read = async {
+        let mut byte = [0u8; 1];
+        while !line.ends_with(b"\r\n") {
+            if tcp.read(&mut byte).await? == 0 || line.len() > 64 * 1024 {
+                return Err(Failure::Upstream(
+                    "the server closed the connection before its INFO".into(),
+                ));
+            }
+            line.push(byte[0]);
+        }
+        Ok(())
+    };
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, read).await {
+        Ok(r) => r.map(|()| line),
+        Err(_) => Err(Failure::Upstream(format!(
+            "no INFO from the server within {} s",
+            HANDSHAKE_TIMEOUT.as_secs()
+        ))),
+    }
+}
+
+/// The server's `INFO`, as the client on loopback must see it: no TLS asked for (the relay
+/// speaks it).
+fn without_tls(info: &[u8]) -> Vec<u8> {
+    String::from_utf8_lossy(info)
+        .replace("\"tls_required\":true", "\"tls_required\":false")
+        .replace("\"tls_available\":true", "\"tls_available\":false")
+        .into_bytes()
+}
+
+async fn pipe(
+    client: TcpStream,
+    upstream: &str,
+    way: &Upstream,
+    mut repair: impl Repair,
+) -> Result<(), Failure> {
+    let mut tcp = TcpStream::connect(upstream).await?;
     client.set_nodelay(true)?;
-    server.set_nodelay(true)?;
+    tcp.set_nodelay(true)?;
+    let (server, first): (Box<dyn Io>, Vec<u8>) = match way {
+        Upstream::Plain => (Box::new(tcp), Vec::new()),
+        Upstream::Tls(tls) => (handshake(tls, tcp).await?, Vec::new()),
+        Upstream::NatsTls {
+            tls,
+            demand,
+            no_tls_why,
+        } => {
+            let info = first_line(&mut tcp).await?;
+            let text = String::from_utf8_lossy(&info);
+            let required = text.contains("\"tls_required\":true");
+            let available = required || text.contains("\"tls_available\":true");
+            if !required && !demand {
+                (Box::new(tcp), info)
+            } else if !available {
+                return Err(Failure::Upstream(
+                    "the server does not offer TLS (and TLS was asked for)".into(),
+                ));
+            } else {
+                let Some(tls) = tls else {
+                    return Err(Failure::Upstream(format!(
+                        "the server requires TLS: {}",
+                        no_tls_why.as_deref().unwrap_or("no TLS configuration")
+                    )));
+                };
+                (handshake(tls, tcp).await?, without_tls(&info))
+            }
+        }
+    };
     let (mut from_client, mut to_client) = client.into_split();
-    let (mut from_server, mut to_server) = server.into_split();
+    let (mut from_server, mut to_server) = tokio::io::split(server);
     let up = async {
         tokio::io::copy(&mut from_client, &mut to_server).await?;
         to_server.shutdown().await
@@ -67,37 +245,72 @@ async fn pipe(client: TcpStream, upstream: &str, mut repair: impl Repair) -> io:
     let down = async {
         let mut input = BytesMut::with_capacity(64 * 1024);
         let mut output = Vec::with_capacity(64 * 1024);
+        input.extend_from_slice(&first);
         loop {
-            if from_server.read_buf(&mut input).await? == 0 {
+            if !input.is_empty() {
+                repair.repair(&mut input, &mut output)?;
+                to_client.write_all(&output).await?;
+                output.clear();
+            }
+            // A TLS alert (a client certificate wanted or refused) comes after the handshake,
+            // with the first read: kept, for the client's error.
+            let read = from_server
+                .read_buf(&mut input)
+                .await
+                .map_err(|e| match e.get_ref() {
+                    Some(inner) if inner.is::<rustls::Error>() => Failure::Upstream(e.to_string()),
+                    _ => Failure::Io,
+                })?;
+            if read == 0 {
                 break;
             }
-            repair.repair(&mut input, &mut output)?;
-            to_client.write_all(&output).await?;
-            output.clear();
         }
-        to_client.shutdown().await
+        to_client.shutdown().await?;
+        Ok::<(), Failure>(())
     };
     // Either side ending ends the connection, as a direct one would.
     tokio::select! {
-        r = up => r,
-        r = down => r,
+        r = up => r?,
+        r = down => r?,
     }
+    Ok(())
 }
 
 /// A relay for the broker `url` names (`default_port` where it names none), and `url` made to
-/// reach the broker through it.
+/// reach the broker through it (its scheme `client_scheme`: the plain one where the relay
+/// speaks TLS).
 pub(super) async fn start_for<R: Repair>(
     url: &str,
     default_port: u16,
+    way: Upstream,
+    client_scheme: &str,
     make: fn() -> R,
 ) -> anyhow::Result<(Relay, String)> {
     let unspecified = SocketAddr::from(([127, 0, 0, 1], 0));
     let (_, upstream) = through(url, unspecified, default_port)
         .ok_or_else(|| anyhow::anyhow!("not a broker address"))?;
-    let relay = start(upstream, make).await?;
+    let relay = start(upstream, way, make).await?;
     let (url, _) = through(url, relay.addr, default_port)
         .ok_or_else(|| anyhow::anyhow!("not a broker address"))?;
+    let url = match url.split_once("://") {
+        Some((_, rest)) => format!("{client_scheme}://{rest}"),
+        None => url,
+    };
     Ok((relay, url))
+}
+
+/// The host of `HOST:PORT` (`[::1]:4222` gives `::1`).
+pub(super) fn host_of(upstream: &str) -> &str {
+    let host = match upstream.rfind(']') {
+        Some(close) => &upstream[..=close],
+        None => upstream.rsplit_once(':').map_or(upstream, |(h, _)| h),
+    };
+    host.trim_start_matches('[').trim_end_matches(']')
+}
+
+/// The upstream `HOST:PORT` of `url`.
+pub(super) fn upstream_of(url: &str, default_port: u16) -> Option<String> {
+    through(url, SocketAddr::from(([127, 0, 0, 1], 0)), default_port).map(|(_, u)| u)
 }
 
 /// `bytes` as text a client library takes: printable ASCII as it is, every other byte (and
@@ -175,6 +388,12 @@ mod tests {
             Some("[::1]:4222".to_string())
         );
         assert_eq!(through("nats://", addr, 4222), None);
+        assert_eq!(host_of("rabbit:5671"), "rabbit");
+        assert_eq!(host_of("[::1]:4222"), "::1");
+        assert_eq!(
+            without_tls(b"INFO {\"tls_required\":true,\"x\":1}\r\n"),
+            b"INFO {\"tls_required\":false,\"x\":1}\r\n"
+        );
         assert_eq!(escaped(b"a\xff\\b\r"), "a\\xFF\\x5Cb\\x0D");
         assert_eq!(text_or_escaped("é".as_bytes()), "é");
     }

@@ -10,7 +10,9 @@ use super::{Answer, Attr, Destination, Outgoing, Sink, Stop, header_value};
 /// The destinations `--dead-letter` takes.
 const DEAD_LETTERS: &[crate::broker::registry::Kind<dyn Destination>] = registry! {
     "nats", "nats://", "nats://HOST:PORT/SUBJECT", super::nats::dead_letter;
+    "nats", "tls://", "tls://HOST:PORT/SUBJECT", super::nats::dead_letter;
     "amqp", "amqp://", "amqp://USER:PASS@HOST:PORT/VHOST/EXCHANGE", super::amqp::dead_letter;
+    "amqp", "amqps://", "amqps://USER:PASS@HOST:PORT/VHOST/EXCHANGE", super::amqp::dead_letter;
     "kafka", "kafka://", "kafka://HOST:PORT/TOPIC", super::kafka::dead_letter;
 };
 

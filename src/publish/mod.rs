@@ -34,7 +34,9 @@ use crate::inbox::OutboxEvent;
 /// in [`dead_letter`]'s table if it takes dead letters).
 const DESTINATIONS: &[crate::broker::registry::Kind<dyn Destination>] = registry! {
     "nats", "nats://", "nats://HOST:PORT[/SUBJECT-PREFIX]", nats::parse;
+    "nats", "tls://", "tls://HOST:PORT[/SUBJECT-PREFIX]", nats::parse;
     "amqp", "amqp://", "amqp://USER:PASS@HOST:PORT/VHOST", amqp::parse;
+    "amqp", "amqps://", "amqps://USER:PASS@HOST:PORT/VHOST", amqp::parse;
     "kafka", "kafka://", "kafka://HOST:PORT/TOPIC", kafka::parse;
     "cli", "dir:", "dir:PATH", dir::parse;
 };
@@ -539,6 +541,8 @@ mod tests {
         for (url, shown) in [
             ("nats://alice:s3cret@h:4222/acme", "nats://h:4222/acme"),
             ("amqp://guest:s3cret@h:5672/%2f", "amqp://guest@h:5672/%2f"),
+            ("tls://alice:s3cret@h:4222/acme", "tls://h:4222/acme"),
+            ("amqps://guest:s3cret@h/vh", "amqps://guest@h/vh"),
             ("kafka://h:9092/edi.out", "kafka://h:9092/edi.out"),
             ("dir:/srv/out", "dir:/srv/out"),
         ] {
@@ -550,7 +554,7 @@ mod tests {
         let e = parse("ftp://user:s3cret@h").unwrap_err();
         assert_eq!(
             e,
-            "--to takes nats://HOST:PORT[/SUBJECT-PREFIX], amqp://USER:PASS@HOST:PORT/VHOST, kafka://HOST:PORT/TOPIC or dir:PATH"
+            "--to takes nats://HOST:PORT[/SUBJECT-PREFIX], tls://HOST:PORT[/SUBJECT-PREFIX], amqp://USER:PASS@HOST:PORT/VHOST, amqps://USER:PASS@HOST:PORT/VHOST, kafka://HOST:PORT/TOPIC or dir:PATH"
         );
         assert!(parse("dir:").is_err());
     }

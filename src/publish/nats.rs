@@ -49,7 +49,10 @@ pub fn dead_letter(text: &str) -> Result<Box<dyn Destination>, String> {
 }
 
 fn read(text: &str) -> Result<NatsDestination, String> {
-    let rest = text.strip_prefix("nats://").unwrap_or(text);
+    let (scheme, rest) = match text.strip_prefix("tls://") {
+        Some(rest) => ("tls", rest),
+        None => ("nats", text.strip_prefix("nats://").unwrap_or(text)),
+    };
     let (server, prefix) = match rest.split_once('/') {
         Some((s, p)) => (s, Some(p.trim_matches('.')).filter(|p| !p.is_empty())),
         None => (rest, None),
@@ -65,7 +68,7 @@ fn read(text: &str) -> Result<NatsDestination, String> {
         ));
     }
     Ok(NatsDestination {
-        server: format!("nats://{server}").into(),
+        server: format!("{scheme}://{server}").into(),
         prefix: prefix.map(str::to_string),
         create_stream: None,
         stream_subjects: Vec::new(),
@@ -124,10 +127,12 @@ impl NatsSink {
     ) -> anyhow::Result<NatsSink> {
         let runtime = broker::runtime()?;
         let denied = Denied::default();
+        let options = broker::nats::authorised(broker::nats::options("publish"), server, true)
+            .map_err(|e| anyhow::anyhow!(e))?;
         let client = runtime
             .block_on({
                 let denied = denied.clone();
-                broker::nats::options("publish")
+                options
                     .event_callback(move |event| {
                         let denied = denied.clone();
                         async move {
@@ -141,8 +146,9 @@ impl NatsSink {
                             }
                         }
                     })
-                    .connect(server)
+                    .connect(broker::nats::without_credentials(server))
             })
+            .map_err(|e| anyhow::anyhow!(broker::nats::explained(&e, server)))
             .with_context(|| format!("cannot connect to {}", broker::nats::shown(server)))?;
         // The context spawns its acknowledgement reader on the runtime (run while a batch is
         // awaited).

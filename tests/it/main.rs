@@ -35,3 +35,5 @@ mod parser_props;
 mod postgres;
 mod publish;
 mod samples;
+#[cfg(any(feature = "nats", feature = "amqp"))]
+mod tls;

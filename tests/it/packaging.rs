@@ -536,6 +536,11 @@ fn no_value_from_the_environment_shows_in_help_man_pages_or_completions() {
         ),
         ("EDI_INBOX_KAFKA_GROUP", format!("group-{secret}")),
         ("EDI_INBOX_KAFKA_CONFIG", format!("/etc/{secret}.conf")),
+        ("EDI_INBOX_TLS_CA", format!("/etc/{secret}-ca.pem")),
+        ("EDI_INBOX_TLS_CERT", format!("/etc/{secret}.pem")),
+        ("EDI_INBOX_TLS_KEY", format!("/etc/{secret}.key")),
+        ("EDI_INBOX_NATS_CREDS", format!("/etc/{secret}.creds")),
+        ("EDI_INBOX_NATS_NKEY", format!("/etc/{secret}.nk")),
         // Not named by --help (every librdkafka setting is read as EDI_INBOX_KAFKA_<KEY>), and
         // never shown either.
         ("EDI_INBOX_KAFKA_SASL_PASSWORD", secret.to_string()),

@@ -85,9 +85,26 @@ impl AmqpFeed {
         let shown = format!("{}/{queue}", broker::amqp::shown(url));
         let runtime = broker::runtime()?;
         let prefetch = u16::try_from(options.batch).unwrap_or(u16::MAX);
+        // amqps://: the relay speaks TLS to the broker, lapin plain AMQP to the relay.
+        let (way, port) = if broker::amqp::is_tls(url) {
+            let settings = broker::tls::this_run();
+            let name = broker::tls::server_name(&broker::host_of_url(url));
+            let config = settings.client_config().and_then(|c| Ok((c, name?)));
+            let (config, name) = config.map_err(|e| anyhow!("cannot connect to {shown}: {e}"))?;
+            let tls = relay::Tls {
+                config: std::sync::Arc::new(config),
+                name,
+            };
+            (relay::Upstream::Tls(tls), 5671)
+        } else {
+            (relay::Upstream::Plain, 5672)
+        };
         let setup = async {
-            let (relay, through) = relay::start_for(url, 5672, frames::AmqpFrames::default).await?;
-            let connection = broker::amqp::connect(&through, "consume").await?;
+            let (relay, through) =
+                relay::start_for(url, port, way, "amqp", frames::AmqpFrames::default).await?;
+            let connection = broker::amqp::connect(&through, "consume")
+                .await
+                .map_err(|e| relay.explained(e))?;
             let channel = connection.create_channel().await?;
             channel
                 .basic_qos(prefetch, BasicQosOptions::default())

@@ -36,7 +36,10 @@ pub fn parse(text: &str) -> Result<Box<dyn Source>, String> {
 }
 
 fn read(text: &str) -> Result<NatsSource, String> {
-    let rest = text.strip_prefix("nats://").unwrap_or(text);
+    let (scheme, rest) = match text.strip_prefix("tls://") {
+        Some(rest) => ("tls", rest),
+        None => ("nats", text.strip_prefix("nats://").unwrap_or(text)),
+    };
     let mut parts = rest.split('/');
     let (Some(server), Some(stream), Some(consumer), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())
@@ -54,9 +57,36 @@ fn read(text: &str) -> Result<NatsSource, String> {
         return Err("nats:// needs a server: nats://HOST:PORT/STREAM/CONSUMER".into());
     }
     Ok(NatsSource {
-        server: format!("nats://{server}").into(),
+        server: format!("{scheme}://{server}").into(),
         stream: stream.to_string(),
         consumer: consumer.to_string(),
+    })
+}
+
+/// How the relay reaches the server: TLS where the URL is `tls://` or a TLS setting is given
+/// (refused where the server offers none), or where the server's INFO requires it.
+fn tls_way(server: &str) -> anyhow::Result<relay::Upstream> {
+    let settings = broker::tls::this_run();
+    let demand = broker::nats::is_tls_url(server) || settings.wants_tls();
+    let upstream = relay::upstream_of(server, 4222).ok_or_else(|| anyhow!("not a server"))?;
+    let made = settings.client_config().and_then(|config| {
+        Ok(relay::Tls {
+            config: std::sync::Arc::new(config),
+            name: broker::tls::server_name(relay::host_of(&upstream))?,
+        })
+    });
+    Ok(match made {
+        Ok(tls) => relay::Upstream::NatsTls {
+            tls: Some(tls),
+            demand,
+            no_tls_why: None,
+        },
+        Err(e) if demand => return Err(anyhow!(e)),
+        Err(e) => relay::Upstream::NatsTls {
+            tls: None,
+            demand,
+            no_tls_why: Some(e),
+        },
     })
 }
 
@@ -110,15 +140,21 @@ impl NatsFeed {
     ) -> anyhow::Result<NatsFeed> {
         let shown = broker::nats::shown(server);
         let runtime = broker::runtime()?;
+        let connect_options =
+            broker::nats::authorised(broker::nats::options("consume"), server, false)
+                .map_err(|e| anyhow!(e))?;
+        let way = tls_way(server)?;
         let (client, consumer, relay) = runtime
             .block_on(async {
                 let (relay, through) =
-                    relay::start_for(server, 4222, frames::NatsFrames::default).await?;
-                let client = broker::nats::options("consume")
+                    relay::start_for(server, 4222, way, "nats", frames::NatsFrames::default)
+                        .await?;
+                let client = connect_options
                     // The servers a cluster announces are reached directly, past the relay.
                     .ignore_discovered_servers()
-                    .connect(through.as_str())
-                    .await?;
+                    .connect(broker::nats::without_credentials(&through))
+                    .await
+                    .map_err(|e| relay.explained(anyhow!(broker::nats::explained(&e, server))))?;
                 let js = jetstream::new(client.clone());
                 let s = js.get_stream(stream).await.with_context(|| {
                     format!("there is no JetStream stream {stream} (create it, capturing the subjects the gateway publishes to)")

@@ -147,6 +147,11 @@ pub fn edi_inbox() -> Command {
         "EDI_INBOX_PUBLISH_TO",
         "EDI_INBOX_CONSUME_FROM",
         "EDI_INBOX_DEAD_LETTER",
+        "EDI_INBOX_TLS_CA",
+        "EDI_INBOX_TLS_CERT",
+        "EDI_INBOX_TLS_KEY",
+        "EDI_INBOX_NATS_CREDS",
+        "EDI_INBOX_NATS_NKEY",
     ] {
         cmd.env_remove(var);
     }

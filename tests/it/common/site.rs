@@ -140,6 +140,11 @@ impl Site {
             .env_remove("EDI_INBOX_PUBLISH_TO")
             .env_remove("EDI_INBOX_CONSUME_FROM")
             .env_remove("EDI_INBOX_DEAD_LETTER")
+            .env_remove("EDI_INBOX_TLS_CA")
+            .env_remove("EDI_INBOX_TLS_CERT")
+            .env_remove("EDI_INBOX_TLS_KEY")
+            .env_remove("EDI_INBOX_NATS_CREDS")
+            .env_remove("EDI_INBOX_NATS_NKEY")
             // The test broker forms a Kafka group only once a session timeout went by.
             .env("EDI_INBOX_KAFKA_SESSION_TIMEOUT_MS", "6000")
             .arg("--db")

@@ -1,0 +1,350 @@
+//! TLS and credentials of the brokers' connections, given one way for every broker:
+//! `--tls-ca FILE` (PEM roots that replace the system's), `--tls-cert FILE` and `--tls-key FILE`
+//! (a client certificate and its key, for mutual TLS), `--nats-creds FILE` and `--nats-nkey FILE`
+//! (NATS's JWT and NKey credentials), each also read from `EDI_INBOX_TLS_CA`, `EDI_INBOX_TLS_CERT`,
+//! `EDI_INBOX_TLS_KEY`, `EDI_INBOX_NATS_CREDS` and `EDI_INBOX_NATS_NKEY`. Secrets stay in files;
+//! only the files' names are ever shown.
+//!
+//! rustls checks the server: its certificate must chain to the roots and name the host in the
+//! URL. A handshake that fails is said in words an operator can act on ([`explain`]).
+
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+
+use rustls::pki_types::pem::PemObject as _;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+/// The files given for this run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Settings {
+    pub ca: Option<PathBuf>,
+    pub cert: Option<PathBuf>,
+    pub key: Option<PathBuf>,
+    pub nats_creds: Option<PathBuf>,
+    pub nats_nkey: Option<PathBuf>,
+}
+
+static THIS_RUN: OnceLock<Settings> = OnceLock::new();
+
+/// Names the files for every broker connection of this run (publish, consume, dead letters).
+pub fn use_settings(settings: Settings) {
+    let _ = THIS_RUN.set(settings);
+}
+
+/// The files of this run (none where no command named any).
+pub fn this_run() -> Settings {
+    THIS_RUN.get().cloned().unwrap_or_default()
+}
+
+impl Settings {
+    /// True where a setting of TLS itself is given (a CA file, a client certificate).
+    pub fn wants_tls(&self) -> bool {
+        self.ca.is_some() || self.cert.is_some() || self.key.is_some()
+    }
+
+    /// The settings given, by their flags: for the usage error of those that apply to none of
+    /// the run's URLs.
+    pub fn given(&self) -> Vec<&'static str> {
+        [
+            (self.ca.is_some(), "--tls-ca"),
+            (self.cert.is_some(), "--tls-cert"),
+            (self.key.is_some(), "--tls-key"),
+            (self.nats_creds.is_some(), "--nats-creds"),
+            (self.nats_nkey.is_some(), "--nats-nkey"),
+        ]
+        .into_iter()
+        .filter_map(|(given, flag)| given.then_some(flag))
+        .collect()
+    }
+
+    /// A usage error for a setting given that none of `urls` (the run's `--from`, `--to` and
+    /// `--dead-letter`) can use.
+    pub fn check_applies(&self, urls: &[&str]) -> Result<(), String> {
+        let any = |schemes: &[&str]| {
+            urls.iter()
+                .any(|u| schemes.iter().any(|s| u.starts_with(s)))
+        };
+        let nats = any(&["nats://", "tls://"]);
+        let tls = nats || any(&["amqps://", "kafka://"]);
+        for flag in self.given() {
+            let (applies, to) = if flag.starts_with("--nats") {
+                (nats, "nats:// and tls:// URLs")
+            } else {
+                (
+                    tls,
+                    "amqps://, tls://, nats:// and kafka:// URLs (amqp:// is plain AMQP: write amqps:// for TLS)",
+                )
+            };
+            if !applies {
+                return Err(format!("{flag} is for {to}, and none is given here"));
+            }
+        }
+        Ok(())
+    }
+
+    /// How the server is checked, for messages: the CA file tried, or the system's roots.
+    pub fn roots_shown(&self) -> String {
+        match &self.ca {
+            Some(ca) => format!("the CA file {}", ca.display()),
+            None => "the system's roots".to_string(),
+        }
+    }
+
+    /// The rustls configuration of a client: the server checked against the CA file's roots
+    /// (or the system's), the client certificate presented where one is given. Every file is
+    /// read now, so that a missing or unreadable one is said before anything connects.
+    pub fn client_config(&self) -> Result<rustls::ClientConfig, String> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let roots = self.roots()?;
+        let builder = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| format!("TLS: {e}"))?
+            .with_root_certificates(roots);
+        match (&self.cert, &self.key) {
+            (None, None) => Ok(builder.with_no_client_auth()),
+            (Some(cert), Some(key)) => {
+                let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+                    .and_then(|certs| certs.collect::<Result<_, _>>())
+                    .map_err(|e| format!("--tls-cert: cannot read {}: {e}", cert.display()))?;
+                if chain.is_empty() {
+                    return Err(format!(
+                        "--tls-cert: {} holds no PEM certificate",
+                        cert.display()
+                    ));
+                }
+                // The key's error never quotes the key.
+                let key_der = PrivateKeyDer::from_pem_file(key).map_err(|e| {
+                    format!(
+                        "--tls-key: cannot read a PEM private key from {}: {}",
+                        key.display(),
+                        pem_error(&e)
+                    )
+                })?;
+                builder.with_client_auth_cert(chain, key_der).map_err(|e| {
+                    format!(
+                        "--tls-cert {} and --tls-key {} do not go together: {e}",
+                        cert.display(),
+                        key.display()
+                    )
+                })
+            }
+            (Some(_), None) => Err("--tls-cert needs --tls-key (the certificate's key)".into()),
+            (None, Some(_)) => Err("--tls-key needs --tls-cert (the key's certificate)".into()),
+        }
+    }
+
+    fn roots(&self) -> Result<rustls::RootCertStore, String> {
+        let mut roots = rustls::RootCertStore::empty();
+        match &self.ca {
+            Some(ca) => {
+                let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(ca)
+                    .and_then(|certs| certs.collect::<Result<_, _>>())
+                    .map_err(|e| format!("--tls-ca: cannot read {}: {e}", ca.display()))?;
+                let (_, refused) = roots.add_parsable_certificates(certs);
+                if roots.is_empty() {
+                    return Err(format!(
+                        "--tls-ca: {} holds no usable PEM certificate{}",
+                        ca.display(),
+                        if refused > 0 {
+                            " (some could not be read)"
+                        } else {
+                            ""
+                        }
+                    ));
+                }
+            }
+            None => {
+                let found = rustls_native_certs::load_native_certs();
+                roots.add_parsable_certificates(found.certs);
+                if roots.is_empty() {
+                    return Err(
+                        "TLS: the system has no root certificates (install ca-certificates, or name the broker's CA with --tls-ca FILE)"
+                            .into(),
+                    );
+                }
+            }
+        }
+        Ok(roots)
+    }
+
+    /// The NKey seed of `--nats-nkey`, read from its file (the first line that is a seed).
+    pub fn nats_nkey_seed(&self) -> Result<Option<String>, String> {
+        let Some(path) = &self.nats_nkey else {
+            return Ok(None);
+        };
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("--nats-nkey: cannot read {}: {e}", path.display()))?;
+        text.lines()
+            .map(str::trim)
+            .find(|l| l.starts_with("SU") && l.len() > 2)
+            .map(|l| Some(l.to_string()))
+            .ok_or_else(|| {
+                format!(
+                    "--nats-nkey: {} holds no user NKey seed (a line starting with SU)",
+                    path.display()
+                )
+            })
+    }
+
+    /// The `.creds` file of `--nats-creds`, read (a JWT and an NKey seed, as `nsc` writes it).
+    pub fn nats_creds_text(&self) -> Result<Option<String>, String> {
+        let Some(path) = &self.nats_creds else {
+            return Ok(None);
+        };
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("--nats-creds: cannot read {}: {e}", path.display()))?;
+        if !text.contains("-----BEGIN NATS USER JWT-----")
+            || !text.contains("-----BEGIN USER NKEY SEED-----")
+        {
+            return Err(format!(
+                "--nats-creds: {} is not a .creds file (a NATS USER JWT and a USER NKEY SEED)",
+                path.display()
+            ));
+        }
+        Ok(Some(text))
+    }
+}
+
+/// A PEM error without the bytes it read.
+fn pem_error(e: &rustls::pki_types::pem::Error) -> String {
+    use rustls::pki_types::pem::Error as E;
+    match e {
+        E::Io(io) => io.to_string(),
+        E::NoItemsFound => "no private key in it".into(),
+        _ => "not a PEM private key".into(),
+    }
+}
+
+/// The TLS failure in `text` (a client library's error, which quotes rustls's) said as what the
+/// operator can do about it; `None` where it is no TLS failure.
+pub fn explain(text: &str, settings: &Settings, host: &str) -> Option<String> {
+    let has = |s: &str| text.contains(s);
+    let why = if has("UnknownIssuer") || has("unknown issuer") {
+        format!(
+            "the broker's certificate is not signed by a CA trusted here (tried {}); name its CA with --tls-ca FILE",
+            settings.roots_shown()
+        )
+    } else if has("NotValidForName") || has("not valid for name") {
+        format!(
+            "the broker's certificate does not name the host {host}: connect by a name it holds"
+        )
+    } else if has("Expired") || has("expired") {
+        "the broker's certificate has expired (or the clock here is wrong)".to_string()
+    } else if has("NotValidYet") {
+        "the broker's certificate is not valid yet (or the clock here is wrong)".to_string()
+    } else if settings.cert.is_none()
+        && (has("CertificateRequired") || has("HandshakeFailure") || has("BadCertificate"))
+    {
+        // TLS 1.3 servers say "certificate required", TLS 1.2 ones "bad certificate" or a
+        // failed handshake: with no certificate given, each means one is wanted.
+        "the broker wants a client certificate: give --tls-cert FILE and --tls-key FILE".into()
+    } else if has("UnknownCA")
+        || has("BadCertificate")
+        || has("DecryptError")
+        || has("CertificateRequired")
+        || has("HandshakeFailure")
+    {
+        "the broker refused the client certificate of --tls-cert".to_string()
+    } else if has("InvalidContentType") || has("CorruptMessage") || has("received corrupt message")
+    {
+        "the broker does not speak TLS on that port".to_string()
+    } else {
+        return None;
+    };
+    Some(format!("TLS with {host} failed: {why}"))
+}
+
+/// Rustls's server name for `host` (a name, or an address).
+pub fn server_name(host: &str) -> Result<rustls::pki_types::ServerName<'static>, String> {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    rustls::pki_types::ServerName::try_from(bare.to_string())
+        .map_err(|_| format!("{host:?} is not a host name TLS can check a certificate against"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failures_are_said_in_an_operators_words_without_secrets() {
+        let s = Settings {
+            ca: Some("/etc/edi-inbox/ca.pem".into()),
+            ..Settings::default()
+        };
+        let unknown = explain(
+            "io error: invalid peer certificate: UnknownIssuer",
+            &s,
+            "mq.example",
+        )
+        .unwrap();
+        assert!(unknown.contains("/etc/edi-inbox/ca.pem"), "{unknown}");
+        assert!(
+            explain("invalid peer certificate: NotValidForName", &s, "mq")
+                .unwrap()
+                .contains("does not name the host mq")
+        );
+        assert!(
+            explain("received fatal alert: CertificateRequired", &s, "mq")
+                .unwrap()
+                .contains("--tls-cert")
+        );
+        assert!(
+            explain("invalid peer certificate: Expired", &s, "mq")
+                .unwrap()
+                .contains("expired")
+        );
+        assert_eq!(explain("connection refused", &s, "mq"), None);
+        let none = Settings::default();
+        assert!(
+            explain("UnknownIssuer", &none, "mq")
+                .unwrap()
+                .contains("the system's roots")
+        );
+    }
+
+    #[test]
+    fn files_are_checked_before_connecting() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = Settings {
+            ca: Some(dir.path().join("none.pem")),
+            ..Settings::default()
+        };
+        let e = missing.client_config().unwrap_err();
+        assert!(e.starts_with("--tls-ca: cannot read"), "{e}");
+        let empty = dir.path().join("empty.pem");
+        std::fs::write(&empty, "not a certificate\n").unwrap();
+        let e = Settings {
+            ca: Some(empty.clone()),
+            ..Settings::default()
+        }
+        .client_config()
+        .unwrap_err();
+        assert!(e.contains("holds no usable PEM certificate"), "{e}");
+        let half = Settings {
+            cert: Some(empty.clone()),
+            ..Settings::default()
+        };
+        assert!(
+            half.client_config()
+                .unwrap_err()
+                .contains("needs --tls-key")
+        );
+        let seed = dir.path().join("user.nk");
+        std::fs::write(&seed, "# seed\nSUAEXAMPLESEED\n").unwrap();
+        let s = Settings {
+            nats_nkey: Some(seed),
+            nats_creds: Some(empty),
+            ..Settings::default()
+        };
+        assert_eq!(
+            s.nats_nkey_seed().unwrap().as_deref(),
+            Some("SUAEXAMPLESEED")
+        );
+        let e = s.nats_creds_text().unwrap_err();
+        assert!(
+            e.contains("is not a .creds file") && !e.contains("not a certificate"),
+            "{e}"
+        );
+        assert_eq!(s.given(), vec!["--nats-creds", "--nats-nkey"]);
+    }
+}

@@ -1,0 +1,647 @@
+//! TLS and credentials on the brokers' connections (issue 25), against servers the tests start:
+//! nats-server with TLS, mutual TLS and authorization of their own, and `stunnel4` in front of
+//! the machine's RabbitMQ. The certificates are made here (rcgen): a CA, a server certificate
+//! for 127.0.0.1, one for another name, a client certificate, and a second CA nobody trusts.
+//! Each refusal is checked for its words, for what it did not do (nothing published, nothing
+//! decided) and for the secrets it must not show.
+
+use std::path::PathBuf;
+
+use crate::common::RunExt;
+use crate::common::site::Site;
+
+/// The files a test's TLS needs, in a folder of its own.
+struct Certs {
+    dir: tempfile::TempDir,
+}
+
+impl Certs {
+    fn make() -> Certs {
+        use rcgen::{
+            BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
+            KeyUsagePurpose,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, text: String| std::fs::write(dir.path().join(name), text).unwrap();
+        let ca = |cn: &str| {
+            let key = KeyPair::generate().unwrap();
+            let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+            p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+            p.distinguished_name.push(DnType::CommonName, cn);
+            p.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+            let cert = p.self_signed(&key).unwrap();
+            (cert, key)
+        };
+        let (ca_cert, ca_key) = ca("edi-inbox test CA");
+        let (other_cert, _) = ca("a CA nobody here trusts");
+        write("ca.pem", ca_cert.pem());
+        write("other-ca.pem", other_cert.pem());
+        let leaf = |names: &[&str], purpose: ExtendedKeyUsagePurpose, file: &str| {
+            let key = KeyPair::generate().unwrap();
+            let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+            let mut p = CertificateParams::new(names).unwrap();
+            p.distinguished_name.push(DnType::CommonName, file);
+            p.extended_key_usages = vec![purpose];
+            let cert = p.signed_by(&key, &ca_cert, &ca_key).unwrap();
+            write(&format!("{file}.pem"), cert.pem());
+            write(&format!("{file}.key"), key.serialize_pem());
+        };
+        leaf(
+            &["127.0.0.1"],
+            ExtendedKeyUsagePurpose::ServerAuth,
+            "server",
+        );
+        leaf(
+            &["other.example"],
+            ExtendedKeyUsagePurpose::ServerAuth,
+            "elsewhere",
+        );
+        leaf(
+            &["edi-inbox"],
+            ExtendedKeyUsagePurpose::ClientAuth,
+            "client",
+        );
+        Certs { dir }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn arg(&self, name: &str) -> String {
+        self.path(name).display().to_string()
+    }
+}
+
+/// An inbox with events to publish: `(site, events)`.
+fn site_with_events() -> (Site, i64) {
+    let site = Site::new();
+    site.fill(12, 25);
+    site.ingest(100).code_in(&[0, 1, 3]);
+    let events = site.unpublished();
+    assert!(events > 0, "the synthetic files gave no events");
+    (site, events)
+}
+
+/// `consume --from FROM` until it has been idle 3 s, with `extra`.
+fn consume(site: &Site, from: &str, extra: &[&str]) -> crate::common::Run {
+    let mut args = vec!["consume", "--from", from, "--until-idle", "3s", "-q"];
+    args.extend_from_slice(extra);
+    site.run(&args)
+}
+
+/// The interchanges an inbox holds, by key.
+fn keys(site: &Site) -> std::collections::BTreeSet<(String, String, String)> {
+    site.triples("SELECT sender, recipient, control_ref FROM interchanges")
+}
+
+#[cfg(feature = "nats")]
+mod nats {
+    use super::*;
+    use crate::common::brokers::OwnNats;
+    use std::path::Path;
+
+    /// A nats-server of the test's own with `extra` in its configuration (TLS, authorization).
+    fn server(store: &Path, extra: &str) -> Option<OwnNats> {
+        OwnNats::start_with(store, extra)
+    }
+
+    fn tls_block(certs: &Certs, cert: &str, verify: bool) -> String {
+        let mut block = format!(
+            "tls {{\n  cert_file: \"{}\"\n  key_file: \"{}\"\n",
+            certs.arg(&format!("{cert}.pem")),
+            certs.arg(&format!("{cert}.key"))
+        );
+        if verify {
+            block.push_str(&format!(
+                "  ca_file: \"{}\"\n  verify: true\n",
+                certs.arg("ca.pem")
+            ));
+        }
+        block.push_str("}\n");
+        block
+    }
+
+    fn publish(site: &Site, to: &str, stream: &str, extra: &[&str]) -> crate::common::Run {
+        // Whole interchanges, for the consuming inbox to decide as the first did.
+        let mut args = vec![
+            "publish",
+            "--to",
+            to,
+            "--create-stream",
+            stream,
+            "--payload",
+            "interchange",
+        ];
+        args.extend_from_slice(extra);
+        site.run(&args)
+    }
+
+    /// TLS that the server requires: refused against another CA (on a `tls://` URL) and against
+    /// the system's roots (on a `nats://` URL, TLS asked for by the server's INFO), nothing
+    /// published; then published with the CA file, and consumed through the relay into a second
+    /// inbox, the same interchanges.
+    #[test]
+    fn nats_over_tls_is_verified_and_refused_in_an_operators_words() {
+        let certs = Certs::make();
+        let Some(own) = server(&certs.path("store"), &tls_block(&certs, "server", false)) else {
+            return;
+        };
+        let (site, events) = site_with_events();
+        let tls_url = format!("tls://127.0.0.1:{}/edi", own.port);
+        let run = publish(
+            &site,
+            &tls_url,
+            "EDI_TLS",
+            &["--tls-ca", &certs.arg("other-ca.pem")],
+        );
+        run.code(1);
+        assert!(
+            run.err().contains("not signed by a CA trusted here")
+                && run.err().contains("other-ca.pem"),
+            "{}",
+            run.err()
+        );
+        assert_eq!(
+            site.unpublished(),
+            events,
+            "nothing may be marked published"
+        );
+        let plain_url = format!("nats://127.0.0.1:{}/edi", own.port);
+        let run = publish(&site, &plain_url, "EDI_TLS", &[]);
+        run.code(1);
+        assert!(
+            run.err().contains("the system's roots"),
+            "a server that requires TLS is checked against the system's roots: {}",
+            run.err()
+        );
+        publish(
+            &site,
+            &plain_url,
+            "EDI_TLS",
+            &["--tls-ca", &certs.arg("ca.pem")],
+        )
+        .success();
+        assert_eq!(site.unpublished(), 0);
+
+        let from = format!("tls://127.0.0.1:{}/EDI_TLS/reader", own.port);
+        let other = Site::new();
+        let run = consume(&other, &from, &["--tls-ca", &certs.arg("other-ca.pem")]);
+        run.code(1);
+        assert!(
+            run.err().contains("not signed by a CA trusted here"),
+            "{}",
+            run.err()
+        );
+        assert!(keys(&other).is_empty(), "nothing decided");
+        let run = consume(&other, &from, &["--tls-ca", &certs.arg("ca.pem")]);
+        run.code_in(&[0, 1, 3]);
+        assert_eq!(keys(&other), keys(&site), "{}", run.err());
+    }
+
+    /// `publish --follow` over TLS goes on after the server is killed (`kill -9`) and started
+    /// again; a consumer over TLS then decides each interchange once.
+    #[test]
+    fn follow_over_tls_survives_a_server_killed_and_started_again() {
+        use crate::common::StartExt;
+        use std::time::{Duration, Instant};
+        let certs = Certs::make();
+        let Some(mut own) = server(&certs.path("store"), &tls_block(&certs, "server", false))
+        else {
+            return;
+        };
+        let site = Site::new();
+        site.put_sample("valid/two-interchanges.edi", "a.edi");
+        site.ingest_quietly(&[]).code(0);
+        let ca = certs.arg("ca.pem");
+        let to = format!("tls://127.0.0.1:{}/edi", own.port);
+        let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("edi-inbox"))
+            .arg("--db")
+            .arg(site.db_arg())
+            .args(["publish", "--follow", "--poll", "100ms", "-q", "--to", &to])
+            .args(["--create-stream", "EDI_FOLLOW", "--payload", "interchange"])
+            .args(["--tls-ca", &ca])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .start();
+        let wait = |what: &dyn Fn() -> bool| {
+            let until = Instant::now() + Duration::from_secs(90);
+            while !what() && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            what()
+        };
+        assert!(
+            wait(&|| site.unpublished() == 0),
+            "the first events went out"
+        );
+        own.kill();
+        for sample in ["invoic-d96a-unoc-crlf.edi", "desadv-d07a-groups-v4.edi"] {
+            site.put_sample(&format!("valid/{sample}"), sample);
+        }
+        site.ingest_quietly(&[]).code(0);
+        std::thread::sleep(Duration::from_secs(1));
+        assert!(
+            site.unpublished() > 0,
+            "nothing goes out while the server is down"
+        );
+        own.up().unwrap();
+        assert!(
+            wait(&|| site.unpublished() == 0),
+            "the later events went out over TLS after the restart"
+        );
+        child.signal(libc::SIGTERM);
+        child.wait().code(0);
+        let other = Site::new();
+        let from = format!("tls://127.0.0.1:{}/EDI_FOLLOW/reader", own.port);
+        consume(&other, &from, &["--tls-ca", &ca]).code_in(&[0, 1, 3]);
+        assert_eq!(keys(&other), keys(&site));
+        assert_eq!(
+            other.count("SELECT count(*) FROM deliveries"),
+            site.count("SELECT count(*) FROM interchanges"),
+            "each interchange delivered once"
+        );
+    }
+
+    /// A certificate that names another host is refused, whatever CA signed it.
+    #[test]
+    fn a_certificate_for_another_name_is_refused() {
+        let certs = Certs::make();
+        let Some(own) = server(&certs.path("store"), &tls_block(&certs, "elsewhere", false)) else {
+            return;
+        };
+        let (site, events) = site_with_events();
+        let run = publish(
+            &site,
+            &format!("tls://127.0.0.1:{}/edi", own.port),
+            "EDI_TLS",
+            &["--tls-ca", &certs.arg("ca.pem")],
+        );
+        run.code(1);
+        assert!(
+            run.err().contains("does not name the host 127.0.0.1"),
+            "{}",
+            run.err()
+        );
+        assert_eq!(site.unpublished(), events);
+        let other = Site::new();
+        let run = consume(
+            &other,
+            &format!("tls://127.0.0.1:{}/EDI_TLS/reader", own.port),
+            &["--tls-ca", &certs.arg("ca.pem")],
+        );
+        run.code(1);
+        assert!(
+            run.err().contains("does not name the host 127.0.0.1"),
+            "{}",
+            run.err()
+        );
+    }
+
+    /// Mutual TLS: without a client certificate the server refuses (said so), with one both
+    /// sides work.
+    #[test]
+    fn mutual_tls_wants_the_client_certificate() {
+        let certs = Certs::make();
+        let Some(own) = server(&certs.path("store"), &tls_block(&certs, "server", true)) else {
+            return;
+        };
+        let (site, events) = site_with_events();
+        let to = format!("tls://127.0.0.1:{}/edi", own.port);
+        let ca = certs.arg("ca.pem");
+        let run = publish(&site, &to, "EDI_MTLS", &["--tls-ca", &ca]);
+        run.code(1);
+        assert!(
+            run.err().contains("wants a client certificate"),
+            "the missing client certificate is named: {}",
+            run.err()
+        );
+        assert_eq!(site.unpublished(), events);
+        let mine = [
+            "--tls-ca",
+            &ca,
+            "--tls-cert",
+            &certs.arg("client.pem"),
+            "--tls-key",
+            &certs.arg("client.key"),
+        ];
+        publish(&site, &to, "EDI_MTLS", &mine).success();
+        assert_eq!(site.unpublished(), 0);
+        let from = format!("tls://127.0.0.1:{}/EDI_MTLS/reader", own.port);
+        let other = Site::new();
+        let run = consume(&other, &from, &["--tls-ca", &ca]);
+        run.code(1);
+        assert!(
+            run.err().contains("wants a client certificate"),
+            "{}",
+            run.err()
+        );
+        assert!(keys(&other).is_empty());
+        // The same files from the environment, as the systemd unit's env file gives them.
+        let run = other
+            .cmd()
+            .env("EDI_INBOX_TLS_CA", &ca)
+            .env("EDI_INBOX_TLS_CERT", certs.path("client.pem"))
+            .env("EDI_INBOX_TLS_KEY", certs.path("client.key"))
+            .args(["consume", "--from", &from, "--until-idle", "3s", "-q"])
+            .run();
+        run.code_in(&[0, 1, 3]);
+        assert_eq!(keys(&other), keys(&site));
+    }
+
+    /// User and password, and an NKey, in the server's authorization: a wrong password is
+    /// refused and never shown; the right one and the NKey seed's file both work. A token on
+    /// a server of its own.
+    #[test]
+    fn user_password_nkey_and_token_authorise_and_a_wrong_one_is_refused() {
+        let certs = Certs::make();
+        let pair = nkeys::KeyPair::new_user();
+        let seed = pair.seed().unwrap();
+        let seed_file = certs.path("user.nk");
+        std::fs::write(&seed_file, format!("{seed}\n")).unwrap();
+        let config = format!(
+            "authorization {{\n  users = [\n    {{user: edi, password: \"pw-R1ght\"}}\n    {{nkey: {}}}\n  ]\n}}\n",
+            pair.public_key()
+        );
+        let Some(own) = server(&certs.path("store"), &config) else {
+            return;
+        };
+        let (site, events) = site_with_events();
+        let wrong = format!("nats://edi:pw-Wr0ng@127.0.0.1:{}/edi", own.port);
+        let run = publish(&site, &wrong, "EDI_AUTH", &[]);
+        run.code(1);
+        assert!(
+            run.err()
+                .contains("refused the credentials (authorization violation)"),
+            "{}",
+            run.err()
+        );
+        assert!(
+            !run.err().contains("pw-Wr0ng") && !run.out().contains("pw-Wr0ng"),
+            "the password is never shown: {}",
+            run.err()
+        );
+        assert_eq!(site.unpublished(), events);
+        let right = format!("nats://edi:pw-R1ght@127.0.0.1:{}/edi", own.port);
+        publish(&site, &right, "EDI_AUTH", &[]).success();
+        assert_eq!(site.unpublished(), 0);
+        let other = Site::new();
+        let from = format!("nats://127.0.0.1:{}/EDI_AUTH/reader", own.port);
+        let run = consume(&other, &from, &[]);
+        run.code(1);
+        assert!(keys(&other).is_empty(), "no credentials, nothing decided");
+        let nkey = seed_file.display().to_string();
+        consume(&other, &from, &["--nats-nkey", &nkey]).code_in(&[0, 1, 3]);
+        assert_eq!(keys(&other), keys(&site));
+        assert!(
+            !format!("{:?}", other.stats()).contains(&seed),
+            "the seed is never shown"
+        );
+
+        let Some(tokened) = server(
+            &certs.path("store2"),
+            "authorization {\n  token: \"t0ken-Sec\"\n}\n",
+        ) else {
+            return;
+        };
+        let (site, _) = site_with_events();
+        let to = format!("nats://t0ken-Sec@127.0.0.1:{}/edi", tokened.port);
+        publish(&site, &to, "EDI_TOKEN", &[]).success();
+        let other = Site::new();
+        let from = format!(
+            "nats://t0ken-Sec@127.0.0.1:{}/EDI_TOKEN/reader",
+            tokened.port
+        );
+        consume(&other, &from, &[]).code_in(&[0, 1, 3]);
+        assert_eq!(keys(&other), keys(&site));
+    }
+}
+
+/// `stunnel4` on a port of the test's own in front of the machine's RabbitMQ: TLS at the
+/// terminator, plain AMQP behind it, the machine's server untouched.
+#[cfg(feature = "amqp")]
+mod amqp {
+    use super::*;
+    use crate::common::brokers::Rabbit;
+    use std::process::{Command, Stdio};
+    use std::time::Duration;
+
+    fn free_port() -> u16 {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .unwrap()
+    }
+
+    struct Stunnel {
+        child: std::process::Child,
+        port: u16,
+    }
+
+    impl Drop for Stunnel {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    fn stunnel(certs: &Certs, verify: bool) -> Option<Stunnel> {
+        let port = free_port();
+        let mut config = format!(
+            "foreground = yes\npid =\n[amqps]\naccept = 127.0.0.1:{port}\nconnect = 127.0.0.1:5672\ncert = {}\nkey = {}\n",
+            certs.arg("server.pem"),
+            certs.arg("server.key")
+        );
+        if verify {
+            config.push_str(&format!(
+                "CAfile = {}\nverifyChain = yes\nrequireCert = yes\n",
+                certs.arg("ca.pem")
+            ));
+        }
+        let file = certs.path(&format!("stunnel-{port}.conf"));
+        std::fs::write(&file, config).unwrap();
+        let child = match Command::new("stunnel4")
+            .arg(&file)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+        {
+            Ok(c) => c,
+            Err(e) => {
+                assert!(
+                    std::env::var_os("EDI_INBOX_REQUIRE_RABBITMQ").is_none(),
+                    "stunnel4 cannot run ({e}), and EDI_INBOX_REQUIRE_RABBITMQ is set"
+                );
+                eprintln!("stunnel4 cannot run ({e}): not checked");
+                return None;
+            }
+        };
+        let s = Stunnel { child, port };
+        for _ in 0..100 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return Some(s);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("stunnel4 did not listen on {port}");
+    }
+
+    /// A queue of the test's own behind a terminator (requiring client certificates where
+    /// `verify`), and an inbox with events for it.
+    struct Case {
+        certs: Certs,
+        rabbit: Rabbit,
+        // Kept for as long as the case: the terminator stops when dropped.
+        _tunnel: Stunnel,
+        site: Site,
+        events: i64,
+        to: String,
+        from: String,
+    }
+
+    fn case(verify: bool) -> Option<Case> {
+        let certs = Certs::make();
+        let rabbit = Rabbit::create(Some("#"))?;
+        let tunnel = stunnel(&certs, verify)?;
+        let (site, events) = site_with_events();
+        let to = format!("amqps://guest:guest@127.0.0.1:{}/%2f", tunnel.port);
+        let from = format!("{to}/{}", rabbit.queue.clone().unwrap());
+        Some(Case {
+            certs,
+            rabbit,
+            _tunnel: tunnel,
+            site,
+            events,
+            to,
+            from,
+        })
+    }
+
+    impl Case {
+        fn publish(&self, extra: &[&str]) -> crate::common::Run {
+            let mut args = vec![
+                "publish",
+                "--to",
+                &self.to,
+                "--exchange",
+                &self.rabbit.exchange,
+                "--payload",
+                "interchange",
+            ];
+            args.extend_from_slice(extra);
+            self.site.run(&args)
+        }
+
+        /// Refused with `why`: nothing published, and a second inbox consuming decides
+        /// nothing (returned, for the run that then consumes).
+        fn refused(&self, extra: &[&str], why: &str) -> Site {
+            let run = self.publish(extra);
+            run.code(1);
+            assert!(run.err().contains(why), "{why}: {}", run.err());
+            assert!(!run.err().contains("guest:guest"), "{}", run.err());
+            assert_eq!(self.site.unpublished(), self.events);
+            let other = Site::new();
+            let run = consume(&other, &self.from, extra);
+            run.code(1);
+            assert!(run.err().contains(why), "{why}: {}", run.err());
+            assert!(keys(&other).is_empty());
+            other
+        }
+
+        /// Published and consumed with `extra`: the same interchanges, the queue empty.
+        fn taken(&self, other: &Site, extra: &[&str]) {
+            self.publish(extra).success();
+            assert_eq!(self.site.unpublished(), 0);
+            consume(other, &self.from, extra).code_in(&[0, 1, 3]);
+            assert_eq!(keys(other), keys(&self.site));
+            assert_eq!(self.rabbit.ready(), 0, "every delivery acknowledged");
+        }
+    }
+
+    /// amqps:// through the terminator: a wrong CA refused (nothing published or decided), then
+    /// publish and consume with the CA file, the same interchanges; a plain amqp:// URL with a
+    /// TLS setting is a usage error.
+    #[test]
+    fn amqps_publishes_and_consumes_and_refuses_a_wrong_ca() {
+        let Some(c) = case(false) else {
+            return;
+        };
+        let other = c.refused(
+            &["--tls-ca", &c.certs.arg("other-ca.pem")],
+            "not signed by a CA trusted here",
+        );
+        c.taken(&other, &["--tls-ca", &c.certs.arg("ca.pem")]);
+        let plain = c.site.run(&[
+            "publish",
+            "--to",
+            crate::common::brokers::AMQP,
+            "--tls-ca",
+            &c.certs.arg("ca.pem"),
+        ]);
+        plain.code(2);
+        assert!(plain.err().contains("amqps://"), "{}", plain.err());
+    }
+
+    /// Mutual TLS at the terminator: refused without the client certificate, taken with it.
+    #[test]
+    fn amqps_with_mutual_tls_wants_the_client_certificate() {
+        let Some(c) = case(true) else {
+            return;
+        };
+        let ca = c.certs.arg("ca.pem");
+        let other = c.refused(&["--tls-ca", &ca], "wants a client certificate");
+        let (cert, key) = (c.certs.arg("client.pem"), c.certs.arg("client.key"));
+        c.taken(
+            &other,
+            &["--tls-ca", &ca, "--tls-cert", &cert, "--tls-key", &key],
+        );
+    }
+}
+
+/// Settings that apply to none of the URLs, and files that cannot be used, are usage errors
+/// (exit 2) before anything connects; the key file's contents are never shown.
+#[cfg(feature = "nats")]
+#[test]
+fn tls_settings_are_checked_before_connecting() {
+    let certs = Certs::make();
+    let site = Site::new();
+    let nats = "nats://127.0.0.1:1/edi";
+    let (ca, cert, key) = (
+        certs.arg("ca.pem"),
+        certs.arg("client.pem"),
+        certs.arg("client.key"),
+    );
+    let missing = certs.arg("missing.pem");
+    let cases: [(&str, Vec<&str>, &str); 4] = [
+        (
+            "dir:out",
+            vec!["--nats-creds", &ca],
+            "--nats-creds is for nats://",
+        ),
+        (
+            nats,
+            vec!["--tls-cert", &cert],
+            "--tls-cert needs --tls-key",
+        ),
+        (
+            nats,
+            vec!["--tls-cert", &key, "--tls-key", &key],
+            "holds no PEM certificate",
+        ),
+        (nats, vec!["--tls-ca", &missing], "--tls-ca: cannot read"),
+    ];
+    let secret = std::fs::read_to_string(certs.path("client.key")).unwrap();
+    let secret = secret.lines().nth(1).unwrap();
+    for (to, extra, want) in cases {
+        let mut args = vec!["publish", "--to", to];
+        args.extend(extra);
+        let run = site.run(&args);
+        run.code(2);
+        assert!(run.err().contains(want), "{want}: {}", run.err());
+        assert!(
+            !run.err().contains(secret),
+            "the key is never shown: {}",
+            run.err()
+        );
+    }
+}
