@@ -42,6 +42,10 @@ impl Certs {
             let mut p = CertificateParams::new(names).unwrap();
             p.distinguished_name.push(DnType::CommonName, file);
             p.extended_key_usages = vec![purpose];
+            if file == "expired" {
+                p.not_before = rcgen::date_time_ymd(2020, 1, 1);
+                p.not_after = rcgen::date_time_ymd(2021, 1, 1);
+            }
             let cert = p.signed_by(&key, &ca_cert, &ca_key).unwrap();
             write(&format!("{file}.pem"), cert.pem());
             write(&format!("{file}.key"), key.serialize_pem());
@@ -60,6 +64,11 @@ impl Certs {
             &["edi-inbox"],
             ExtendedKeyUsagePurpose::ClientAuth,
             "client",
+        );
+        leaf(
+            &["127.0.0.1"],
+            ExtendedKeyUsagePurpose::ServerAuth,
+            "expired",
         );
         Certs { dir }
     }
@@ -263,11 +272,21 @@ mod nats {
         );
     }
 
-    /// A certificate that names another host is refused, whatever CA signed it.
+    /// A certificate that names another host, or has expired, is refused, whatever CA signed
+    /// it.
     #[test]
-    fn a_certificate_for_another_name_is_refused() {
+    fn a_certificate_for_another_name_or_expired_is_refused() {
         let certs = Certs::make();
-        let Some(own) = server(&certs.path("store"), &tls_block(&certs, "elsewhere", false)) else {
+        refused_for(&certs, "elsewhere", "does not name the host 127.0.0.1");
+        refused_for(&certs, "expired", "the broker's certificate has expired");
+    }
+
+    /// A server with the certificate `cert`: publish and consume refused, saying `why`.
+    fn refused_for(certs: &Certs, cert: &str, why: &str) {
+        let Some(own) = server(
+            &certs.path(&format!("store-{cert}")),
+            &tls_block(certs, cert, false),
+        ) else {
             return;
         };
         let (site, events) = site_with_events();
@@ -278,11 +297,7 @@ mod nats {
             &["--tls-ca", &certs.arg("ca.pem")],
         );
         run.code(1);
-        assert!(
-            run.err().contains("does not name the host 127.0.0.1"),
-            "{}",
-            run.err()
-        );
+        assert!(run.err().contains(why), "{why}: {}", run.err());
         assert_eq!(site.unpublished(), events);
         let other = Site::new();
         let run = consume(
@@ -291,11 +306,8 @@ mod nats {
             &["--tls-ca", &certs.arg("ca.pem")],
         );
         run.code(1);
-        assert!(
-            run.err().contains("does not name the host 127.0.0.1"),
-            "{}",
-            run.err()
-        );
+        assert!(run.err().contains(why), "{why}: {}", run.err());
+        assert!(keys(&other).is_empty(), "nothing decided");
     }
 
     /// Mutual TLS: without a client certificate the server refuses (said so), with one both
@@ -445,12 +457,12 @@ mod amqp {
         }
     }
 
-    fn stunnel(certs: &Certs, verify: bool) -> Option<Stunnel> {
+    fn stunnel(certs: &Certs, verify: bool, cert: &str) -> Option<Stunnel> {
         let port = free_port();
         let mut config = format!(
             "foreground = yes\npid =\n[amqps]\naccept = 127.0.0.1:{port}\nconnect = 127.0.0.1:5672\ncert = {}\nkey = {}\n",
-            certs.arg("server.pem"),
-            certs.arg("server.key")
+            certs.arg(&format!("{cert}.pem")),
+            certs.arg(&format!("{cert}.key"))
         );
         if verify {
             config.push_str(&format!(
@@ -500,9 +512,14 @@ mod amqp {
     }
 
     fn case(verify: bool) -> Option<Case> {
+        case_with(verify, "server")
+    }
+
+    /// The same, the terminator showing the certificate `cert`.
+    fn case_with(verify: bool, cert: &str) -> Option<Case> {
         let certs = Certs::make();
         let rabbit = Rabbit::create(Some("#"))?;
-        let tunnel = stunnel(&certs, verify)?;
+        let tunnel = stunnel(&certs, verify, cert)?;
         let (site, events) = site_with_events();
         let to = format!("amqps://guest:guest@127.0.0.1:{}/%2f", tunnel.port);
         let from = format!("{to}/{}", rabbit.queue.clone().unwrap());
@@ -580,6 +597,88 @@ mod amqp {
         ]);
         plain.code(2);
         assert!(plain.err().contains("amqps://"), "{}", plain.err());
+    }
+
+    /// `kill -9` of consumers over amqps:// at random moments, then a run to the end: each
+    /// interchange applied once, the queue empty (what a killed one held came again).
+    #[test]
+    fn amqps_consumers_killed_at_random_apply_each_interchange_once() {
+        use crate::common::synth::Synth;
+        use crate::consume::{Consumer, applied, synthetic};
+        let Some(c) = case(false) else {
+            return;
+        };
+        let bodies = synthetic(600, 13);
+        let puts: Vec<(Vec<u8>, Option<String>, Option<String>)> = bodies
+            .iter()
+            .enumerate()
+            .map(|(k, b)| (b.clone(), Some(format!("t{k}")), None))
+            .collect();
+        c.rabbit.put(&puts);
+        let ca = c.certs.arg("ca.pem");
+        let args = ["--from", &c.from, "--batch", "50", "--tls-ca", &ca];
+        let other = Site::new();
+        let mut rng = Synth::new(5);
+        let mut killed_mid_work = 0;
+        for round in 0..3 {
+            let out = other.path(&format!("run{round}.jsonl"));
+            let child = Consumer::start(&other, &args, &out);
+            std::thread::sleep(Duration::from_millis(200 + rng.below(400)));
+            child.kill();
+            if std::fs::metadata(&out).map_or(0, |m| m.len()) > 0 {
+                killed_mid_work += 1;
+            }
+        }
+        assert!(
+            killed_mid_work > 0,
+            "no kill fell in the middle of the work"
+        );
+        consume(&other, &c.from, &["--tls-ca", &ca]).code(0);
+        let (keys, rows) = applied(&other);
+        assert_eq!((keys.len(), rows), (600, 600));
+        assert_eq!(c.rabbit.ready(), 0, "every delivery acknowledged");
+    }
+
+    /// A certificate for another name, and one expired, refused; a wrong password refused
+    /// by RabbitMQ behind the terminator, the password never shown.
+    #[test]
+    fn amqps_refuses_another_name_an_expired_certificate_and_a_wrong_password() {
+        let Some(c) = case_with(false, "elsewhere") else {
+            return;
+        };
+        c.refused(
+            &["--tls-ca", &c.certs.arg("ca.pem")],
+            "does not name the host 127.0.0.1",
+        );
+        let Some(c) = case_with(false, "expired") else {
+            return;
+        };
+        c.refused(
+            &["--tls-ca", &c.certs.arg("ca.pem")],
+            "the broker's certificate has expired",
+        );
+        let Some(c) = case(false) else {
+            return;
+        };
+        let wrong = c.to.replace("guest:guest", "guest:pw-Wr0ng");
+        let run = c.site.run(&[
+            "publish",
+            "--to",
+            &wrong,
+            "--exchange",
+            &c.rabbit.exchange,
+            "--tls-ca",
+            &c.certs.arg("ca.pem"),
+        ]);
+        run.code(1);
+        assert!(!run.err().contains("pw-Wr0ng"), "{}", run.err());
+        assert!(
+            run.err().to_lowercase().contains("access_refused")
+                || run.err().to_lowercase().contains("authentication"),
+            "{}",
+            run.err()
+        );
+        assert_eq!(c.site.unpublished(), c.events);
     }
 
     /// Mutual TLS at the terminator: refused without the client certificate, taken with it.
