@@ -361,6 +361,119 @@ mod nats {
         assert_eq!(keys(&other), keys(&site));
     }
 
+    /// Base64url without padding, as JWTs are written.
+    fn b64url(bytes: &[u8]) -> String {
+        const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+        let mut out = String::new();
+        for chunk in bytes.chunks(3) {
+            let b = [
+                chunk[0],
+                *chunk.get(1).unwrap_or(&0),
+                *chunk.get(2).unwrap_or(&0),
+            ];
+            let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+            for k in 0..=chunk.len() {
+                out.push(A[((n >> (18 - 6 * k)) & 63) as usize] as char);
+            }
+        }
+        out
+    }
+
+    /// A NATS JWT of `claims` (`iss` and `sub` filled in), signed by `issuer`.
+    fn jwt(issuer: &nkeys::KeyPair, subject: &str, name: &str, nats: &str) -> String {
+        let header = b64url(br#"{"typ":"JWT","alg":"ed25519-nkey"}"#);
+        let claims = format!(
+            r#"{{"jti":"{}","iat":1700000000,"iss":"{}","name":"{name}","sub":"{subject}","nats":{nats}}}"#,
+            subject.chars().take(20).collect::<String>(),
+            issuer.public_key()
+        );
+        let input = format!("{header}.{}", b64url(claims.as_bytes()));
+        let signature = b64url(&issuer.sign(input.as_bytes()).unwrap());
+        format!("{input}.{signature}")
+    }
+
+    /// A server in operator mode (an operator, an account with JetStream, a user of it, as
+    /// `nsc` makes them): `consume` and `publish` with the user's `.creds` file work; without
+    /// it, or with another user's, they are refused as credentials.
+    #[test]
+    fn a_creds_file_authorises_in_operator_mode() {
+        let certs = Certs::make();
+        let operator = nkeys::KeyPair::new_operator();
+        let account = nkeys::KeyPair::new_account();
+        let user = nkeys::KeyPair::new_user();
+        let operator_jwt = jwt(
+            &operator,
+            &operator.public_key(),
+            "op",
+            r#"{"type":"operator","version":2}"#,
+        );
+        let account_jwt = jwt(
+            &operator,
+            &account.public_key(),
+            "EDI",
+            r#"{"limits":{"subs":-1,"data":-1,"payload":-1,"imports":-1,"exports":-1,"wildcards":true,"conn":-1,"leaf":-1,"mem_storage":-1,"disk_storage":-1,"streams":-1,"consumer":-1},"default_permissions":{"pub":{},"sub":{}},"type":"account","version":2}"#,
+        );
+        // A user's .creds file, its JWT signed by `signer` (the account, or a forger).
+        let creds = |user: &nkeys::KeyPair, signer: &nkeys::KeyPair| {
+            let user_jwt = jwt(
+                signer,
+                &user.public_key(),
+                "edi-inbox",
+                r#"{"pub":{},"sub":{},"subs":-1,"data":-1,"payload":-1,"type":"user","version":2}"#,
+            );
+            format!(
+                "-----BEGIN NATS USER JWT-----\n{user_jwt}\n------END NATS USER JWT------\n\n-----BEGIN USER NKEY SEED-----\n{}\n------END USER NKEY SEED------\n",
+                user.seed().unwrap()
+            )
+        };
+        let op_file = certs.path("op.jwt");
+        std::fs::write(&op_file, &operator_jwt).unwrap();
+        let creds_file = certs.path("edi-inbox.creds");
+        std::fs::write(&creds_file, creds(&user, &account)).unwrap();
+        // A user the account never signed: its own key signs its JWT.
+        let stranger = nkeys::KeyPair::new_user();
+        let forged = creds(&stranger, &stranger);
+        let forged_file = certs.path("forged.creds");
+        std::fs::write(&forged_file, forged).unwrap();
+        // JetStream in operator mode needs a system account.
+        let system = nkeys::KeyPair::new_account();
+        let system_jwt = jwt(
+            &operator,
+            &system.public_key(),
+            "SYS",
+            r#"{"limits":{"subs":-1,"data":-1,"payload":-1,"imports":-1,"exports":-1,"wildcards":true,"conn":-1,"leaf":-1},"type":"account","version":2}"#,
+        );
+        let config = format!(
+            "operator: \"{}\"\nsystem_account: {sys}\nresolver: MEMORY\nresolver_preload: {{\n  {}: \"{account_jwt}\"\n  {sys}: \"{system_jwt}\"\n}}\n",
+            op_file.display(),
+            account.public_key(),
+            sys = system.public_key()
+        );
+        let Some(own) = server(&certs.path("store"), &config) else {
+            return;
+        };
+        let (site, events) = site_with_events();
+        let to = format!("nats://127.0.0.1:{}/edi", own.port);
+        let forged_arg = forged_file.display().to_string();
+        let run = publish(&site, &to, "EDI_CREDS", &["--nats-creds", &forged_arg]);
+        run.code(1);
+        assert!(
+            run.err().contains("refused the credentials"),
+            "{}",
+            run.err()
+        );
+        assert_eq!(site.unpublished(), events);
+        let creds_arg = creds_file.display().to_string();
+        publish(&site, &to, "EDI_CREDS", &["--nats-creds", &creds_arg]).success();
+        assert_eq!(site.unpublished(), 0);
+        let other = Site::new();
+        let from = format!("nats://127.0.0.1:{}/EDI_CREDS/reader", own.port);
+        consume(&other, &from, &[]).code(1);
+        assert!(keys(&other).is_empty());
+        consume(&other, &from, &["--nats-creds", &creds_arg]).code_in(&[0, 1, 3]);
+        assert_eq!(keys(&other), keys(&site));
+    }
+
     /// User and password, and an NKey, in the server's authorization: a wrong password is
     /// refused and never shown; the right one and the NKey seed's file both work. A token on
     /// a server of its own.
