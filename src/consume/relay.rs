@@ -107,7 +107,12 @@ pub(super) async fn start<R: Repair>(
     let failed = failure.clone();
     let host = host_of(&upstream).to_string();
     let accept = tokio::spawn(async move {
-        while let Ok((client, _)) = listener.accept().await {
+        while let Ok((client, peer)) = listener.accept().await {
+            // Over TLS the relay lends its connection the client certificate: no other user
+            // of the host may borrow it through the loopback port.
+            if !matches!(way, Upstream::Plain) && !same_user(peer) {
+                continue;
+            }
             let upstream = upstream.clone();
             let way = way.clone();
             let failed = failed.clone();
@@ -130,6 +135,28 @@ pub(super) async fn start<R: Repair>(
         accept,
         failure,
         host,
+    })
+}
+
+/// True where the loopback connection from `peer` is this program's own user's, as the
+/// kernel's table of TCP sockets says (`/proc/net/tcp`: the socket at `peer` and its uid).
+fn same_user(peer: SocketAddr) -> bool {
+    let SocketAddr::V4(v4) = peer else {
+        return false;
+    };
+    // The table shows an address as its 32 bits in the host's order, and the port.
+    let local = format!(
+        "{:08X}:{:04X}",
+        u32::from_le_bytes(v4.ip().octets()),
+        v4.port()
+    );
+    let me = rustix::process::geteuid().as_raw();
+    std::fs::read_to_string("/proc/net/tcp").is_ok_and(|table| {
+        table.lines().skip(1).any(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            fields.get(1) == Some(&local.as_str())
+                && fields.get(7).and_then(|uid| uid.parse::<u32>().ok()) == Some(me)
+        })
     })
 }
 
@@ -389,6 +416,11 @@ mod tests {
         );
         assert_eq!(through("nats://", addr, 4222), None);
         assert_eq!(host_of("rabbit:5671"), "rabbit");
+        // A connection of this test's own is its own user's; one nobody made is not.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mine = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        assert!(same_user(mine.local_addr().unwrap()));
+        assert!(!same_user("127.0.0.1:1".parse().unwrap()));
         assert_eq!(host_of("[::1]:4222"), "::1");
         assert_eq!(
             without_tls(b"INFO {\"tls_required\":true,\"x\":1}\r\n"),
