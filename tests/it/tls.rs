@@ -203,7 +203,9 @@ mod nats {
             run.err()
         );
         assert!(keys(&other).is_empty(), "nothing decided");
-        let run = consume(&other, &from, &["--tls-ca", &certs.arg("ca.pem")]);
+        // Through the relay on a nats:// URL: TLS because the server's INFO requires it.
+        let plain_from = from.replacen("tls://", "nats://", 1);
+        let run = consume(&other, &plain_from, &["--tls-ca", &certs.arg("ca.pem")]);
         run.code_in(&[0, 1, 3]);
         assert_eq!(keys(&other), keys(&site), "{}", run.err());
     }
@@ -792,6 +794,33 @@ mod amqp {
             run.err()
         );
         assert_eq!(c.site.unpublished(), c.events);
+    }
+
+    /// A delivery rejected by a consumer over amqps:// is dead-lettered over amqps:// too.
+    #[test]
+    fn amqps_dead_letters_go_out_over_tls() {
+        let Some(c) = case(false) else {
+            return;
+        };
+        let Some(dead) = Rabbit::create(Some("#")) else {
+            return;
+        };
+        c.rabbit
+            .put(&[(b"not EDIFACT at all".to_vec(), Some("poison".into()), None)]);
+        let ca = c.certs.arg("ca.pem");
+        let to_dead = format!("{}/{}", c.to, dead.exchange);
+        let other = Site::new();
+        let run = consume(
+            &other,
+            &c.from,
+            &["--tls-ca", &ca, "--dead-letter", &to_dead],
+        );
+        // 3: a delivery was rejected.
+        run.code(3);
+        let held = dead.take();
+        assert_eq!(held.len(), 1, "dead-lettered once over TLS: {}", run.err());
+        assert_eq!(held[0].body, b"not EDIFACT at all");
+        assert_eq!(c.rabbit.ready(), 0, "the poison delivery is settled");
     }
 
     /// Mutual TLS at the terminator: refused without the client certificate, taken with it.
