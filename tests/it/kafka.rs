@@ -240,6 +240,13 @@ fn three_consumers_of_a_group(strategy: &str) {
         third.stderr()
     );
     // Cooperative assignment takes away only what moves, possibly from the one killed next.
+    // A consumer says so at its next fetch, after the batch it is deciding: waited for (on a
+    // busy machine that batch takes a while), so that the kill below does not come first.
+    within(|| {
+        [first.stderr(), second.stderr()]
+            .iter()
+            .any(|e| e.contains("partitions taken away"))
+    });
     let first_said = first.stderr();
     first.kill();
     std::thread::sleep(Duration::from_secs(2));
