@@ -54,8 +54,15 @@ pub fn authorised(
         options = options.nkey(seed);
     }
     if tls {
-        options = options.tls_client_config(settings.client_config()?);
-        if is_tls_url(url) || settings.wants_tls() {
+        let demand = is_tls_url(url) || settings.wants_tls();
+        match settings.client_config() {
+            Ok(config) => options = options.tls_client_config(config),
+            Err(e) if demand => return Err(e),
+            // No roots here (a host without ca-certificates) and no TLS asked for: a server
+            // that does not require it is reached as before.
+            Err(_) => {}
+        }
+        if demand {
             options = options.require_tls(true);
         }
     }
