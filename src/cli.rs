@@ -152,7 +152,8 @@ pub struct ConsumeArgs {
     pub from: String,
 
     /// Take up to N deliveries at once, decide them in one transaction, commit, then
-    /// acknowledge them (also the RabbitMQ prefetch).
+    /// acknowledge them (also the RabbitMQ prefetch); the next N are fetched while a batch is
+    /// decided.
     #[arg(long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=65535))]
     pub batch: u32,
 

@@ -66,6 +66,21 @@ fn usage(text: &str) -> anyhow::Result<ExitStatus> {
     Ok(ExitStatus::Usage)
 }
 
+/// A usage error about `flag`'s value: named by the flag once (most readers of a URL name it
+/// themselves, "--from takes ...").
+fn usage_of(flag: &str, text: &str) -> anyhow::Result<ExitStatus> {
+    usage(&flagged(flag, text))
+}
+
+/// `text`, led by `flag` where it does not name it first.
+fn flagged(flag: &str, text: &str) -> String {
+    if text.starts_with(flag) {
+        text.to_string()
+    } else {
+        format!("{flag}: {text}")
+    }
+}
+
 /// Takes the run's TLS and credential files for every broker connection (the `--from`, `--to`
 /// and `--dead-letter` of `urls`): an error (a usage error, exit 2) where one applies to none
 /// of them, or cannot be read, before anything connects.
@@ -243,5 +258,17 @@ fn stamp_metrics(command: &cli::Command, status: ExitStatus) -> ExitStatus {
                 status
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_usage_error_names_its_flag_once() {
+        assert_eq!(super::flagged("--from", "--from takes X"), "--from takes X");
+        assert_eq!(
+            super::flagged("--to", "nats:// needs a server"),
+            "--to: nats:// needs a server"
+        );
     }
 }

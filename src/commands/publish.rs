@@ -71,7 +71,7 @@ pub fn run(
     }
     let mut destination = match publish::parse(&args.to) {
         Ok(d) => d,
-        Err(e) => return super::usage(&format!("--to: {e}")),
+        Err(e) => return super::usage_of("--to", &e),
     };
     let template = match destination.subject_template() {
         Some(topic) => Template::parse(topic, None),
@@ -190,7 +190,7 @@ impl Service for Publisher<'_, '_> {
     fn step(&mut self, sink: &mut Box<dyn publish::Sink>, _: Duration) -> Result<Step, Failure> {
         let claimed = self
             .run
-            .one_batch(&mut *self.inbox, &mut **sink)
+            .one_batch(&mut *self.inbox, &mut **sink, self.stop)
             .map_err(|e| match e {
                 BatchError::Inbox(e) => Failure::Fatal(e),
                 BatchError::Destination(SinkError::Lost(e)) => Failure::lost(e),
@@ -262,6 +262,86 @@ struct Run<'a> {
 /// through it (backlog, last success) while it runs, not only when it ends.
 const METRICS_EVERY: Duration = Duration::from_secs(10);
 
+/// How long one step goes on taking batch after batch while the outbox has events: the service
+/// loop writes the metrics in between.
+const PIPELINE_SPAN: Duration = Duration::from_secs(5);
+
+/// A batch of the messages' events as claimed, with their interchanges' bytes by id.
+type Read = (Vec<OutboxEvent>, HashMap<i64, bytes::Bytes>);
+
+/// A batch of the messages' events claimed and made ready to send.
+struct Claimed {
+    /// Events claimed.
+    claimed: usize,
+    units: Vec<Unit>,
+    /// What goes out, one per unit that could be built (taken when it is sent).
+    ready: Vec<Outgoing>,
+}
+
+impl Claimed {
+    /// Its outbox rows, which the next claim passes over while this batch is in flight.
+    fn rows(&self) -> Vec<i64> {
+        self.units
+            .iter()
+            .flat_map(|u| u.events.iter().map(|e| e.row))
+            .collect()
+    }
+}
+
+/// The events as what goes out (one each, or one per interchange), from their interchanges'
+/// bytes `raws`: done on a thread of its own while the batch before is marked.
+fn ready(
+    events: Vec<OutboxEvent>,
+    raws: HashMap<i64, bytes::Bytes>,
+    payload: Payload,
+    template: &Template,
+) -> Claimed {
+    let claimed = events.len();
+    let mut groups: Vec<Vec<OutboxEvent>> = Vec::new();
+    // Where each interchange's group is: its events' ids need not be consecutive.
+    let mut group_of: HashMap<i64, usize> = HashMap::new();
+    for e in events {
+        match group_of.get(&e.interchange_id) {
+            Some(&g) if payload == Payload::Interchange => groups[g].push(e),
+            _ => {
+                group_of.insert(e.interchange_id, groups.len());
+                groups.push(vec![e]);
+            }
+        }
+    }
+    let mut ready = Vec::with_capacity(groups.len());
+    let empty = bytes::Bytes::new();
+    let units = groups
+        .into_iter()
+        .map(|events| {
+            let raw = raws.get(&events[0].interchange_id).unwrap_or(&empty);
+            let (id, subject, sent) = match publish::outgoing(&events, raw, payload, template) {
+                Ok(o) => {
+                    let (id, subject) = (o.id.clone(), o.subject.clone());
+                    ready.push(o);
+                    (id, subject, Ok(ready.len() - 1))
+                }
+                Err(why) => (
+                    publish::event_id(&events[0], payload),
+                    template.render(&events[0]),
+                    Err(why),
+                ),
+            };
+            Unit {
+                events,
+                id,
+                subject,
+                sent,
+            }
+        })
+        .collect();
+    Claimed {
+        claimed,
+        units,
+        ready,
+    }
+}
+
 /// What goes out as one message: its events (one, or an interchange's), its id and subject,
 /// and its place in the batch sent, or why it cannot be built.
 struct Unit {
@@ -273,18 +353,20 @@ struct Unit {
 
 impl Run<'_> {
     /// Claims, sends and marks one batch of each kind asked for: the CONTRLs first (a partner
-    /// waits for them), then the messages' events; returns how many events it claimed.
+    /// waits for them), then the messages' events (batch after batch while there are any);
+    /// returns how many events it claimed.
     fn one_batch(
         &mut self,
         inbox: &mut dyn Inbox,
         sink: &mut dyn publish::Sink,
+        stop: &publish::Stop,
     ) -> Result<usize, BatchError> {
         let mut claimed = 0;
         if self.args.kind != PublishKind::Message {
             claimed += self.contrl_batch(inbox, sink)?;
         }
         if self.args.kind != PublishKind::Contrl {
-            claimed += self.message_batch(inbox, sink)?;
+            claimed += self.message_batches(inbox, sink, stop)?;
         }
         Ok(claimed)
     }
@@ -360,21 +442,104 @@ impl Run<'_> {
         }
     }
 
-    /// Claims, sends and marks a batch of the messages' events.
-    fn message_batch(
+    /// Claims, sends and marks the messages' events, batch after batch while there are any (for
+    /// [`PIPELINE_SPAN`] at most, or until a signal): while one batch is with the destination,
+    /// the next is claimed (passing over the rows not marked yet) and made ready on a thread of
+    /// its own while the one before is marked. The destination is given one batch at a time,
+    /// in order, as before.
+    fn message_batches(
         &mut self,
         inbox: &mut dyn Inbox,
         sink: &mut dyn publish::Sink,
+        stop: &publish::Stop,
     ) -> Result<usize, BatchError> {
-        let events = self.claim(inbox).map_err(BatchError::Inbox)?;
-        if events.is_empty() {
+        let started = Instant::now();
+        let payload = self.args.payload;
+        let template = self.template.clone();
+        let Some((events, raws)) = self.read_next(inbox, &[]).map_err(BatchError::Inbox)? else {
             return Ok(0);
+        };
+        let mut sending = ready(events, raws, payload, &template);
+        let mut claimed = 0;
+        // The batch sent before, with its answers: marked while the next one is sent.
+        let mut sent: Option<(Claimed, Vec<Answer>)> = None;
+        loop {
+            claimed += sending.claimed;
+            let ahead = !publish::stopped(stop) && started.elapsed() < PIPELINE_SPAN;
+            let batch = std::mem::take(&mut sending.ready);
+            let mut unmarked = sending.rows();
+            unmarked.extend(sent.iter().flat_map(|(b, _)| b.rows()));
+            let sink = &mut *sink;
+            let template = &template;
+            let (answered, marked, next) = std::thread::scope(|scope| {
+                let confirming = scope.spawn(move || sink.send(batch));
+                let read = if ahead {
+                    self.read_next(inbox, &unmarked)
+                } else {
+                    Ok(None)
+                };
+                let building = read.map(|read| {
+                    read.map(|(events, raws)| {
+                        scope.spawn(move || ready(events, raws, payload, template))
+                    })
+                });
+                let marked = match sent.take() {
+                    Some((batch, answers)) => self.marked(inbox, batch, answers),
+                    None => Ok(()),
+                };
+                let next = building
+                    .map(|b| b.map(|b| b.join().unwrap_or_else(|p| std::panic::resume_unwind(p))));
+                let answered = confirming
+                    .join()
+                    .unwrap_or_else(|p| std::panic::resume_unwind(p));
+                (answered, marked, next)
+            });
+            crash_point!("publish-after-confirm");
+            marked?;
+            let (answers, lost) = answered;
+            if let Some(lost) = lost {
+                self.marked(inbox, sending, answers)?;
+                return Err(BatchError::Destination(lost));
+            }
+            match next.map_err(BatchError::Inbox)? {
+                Some(next) => sent = Some((std::mem::replace(&mut sending, next), answers)),
+                None => {
+                    self.marked(inbox, sending, answers)?;
+                    return Ok(claimed);
+                }
+            }
         }
-        let claimed = events.len();
-        let (units, ready) = self.units(inbox, events).map_err(BatchError::Inbox)?;
-        let (answers, lost) = sink.send(ready);
-        crash_point!("publish-after-confirm");
-        // Answers in the order of the units that could be built; the rest have their reason.
+    }
+
+    /// The next batch of the messages' events, leaving out `unmarked`, with their
+    /// interchanges' bytes (each read once); `None` where there is none.
+    fn read_next(&self, inbox: &dyn Inbox, unmarked: &[i64]) -> anyhow::Result<Option<Read>> {
+        let events = self.claim(inbox, unmarked)?;
+        if events.is_empty() {
+            return Ok(None);
+        }
+        let mut ids: Vec<i64> = events.iter().map(|e| e.interchange_id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let raws = inbox
+            .interchange_bytes(&ids)
+            .context("cannot read the interchanges' bytes")?
+            .into_iter()
+            .map(|(id, raw)| (id, bytes::Bytes::from(raw)))
+            .collect();
+        Ok(Some((events, raws)))
+    }
+
+    /// Marks what the destination stored of a batch published, and what it refused failed
+    /// (parked after `--max-attempts`), and reports each; `answers` in the order of the units
+    /// that could be built, those after a lost connection missing (not marked).
+    fn marked(
+        &mut self,
+        inbox: &mut dyn Inbox,
+        batch: Claimed,
+        answers: Vec<Answer>,
+    ) -> Result<(), BatchError> {
+        let units = batch.units;
         let mut answers = answers.into_iter();
         let mut published = Vec::new();
         let mut outcomes = Vec::with_capacity(units.len());
@@ -414,80 +579,20 @@ impl Run<'_> {
             self.report(unit, &answer, parked > 0);
         }
         self.out.flush();
-        match lost {
-            Some(e) => Err(BatchError::Destination(e)),
-            None => Ok(claimed),
-        }
+        Ok(())
     }
 
-    /// The next events, whole interchanges where they go out whole.
-    fn claim(&self, inbox: &dyn Inbox) -> anyhow::Result<Vec<OutboxEvent>> {
+    /// The next events, whole interchanges where they go out whole, leaving out `in_flight`.
+    fn claim(&self, inbox: &dyn Inbox, in_flight: &[i64]) -> anyhow::Result<Vec<OutboxEvent>> {
         inbox
             .pending_events(
                 &self.pass,
                 self.args.retry_after,
                 self.args.batch,
                 self.args.payload == Payload::Interchange,
+                in_flight,
             )
             .context("cannot read the outbox")
-    }
-
-    /// The events as what goes out: one each, or one per interchange; each interchange's bytes
-    /// read once.
-    fn units(
-        &self,
-        inbox: &dyn Inbox,
-        events: Vec<OutboxEvent>,
-    ) -> anyhow::Result<(Vec<Unit>, Vec<Outgoing>)> {
-        let mut ids: Vec<i64> = events.iter().map(|e| e.interchange_id).collect();
-        ids.sort_unstable();
-        ids.dedup();
-        let raws: HashMap<i64, bytes::Bytes> = inbox
-            .interchange_bytes(&ids)
-            .context("cannot read the interchanges' bytes")?
-            .into_iter()
-            .map(|(id, raw)| (id, bytes::Bytes::from(raw)))
-            .collect();
-        let mut groups: Vec<Vec<OutboxEvent>> = Vec::new();
-        // Where each interchange's group is: its events' ids need not be consecutive.
-        let mut group_of: HashMap<i64, usize> = HashMap::new();
-        for e in events {
-            match group_of.get(&e.interchange_id) {
-                Some(&g) if self.args.payload == Payload::Interchange => groups[g].push(e),
-                _ => {
-                    group_of.insert(e.interchange_id, groups.len());
-                    groups.push(vec![e]);
-                }
-            }
-        }
-        let mut ready = Vec::with_capacity(groups.len());
-        let empty = bytes::Bytes::new();
-        let units = groups
-            .into_iter()
-            .map(|events| {
-                let raw = raws.get(&events[0].interchange_id).unwrap_or(&empty);
-                let (id, subject, sent) =
-                    match publish::outgoing(&events, raw, self.args.payload, &self.template) {
-                        Ok(o) => {
-                            let (id, subject) = (o.id.clone(), o.subject.clone());
-                            ready.push(o);
-                            (id, subject, Ok(ready.len() - 1))
-                        }
-                        Err(why) => (
-                            publish::event_id(&events[0], self.args.payload),
-                            self.template.render(&events[0]),
-                            Err(why),
-                        ),
-                    };
-                Unit {
-                    events,
-                    id,
-                    subject,
-                    sent,
-                }
-            })
-            .collect();
-        Ok((units, ready))
     }
 
     fn report(&mut self, unit: &Unit, answer: &Answer, parked: bool) {

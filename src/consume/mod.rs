@@ -106,6 +106,26 @@ pub trait Feed {
     /// as duplicates.
     fn settle(&mut self, settled: &[(u64, Settle)]) -> anyhow::Result<()>;
 
+    /// Called again and again while a batch waits on a slow inbox, for up to `wait` each: keeps
+    /// the consumer's place with the broker without taking deliveries (a Kafka consumer not
+    /// polled within `max.poll.interval.ms` is put out of its group). The first call may say
+    /// what it did. Nothing to do for a broker without such a limit.
+    fn hold(&mut self, wait: Duration) -> anyhow::Result<Option<String>> {
+        std::thread::sleep(wait);
+        Ok(None)
+    }
+
+    /// The commits of its positions to the broker that failed since it was last asked (Kafka's
+    /// offsets, which lag tools read: the inbox keeps the positions that matter).
+    fn take_commit_failures(&mut self) -> u64 {
+        0
+    }
+
+    /// After [`Feed::hold`]: takes deliveries again.
+    fn release(&mut self) -> anyhow::Result<()> {
+        Ok(())
+    }
+
     /// The consumer group whose positions the inbox keeps for this feed's deliveries (those
     /// with a [`Delivery::position`]): decided only at or past the stored position, which
     /// moves in the decisions' transaction. `None` for a broker that settles deliveries itself.

@@ -171,6 +171,14 @@ pub trait Decisions {
         false
     }
 
+    /// How many open batches it has rolled back since it was opened, to make one again after a
+    /// conflict or on a failure: what a caller that took locks in the batch before its decision
+    /// (a consumer's positions) compares across the decision, to know whether it still holds
+    /// them. Always 0 for a store that never rolls a batch back itself.
+    fn rollbacks(&self) -> u64 {
+        0
+    }
+
     /// Makes every decision of the batch durable at once.
     fn commit(&mut self) -> Result<(), InboxError>;
 
@@ -293,13 +301,15 @@ pub trait Publishing {
     /// interchanges were decided): not published, not parked, not tried in this `pass`, and
     /// not tried within the last `retry_after`. With `whole`, every such event of each
     /// interchange among them too (for publishing interchanges whole). A read, never a
-    /// transaction left open.
+    /// transaction left open. The rows in `leave_out` (a batch still in flight, not marked
+    /// yet) are passed over, as though they were marked.
     fn pending_events(
         &self,
         pass: &str,
         retry_after: std::time::Duration,
         limit: u32,
         whole: bool,
+        leave_out: &[i64],
     ) -> Result<Vec<OutboxEvent>, InboxError>;
 
     /// Interchanges' bytes as received (UNA, if any, to UNZ), by id, in one query.
@@ -366,13 +376,17 @@ pub trait Retention {
 }
 
 /// An inbox, whatever stores it: every capability, each a trait of its own, which each backend
-/// implements in the file of the same name (`decisions.rs`, `acknowledgements.rs`, ...).
+/// implements in the file of the same name (`decisions.rs`, `acknowledgements.rs`, ...). `Send`,
+/// so that a batch is decided on a thread of its own while the next one is fetched (`consume`).
 pub trait Inbox:
-    Decisions + Acknowledgements + Positions + Publishing + Reports + Retention
+    Decisions + Acknowledgements + Positions + Publishing + Reports + Retention + Send
 {
 }
 
-impl<T: Decisions + Acknowledgements + Positions + Publishing + Reports + Retention> Inbox for T {}
+impl<T: Decisions + Acknowledgements + Positions + Publishing + Reports + Retention + Send> Inbox
+    for T
+{
+}
 
 /// One interchange of a batch to decide.
 #[derive(Clone, Copy)]

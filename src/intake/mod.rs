@@ -6,7 +6,7 @@
 //! Where a new thing goes: what every input needs before its decision, `prepare.rs` or
 //! `preflight.rs`; the decision of a batch, `decide.rs`; what is answered with a CONTRL,
 //! `acknowledge.rs`; what a run reports, `outcome.rs`. What is about files stays in
-//! `commands/ingest/`, what is about deliveries in `commands/consume.rs`.
+//! `commands/ingest/`, what is about deliveries in `commands/consume/`.
 
 mod acknowledge;
 mod decide;
@@ -17,4 +17,4 @@ pub mod prepare;
 pub use acknowledge::AckPolicy;
 pub use decide::{Parsed, decide, keep_refused};
 pub use outcome::{Outcome, Source, Summary};
-pub use prepare::Attached;
+pub use prepare::{Attached, Detached};

@@ -3,11 +3,30 @@
 //! stored again, so they are not compressed). It touches no database but to look, so that
 //! readers can run it ahead of the thread that decides.
 
+use std::ops::Range;
+
 use crate::edifact::{self, EnvelopeError, Interchange};
 use crate::inbox::KeyProbe;
 
 /// An interchange with (where done ahead) its bytes compressed, or the error in its place.
 pub type Attached<'a> = Result<(Interchange<'a>, Option<Vec<u8>>), EnvelopeError>;
+
+/// An [`Attached`] interchange without its bytes, and where they stand in its input: what waits
+/// beside the input (read ahead, or fetched ahead) until the deciding thread takes both.
+pub type Detached = Result<(Interchange<'static>, Range<usize>, Option<Vec<u8>>), EnvelopeError>;
+
+/// The interchange without its bytes (see [`Detached`]).
+pub fn detach(item: Attached<'_>) -> Detached {
+    item.map(|(i, compressed)| {
+        let (i, span) = i.detach();
+        (i, span, compressed)
+    })
+}
+
+/// The interchange with its bytes again, from the input [`detach`] took it from.
+pub fn reattach(input: &[u8], item: Detached) -> Attached<'_> {
+    item.map(|(i, span, compressed)| (i.reattach(input, span), compressed))
+}
 
 /// The interchanges of `bytes`, each compressed unless `probe` says the inbox has its key.
 pub fn interchanges<'a, 'p>(
@@ -79,6 +98,21 @@ pub fn hash_if_rejected(bytes: &[u8], items: &[Attached<'_>]) -> Option<String> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_detached_interchange_is_the_same_once_reattached() {
+        let text = b"UNB+UNOA:2+S+R+260101:1200+R1'UNH+1+ORDERS:D:96A:UN'UNT+2+1'UNZ+1+R1'";
+        let items: Vec<Attached<'_>> = interchanges(text, None).collect();
+        let parsed = items[0].as_ref().map(|(i, _)| i.clone()).ok();
+        let detached: Vec<Detached> = items.into_iter().map(detach).collect();
+        let again: Vec<Attached<'_>> = detached
+            .into_iter()
+            .map(|d| reattach(&text[..], d))
+            .collect();
+        let back = again[0].as_ref().map(|(i, _)| i.clone()).ok();
+        assert!(back.is_some());
+        assert_eq!(back, parsed);
+    }
 
     #[test]
     fn inputs_prepared_in_parallel_keep_their_order() {

@@ -129,8 +129,9 @@ pub enum Answer {
     Refused(String),
 }
 
-/// A destination, connected.
-pub trait Sink {
+/// A destination, connected. `Send`, so that a batch is with the destination on a thread of its
+/// own while the next is claimed (`publish`).
+pub trait Sink: Send {
     /// Sends `batch` with the acknowledgements pipelined, and gives one answer per message in
     /// its order. An error means the connection failed: no answer is known for the messages
     /// without one, and none of them may be marked (`answers` holds those known before).
@@ -140,6 +141,12 @@ pub trait Sink {
 /// Set by SIGTERM or SIGINT: a batch waiting on its destination gives up at once, with the
 /// answers it has (nothing unconfirmed is marked).
 pub type Stop = Option<std::sync::Arc<std::sync::atomic::AtomicBool>>;
+
+/// True once a signal set `stop`.
+pub fn stopped(stop: &Stop) -> bool {
+    stop.as_ref()
+        .is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed))
+}
 
 /// `--subject`: a template of dot-separated tokens with `{type}`, `{sender}`, `{recipient}`,
 /// `{version}` and `{release}`, each replaced by its value escaped to one token.

@@ -218,7 +218,8 @@ fn a_publisher_stopped_between_confirmation_and_mark_sends_nothing_twice() {
 
 /// `consume` stopped dead after a batch committed and before its acknowledgement (the second
 /// batch, so that the first was acknowledged), on RabbitMQ and on JetStream: the broker
-/// delivers that batch again, the rerun decides it as duplicates (counted as redelivered), and
+/// delivers that batch again (and the next, where it was fetched ahead), the rerun decides it as
+/// duplicates (counted as redelivered), and
 /// every interchange is applied once with every delivery acknowledged in the end; and answered
 /// by one CONTRL event, the broker's redelivery not being the partner's asking again.
 #[test]
@@ -284,11 +285,18 @@ fn a_consumer_stopped_between_commit_and_ack_applies_nothing_twice() {
             let summary = &lines.last().unwrap()["summary"];
             assert_eq!(summary["duplicate"], 3, "{point} {from}: {summary}");
             assert_eq!(summary["new"], 6, "{point} {from}: {summary}");
-            assert_eq!(summary["redelivered"], 3, "{point} {from}: {summary}");
+            // The batch after it may have been fetched ahead (JetStream gives what is there
+            // while a batch is decided; RabbitMQ's prefetch of --batch does not) before the
+            // crash: then it comes again too, redelivered, and is new.
+            let redelivered = summary["redelivered"].as_i64().unwrap();
+            assert!(
+                redelivered == 3 || redelivered == 6,
+                "{point} {from}: {summary}"
+            );
             assert_eq!(site.count("SELECT count(*) FROM interchanges"), 12);
             assert_eq!(
                 site.count("SELECT count(*) FROM deliveries WHERE delivery_count = 2"),
-                3
+                redelivered
             );
             assert_eq!(
                 site.count("SELECT count(*) FROM contrl_outbox"),
@@ -297,8 +305,9 @@ fn a_consumer_stopped_between_commit_and_ack_applies_nothing_twice() {
             );
             let prom = std::fs::read_to_string(&metrics).unwrap();
             assert!(
-                prom.contains("edi_inbox_consume_redelivered_total 3\n")
-                    && prom.contains("edi_inbox_consume_deliveries_total 15\n"),
+                prom.contains(&format!(
+                    "edi_inbox_consume_redelivered_total {redelivered}\n"
+                )) && prom.contains("edi_inbox_consume_deliveries_total 15\n"),
                 "{prom}"
             );
         }

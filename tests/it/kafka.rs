@@ -111,6 +111,10 @@ per_backend! {
         );
         assert!(prom.contains(&want), "{want} in {prom}");
         assert!(prom.contains("edi_inbox_consume_run_skipped 0\n"), "{prom}");
+        assert!(
+            prom.contains("edi_inbox_consume_run_offset_commit_failures 0\n"),
+            "{prom}"
+        );
         // The lag is what the broker reports: present, its value checked where the broker's
         // answer is right (the_lag_is_zero_once_every_record_is_decided).
         assert!(prom.contains("edi_inbox_consume_lag{"), "{prom}");
@@ -158,6 +162,64 @@ per_backend! {
             .collect();
         assert_eq!(positions(&site, &kafka.group), want);
     }
+}
+
+/// A batch that waits on the inbox (locked by another process) longer than the consumer's
+/// `max.poll.interval.ms` (7 s here): the consumer pauses its partitions and goes on polling,
+/// so that it stays in its group. Without that, librdkafka would leave the group after 7 s,
+/// and the partitions would be taken away and given again. Once the inbox is free, every
+/// record is decided once.
+#[test]
+fn a_batch_waiting_on_a_locked_inbox_keeps_the_consumer_in_its_group() {
+    let Some(kafka) = Kafka::create() else { return };
+    let site = Site::new();
+    let records: Vec<Put> = synthetic(40, 31)
+        .iter()
+        .enumerate()
+        .map(|(k, b)| Put::new(b, format!("k{k}")))
+        .collect();
+    kafka.send(&records[..20]);
+    let out = site.path("consumer.jsonl");
+    let env = [("EDI_INBOX_KAFKA_MAX_POLL_INTERVAL_MS", "7000")];
+    let child = Consumer::start_with(
+        &site,
+        &["--from", &kafka.group_url(), "--batch", "5"],
+        &out,
+        &env,
+    );
+    assert!(
+        within(|| child.lines() >= 20),
+        "the first records were not decided: {}",
+        child.stderr()
+    );
+    let lock = rusqlite::Connection::open(site.db()).unwrap();
+    lock.execute_batch("BEGIN IMMEDIATE").unwrap();
+    kafka.send(&records[20..]);
+    // Twice the poll interval, the next batch waiting on the lock all the while.
+    std::thread::sleep(Duration::from_secs(14));
+    let said = child.stderr();
+    lock.execute_batch("ROLLBACK").unwrap();
+    drop(lock);
+    assert!(
+        said.contains("the partitions are paused while a batch waits on it"),
+        "the consumer did not say it held its partitions: {said}"
+    );
+    assert!(
+        within(|| child.lines() >= 40),
+        "the records after the lock were not decided: {}",
+        child.stderr()
+    );
+    child.signal(libc::SIGTERM);
+    let run = child.wait();
+    let err = run.err();
+    run.code(0);
+    assert_eq!(
+        err.matches("partitions given").count(),
+        1,
+        "the consumer left its group and joined again: {err}"
+    );
+    assert!(!err.contains("partitions taken away"), "{err}");
+    assert_eq!(decided_per_record(&site), [(1, 40)].into());
 }
 
 /// Once every record is decided, the lag the metrics show (the broker's high watermark minus the

@@ -2,7 +2,6 @@
 //! files ahead of the thread that decides them in their order, commits each batch, and then
 //! prints and moves its files.
 
-use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
@@ -13,10 +12,9 @@ use sha2::{Digest, Sha256};
 use super::budget::{Budget, CloseOnDrop, IN_FLIGHT_BYTES};
 use super::{Decided, Run};
 use crate::cli::IngestArgs;
-use crate::edifact::{EnvelopeError, Interchange};
 use crate::filing::{self, Claim, Claimed};
 use crate::inbox::{Inbox, KeyProbe};
-use crate::intake::{self, AckPolicy, Attached, Outcome, Parsed, Source};
+use crate::intake::{self, AckPolicy, Attached, Detached, Outcome, Parsed, Source};
 use crate::walk::{self, InputFile};
 
 /// A batch never stays open longer than this, so an overlapping run or a purge waits little.
@@ -169,10 +167,6 @@ fn now() -> String {
     crate::clock::now()
 }
 
-/// An interchange detached from its file's bytes (with where it stands in them), and those bytes
-/// compressed where it is likely to be new.
-type Ready = (Interchange<'static>, Range<usize>, Option<Vec<u8>>);
-
 /// A file as the reading thread hands it to the deciding one.
 pub(super) enum Prepared {
     /// Gone since the walk, or held by another run, or one of the inbox's own files under
@@ -187,14 +181,14 @@ pub(super) enum Prepared {
         shown: String,
         claim: Claimed,
         bytes: Vec<u8>,
-        items: Vec<Result<Ready, EnvelopeError>>,
+        items: Vec<Detached>,
         /// The file's SHA-256, where it holds rejected input (its record is keyed by it).
         sha256: Option<String>,
     },
 }
 
 /// What a file read ahead holds in memory: its bytes, and each interchange compressed.
-fn held_bytes(bytes: &[u8], items: &[Result<Ready, EnvelopeError>]) -> usize {
+fn held_bytes(bytes: &[u8], items: &[Detached]) -> usize {
     bytes.len()
         + items
             .iter()
@@ -306,12 +300,7 @@ fn prepare_file(
     };
     crash_point!("after-read");
     let items: Vec<_> = intake::prepare::interchanges(&bytes, probe)
-        .map(|item| {
-            item.map(|(i, compressed)| {
-                let (i, span) = i.detach();
-                (i, span, compressed)
-            })
-        })
+        .map(intake::prepare::detach)
         .collect();
     let kept = held_bytes(&bytes, &items);
     budget.settle(taken, kept);
@@ -384,7 +373,7 @@ fn decide_files(
         .map(|(part, items)| match part {
             Part::Parsed { bytes, .. } => items
                 .into_iter()
-                .map(|item| item.map(|(i, span, c)| (i.reattach(bytes, span), c)))
+                .map(|item| intake::prepare::reattach(bytes, item))
                 .collect(),
             Part::Settled(_) => Vec::new(),
         })

@@ -100,6 +100,11 @@ pub struct KafkaFeed {
     /// What was last committed to Kafka per partition, committed again at the end (the
     /// commits after each batch are not waited for).
     committed: HashMap<(String, i32), i64>,
+    /// Records polled while the partitions were paused for a slow inbox (a partition given
+    /// meanwhile is not paused), for the next fetch.
+    held: Vec<Delivery>,
+    /// Whether the partitions are paused ([`Feed::hold`]).
+    paused: bool,
 }
 
 impl KafkaFeed {
@@ -186,10 +191,11 @@ impl KafkaFeed {
             connected_at: Instant::now(),
             assigned: target.partitions.is_some(),
             committed: HashMap::new(),
+            held: Vec::new(),
+            paused: false,
         })
     }
 
-    /// What the callbacks saw: a failure to place a partition fails the feed.
     /// What the callbacks saw: a failure to place a partition fails the feed. The records of
     /// `taken` from `fresh` on came since the last look.
     fn look(&mut self, taken: &mut Vec<Delivery>, fresh: usize) -> anyhow::Result<()> {
@@ -217,6 +223,11 @@ impl KafkaFeed {
             *c = (*c).max(start);
         }
         self.committed.retain(|p, _| !revoked.contains(p));
+        if !revoked.is_empty() {
+            // Another consumer has them now: Kafka's offsets for them are its to commit.
+            self.in_flight
+                .retain(|_, (topic, partition, _)| !revoked.contains(&(topic.clone(), *partition)));
+        }
         let in_flight = &mut self.in_flight;
         let mut n = 0;
         taken.retain(|d| {
@@ -305,11 +316,12 @@ fn is_lost(e: &KafkaError) -> bool {
 
 impl Feed for KafkaFeed {
     fn fetch(&mut self, max: usize, wait: Duration) -> anyhow::Result<Vec<Delivery>> {
-        let mut taken = Vec::new();
+        // What came while the partitions were paused first (looked at as it came).
+        let mut taken = std::mem::take(&mut self.held);
         let started = Instant::now();
-        let mut timeout = wait;
+        let mut timeout = if taken.is_empty() { wait } else { GAP };
         // How many of `taken` were looked at.
-        let mut looked = 0;
+        let mut looked = taken.len();
         while taken.len() < max {
             let polled = self.consumer.poll(timeout);
             match polled {
@@ -375,6 +387,58 @@ impl Feed for KafkaFeed {
             seen.commit_failures += 1;
         }
         Ok(())
+    }
+
+    /// Pauses the assigned partitions (again after each rebalance) and polls, so that the group
+    /// does not count the consumer gone while a batch waits on the inbox longer than
+    /// `max.poll.interval.ms`.
+    fn hold(&mut self, wait: Duration) -> anyhow::Result<Option<String>> {
+        let assignment = self
+            .consumer
+            .assignment()
+            .map_err(|e| anyhow!("{}: {e}", self.shown))?;
+        self.consumer
+            .pause(&assignment)
+            .map_err(|e| anyhow!("{}: cannot pause the partitions: {e}", self.shown))?;
+        let said = (!self.paused).then(|| {
+            format!(
+                "{}: the inbox is slow; the partitions are paused while a batch waits on it, and the consumer stays in its group",
+                self.shown
+            )
+        });
+        self.paused = true;
+        let mut held = std::mem::take(&mut self.held);
+        let looked = held.len();
+        match self.consumer.poll(wait) {
+            Some(Ok(m)) => held.push(Self::take(&mut self.in_flight, &mut self.next_tag, &m)),
+            Some(Err(e)) if is_lost(&e) => return Err(anyhow!("{}: {e}", self.shown)),
+            _ => {}
+        }
+        let looked_at = self.look(&mut held, looked);
+        self.held = held;
+        looked_at?;
+        Ok(said)
+    }
+
+    fn take_commit_failures(&mut self) -> u64 {
+        self.consumer
+            .context()
+            .seen
+            .lock()
+            .map_or(0, |mut seen| std::mem::take(&mut seen.commit_failures))
+    }
+
+    fn release(&mut self) -> anyhow::Result<()> {
+        if !std::mem::take(&mut self.paused) {
+            return Ok(());
+        }
+        let assignment = self
+            .consumer
+            .assignment()
+            .map_err(|e| anyhow!("{}: {e}", self.shown))?;
+        self.consumer
+            .resume(&assignment)
+            .map_err(|e| anyhow!("{}: cannot resume the partitions: {e}", self.shown))
     }
 
     fn group(&self) -> Option<&str> {

@@ -68,6 +68,10 @@ impl Decisions for PgInbox {
         }
     }
 
+    fn rollbacks(&self) -> u64 {
+        self.rollbacks
+    }
+
     /// The decision costs a round trip to the server per statement: a whole batch at once.
     fn decides_whole_batches(&self) -> bool {
         true

@@ -53,6 +53,8 @@ pub struct PgInbox {
     in_tx: bool,
     /// Counter increments of the open batch, added to this host's rows before it commits.
     pending_counts: BTreeMap<&'static str, i64>,
+    /// Open batches rolled back so far (see `Decisions::rollbacks`).
+    rollbacks: u64,
     /// This host's name, for its own counter rows.
     host: String,
 }

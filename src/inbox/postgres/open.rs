@@ -69,6 +69,7 @@ impl PgInbox {
             target: target.clone(),
             in_tx: false,
             pending_counts: BTreeMap::new(),
+            rollbacks: 0,
             host,
         })
     }

@@ -31,6 +31,7 @@ impl Publishing for PgInbox {
         retry_after: Duration,
         limit: u32,
         whole: bool,
+        leave_out: &[i64],
     ) -> Result<Vec<OutboxEvent>, InboxError> {
         pending_events(
             &mut *self.client.borrow_mut(),
@@ -38,6 +39,7 @@ impl Publishing for PgInbox {
             retry_after.as_secs_f64(),
             limit,
             whole,
+            leave_out,
         )
     }
 
@@ -115,13 +117,15 @@ pub(super) fn pending_events(
     retry_after_seconds: f64,
     limit: u32,
     whole: bool,
+    leave_out: &[i64],
 ) -> Result<Vec<OutboxEvent>, InboxError> {
     macro_rules! pending {
         () => {
             "o.published_at IS NULL AND o.failed_at IS NULL
                AND (o.last_attempt_at IS NULL
                     OR (o.last_attempt_pass IS DISTINCT FROM $1
-                        AND o.last_attempt_at <= now() - make_interval(secs => $2)))"
+                        AND o.last_attempt_at <= now() - make_interval(secs => $2)))
+               AND NOT (o.id = ANY($4))"
         };
     }
     macro_rules! columns {
@@ -165,7 +169,10 @@ pub(super) fn pending_events(
             " ORDER BY o.id LIMIT $3"
         )
     };
-    let rows = c.query(sql, &[&pass, &retry_after_seconds, &i64::from(limit)])?;
+    let rows = c.query(
+        sql,
+        &[&pass, &retry_after_seconds, &i64::from(limit), &leave_out],
+    )?;
     Ok(rows
         .iter()
         .map(|r| OutboxEvent {

@@ -20,6 +20,7 @@ impl PgInbox {
         if self.in_tx {
             let _ = self.client.get_mut().batch_execute("ROLLBACK");
             self.in_tx = false;
+            self.rollbacks += 1;
         }
         self.pending_counts.clear();
     }

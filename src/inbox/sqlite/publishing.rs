@@ -48,8 +48,16 @@ impl Publishing for SqliteInbox {
         retry_after: Duration,
         limit: u32,
         whole: bool,
+        leave_out: &[i64],
     ) -> Result<Vec<OutboxEvent>, InboxError> {
-        pending_events(&self.conn, pass, retry_after.as_secs() as i64, limit, whole)
+        pending_events(
+            &self.conn,
+            pass,
+            retry_after.as_secs() as i64,
+            limit,
+            whole,
+            leave_out,
+        )
     }
 
     fn interchange_bytes(
@@ -117,19 +125,22 @@ pub(super) const EVENT_COLUMNS: &str = "o.id, o.event_type, o.created_at, o.atte
     m.release, m.agency, m.raw_start, m.raw_end";
 
 /// Up to `limit` events to publish, oldest first: not published, not parked, not tried in
-/// `pass`, and not tried within the last `retry_after_seconds`. With `whole`, every such event
-/// of each interchange among them, however many (their ids need not be consecutive).
+/// `pass`, not in `leave_out`, and not tried within the last `retry_after_seconds`. With
+/// `whole`, every such event of each interchange among them, however many (their ids need not
+/// be consecutive).
 pub(super) fn pending_events(
     conn: &Connection,
     pass: &str,
     retry_after_seconds: i64,
     limit: u32,
     whole: bool,
+    leave_out: &[i64],
 ) -> Result<Vec<OutboxEvent>, InboxError> {
     const PENDING: &str = "o.published_at IS NULL AND o.failed_at IS NULL
            AND (o.last_attempt_at IS NULL
                 OR (o.last_attempt_pass IS NOT ?1
-                    AND o.last_attempt_at <= strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?2)))";
+                    AND o.last_attempt_at <= strftime('%Y-%m-%dT%H:%M:%fZ', 'now', ?2)))
+           AND o.id NOT IN (SELECT value FROM json_each(?4))";
     // Two statements, not one with a flag: SQLite plans a bound flag as a value, and the branch
     // it switched off still scanned the whole outbox for every batch.
     let sql = if whole {
@@ -159,7 +170,12 @@ pub(super) fn pending_events(
     };
     let mut stmt = conn.prepare_cached(&sql)?;
     let rows = stmt.query_map(
-        params![pass, format!("-{retry_after_seconds} seconds"), limit],
+        params![
+            pass,
+            format!("-{retry_after_seconds} seconds"),
+            limit,
+            serde_json::to_string(leave_out).unwrap_or_default()
+        ],
         |r| {
             Ok(OutboxEvent {
                 row: r.get(0)?,

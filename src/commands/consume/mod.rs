@@ -3,17 +3,20 @@
 //! commit, and only then acknowledge them. A crash anywhere before the acknowledgement has the
 //! broker deliver them again, and the inbox decides them as duplicates.
 
+mod batch;
+
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use serde::Serialize;
 
 use crate::cli::ConsumeArgs;
-use crate::consume::{self, Delivery, Feed, Settle, Source};
+use crate::consume::{self, Feed, Settle, Source};
 use crate::exit::ExitStatus;
 use crate::inbox::names::Counter;
-use crate::inbox::{Access, DeliveryRecord, Inbox, KeyProbe, Location};
-use crate::intake::{self, AckPolicy, Outcome, Parsed};
+use crate::inbox::{Access, Inbox, KeyProbe, Location};
+use crate::intake::{self, AckPolicy, Outcome};
 use crate::metrics::{Metrics, unix_now};
 use crate::output::{Out, count, problem};
 use crate::publish::{DeadLetter, Rejected};
@@ -26,6 +29,14 @@ const FETCH_WAIT: Duration = Duration::from_secs(1);
 
 /// How often a long run writes its metrics file, at most.
 const METRICS_EVERY: Duration = Duration::from_secs(10);
+
+/// How long one step goes on taking batch after batch while deliveries keep coming: the
+/// service loop writes the metrics in between.
+const PIPELINE_SPAN: Duration = Duration::from_secs(5);
+
+/// How long a batch may wait on the inbox before the feed is told to keep its consumer alive
+/// without taking deliveries (Kafka's `max.poll.interval.ms`).
+const SLOW_INBOX: Duration = Duration::from_secs(1);
 
 /// The run's counts.
 #[derive(Debug, Default, Serialize)]
@@ -64,6 +75,8 @@ struct Run<'a> {
     group: Option<String>,
     /// The broker's high watermark of each partition, for the lag, and when it was asked.
     watermarks: Vec<(String, i32, i64)>,
+    /// Commits of the positions to the broker (Kafka's offsets) that failed this run.
+    commit_failures: u64,
     watermarks_at: Option<Instant>,
 }
 
@@ -84,7 +97,7 @@ pub fn run(
     }
     let source = match consume::parse(&args.from) {
         Ok(s) => s,
-        Err(e) => return super::usage(&format!("--from: {e}")),
+        Err(e) => return super::usage_of("--from", &e),
     };
     // The dead-letter destination is read before anything is opened (a usage error), and
     // hears the stop flag once it exists.
@@ -135,6 +148,7 @@ pub fn run(
         group: None,
         watermarks: Vec::new(),
         watermarks_at: None,
+        commit_failures: 0,
         probes: (0..std::thread::available_parallelism().map_or(1, |n| n.get().clamp(1, 4)))
             .map(|_| inbox.probe())
             .collect(),
@@ -155,6 +169,7 @@ pub fn run(
         inbox: &mut *inbox,
         source: &*source,
         options,
+        stop: &stop,
     };
     match service::run(&mut consumer, &settings, &stop) {
         Ok(_) => {}
@@ -181,6 +196,8 @@ struct Consumer<'r, 'a> {
     inbox: &'r mut dyn Inbox,
     source: &'r dyn Source,
     options: consume::Options,
+    /// Set by a signal: no batch is fetched ahead once it is.
+    stop: &'r AtomicBool,
 }
 
 impl Service for Consumer<'_, '_> {
@@ -190,13 +207,19 @@ impl Service for Consumer<'_, '_> {
         self.source.connect(self.options.clone())
     }
 
+    /// A fetch, and while deliveries keep coming (for [`PIPELINE_SPAN`] at most, or until a
+    /// signal), batch after batch: each decided and committed on a thread of its own while the
+    /// next is fetched and prepared, as `ingest`'s readers read ahead of its decisions; each
+    /// settled only once committed.
     fn step(&mut self, feed: &mut Box<dyn Feed>, wait: Duration) -> Result<Step, Failure> {
-        let deliveries = feed
-            .fetch(self.run.args.batch as usize, wait)
-            .map_err(Failure::lost)?;
-        self.run.last_fetch = unix_now();
+        let Consumer {
+            run, inbox, stop, ..
+        } = self;
+        let max = run.args.batch as usize;
+        let deliveries = feed.fetch(max, wait).map_err(Failure::lost)?;
+        run.last_fetch = unix_now();
         if deliveries.is_empty() {
-            self.run.look_at_watermarks(&**feed);
+            run.look_at_watermarks(&**feed);
             if feed.joining() {
                 return Ok(Step::Waiting);
             }
@@ -204,8 +227,54 @@ impl Service for Consumer<'_, '_> {
             // says it is alive, and the status of a run before it does not linger.
             return Ok(Step::Idle);
         }
-        self.run.batch(&mut *self.inbox, &mut **feed, deliveries)?;
-        self.run.look_at_watermarks(&**feed);
+        let group = feed.group().map(str::to_string);
+        if run.group.is_none() {
+            run.group.clone_from(&group);
+        }
+        let started = Instant::now();
+        let mut next = Some(batch::prepare(deliveries, &mut run.probes));
+        while let Some(current) = next.take() {
+            let ahead = !stop.load(Ordering::Relaxed) && started.elapsed() < PIPELINE_SPAN;
+            let acks = run.acks;
+            let inbox: &mut dyn Inbox = &mut **inbox;
+            let group = group.as_deref();
+            let (committed, fetched) = std::thread::scope(|scope| {
+                let deciding =
+                    scope.spawn(move || batch::decide_and_commit(inbox, acks, group, current));
+                // Only what is there already: the batch being decided is not kept waiting.
+                let fetched = ahead.then(|| feed.fetch(max, Duration::ZERO));
+                let fetched = fetched.map(|f| {
+                    f.map(|d| (!d.is_empty()).then(|| batch::prepare(d, &mut run.probes)))
+                });
+                if let Err(e) = run.wait_for(&mut **feed, &deciding) {
+                    // The feed failed while it only kept the consumer alive: the batch is
+                    // still committed, and its acknowledgements tried.
+                    problem(&mut run.out, &super::one_message(&e));
+                }
+                let committed = deciding
+                    .join()
+                    .unwrap_or_else(|p| std::panic::resume_unwind(p));
+                (committed, fetched)
+            });
+            let settled = run.settle(&mut **feed, committed?);
+            run.commit_failures += feed.take_commit_failures();
+            settled?;
+            match fetched {
+                None | Some(Ok(None)) => {}
+                Some(Ok(Some(prepared))) => {
+                    run.last_fetch = unix_now();
+                    next = Some(prepared);
+                }
+                // Committed and settled so far: what was fetched ahead comes again.
+                Some(Err(e)) => {
+                    return Err(Failure::Lost {
+                        error: e,
+                        progressed: true,
+                    });
+                }
+            }
+        }
+        run.look_at_watermarks(&**feed);
         Ok(Step::Progress)
     }
 
@@ -220,100 +289,6 @@ impl Service for Consumer<'_, '_> {
     fn connected(&mut self, yes: bool) {
         self.run.subscribed = yes;
     }
-}
-
-/// A partition's place after a batch: its topic, number and the offset after its last record.
-type Advance = (String, i32, i64);
-
-/// Takes the inbox's positions of the batch's partitions (held until the commit) and splits the
-/// batch: the records at or past their partition's position, to decide; the tags of those
-/// below it (decided before: by this group before a crash, or by the consumer that had the
-/// partition until a rebalance), only to settle; and where each partition's position goes.
-fn positioned(
-    inbox: &mut dyn Inbox,
-    group: &str,
-    deliveries: Vec<Delivery>,
-) -> anyhow::Result<(Vec<Delivery>, Vec<u64>, Vec<Advance>)> {
-    let mut advance: Vec<Advance> = Vec::new();
-    for p in deliveries.iter().filter_map(|d| d.position.as_ref()) {
-        match advance
-            .iter_mut()
-            .find(|a| a.0 == p.topic && a.1 == p.partition)
-        {
-            Some(a) => a.2 = a.2.max(p.offset + 1),
-            None => advance.push((p.topic.clone(), p.partition, p.offset + 1)),
-        }
-    }
-    advance.sort();
-    let partitions: Vec<(&str, i32)> = advance.iter().map(|a| (a.0.as_str(), a.1)).collect();
-    let stored = inbox
-        .claim_positions(group, &partitions)
-        .context("cannot read the consumer's positions from the inbox database")?;
-    let start: std::collections::HashMap<(&str, i32), i64> = partitions
-        .iter()
-        .zip(&stored)
-        .filter_map(|(p, s)| s.map(|s| (*p, s)))
-        .collect();
-    let mut skipped = Vec::new();
-    let mut kept = Vec::with_capacity(deliveries.len());
-    for d in deliveries {
-        let below = d.position.as_ref().is_some_and(|p| {
-            start
-                .get(&(p.topic.as_str(), p.partition))
-                .is_some_and(|&s| p.offset < s)
-        });
-        if below {
-            skipped.push(d.tag);
-        } else {
-            kept.push(d);
-        }
-    }
-    Ok((kept, skipped, advance))
-}
-
-/// Moves the positions past the batch, in its transaction, once its records are decided. Where
-/// the inbox had to make the batch again meanwhile (a deadlock with another host, which let go
-/// of the positions' locks), they are taken again and checked: had another consumer decided
-/// any of these records in between, nothing of the batch may be committed.
-fn advanced(
-    inbox: &mut dyn Inbox,
-    group: &str,
-    decided: &[Delivery],
-    advance: &[Advance],
-    when: &str,
-) -> anyhow::Result<()> {
-    let partitions: Vec<(&str, i32)> = advance.iter().map(|a| (a.0.as_str(), a.1)).collect();
-    let stored = inbox
-        .claim_positions(group, &partitions)
-        .context("cannot read the consumer's positions from the inbox database")?;
-    for ((topic, partition), stored) in partitions.iter().zip(stored) {
-        let first = decided
-            .iter()
-            .filter_map(|d| d.position.as_ref())
-            .filter(|p| p.topic == *topic && p.partition == *partition)
-            .map(|p| p.offset)
-            .min();
-        if let (Some(first), Some(stored)) = (first, stored)
-            && first < stored
-        {
-            anyhow::bail!(
-                "another consumer of group {group} decided {topic}/{partition} up to offset {stored} while this batch was made"
-            );
-        }
-    }
-    let positions: Vec<(&str, i32, i64)> =
-        advance.iter().map(|a| (a.0.as_str(), a.1, a.2)).collect();
-    inbox
-        .advance_positions(group, &positions, when)
-        .context("cannot write the consumer's positions to the inbox database")?;
-    Ok(())
-}
-
-/// The inbox failed: nothing of the batch is kept, the run ends.
-fn not_committed(e: anyhow::Error) -> Failure {
-    Failure::Fatal(e.context(
-        "nothing of the batch was committed or acknowledged; the broker delivers it again",
-    ))
 }
 
 impl Run<'_> {
@@ -332,85 +307,46 @@ impl Run<'_> {
         self.watermarks = feed.high_watermarks();
     }
 
-    /// Decides a batch of deliveries, commits, reports, dead-letters the rejected ones (with
-    /// `--dead-letter`), then acknowledges them all.
-    fn batch(
+    /// Waits for the batch being decided; when the inbox is slow, the feed keeps its consumer
+    /// alive meanwhile without taking deliveries (and says so once).
+    fn wait_for<T>(
         &mut self,
-        inbox: &mut dyn Inbox,
         feed: &mut dyn Feed,
-        deliveries: Vec<Delivery>,
-    ) -> Result<(), Failure> {
-        let when = crate::clock::now();
-        let group = feed.group().map(str::to_string);
-        if self.group.is_none() {
-            self.group.clone_from(&group);
+        deciding: &std::thread::ScopedJoinHandle<'_, T>,
+    ) -> anyhow::Result<()> {
+        let waiting = Instant::now();
+        while !deciding.is_finished() && waiting.elapsed() < SLOW_INBOX {
+            std::thread::sleep(Duration::from_millis(2));
         }
-        let (deliveries, skipped, advance) = match &group {
-            Some(group) => positioned(inbox, group, deliveries).map_err(not_committed)?,
-            None => (deliveries, Vec::new(), Vec::new()),
-        };
-        let bodies: Vec<&[u8]> = deliveries.iter().map(|d| &d.body[..]).collect();
-        let items = intake::prepare::in_parallel(&bodies, &mut self.probes);
-        // A delivery holding rejected input is recorded under its hash.
-        let hashes: Vec<Option<String>> = bodies
-            .iter()
-            .zip(&items)
-            .map(|(bytes, items)| intake::prepare::hash_if_rejected(bytes, items))
-            .collect();
-        let sources: Vec<Parsed<'_>> = deliveries
-            .iter()
-            .zip(items)
-            .zip(&hashes)
-            .map(|((d, items), sha256)| Parsed {
-                source: intake::Source::Delivery {
-                    name: d.source.clone(),
-                    filename: d.filename.clone(),
-                    delivery_count: d.delivery_count,
-                },
-                bytes: &d.body,
-                items,
-                sha256: sha256.as_deref(),
-            })
-            .collect();
-        let outcomes = intake::decide(inbox, &sources, &when, self.acks).map_err(not_committed)?;
-        // A delivery's bytes are kept nowhere but in the inbox.
-        intake::keep_refused(inbox, &sources, &outcomes, &when).map_err(not_committed)?;
-        drop(sources);
-        let records: Vec<DeliveryRecord<'_>> = deliveries
-            .iter()
-            .map(|d| DeliveryRecord {
-                source: &d.source,
-                filename: d.filename.as_deref(),
-                delivery_count: d.delivery_count,
-                size: d.body.len(),
-                key: d.key.as_deref(),
-                produced_at: d.produced_at.as_deref(),
-            })
-            .collect();
-        inbox
-            .record_deliveries(&records, &when)
-            .context("cannot write to the inbox database")
-            .map_err(not_committed)?;
-        if let Some(group) = &group {
-            advanced(inbox, group, &deliveries, &advance, &when).map_err(not_committed)?;
+        let mut held = false;
+        while !deciding.is_finished() {
+            if let Some(said) = feed.hold(Duration::from_millis(100))? {
+                problem(&mut self.out, &said);
+            }
+            held = true;
         }
-        inbox
-            .commit()
-            .context("cannot commit to the inbox database")
-            .map_err(not_committed)?;
-        crash_point!("consume-after-commit");
-        let mut settled = Vec::with_capacity(deliveries.len() + skipped.len());
+        if held {
+            feed.release()?;
+        }
+        Ok(())
+    }
+
+    /// Reports a committed batch, dead-letters its rejected deliveries (with `--dead-letter`),
+    /// then acknowledges them all.
+    fn settle(&mut self, feed: &mut dyn Feed, committed: batch::Committed) -> Result<(), Failure> {
+        let batch::Committed { decided, skipped } = committed;
+        let mut settled = Vec::with_capacity(decided.len() + skipped.len());
         self.summary.skipped += skipped.len();
         settled.extend(skipped.iter().map(|tag| (*tag, Settle::Ack)));
         let mut rejected = Vec::new();
         let mut rejected_tags = Vec::new();
-        for (d, outcomes) in deliveries.iter().zip(outcomes) {
+        for (d, outcomes) in &decided {
             self.summary.deliveries += 1;
             if d.delivery_count > 1 {
                 self.summary.redelivered += 1;
             }
             let reasons: Vec<String> = outcomes.iter().filter_map(Outcome::rejection).collect();
-            for o in &outcomes {
+            for o in outcomes {
                 self.report(o);
             }
             if reasons.is_empty() {
@@ -482,6 +418,7 @@ impl Run<'_> {
             last_fetch: self.last_fetch,
             group: self.group.as_deref(),
             watermarks: &self.watermarks,
+            commit_failures: self.commit_failures,
         };
         if let Err(e) = write_metrics(path, inbox, &self.summary, self.started, state, last) {
             self.other_problems += usize::from(last);
@@ -531,6 +468,8 @@ struct FeedState<'a> {
     group: Option<&'a str>,
     /// The broker's high watermark per partition, where it reports one.
     watermarks: &'a [(String, i32, i64)],
+    /// Commits of the positions to the broker that failed this run.
+    commit_failures: u64,
 }
 
 /// The run's figures for Prometheus: the inbox's cumulative delivery counters, this run's
@@ -594,6 +533,12 @@ fn write_metrics(
                 );
             }
         }
+        m.single(
+            "edi_inbox_consume_run_offset_commit_failures",
+            "gauge",
+            "Commits of the positions to the broker (Kafka's offsets, which lag tools read) that failed in the current (or last) consume run: the inbox keeps the positions that matter; Kafka's trail until the next commit.",
+            state.commit_failures as f64,
+        );
         m.single(
             "edi_inbox_consume_run_skipped",
             "gauge",
@@ -659,60 +604,4 @@ fn write_metrics(
     }
     m.write_to(path)?;
     Ok(())
-}
-
-#[cfg(all(test, feature = "sqlite"))]
-mod tests {
-    use super::*;
-    use crate::consume::Position;
-
-    fn record(tag: u64, offset: i64) -> Delivery {
-        Delivery {
-            tag,
-            source: format!("kafka:t/0/{offset}"),
-            subject: "t".into(),
-            filename: None,
-            delivery_count: 1,
-            body: bytes::Bytes::new(),
-            key: None,
-            produced_at: None,
-            position: Some(Position {
-                topic: "t".into(),
-                partition: 0,
-                offset,
-            }),
-        }
-    }
-
-    #[test]
-    fn records_below_the_stored_position_are_only_settled_and_a_late_batch_commits_nothing() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Location::Sqlite(dir.path().join("t.db"));
-        let mut inbox = crate::inbox::open(&db, Access::Create, Duration::from_secs(5)).unwrap();
-        let when = "2026-01-01T00:00:00.000Z";
-        inbox.advance_positions("g", &[("t", 0, 5)], when).unwrap();
-        inbox.commit().unwrap();
-        // Offsets 3..8: 3 and 4 were decided before; the position goes to 8.
-        let batch: Vec<Delivery> = (3..8).map(|o| record(o as u64, o)).collect();
-        let (kept, skipped, advance) = positioned(&mut *inbox, "g", batch).unwrap();
-        let offsets: Vec<i64> = kept
-            .iter()
-            .map(|d| d.position.as_ref().unwrap().offset)
-            .collect();
-        assert_eq!(offsets, [5, 6, 7]);
-        assert_eq!(skipped, [3, 4]);
-        assert_eq!(advance, [("t".to_string(), 0, 8)]);
-        advanced(&mut *inbox, "g", &kept, &advance, when).unwrap();
-        inbox.commit().unwrap();
-        let stored = inbox.positions(Some("g")).unwrap();
-        assert_eq!(stored[0].next_offset, 8);
-        // A batch decided while another consumer moved the position past it (a rebalance
-        // while the inbox made the batch again) may not be committed.
-        let late: Vec<Delivery> = (6..9).map(|o| record(o as u64, o)).collect();
-        assert!(advanced(&mut *inbox, "g", &late, &[("t".into(), 0, 9)], when).is_err());
-        // Never moved back.
-        inbox.advance_positions("g", &[("t", 0, 2)], when).unwrap();
-        inbox.commit().unwrap();
-        assert_eq!(inbox.positions(Some("g")).unwrap()[0].next_offset, 8);
-    }
 }

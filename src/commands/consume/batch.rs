@@ -1,0 +1,335 @@
+//! One batch of deliveries on its way into the inbox: prepared on the fetching thread (parsed,
+//! hashed, compressed where new) while the batch before it is decided, then decided and
+//! committed on a thread of its own, with the consumer group's positions where the inbox keeps
+//! them (Kafka). What follows the commit (the reports, dead letters and acknowledgements) is the
+//! run's, in `mod.rs`.
+
+use anyhow::Context as _;
+
+use crate::consume::Delivery;
+use crate::inbox::{DeliveryRecord, Inbox, KeyProbe};
+use crate::intake::{self, AckPolicy, Detached, Outcome, Parsed};
+
+use super::super::service::Failure;
+
+/// A batch fetched and prepared: its deliveries, and each one's interchanges detached from its
+/// bytes, so that the batch can wait beside the one being decided.
+pub(super) struct Prepared {
+    deliveries: Vec<Delivery>,
+    items: Vec<Vec<Detached>>,
+    /// The SHA-256 of each delivery holding rejected input (its record is keyed by it).
+    hashes: Vec<Option<String>>,
+}
+
+/// Parses (and compresses, where the inbox does not hold the key yet) each delivery's
+/// interchanges on a few threads, one per look at the inbox in `probes`.
+pub(super) fn prepare(
+    deliveries: Vec<Delivery>,
+    probes: &mut Vec<Option<Box<dyn KeyProbe + Send>>>,
+) -> Prepared {
+    let bodies: Vec<&[u8]> = deliveries.iter().map(|d| &d.body[..]).collect();
+    let items = intake::prepare::in_parallel(&bodies, probes);
+    let hashes = bodies
+        .iter()
+        .zip(&items)
+        .map(|(bytes, items)| intake::prepare::hash_if_rejected(bytes, items))
+        .collect();
+    let items = items
+        .into_iter()
+        .map(|items| items.into_iter().map(intake::prepare::detach).collect())
+        .collect();
+    drop(bodies);
+    Prepared {
+        deliveries,
+        items,
+        hashes,
+    }
+}
+
+/// A batch committed: what the run reports and settles.
+pub(super) struct Committed {
+    /// The deliveries decided, each with its outcomes.
+    pub decided: Vec<(Delivery, Vec<Outcome>)>,
+    /// The tags of the records below their partition's position: decided before (by this group
+    /// before a crash, or by the consumer that had the partition until a rebalance), only to
+    /// settle.
+    pub skipped: Vec<u64>,
+}
+
+/// Decides the batch in one transaction exactly as `ingest` decides files, records its
+/// deliveries, moves the group's positions past it where the inbox keeps them, and commits.
+/// Runs on a thread of its own while the next batch is fetched; touches the inbox alone.
+pub(super) fn decide_and_commit(
+    inbox: &mut dyn Inbox,
+    acks: AckPolicy,
+    group: Option<&str>,
+    batch: Prepared,
+) -> Result<Committed, Failure> {
+    let when = crate::clock::now();
+    let Prepared {
+        deliveries,
+        items,
+        hashes,
+    } = batch;
+    let rollbacks = inbox.rollbacks();
+    let (below, advance) = match group {
+        Some(group) => positioned(inbox, group, &deliveries).map_err(not_committed)?,
+        None => (vec![false; deliveries.len()], Vec::new()),
+    };
+    let mut skipped = Vec::new();
+    let mut kept = Vec::with_capacity(deliveries.len());
+    let mut kept_items = Vec::with_capacity(deliveries.len());
+    let mut kept_hashes = Vec::with_capacity(deliveries.len());
+    for (((d, items), hash), below) in deliveries.into_iter().zip(items).zip(hashes).zip(below) {
+        if below {
+            skipped.push(d.tag);
+        } else {
+            kept.push(d);
+            kept_items.push(items);
+            kept_hashes.push(hash);
+        }
+    }
+    let sources: Vec<Parsed<'_>> = kept
+        .iter()
+        .zip(kept_items)
+        .zip(&kept_hashes)
+        .map(|((d, items), sha256)| Parsed {
+            source: intake::Source::Delivery {
+                name: d.source.clone(),
+                filename: d.filename.clone(),
+                delivery_count: d.delivery_count,
+            },
+            bytes: &d.body,
+            items: items
+                .into_iter()
+                .map(|item| intake::prepare::reattach(&d.body, item))
+                .collect(),
+            sha256: sha256.as_deref(),
+        })
+        .collect();
+    let outcomes = intake::decide(inbox, &sources, &when, acks).map_err(not_committed)?;
+    // A delivery's bytes are kept nowhere but in the inbox.
+    intake::keep_refused(inbox, &sources, &outcomes, &when).map_err(not_committed)?;
+    drop(sources);
+    let records: Vec<DeliveryRecord<'_>> = kept
+        .iter()
+        .map(|d| DeliveryRecord {
+            source: &d.source,
+            filename: d.filename.as_deref(),
+            delivery_count: d.delivery_count,
+            size: d.body.len(),
+            key: d.key.as_deref(),
+            produced_at: d.produced_at.as_deref(),
+        })
+        .collect();
+    inbox
+        .record_deliveries(&records, &when)
+        .context("cannot write to the inbox database")
+        .map_err(not_committed)?;
+    if let Some(group) = group {
+        // Where the inbox rolled the batch back to make it again (a deadlock with another
+        // host), the positions' locks went with it: taken again, and checked.
+        let again = inbox.rollbacks() != rollbacks;
+        advanced(inbox, group, &kept, &advance, &when, again).map_err(not_committed)?;
+    }
+    inbox
+        .commit()
+        .context("cannot commit to the inbox database")
+        .map_err(not_committed)?;
+    crash_point!("consume-after-commit");
+    Ok(Committed {
+        decided: kept.into_iter().zip(outcomes).collect(),
+        skipped,
+    })
+}
+
+/// A partition's place after a batch: its topic, number and the offset after its last record.
+type Advance = (String, i32, i64);
+
+/// Takes the inbox's positions of the batch's partitions (held until the commit) and says of
+/// each delivery whether it is below its partition's position (decided before, so only
+/// settled), and where each partition's position goes.
+fn positioned(
+    inbox: &mut dyn Inbox,
+    group: &str,
+    deliveries: &[Delivery],
+) -> anyhow::Result<(Vec<bool>, Vec<Advance>)> {
+    let mut advance: Vec<Advance> = Vec::new();
+    for p in deliveries.iter().filter_map(|d| d.position.as_ref()) {
+        match advance
+            .iter_mut()
+            .find(|a| a.0 == p.topic && a.1 == p.partition)
+        {
+            Some(a) => a.2 = a.2.max(p.offset + 1),
+            None => advance.push((p.topic.clone(), p.partition, p.offset + 1)),
+        }
+    }
+    advance.sort();
+    let partitions: Vec<(&str, i32)> = advance.iter().map(|a| (a.0.as_str(), a.1)).collect();
+    let stored = inbox
+        .claim_positions(group, &partitions)
+        .context("cannot read the consumer's positions from the inbox database")?;
+    let start: std::collections::HashMap<(&str, i32), i64> = partitions
+        .iter()
+        .zip(&stored)
+        .filter_map(|(p, s)| s.map(|s| (*p, s)))
+        .collect();
+    let below = deliveries
+        .iter()
+        .map(|d| {
+            d.position.as_ref().is_some_and(|p| {
+                start
+                    .get(&(p.topic.as_str(), p.partition))
+                    .is_some_and(|&s| p.offset < s)
+            })
+        })
+        .collect();
+    Ok((below, advance))
+}
+
+/// Moves the positions past the batch, in its transaction, once its records are decided. With
+/// `again` (the inbox made the batch again meanwhile, and let go of the positions' locks), they
+/// are taken again and checked first: had another consumer decided any of these records in
+/// between, nothing of the batch may be committed.
+fn advanced(
+    inbox: &mut dyn Inbox,
+    group: &str,
+    decided: &[Delivery],
+    advance: &[Advance],
+    when: &str,
+    again: bool,
+) -> anyhow::Result<()> {
+    let partitions: Vec<(&str, i32)> = advance.iter().map(|a| (a.0.as_str(), a.1)).collect();
+    if again {
+        let stored = inbox
+            .claim_positions(group, &partitions)
+            .context("cannot read the consumer's positions from the inbox database")?;
+        for ((topic, partition), stored) in partitions.iter().zip(stored) {
+            let first = decided
+                .iter()
+                .filter_map(|d| d.position.as_ref())
+                .filter(|p| p.topic == *topic && p.partition == *partition)
+                .map(|p| p.offset)
+                .min();
+            if let (Some(first), Some(stored)) = (first, stored)
+                && first < stored
+            {
+                anyhow::bail!(
+                    "another consumer of group {group} decided {topic}/{partition} up to offset {stored} while this batch was made"
+                );
+            }
+        }
+    }
+    let positions: Vec<(&str, i32, i64)> =
+        advance.iter().map(|a| (a.0.as_str(), a.1, a.2)).collect();
+    inbox
+        .advance_positions(group, &positions, when)
+        .context("cannot write the consumer's positions to the inbox database")?;
+    Ok(())
+}
+
+/// The inbox failed: nothing of the batch is kept, the run ends.
+fn not_committed(e: anyhow::Error) -> Failure {
+    Failure::Fatal(e.context(
+        "nothing of the batch was committed or acknowledged; the broker delivers it again",
+    ))
+}
+
+#[cfg(all(test, feature = "sqlite"))]
+mod tests {
+    use super::*;
+    use crate::consume::Position;
+    use crate::inbox::{Access, Location};
+    use std::time::Duration;
+
+    fn record(tag: u64, offset: i64) -> Delivery {
+        Delivery {
+            tag,
+            source: format!("kafka:t/0/{offset}"),
+            subject: "t".into(),
+            filename: None,
+            delivery_count: 1,
+            body: bytes::Bytes::new(),
+            key: None,
+            produced_at: None,
+            position: Some(Position {
+                topic: "t".into(),
+                partition: 0,
+                offset,
+            }),
+        }
+    }
+
+    #[test]
+    fn records_below_the_stored_position_are_only_settled_and_a_late_batch_commits_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Location::Sqlite(dir.path().join("t.db"));
+        let mut inbox = crate::inbox::open(&db, Access::Create, Duration::from_secs(5)).unwrap();
+        let when = "2026-01-01T00:00:00.000Z";
+        inbox.advance_positions("g", &[("t", 0, 5)], when).unwrap();
+        inbox.commit().unwrap();
+        // Offsets 3..8: 3 and 4 were decided before; the position goes to 8.
+        let batch: Vec<Delivery> = (3..8).map(|o| record(o as u64, o)).collect();
+        let (below, advance) = positioned(&mut *inbox, "g", &batch).unwrap();
+        assert_eq!(below, [true, true, false, false, false]);
+        assert_eq!(advance, [("t".to_string(), 0, 8)]);
+        let kept: Vec<Delivery> = batch.into_iter().skip(2).collect();
+        advanced(&mut *inbox, "g", &kept, &advance, when, false).unwrap();
+        inbox.commit().unwrap();
+        let stored = inbox.positions(Some("g")).unwrap();
+        assert_eq!(stored[0].next_offset, 8);
+        // A batch made again while another consumer moved the position past it (a rebalance
+        // while the inbox made the batch again) may not be committed.
+        let late: Vec<Delivery> = (6..9).map(|o| record(o as u64, o)).collect();
+        assert!(advanced(&mut *inbox, "g", &late, &[("t".into(), 0, 9)], when, true).is_err());
+        // Never moved back.
+        inbox.advance_positions("g", &[("t", 0, 2)], when).unwrap();
+        inbox.commit().unwrap();
+        assert_eq!(inbox.positions(Some("g")).unwrap()[0].next_offset, 8);
+    }
+
+    #[test]
+    fn a_batch_decided_on_its_thread_skips_what_was_decided_before() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Location::Sqlite(dir.path().join("t.db"));
+        let mut inbox = crate::inbox::open(&db, Access::Create, Duration::from_secs(5)).unwrap();
+        let when = "2026-01-01T00:00:00.000Z";
+        inbox.advance_positions("g", &[("t", 0, 1)], when).unwrap();
+        inbox.commit().unwrap();
+        let body = |r: &str| {
+            bytes::Bytes::from(format!(
+                "UNB+UNOA:2+S+R+260101:1200+{r}'UNH+1+ORDERS:D:96A:UN'UNT+2+1'UNZ+1+{r}'"
+            ))
+        };
+        let batch: Vec<Delivery> = (0..3)
+            .map(|o| Delivery {
+                body: body(&format!("R{o}")),
+                ..record(o as u64 + 10, o)
+            })
+            .collect();
+        let acks = AckPolicy::from(&crate::cli::AckArgs {
+            contrl: crate::cli::ContrlWhen::Never,
+            contrl_duplicates: crate::cli::ContrlDuplicates::Resend,
+        });
+        let mut probes = vec![inbox.probe(), None];
+        let prepared = prepare(batch, &mut probes);
+        assert_eq!(probes.len(), 2, "the probes are given back");
+        let committed = std::thread::scope(|s| {
+            s.spawn(|| decide_and_commit(&mut *inbox, acks, Some("g"), prepared))
+                .join()
+                .unwrap()
+        });
+        let Ok(committed) = committed else {
+            panic!("the batch was not committed");
+        };
+        assert_eq!(committed.skipped, [10], "offset 0 is below the position");
+        let refs: Vec<String> = committed
+            .decided
+            .iter()
+            .flat_map(|(_, o)| o.iter().map(|o| o.human()))
+            .collect();
+        assert_eq!(refs.len(), 2, "{refs:?}");
+        assert!(refs[0].contains("R1") && refs[1].contains("R2"), "{refs:?}");
+        assert_eq!(inbox.positions(Some("g")).unwrap()[0].next_offset, 3);
+    }
+}
