@@ -141,8 +141,9 @@ pub struct ConsumeArgs {
     /// amqp://USER:PASS@HOST:PORT/VHOST/QUEUE (RabbitMQ; %2f for the vhost /; amqps:// for
     /// TLS) or
     /// kafka://HOST:PORT[,HOST:PORT...]/TOPIC[,TOPIC...]?group=NAME (Kafka; the group's
-    /// positions kept in the inbox; &partitions=0,1 assigns those by hand). Read from the
-    /// environment where not given, so that a password stays out of the process list.
+    /// positions kept in the inbox; &partitions=0,1 assigns those by hand) or
+    /// sqs://REGION/ACCOUNT/QUEUE (Amazon SQS; or the queue's URL). Read from the environment
+    /// where not given, so that a password stays out of the process list.
     #[arg(
         long,
         value_name = "SOURCE",
@@ -165,7 +166,7 @@ pub struct ConsumeArgs {
     /// Publish each rejected delivery here too, with the reason in the edi-inbox-reason
     /// header: nats://HOST:PORT/SUBJECT (a JetStream stream must capture it),
     /// amqp://USER:PASS@HOST:PORT/VHOST/EXCHANGE (a topic exchange, declared if missing;
-    /// the delivery's routing key kept) or kafka://HOST:PORT/TOPIC.
+    /// the delivery's routing key kept), kafka://HOST:PORT/TOPIC or sqs://REGION/ACCOUNT/QUEUE.
     #[arg(
         long,
         value_name = "DEST",
@@ -174,10 +175,11 @@ pub struct ConsumeArgs {
     )]
     pub dead_letter: Option<String>,
 
-    /// The ack wait of a JetStream consumer made where missing: how long a delivery fetched
-    /// by a consume that died waits before it is delivered again. Longer than a batch takes.
-    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = parse_duration)]
-    pub ack_wait: Duration,
+    /// How long a delivery fetched by a consume that died waits before it is delivered again:
+    /// the ack wait of a JetStream consumer made where missing (default 2m), the visibility
+    /// timeout of each SQS receive (default: the queue's own). Longer than a batch takes.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub ack_wait: Option<Duration>,
 
     /// The Kafka consumer group (or ?group=NAME in the URL): the inbox keeps its position in
     /// each partition, moved in the decisions' transaction.
@@ -191,6 +193,9 @@ pub struct ConsumeArgs {
 
     #[command(flatten)]
     pub kafka: KafkaArgs,
+
+    #[command(flatten)]
+    pub sqs: SqsArgs,
 
     #[command(flatten)]
     pub tls: TlsArgs,
@@ -226,6 +231,21 @@ pub struct KafkaArgs {
         hide_env_values = true
     )]
     pub kafka_config: Option<PathBuf>,
+}
+
+/// Where the SQS clients go (consume, publish, dead letters).
+#[derive(Debug, Clone, clap::Args)]
+pub struct SqsArgs {
+    /// The SQS endpoint, for ElasticMQ, LocalStack or moto (http://127.0.0.1:9324): by default
+    /// AWS's own for the queue's region. Credentials come from the standard chain (AWS_*
+    /// variables, ~/.aws files and profiles, web identity, ECS and EC2 roles).
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "AWS_ENDPOINT_URL_SQS",
+        hide_env_values = true
+    )]
+    pub sqs_endpoint: Option<String>,
 }
 
 /// TLS and credentials of the broker connections (publish, consume, dead letters): files only,
@@ -314,8 +334,9 @@ pub enum ContrlDuplicates {
 pub struct PublishArgs {
     /// Where to: nats://HOST:PORT[/SUBJECT-PREFIX] (JetStream; tls:// for TLS),
     /// amqp://USER:PASS@HOST:PORT/VHOST (RabbitMQ; amqps:// for TLS), kafka://HOST:PORT[,HOST:PORT...]/TOPIC (Kafka; TOPIC a template like
-    /// --subject, which it replaces), or dir:PATH (one file per event). Read from the environment where not
-    /// given, so that a password stays out of the process list.
+    /// --subject, which it replaces), sqs://REGION/ACCOUNT/QUEUE (Amazon SQS; or the queue's
+    /// URL), or dir:PATH (one file per event). Read from the environment where not given, so
+    /// that a password stays out of the process list.
     #[arg(
         long,
         value_name = "DEST",
@@ -390,6 +411,9 @@ pub struct PublishArgs {
 
     #[command(flatten)]
     pub kafka: KafkaArgs,
+
+    #[command(flatten)]
+    pub sqs: SqsArgs,
 
     #[command(flatten)]
     pub tls: TlsArgs,

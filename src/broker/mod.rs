@@ -2,7 +2,7 @@
 //! dead-letter publisher) reach a broker the same way: the current-thread runtime each keeps to
 //! itself, connecting under a timeout with a name an operator can find in the broker's list,
 //! URLs shown without their passwords and errors scrubbed of them, and a stop signal raced
-//! against every wait. One module per broker (`nats.rs`, `amqp.rs`, `kafka.rs`); what is only a source's
+//! against every wait. One module per broker (`nats.rs`, `amqp.rs`, `kafka.rs`, `sqs.rs`); what is only a source's
 //! is under `consume/`, only a sink's under `publish/`.
 //!
 //! Where a new thing goes: a new broker's connection, naming and display in a file of its
@@ -16,6 +16,8 @@ pub mod amqp;
 pub mod kafka;
 #[cfg(feature = "nats")]
 pub mod nats;
+#[cfg(feature = "sqs")]
+pub mod sqs;
 #[cfg(feature = "broker")]
 pub mod tls;
 

@@ -66,13 +66,21 @@ impl Settings {
         };
         let nats = any(&["nats://", "tls://"]);
         let tls = nats || any(&["amqps://", "kafka://"]);
+        // SQS over HTTPS checks AWS's (or the endpoint's) certificate; it signs its requests
+        // with the AWS credentials, not a client certificate.
+        let sqs = any(&["sqs://", "https://", "http://"]);
         for flag in self.given() {
             let (applies, to) = if flag.starts_with("--nats") {
                 (nats, "nats:// and tls:// URLs")
+            } else if flag == "--tls-ca" {
+                (
+                    tls || sqs,
+                    "amqps://, tls://, nats://, kafka:// and sqs:// URLs (amqp:// is plain AMQP: write amqps:// for TLS)",
+                )
             } else {
                 (
                     tls,
-                    "amqps://, tls://, nats:// and kafka:// URLs (amqp:// is plain AMQP: write amqps:// for TLS)",
+                    "amqps://, tls://, nats:// and kafka:// URLs (amqp:// is plain AMQP: write amqps:// for TLS; SQS takes no client certificate)",
                 )
             };
             if !applies {

@@ -66,6 +66,8 @@ pub fn run(
     let started = Instant::now();
     #[cfg(feature = "kafka")]
     crate::broker::kafka::use_config_file(args.kafka.kafka_config.clone());
+    #[cfg(feature = "sqs")]
+    crate::broker::sqs::use_endpoint(args.sqs.sqs_endpoint.clone());
     if let Err(e) = super::use_tls(&args.tls, &[args.to.as_str()]) {
         return super::usage(&e);
     }

@@ -1,6 +1,7 @@
 //! Taking interchanges from a broker: what a delivery is (its bytes, the broker's identity for
 //! it, how often it came) and the sources that give them: a NATS JetStream pull consumer
-//! (`nats/`), a RabbitMQ queue (`amqp/`) and Kafka topics read by a consumer group (`kafka/`). As in [`crate::publish`], the brokers' code is
+//! (`nats/`), a RabbitMQ queue (`amqp/`), Kafka topics read by a consumer group (`kafka/`) and an
+//! Amazon SQS queue (`sqs.rs`). As in [`crate::publish`], the brokers' code is
 //! asynchronous on a current-thread runtime each source keeps to itself, and offers the rest of
 //! the program blocking calls: [`Feed::fetch`], then, once the inbox committed,
 //! [`Feed::settle`].
@@ -17,6 +18,8 @@ mod kafka;
 mod nats;
 #[cfg(feature = "broker")]
 mod relay;
+#[cfg(feature = "sqs")]
+mod sqs;
 
 use std::time::Duration;
 
@@ -27,6 +30,9 @@ const SOURCES: &[crate::broker::registry::Kind<dyn Source>] = registry! {
     "amqp", "amqp://", "amqp://USER:PASS@HOST:PORT/VHOST/QUEUE", amqp::parse;
     "amqp", "amqps://", "amqps://USER:PASS@HOST:PORT/VHOST/QUEUE", amqp::parse;
     "kafka", "kafka://", "kafka://HOST:PORT/TOPIC?group=NAME", kafka::parse;
+    "sqs", "sqs://", "sqs://REGION/ACCOUNT/QUEUE", sqs::parse;
+    "sqs", "https://", "https://sqs.REGION.amazonaws.com/ACCOUNT/QUEUE", sqs::parse;
+    "sqs", "http://", "http://HOST:PORT/ACCOUNT/QUEUE", sqs::parse;
 };
 
 /// Where `consume --from` takes deliveries, read by its module.
@@ -165,8 +171,9 @@ impl std::fmt::Debug for PositionLookup {
 pub struct Options {
     /// `--batch`: the most deliveries fetched (and unacknowledged) at once.
     pub batch: usize,
-    /// The ack wait of a JetStream consumer made where missing.
-    pub ack_wait: Duration,
+    /// `--ack-wait`: the ack wait of a JetStream consumer made where missing (2 minutes where
+    /// not given), the visibility timeout of an SQS receive (the queue's where not given).
+    pub ack_wait: Option<Duration>,
     /// `--group`: the consumer group (Kafka).
     pub group: Option<String>,
     /// The inbox's positions, for a source that keeps them there (Kafka).
@@ -191,6 +198,10 @@ mod tests {
                 "kafka://h:9092/edi.in?group=hub",
                 "kafka://h:9092/edi.in (group hub)",
             ),
+            (
+                "sqs://eu-west-1/123456789012/edi-in",
+                "sqs://eu-west-1/123456789012/edi-in",
+            ),
         ] {
             match parse(url) {
                 Ok(s) => assert_eq!(s.shown(), shown),
@@ -201,7 +212,7 @@ mod tests {
         let e = parse("file:x").unwrap_err();
         assert_eq!(
             e,
-            "--from takes nats://HOST:PORT/STREAM/CONSUMER, tls://HOST:PORT/STREAM/CONSUMER, amqp://USER:PASS@HOST:PORT/VHOST/QUEUE, amqps://USER:PASS@HOST:PORT/VHOST/QUEUE or kafka://HOST:PORT/TOPIC?group=NAME"
+            "--from takes nats://HOST:PORT/STREAM/CONSUMER, tls://HOST:PORT/STREAM/CONSUMER, amqp://USER:PASS@HOST:PORT/VHOST/QUEUE, amqps://USER:PASS@HOST:PORT/VHOST/QUEUE, kafka://HOST:PORT/TOPIC?group=NAME, sqs://REGION/ACCOUNT/QUEUE, https://sqs.REGION.amazonaws.com/ACCOUNT/QUEUE or http://HOST:PORT/ACCOUNT/QUEUE"
         );
         assert!(!parse("ftp://u:s3cret@h").unwrap_err().contains("s3cret"));
     }

@@ -14,6 +14,9 @@ const DEAD_LETTERS: &[crate::broker::registry::Kind<dyn Destination>] = registry
     "amqp", "amqp://", "amqp://USER:PASS@HOST:PORT/VHOST/EXCHANGE", super::amqp::dead_letter;
     "amqp", "amqps://", "amqps://USER:PASS@HOST:PORT/VHOST/EXCHANGE", super::amqp::dead_letter;
     "kafka", "kafka://", "kafka://HOST:PORT/TOPIC", super::kafka::dead_letter;
+    "sqs", "sqs://", "sqs://REGION/ACCOUNT/QUEUE", super::sqs::dead_letter;
+    "sqs", "https://", "https://sqs.REGION.amazonaws.com/ACCOUNT/QUEUE", super::sqs::dead_letter;
+    "sqs", "http://", "http://HOST:PORT/ACCOUNT/QUEUE", super::sqs::dead_letter;
 };
 
 /// What `--dead-letter` takes, for an error (from the registry, so a new line is in it).

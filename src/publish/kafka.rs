@@ -191,16 +191,6 @@ impl KafkaSink {
     }
 }
 
-/// The record key: one partner's events (the interchange's sender and recipient) in one
-/// partition, in order; a dead letter by where it came from.
-fn key(o: &Outgoing) -> String {
-    let value = |a: Attr| o.attributes.iter().find(|(k, _)| *k == a).map(|(_, v)| v);
-    match (value(Attr::EdiSender), value(Attr::EdiRecipient)) {
-        (Some(s), Some(r)) => format!("{s}/{r}"),
-        _ => value(Attr::DeadLetterSource).unwrap_or(&o.id).clone(),
-    }
-}
-
 /// An attribute's Kafka header: the CloudEvents Kafka binding's `ce_` and its name.
 fn header(a: Attr) -> &'static str {
     attr_binding!(a, "ce_")
@@ -238,7 +228,7 @@ impl Sink for KafkaSink {
         // Records handed to the producer whose report has not come.
         let mut awaited = 0usize;
         let mut lost: Option<anyhow::Error> = None;
-        let keys: Vec<String> = batch.iter().map(key).collect();
+        let keys: Vec<String> = batch.iter().map(super::partner_key).collect();
         'records: for (i, o) in batch.iter().enumerate() {
             let mut headers =
                 OwnedHeaders::new_with_capacity(o.attributes.len() + 1).insert(Header {
@@ -358,6 +348,7 @@ mod tests {
 
     #[test]
     fn the_key_keeps_a_partners_events_together() {
+        use super::super::partner_key as key;
         let o = |attributes: Vec<(Attr, String)>| Outgoing {
             id: "id1".into(),
             subject: "t".into(),

@@ -1,6 +1,6 @@
 //! Delivering the outbox: what an event is on the wire (its stable id, its subject, its
 //! CloudEvents attributes, its body) and the destinations that take it: NATS JetStream
-//! (`nats.rs`), RabbitMQ (`amqp.rs`), Kafka (`kafka.rs`) and a folder (`dir.rs`). The brokers' code is
+//! (`nats.rs`), RabbitMQ (`amqp.rs`), Kafka (`kafka.rs`), Amazon SQS (`sqs.rs`) and a folder (`dir.rs`). The brokers' code is
 //! asynchronous, on a current-thread runtime each destination keeps to itself; what it offers
 //! the rest of the program is a blocking [`Sink::send`].
 //!
@@ -19,6 +19,8 @@ mod dir;
 mod kafka;
 #[cfg(feature = "nats")]
 mod nats;
+#[cfg(feature = "sqs")]
+mod sqs;
 
 pub use dead_letter::{DeadLetter, Rejected};
 
@@ -38,6 +40,9 @@ const DESTINATIONS: &[crate::broker::registry::Kind<dyn Destination>] = registry
     "amqp", "amqp://", "amqp://USER:PASS@HOST:PORT/VHOST", amqp::parse;
     "amqp", "amqps://", "amqps://USER:PASS@HOST:PORT/VHOST", amqp::parse;
     "kafka", "kafka://", "kafka://HOST:PORT/TOPIC", kafka::parse;
+    "sqs", "sqs://", "sqs://REGION/ACCOUNT/QUEUE", sqs::parse;
+    "sqs", "https://", "https://sqs.REGION.amazonaws.com/ACCOUNT/QUEUE", sqs::parse;
+    "sqs", "http://", "http://HOST:PORT/ACCOUNT/QUEUE", sqs::parse;
     "cli", "dir:", "dir:PATH", dir::parse;
 };
 
@@ -273,6 +278,18 @@ pub fn header_value(value: &str) -> String {
         }
     }
     out
+}
+
+/// What keeps one partner's events together and in order where a destination partitions or
+/// groups them (a Kafka record's key, an SQS FIFO queue's message group): the interchange's
+/// sender and recipient (0004/0010, as `SENDER/RECIPIENT`); a dead letter's, where it came from;
+/// else the event's id.
+pub fn partner_key(o: &Outgoing) -> String {
+    let value = |a: Attr| o.attributes.iter().find(|(k, _)| *k == a).map(|(_, v)| v);
+    match (value(Attr::EdiSender), value(Attr::EdiRecipient)) {
+        (Some(s), Some(r)) => format!("{s}/{r}"),
+        _ => value(Attr::DeadLetterSource).unwrap_or(&o.id).clone(),
+    }
 }
 
 /// The stable id of an event: from the interchange's key (0004, 0010, 0020) and, per message,
@@ -561,7 +578,7 @@ mod tests {
         let e = parse("ftp://user:s3cret@h").unwrap_err();
         assert_eq!(
             e,
-            "--to takes nats://HOST:PORT[/SUBJECT-PREFIX], tls://HOST:PORT[/SUBJECT-PREFIX], amqp://USER:PASS@HOST:PORT/VHOST, amqps://USER:PASS@HOST:PORT/VHOST, kafka://HOST:PORT/TOPIC or dir:PATH"
+            "--to takes nats://HOST:PORT[/SUBJECT-PREFIX], tls://HOST:PORT[/SUBJECT-PREFIX], amqp://USER:PASS@HOST:PORT/VHOST, amqps://USER:PASS@HOST:PORT/VHOST, kafka://HOST:PORT/TOPIC, sqs://REGION/ACCOUNT/QUEUE, https://sqs.REGION.amazonaws.com/ACCOUNT/QUEUE, http://HOST:PORT/ACCOUNT/QUEUE or dir:PATH"
         );
         assert!(parse("dir:").is_err());
     }

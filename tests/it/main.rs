@@ -5,7 +5,7 @@
 #[macro_use]
 mod common;
 
-#[cfg(any(feature = "nats", feature = "amqp", feature = "kafka"))]
+#[cfg(any(feature = "nats", feature = "amqp", feature = "kafka", feature = "sqs"))]
 mod consume;
 mod contrl;
 mod corpus;
@@ -27,7 +27,8 @@ mod operator;
     feature = "postgres",
     feature = "nats",
     feature = "amqp",
-    feature = "kafka"
+    feature = "kafka",
+    feature = "sqs"
 ))]
 mod packaging;
 mod parser_props;
@@ -35,5 +36,7 @@ mod parser_props;
 mod postgres;
 mod publish;
 mod samples;
+#[cfg(feature = "sqs")]
+mod sqs;
 #[cfg(any(feature = "nats", feature = "amqp"))]
 mod tls;

@@ -536,6 +536,7 @@ fn no_value_from_the_environment_shows_in_help_man_pages_or_completions() {
         ),
         ("EDI_INBOX_KAFKA_GROUP", format!("group-{secret}")),
         ("EDI_INBOX_KAFKA_CONFIG", format!("/etc/{secret}.conf")),
+        ("AWS_ENDPOINT_URL_SQS", format!("http://{secret}:9324")),
         ("EDI_INBOX_TLS_CA", format!("/etc/{secret}-ca.pem")),
         ("EDI_INBOX_TLS_CERT", format!("/etc/{secret}.pem")),
         ("EDI_INBOX_TLS_KEY", format!("/etc/{secret}.key")),

@@ -9,7 +9,7 @@ use std::fs;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-#[cfg(any(feature = "nats", feature = "amqp", feature = "kafka"))]
+#[cfg(any(feature = "nats", feature = "amqp", feature = "kafka", feature = "sqs"))]
 use crate::common::brokers::Held;
 #[cfg(feature = "amqp")]
 use crate::common::brokers::Rabbit;
@@ -35,7 +35,7 @@ pub(crate) fn publish(site: &Site, args: &[&str]) -> Run {
 
 /// (sender, control reference, message reference) of every event, in the order the events
 /// were written: the order they must go out in.
-#[cfg(any(feature = "nats", feature = "amqp", feature = "kafka"))]
+#[cfg(any(feature = "nats", feature = "amqp", feature = "kafka", feature = "sqs"))]
 pub(crate) fn expected_order(site: &Site) -> Vec<(String, String, String)> {
     site.rows(
         "SELECT i.sender, i.control_ref, m.reference FROM outbox o
@@ -51,7 +51,7 @@ pub(crate) fn expected_order(site: &Site) -> Vec<(String, String, String)> {
 }
 
 /// The same triple from what a broker holds (NATS `ce-` headers, AMQP `cloudEvents:`).
-#[cfg(any(feature = "nats", feature = "amqp", feature = "kafka"))]
+#[cfg(any(feature = "nats", feature = "amqp", feature = "kafka", feature = "sqs"))]
 pub(crate) fn order_held(held: &[Held], prefix: &str) -> Vec<(String, String, String)> {
     held.iter()
         .map(|h| {

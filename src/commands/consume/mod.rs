@@ -89,6 +89,8 @@ pub fn run(
 ) -> anyhow::Result<ExitStatus> {
     #[cfg(feature = "kafka")]
     crate::broker::kafka::use_config_file(args.kafka.kafka_config.clone());
+    #[cfg(feature = "sqs")]
+    crate::broker::sqs::use_endpoint(args.sqs.sqs_endpoint.clone());
     let urls: Vec<&str> = std::iter::once(args.from.as_str())
         .chain(args.dead_letter.as_deref())
         .collect();

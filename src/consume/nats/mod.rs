@@ -22,6 +22,9 @@ use crate::broker;
 /// How long the server may take to answer a request (a stream or consumer lookup).
 const REQUEST_TIMEOUT: Duration = broker::nats::TIMEOUT;
 
+/// The ack wait of a consumer made where `--ack-wait` does not say: longer than a batch takes.
+const DEFAULT_ACK_WAIT: Duration = Duration::from_secs(120);
+
 /// `--from nats://HOST:PORT/STREAM/CONSUMER`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NatsSource {
@@ -162,7 +165,7 @@ impl NatsFeed {
                 let config = pull::Config {
                     durable_name: Some(consumer.to_string()),
                     ack_policy: jetstream::consumer::AckPolicy::Explicit,
-                    ack_wait: options.ack_wait,
+                    ack_wait: options.ack_wait.unwrap_or(DEFAULT_ACK_WAIT),
                     // Room for several hosts' batches at once (the server's default, 1,000,
                     // would cut one batch of 2,000 in half).
                     max_ack_pending: (options.batch as i64).saturating_mul(16).max(1000),

@@ -38,12 +38,14 @@ macro_rules! each_test_broker {
         per_broker_case!($how, "nats", nats, Jet);
         per_broker_case!($how, "amqp", amqp, Rabbit);
         per_broker_case!($how, "kafka", kafka, Kafka);
+        per_broker_case!($how, "sqs", sqs, Sqs);
     };
     // Brokers whose consumers share one queue, message by message (Kafka's share a topic by
     // partitions, as its group assigns them: tests/it/kafka.rs).
     (shared $how:ident) => {
         per_broker_case!($how, "nats", nats, Jet);
         per_broker_case!($how, "amqp", amqp, Rabbit);
+        per_broker_case!($how, "sqs", sqs, Sqs);
     };
 }
 
@@ -137,11 +139,22 @@ use assert_cmd::Command;
 
 pub use run::{Run, RunExt, Running, StartExt};
 
+/// What the processes the tests start get for SQS: the test server's made-up credentials,
+/// never the machine's own files or instance role (brokers/sqs.rs).
+pub const AWS_TEST_ENV: [(&str, &str); 5] = [
+    ("AWS_ACCESS_KEY_ID", "testing"),
+    ("AWS_SECRET_ACCESS_KEY", "testing"),
+    ("AWS_EC2_METADATA_DISABLED", "true"),
+    ("AWS_CONFIG_FILE", "/dev/null"),
+    ("AWS_SHARED_CREDENTIALS_FILE", "/dev/null"),
+];
+
 /// The `edi-inbox` binary built for this test run.
 pub fn edi_inbox() -> Command {
     let mut cmd = Command::cargo_bin("edi-inbox").expect("the edi-inbox binary is built");
     // The test broker forms a Kafka group only once a session timeout went by (brokers/kafka.rs).
     cmd.env("EDI_INBOX_KAFKA_SESSION_TIMEOUT_MS", "6000");
+    cmd.envs(AWS_TEST_ENV);
     for var in [
         "EDI_INBOX_DB",
         "EDI_INBOX_PUBLISH_TO",

@@ -147,6 +147,7 @@ impl Site {
             .env_remove("EDI_INBOX_NATS_NKEY")
             // The test broker forms a Kafka group only once a session timeout went by.
             .env("EDI_INBOX_KAFKA_SESSION_TIMEOUT_MS", "6000")
+            .envs(crate::common::AWS_TEST_ENV)
             .arg("--db")
             .arg(self.db_arg());
         c

@@ -1,6 +1,6 @@
 //! The machine's brokers for the publish tests: a JetStream stream (NATS on 127.0.0.1:4222),
-//! a RabbitMQ exchange and queue (127.0.0.1:5672, guest/guest) or a Kafka topic (the test
-//! broker `.ci/run` starts, `kafka.rs`) of a test's own, under unique
+//! a RabbitMQ exchange and queue (127.0.0.1:5672, guest/guest), a Kafka topic (the test
+//! broker `.ci/run` starts, `kafka.rs`) or an SQS queue (moto, `sqs.rs`) of a test's own, under unique
 //! names, removed at the end, so that tests run in parallel and leave nothing behind. Where a
 //! broker does not answer, the test is skipped with a notice, unless `EDI_INBOX_REQUIRE_NATS` /
 //! `EDI_INBOX_REQUIRE_RABBITMQ` is set (`.ci/run` sets both): then it fails.
@@ -16,6 +16,8 @@ mod amqp;
 pub mod kafka;
 #[cfg(feature = "nats")]
 mod nats;
+#[cfg(feature = "sqs")]
+pub mod sqs;
 
 #[cfg(feature = "amqp")]
 pub use amqp::{AMQP, Rabbit, close_rabbitmq_connection};
@@ -23,8 +25,10 @@ pub use amqp::{AMQP, Rabbit, close_rabbitmq_connection};
 pub use kafka::Kafka;
 #[cfg(feature = "nats")]
 pub use nats::{Jet, NATS, OwnNats};
+#[cfg(feature = "sqs")]
+pub use sqs::Sqs;
 
-#[cfg(any(feature = "nats", feature = "amqp", feature = "kafka"))]
+#[cfg(any(feature = "nats", feature = "amqp", feature = "kafka", feature = "sqs"))]
 pub(super) fn unique(prefix: &str) -> String {
     use std::sync::atomic::{AtomicUsize, Ordering};
     static N: AtomicUsize = AtomicUsize::new(0);
@@ -38,7 +42,7 @@ pub(super) fn unique(prefix: &str) -> String {
     )
 }
 
-#[cfg(any(feature = "nats", feature = "amqp", feature = "kafka"))]
+#[cfg(any(feature = "nats", feature = "amqp", feature = "kafka", feature = "sqs"))]
 pub(super) fn unreachable(what: &str, variable: &str, e: &dyn std::fmt::Display) {
     assert!(
         std::env::var_os(variable).is_none(),
@@ -47,7 +51,7 @@ pub(super) fn unreachable(what: &str, variable: &str, e: &dyn std::fmt::Display)
     eprintln!("{what} does not answer ({e}): not checked");
 }
 
-#[cfg(any(feature = "nats", feature = "amqp", feature = "kafka"))]
+#[cfg(any(feature = "nats", feature = "amqp", feature = "kafka", feature = "sqs"))]
 pub(super) fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -147,4 +151,11 @@ pub trait TestBroker: Sized {
 
     /// Drops the connection of the consume process `pid` under it, as a broker restart does.
     fn drop_connection_of(&mut self, pid: u32);
+
+    /// How many of `n` messages a contract sends through this broker: all of them, but for a
+    /// test server that slows down with every message a queue holds (moto's SQS), where a
+    /// tenth shows the same.
+    fn many(n: usize) -> usize {
+        n
+    }
 }

@@ -1,0 +1,461 @@
+//! Amazon SQS queues on the test server (moto, which `.ci/run` starts at the address in
+//! `EDI_INBOX_TEST_SQS`, http://127.0.0.1:5000 where unset), one of a test's own under a
+//! unique name, deleted at the end. The processes the tests start reach it through the queue's
+//! URL (its endpoint in it) with moto's made-up credentials (`common::edi_inbox`).
+//!
+//! moto differs from AWS in one way the tests meet: a delete with a receipt handle that a later
+//! receive replaced deletes the message on moto, and not always on AWS. The code is written for
+//! AWS's rule (a delete that fails is said, and the message is decided again as a duplicate);
+//! no test asserts what a stale handle does.
+
+use std::collections::BTreeMap;
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use aws_sdk_sqs::Client;
+use aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region};
+use aws_sdk_sqs::types::{
+    MessageAttributeValue, MessageSystemAttributeName, QueueAttributeName,
+    SendMessageBatchRequestEntry,
+};
+
+use super::{Held, Put, TestBroker, runtime, unique, unreachable};
+
+/// The test server's address.
+pub fn endpoint() -> String {
+    std::env::var("EDI_INBOX_TEST_SQS").unwrap_or_else(|_| "http://127.0.0.1:5000".to_string())
+}
+
+/// The account moto's queue URLs name.
+const ACCOUNT: &str = "123456789012";
+
+/// What a queue is made with.
+#[derive(Debug, Clone, Copy)]
+pub struct Made {
+    pub fifo: bool,
+    /// Its visibility timeout, in seconds.
+    pub visibility: u32,
+    /// Its `MaximumMessageSize`, where not SQS's default.
+    pub max_size: Option<u32>,
+}
+
+impl Default for Made {
+    fn default() -> Made {
+        Made {
+            fifo: false,
+            visibility: 30,
+            max_size: None,
+        }
+    }
+}
+
+/// A queue of a test's own.
+pub struct Sqs {
+    rt: tokio::runtime::Runtime,
+    client: Client,
+    pub name: String,
+    /// Its URL as moto gives it.
+    pub url: String,
+    /// The message ids of the messages sent, in order.
+    sent: Mutex<Vec<String>>,
+    /// The relay `consume` reaches it through, where made droppable.
+    relay: Option<Relay>,
+}
+
+/// A body as SQS carries it: as text where it is (tab, line feed, carriage return and from the
+/// space up), else base64 (then `true`), as a gateway sending EDIFACT would.
+fn body_text(body: &[u8]) -> (String, bool) {
+    let taken = |c: char| matches!(c, '\t' | '\n' | '\r') || c >= ' ';
+    match std::str::from_utf8(body) {
+        Ok(t) if t.chars().all(taken) => (t.to_string(), false),
+        _ => {
+            use base64::Engine as _;
+            (base64::engine::general_purpose::STANDARD.encode(body), true)
+        }
+    }
+}
+
+/// A client of the test server.
+fn client() -> Client {
+    let config = aws_sdk_sqs::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new("us-east-1"))
+        .credentials_provider(Credentials::new("testing", "testing", None, None, "tests"))
+        .endpoint_url(endpoint())
+        .http_client(aws_smithy_http_client::Builder::new().build_http())
+        .build();
+    Client::from_conf(config)
+}
+
+impl Sqs {
+    /// A queue made as `made` says; `None` (with a notice) where the server does not answer,
+    /// unless `EDI_INBOX_REQUIRE_SQS` is set.
+    pub fn with(made: Made) -> Option<Sqs> {
+        let rt = runtime();
+        let client = client();
+        let mut name = unique("edi_q_");
+        if made.fifo {
+            name.push_str(".fifo");
+        }
+        let mut create = client.create_queue().queue_name(&name).attributes(
+            QueueAttributeName::VisibilityTimeout,
+            made.visibility.to_string(),
+        );
+        if made.fifo {
+            create = create.attributes(QueueAttributeName::FifoQueue, "true");
+        }
+        if let Some(size) = made.max_size {
+            create = create.attributes(QueueAttributeName::MaximumMessageSize, size.to_string());
+        }
+        let made = rt
+            .block_on(async { tokio::time::timeout(Duration::from_secs(15), create.send()).await });
+        let url = match made {
+            Ok(Ok(out)) => out.queue_url.unwrap(),
+            Ok(Err(e)) => {
+                let e = aws_sdk_sqs::error::DisplayErrorContext(e);
+                unreachable(
+                    &format!("SQS at {}", endpoint()),
+                    "EDI_INBOX_REQUIRE_SQS",
+                    &e,
+                );
+                return None;
+            }
+            Err(_) => {
+                unreachable(
+                    &format!("SQS at {}", endpoint()),
+                    "EDI_INBOX_REQUIRE_SQS",
+                    &"no answer within 15 s",
+                );
+                return None;
+            }
+        };
+        Some(Sqs {
+            rt,
+            client,
+            name,
+            url,
+            sent: Mutex::new(Vec::new()),
+            relay: None,
+        })
+    }
+
+    /// A FIFO queue of its own.
+    pub fn fifo() -> Option<Sqs> {
+        Sqs::with(Made {
+            fifo: true,
+            ..Made::default()
+        })
+    }
+
+    /// `sqs://us-east-1/ACCOUNT/NAME`, for a process given `--sqs-endpoint`.
+    pub fn sqs_url(&self) -> String {
+        format!("sqs://us-east-1/{ACCOUNT}/{}", self.name)
+    }
+
+    /// Sends `messages` in order, each with the message group `group` on a FIFO queue.
+    pub fn send_grouped(&self, messages: &[Put], group: impl Fn(usize) -> String) {
+        let mut ids = Vec::with_capacity(messages.len());
+        for (c, chunk) in messages.chunks(10).enumerate() {
+            let mut entries = Vec::with_capacity(chunk.len());
+            for (k, m) in chunk.iter().enumerate() {
+                let (body, encoded) = body_text(&m.body);
+                let mut e = SendMessageBatchRequestEntry::builder()
+                    .id(k.to_string())
+                    .message_body(body);
+                let text = |v: &str| {
+                    MessageAttributeValue::builder()
+                        .data_type("String")
+                        .string_value(v)
+                        .build()
+                        .unwrap()
+                };
+                if let Some(name) = &m.name {
+                    e = e.message_attributes("edi-filename", text(name));
+                }
+                if encoded {
+                    e = e.message_attributes("edi-body-encoding", text("base64"));
+                }
+                if self.name.ends_with(".fifo") {
+                    let n = c * 10 + k;
+                    e = e
+                        .message_group_id(group(n))
+                        .message_deduplication_id(m.id.clone().unwrap_or_else(|| n.to_string()));
+                }
+                entries.push(e.build().unwrap());
+            }
+            let out = self
+                .rt
+                .block_on(
+                    self.client
+                        .send_message_batch()
+                        .queue_url(&self.url)
+                        .set_entries(Some(entries))
+                        .send(),
+                )
+                .unwrap_or_else(|e| {
+                    panic!(
+                        "cannot send to {}: {}",
+                        self.name,
+                        aws_sdk_sqs::error::DisplayErrorContext(e)
+                    )
+                });
+            assert!(out.failed.is_empty(), "not stored: {:?}", out.failed);
+            let mut by_id: Vec<(usize, String)> = out
+                .successful
+                .into_iter()
+                .map(|s| (s.id.parse().unwrap(), s.message_id))
+                .collect();
+            by_id.sort();
+            assert_eq!(by_id.len(), chunk.len());
+            ids.extend(by_id.into_iter().map(|(_, id)| id));
+        }
+        self.sent.lock().unwrap().extend(ids);
+    }
+
+    /// What the queue holds now, visible and in flight.
+    pub fn counts(&self) -> Option<(u64, u64)> {
+        let out = self
+            .rt
+            .block_on(
+                self.client
+                    .get_queue_attributes()
+                    .queue_url(&self.url)
+                    .attribute_names(QueueAttributeName::All)
+                    .send(),
+            )
+            .ok()?;
+        let attributes = out.attributes?;
+        let n = |a: QueueAttributeName| -> Option<u64> { attributes.get(&a)?.parse().ok() };
+        Some((
+            n(QueueAttributeName::ApproximateNumberOfMessages)?,
+            n(QueueAttributeName::ApproximateNumberOfMessagesNotVisible)?,
+        ))
+    }
+
+    /// Receives (and deletes) every message the queue holds, in the order given.
+    pub fn drain(&self) -> Vec<Held> {
+        let mut held = Vec::new();
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_secs(60) {
+            let out = self
+                .rt
+                .block_on(
+                    self.client
+                        .receive_message()
+                        .queue_url(&self.url)
+                        .max_number_of_messages(10)
+                        .wait_time_seconds(1)
+                        .message_attribute_names("All")
+                        .message_system_attribute_names(MessageSystemAttributeName::All)
+                        .send(),
+                )
+                .unwrap();
+            let messages = out.messages.unwrap_or_default();
+            if messages.is_empty() {
+                break;
+            }
+            for m in messages {
+                let mut headers = BTreeMap::new();
+                for (k, v) in m.message_attributes.unwrap_or_default() {
+                    headers.insert(k, v.string_value.unwrap_or_default());
+                }
+                for (k, v) in m.attributes.unwrap_or_default() {
+                    headers.insert(k.as_str().to_string(), v);
+                }
+                let body = m.body.unwrap_or_default();
+                let body = if headers
+                    .get("edi-body-encoding")
+                    .is_some_and(|e| e == "base64")
+                {
+                    use base64::Engine as _;
+                    base64::engine::general_purpose::STANDARD
+                        .decode(body)
+                        .unwrap()
+                } else {
+                    body.into_bytes()
+                };
+                self.rt
+                    .block_on(
+                        self.client
+                            .delete_message()
+                            .queue_url(&self.url)
+                            .receipt_handle(m.receipt_handle.unwrap())
+                            .send(),
+                    )
+                    .unwrap();
+                held.push(Held {
+                    subject: self.name.clone(),
+                    headers,
+                    body,
+                });
+            }
+        }
+        held
+    }
+}
+
+impl Drop for Sqs {
+    fn drop(&mut self) {
+        let _ = self.rt.block_on(async {
+            tokio::time::timeout(
+                Duration::from_secs(10),
+                self.client.delete_queue().queue_url(&self.url).send(),
+            )
+            .await
+        });
+    }
+}
+
+impl TestBroker for Sqs {
+    /// The SDK tries a call again on a new connection by itself: a dropped connection is not
+    /// always a failure consume sees.
+    const SAYS_RECONNECTING: bool = false;
+
+    fn create() -> Option<Sqs> {
+        Sqs::with(Made::default())
+    }
+
+    fn droppable(mut self, _dir: &std::path::Path) -> Option<Sqs> {
+        self.relay = Some(Relay::start(&self.url));
+        Some(self)
+    }
+
+    fn send(&self, messages: &[Put]) {
+        self.send_grouped(messages, |_| "g".to_string());
+    }
+
+    /// The queue's URL (its endpoint in it), through the relay where there is one.
+    fn source_url(&self) -> String {
+        match &self.relay {
+            Some(relay) => format!("http://127.0.0.1:{}/{ACCOUNT}/{}", relay.port, self.name),
+            None => self.url.clone(),
+        }
+    }
+
+    fn source(&self, seq: usize, _id: &str) -> String {
+        format!("sqs:{}/{}", self.name, self.sent.lock().unwrap()[seq - 1])
+    }
+
+    fn source_prefix(&self) -> String {
+        format!("sqs:{}/", self.name)
+    }
+
+    fn unacknowledged(&self) -> Option<u64> {
+        self.counts()
+            .map(|(visible, in_flight)| visible + in_flight)
+    }
+
+    fn dead_letter_to(&self) -> String {
+        self.url.clone()
+    }
+
+    fn dead_letter_subject(&self) -> String {
+        self.name.clone()
+    }
+
+    fn dead_lettered(&self) -> Vec<Held> {
+        self.drain()
+    }
+
+    /// SQS is told nothing of a rejected message: it is deleted once recorded.
+    fn watch_refused(&self) -> Option<super::Watch<'_>> {
+        None
+    }
+
+    /// moto's queues take longer with every message they hold (1,000 messages: 8 s to send and
+    /// 23 s to receive and delete, against 0.4 s for 100): a tenth of what the other brokers
+    /// are sent.
+    fn many(n: usize) -> usize {
+        (n / 10).max(20)
+    }
+
+    /// Closes every connection through the relay, and refuses new ones for a second.
+    fn drop_connection_of(&mut self, _pid: u32) {
+        self.relay
+            .as_ref()
+            .expect("a connection is dropped through the relay (droppable)")
+            .drop_all(Duration::from_secs(1));
+    }
+}
+
+/// A TCP relay on loopback in front of the test server, whose connections a test can close
+/// (as a network failure or a restart of the endpoint does) without other tests seeing it.
+pub struct Relay {
+    pub port: u16,
+    state: Arc<RelayState>,
+}
+
+#[derive(Default)]
+struct RelayState {
+    closed: AtomicBool,
+    refusing: AtomicBool,
+    streams: Mutex<Vec<TcpStream>>,
+}
+
+impl Relay {
+    fn start(queue_url: &str) -> Relay {
+        let upstream = queue_url
+            .split("://")
+            .nth(1)
+            .and_then(|r| r.split('/').next())
+            .unwrap()
+            .to_string();
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let state = Arc::new(RelayState::default());
+        let shared = state.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                if shared.closed.load(Ordering::Relaxed) {
+                    break;
+                }
+                let Ok(client) = client else { continue };
+                if shared.refusing.load(Ordering::Relaxed) {
+                    drop(client);
+                    continue;
+                }
+                let Ok(server) = TcpStream::connect(&upstream) else {
+                    continue;
+                };
+                {
+                    let mut streams = shared.streams.lock().unwrap();
+                    streams.extend(client.try_clone().ok());
+                    streams.extend(server.try_clone().ok());
+                }
+                for (mut from, mut to) in [
+                    (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                    (server, client),
+                ] {
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut to);
+                        let _ = to.shutdown(std::net::Shutdown::Both);
+                    });
+                }
+            }
+        });
+        Relay { port, state }
+    }
+
+    /// Closes every connection, and refuses new ones for `refuse`.
+    pub fn drop_all(&self, refuse: Duration) {
+        self.state.refusing.store(true, Ordering::Relaxed);
+        for s in self.state.streams.lock().unwrap().drain(..) {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+        std::thread::sleep(refuse);
+        self.state.refusing.store(false, Ordering::Relaxed);
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.state.closed.store(true, Ordering::Relaxed);
+        // Wakes the accepting thread, which then ends.
+        let _ = TcpStream::connect(("127.0.0.1", self.port));
+        for s in self.state.streams.lock().unwrap().drain(..) {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}

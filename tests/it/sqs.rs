@@ -1,0 +1,326 @@
+//! Amazon SQS's own, against the test server (moto; see `common/brokers/sqs.rs`), beside the
+//! contracts every broker meets (`consume.rs`): publishing to standard and FIFO queues (the
+//! attributes, the FIFO group and deduplication ids, an event too large parked, a FIFO publish
+//! killed with SIGKILL), a FIFO queue's order per message group kept by `consume`, the
+//! visibility of a batch waiting on a locked inbox extended so that no other consumer takes
+//! it, and end to end into a second inbox. moto slows down with every message a queue holds,
+//! FIFO queues most: each test here keeps its queues small.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use crate::common::StartExt;
+use crate::common::brokers::sqs::{Made, Sqs};
+use crate::common::brokers::{Put, TestBroker as _};
+use crate::common::site::Site;
+use crate::common::synth::{Layout, Synth};
+use crate::consume::{Consumer, consume, within};
+use crate::publish::{publish, samples_ingested};
+
+/// `publish --to` a standard queue: every event a message, with its CloudEvents attributes
+/// (`ce-id` the event's id, `ce-type`, the partners, `content-type`), a body SQS cannot carry
+/// as text base64-encoded and marked so; a second run publishes nothing.
+#[test]
+fn publish_sends_each_event_with_its_attributes() {
+    let Some(sqs) = Sqs::create() else { return };
+    let site = Site::new();
+    samples_ingested(&site);
+    let lines = publish(&site, &["--json", "--to", &sqs.url]).code(0).json();
+    let ids: BTreeSet<String> = lines
+        .iter()
+        .filter(|l| l["status"] == "published")
+        .map(|l| l["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ids.len(), 10, "{lines:?}");
+    let held = sqs.drain();
+    assert_eq!(held.len(), 10);
+    let got: BTreeSet<String> = held.iter().map(|h| h.headers["ce-id"].clone()).collect();
+    assert_eq!(got, ids);
+    for h in &held {
+        assert_eq!(h.headers["content-type"], "application/EDIFACT");
+        assert!(h.headers["ce-type"].starts_with("edifact."), "{h:?}");
+        assert!(h.headers.contains_key("ce-edisender"), "{h:?}");
+        assert!(h.body.starts_with(b"UNH"), "the message's bytes: {h:?}");
+    }
+    // The level-B sample's separators are not XML characters: its events went as base64.
+    let encoded = held
+        .iter()
+        .filter(|h| {
+            h.headers
+                .get("edi-body-encoding")
+                .is_some_and(|e| e == "base64")
+        })
+        .count();
+    assert!(encoded > 0, "no body went base64-encoded");
+    let lines = publish(&site, &["--json", "--to", &sqs.url]).code(0).json();
+    assert_eq!(lines.last().unwrap()["summary"]["published"], 0);
+}
+
+/// `publish --to` a FIFO queue: each partner's events in one message group (`SENDER/RECIPIENT`),
+/// in the order they were decided, under the event's id as the deduplication id, so that a
+/// republish (the marks lost, as after a crash between the delivery and the mark) is dropped
+/// by SQS: each event once.
+#[test]
+fn publish_to_a_fifo_queue_groups_by_partner_and_a_republish_is_dropped() {
+    let Some(sqs) = Sqs::fifo() else { return };
+    let site = Site::new();
+    let mut synth = Synth::new(41);
+    for k in 0..24 {
+        let sender = format!("P{}", k % 3);
+        let body = synth.interchange(&sender, "HUB", &format!("F{k:03}"), 1, Layout::default());
+        site.put(&format!("f{k:03}.edi"), &body);
+    }
+    site.ingest_quietly(&[]).code(0);
+    publish(&site, &["-q", "--to", &sqs.url]).code(0);
+    // Every mark lost: all of it goes again, with the same ids.
+    site.sql("UPDATE outbox SET published_at = NULL");
+    publish(&site, &["-q", "--to", &sqs.url]).code(0);
+    let held = sqs.drain();
+    assert_eq!(held.len(), 24, "each event once: the republish was dropped");
+    let mut by_group: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for h in &held {
+        assert_eq!(h.headers["MessageDeduplicationId"], h.headers["ce-id"]);
+        by_group
+            .entry(h.headers["MessageGroupId"].clone())
+            .or_default()
+            .push(h.headers["ce-edicontrolref"].clone());
+    }
+    assert_eq!(by_group.len(), 3, "{by_group:?}");
+    for (group, refs) in by_group {
+        let sender = group.strip_suffix("/HUB").unwrap();
+        let k0: usize = sender[1..].parse().unwrap();
+        let want: Vec<String> = (0..24)
+            .filter(|k| k % 3 == k0)
+            .map(|k| format!("F{k:03}"))
+            .collect();
+        assert_eq!(refs, want, "the order of {group}");
+    }
+}
+
+/// An event larger than the queue takes (its `MaximumMessageSize`, 8,192 bytes here) is
+/// refused for itself and, after `--max-attempts`, parked; the others go out.
+#[test]
+fn an_event_larger_than_the_queue_takes_is_parked() {
+    let Some(sqs) = Sqs::with(Made {
+        max_size: Some(8192),
+        ..Made::default()
+    }) else {
+        return;
+    };
+    let site = Site::new();
+    let mut synth = Synth::new(43);
+    site.put(
+        "small.edi",
+        &synth.interchange("S", "HUB", "SMALL", 1, Layout::default()),
+    );
+    site.put(
+        "large.edi",
+        &synth.interchange("S", "HUB", "LARGE", 40, Layout::default()),
+    );
+    site.ingest_quietly(&[]).code(0);
+    let run = publish(
+        &site,
+        &[
+            "--json",
+            "--payload",
+            "interchange",
+            "--max-attempts",
+            "1",
+            "--to",
+            &sqs.url,
+        ],
+    );
+    let lines = run.code(3).json();
+    let refused: Vec<&serde_json::Value> =
+        lines.iter().filter(|l| l["status"] == "parked").collect();
+    assert_eq!(refused.len(), 1, "{lines:?}");
+    assert_eq!(refused[0]["control_ref"], "LARGE");
+    let error = refused[0]["error"].as_str().unwrap();
+    assert!(error.contains("more than the queue takes: 8192"), "{error}");
+    let held = sqs.drain();
+    assert_eq!(held.len(), 1);
+    assert_eq!(held[0].headers["ce-edicontrolref"], "SMALL");
+    // Parked: not tried again.
+    let lines = publish(
+        &site,
+        &["--json", "--payload", "interchange", "--to", &sqs.url],
+    )
+    .code(0)
+    .json();
+    assert_eq!(lines.last().unwrap()["summary"]["parked"], 0);
+}
+
+/// `publish --to` a FIFO queue killed with SIGKILL at random moments, then run to the end:
+/// every event in the queue once (a republish within five minutes is dropped by its
+/// deduplication id), each partner's in the order decided.
+#[test]
+fn publish_to_fifo_under_kill_9_leaves_each_event_once_in_order() {
+    let Some(sqs) = Sqs::fifo() else { return };
+    let site = Site::new();
+    let mut synth = Synth::new(47);
+    for k in 0..60 {
+        let sender = format!("P{}", k % 2);
+        let body = synth.interchange(&sender, "HUB", &format!("K{k:03}"), 1, Layout::default());
+        site.put(&format!("f{k:03}.edi"), &body);
+    }
+    site.ingest_quietly(&[]).code(0);
+    let mut rng = Synth::new(9);
+    for _ in 0..3 {
+        let child = site
+            .command()
+            .args(["publish", "-q", "--batch", "10", "--to", &sqs.url])
+            .start();
+        std::thread::sleep(Duration::from_millis(200 + rng.below(400)));
+        child.signal(libc::SIGKILL);
+        drop(child.wait());
+    }
+    publish(&site, &["-q", "--to", &sqs.url]).code(0);
+    let held = sqs.drain();
+    let refs: Vec<String> = held
+        .iter()
+        .map(|h| h.headers["ce-edicontrolref"].clone())
+        .collect();
+    let distinct: BTreeSet<&String> = refs.iter().collect();
+    assert_eq!((refs.len(), distinct.len()), (60, 60), "each event once");
+    for p in 0..2 {
+        let group: Vec<&String> = held
+            .iter()
+            .filter(|h| h.headers["MessageGroupId"] == format!("P{p}/HUB"))
+            .map(|h| &h.headers["ce-edicontrolref"])
+            .collect();
+        let want: Vec<String> = (0..60)
+            .filter(|k| k % 2 == p)
+            .map(|k| format!("K{k:03}"))
+            .collect();
+        assert_eq!(group, want.iter().collect::<Vec<_>>(), "the order of P{p}");
+    }
+}
+
+/// A FIFO queue's messages of three message groups, interleaved, consumed in small batches:
+/// each group's interchanges are decided in the order they were sent.
+#[test]
+fn consume_keeps_the_order_of_each_message_group_of_a_fifo_queue() {
+    let Some(sqs) = Sqs::fifo() else { return };
+    let site = Site::new();
+    let mut synth = Synth::new(53);
+    let messages: Vec<Put> = (0..24)
+        .map(|k| {
+            let body = synth.interchange(
+                "GW",
+                "HUB",
+                &format!("G{}N{k:03}", k % 3),
+                1,
+                Layout::default(),
+            );
+            Put::new(&body, format!("m{k}"))
+        })
+        .collect();
+    sqs.send_grouped(&messages, |k| format!("g{}", k % 3));
+    let lines = consume(&site, "2s", &["--from", &sqs.url, "--batch", "4"])
+        .code(0)
+        .json();
+    let mut by_group: BTreeMap<char, Vec<String>> = BTreeMap::new();
+    for l in lines.iter().filter(|l| l["status"] == "new") {
+        let r = l["control_ref"].as_str().unwrap().to_string();
+        by_group
+            .entry(r.chars().nth(1).unwrap())
+            .or_default()
+            .push(r);
+    }
+    assert_eq!(by_group.len(), 3);
+    for (g, refs) in by_group {
+        let mut sorted = refs.clone();
+        sorted.sort();
+        assert_eq!(refs, sorted, "group {g} decided out of order");
+        assert_eq!(refs.len(), 8);
+    }
+    assert_eq!(sqs.unacknowledged(), Some(0));
+}
+
+/// A batch that waits on the inbox (locked by another process) for three times the queue's
+/// visibility timeout: its messages' visibility is extended meanwhile, so a second consumer on
+/// the same queue takes none of them; once the inbox is free each is decided once, received
+/// once.
+#[test]
+fn a_batch_waiting_on_a_locked_inbox_keeps_its_messages_from_another_consumer() {
+    let Some(sqs) = Sqs::with(Made {
+        visibility: 2,
+        ..Made::default()
+    }) else {
+        return;
+    };
+    let site = Site::new();
+    // The inbox made first, so that the consumer below opens it without writing.
+    consume(&site, "1s", &["--from", &sqs.url]).code(0);
+    let lock = rusqlite::Connection::open(site.db()).unwrap();
+    lock.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let bodies: Vec<Put> = (0..10)
+        .map(|k| {
+            let mut s = Synth::new(60 + k);
+            Put::new(
+                &s.interchange("GW", "HUB", &format!("V{k:02}"), 1, Layout::default()),
+                format!("m{k}"),
+            )
+        })
+        .collect();
+    sqs.send(&bodies);
+    let out = site.path("held.jsonl");
+    let held = Consumer::start(&site, &["--from", &sqs.url, "--batch", "10"], &out);
+    assert!(
+        within(|| held
+            .stderr()
+            .contains("visibility of the messages held is extended")),
+        "the consumer did not say it extended the visibility: {}",
+        held.stderr()
+    );
+    // A second consumer, on an inbox of its own, for three visibility timeouts.
+    let other = Site::new();
+    let lines = consume(&other, "6s", &["--from", &sqs.url]).code(0).json();
+    assert_eq!(
+        lines.last().unwrap()["summary"]["deliveries"],
+        0,
+        "the other consumer took messages held by the first: {lines:?}"
+    );
+    lock.execute_batch("ROLLBACK").unwrap();
+    drop(lock);
+    assert!(
+        within(|| held.lines() >= 10),
+        "the batch was not decided once the inbox was free: {}",
+        held.stderr()
+    );
+    held.signal(libc::SIGTERM);
+    let run = held.wait();
+    run.code(0);
+    assert_eq!(
+        site.count("SELECT count(*) FROM deliveries WHERE delivery_count = 1"),
+        10,
+        "each message received once"
+    );
+    assert_eq!(sqs.unacknowledged(), Some(0));
+}
+
+/// End to end: files ingested into one inbox, published whole to SQS, consumed into a second
+/// inbox, which then holds the same keys and hashes.
+#[test]
+fn published_interchanges_consumed_into_a_second_inbox_are_the_same() {
+    let Some(sqs) = Sqs::create() else { return };
+    let first = Site::new();
+    samples_ingested(&first);
+    publish(&first, &["--payload", "interchange", "--to", &sqs.url]).code(0);
+    let second = Site::new();
+    let lines = consume(
+        &second,
+        "2s",
+        &[
+            "--from",
+            &sqs.sqs_url(),
+            "--sqs-endpoint",
+            &crate::common::brokers::sqs::endpoint(),
+        ],
+    )
+    .code(0)
+    .json();
+    assert_eq!(lines.last().unwrap()["summary"]["new"], 7);
+    let keys = "SELECT sender || '/' || recipient, control_ref, sha256 FROM interchanges";
+    assert_eq!(first.triples(keys), second.triples(keys));
+}
