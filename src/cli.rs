@@ -113,6 +113,22 @@ pub enum Command {
     /// anything was rejected or drifted, 1 on a database error (nothing acknowledged).
     Consume(ConsumeArgs),
 
+    /// Receive interchanges over AS4 (eDelivery, Peppol): each message's id claimed, its
+    /// interchanges decided, and its receipt stored in one transaction; the signed receipt sent
+    /// only after the commit.
+    ///
+    /// An HTTP listener for AS4 user messages (ebMS 3.0 One-Way/Push, SOAP 1.2 with attachments)
+    /// from the partners --as4-config names: each message's WS-Security signature checked against
+    /// the partner's pinned certificate (RSA-SHA256, exclusive C14N), its payloads decrypted
+    /// (AES-128-GCM, RSA-OAEP) and inflated (gzip), each interchange decided exactly as ingest
+    /// decides a file, recorded as as4:MESSAGE-ID. A message sent again (the same eb:MessageId)
+    /// gets the same receipt again, byte for byte, and nothing is decided twice. A message that
+    /// fails a check is answered with its ebMS error (EBMS:0101 FailedAuthentication, ...) and
+    /// nothing of it is stored; a database failure with HTTP 500, so that the sender tries again.
+    /// Runs until SIGTERM or SIGINT, which finish the requests in flight.
+    #[cfg(feature = "as4")]
+    Receive(ReceiveArgs),
+
     /// Print a shell completion script.
     Completions(CompletionsArgs),
 
@@ -129,6 +145,8 @@ impl Command {
             Command::Purge(a) => ("purge", &a.metrics_file),
             Command::Publish(a) => ("publish", &a.metrics_file),
             Command::Consume(a) => ("consume", &a.metrics_file),
+            #[cfg(feature = "as4")]
+            Command::Receive(a) => ("receive", &a.metrics_file),
             _ => return None,
         };
         path.as_deref().map(|p| (name, p))
@@ -210,6 +228,64 @@ pub struct ConsumeArgs {
 
     /// Write the run's figures here in the Prometheus text format, atomically (after each
     /// batch, at most every 10 seconds, and at the end).
+    #[arg(long, value_name = "PATH")]
+    pub metrics_file: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub acks: AckArgs,
+}
+
+#[cfg(feature = "as4")]
+#[derive(Debug, clap::Args)]
+pub struct ReceiveArgs {
+    /// The address to listen on for HTTP POSTs of AS4 messages (plain HTTP: put a TLS-terminating
+    /// proxy in front), e.g. 127.0.0.1:8080. Any path is taken.
+    #[arg(
+        long,
+        value_name = "HOST:PORT",
+        env = "EDI_INBOX_RECEIVE_LISTEN",
+        hide_env_values = true
+    )]
+    pub listen: String,
+
+    /// The AS4 configuration (TOML): [own] party_id, key (PKCS#8 RSA key that decrypts and
+    /// signs receipts) and cert; one [[partner]] per sender with its party_id and its pinned
+    /// signing cert.
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "EDI_INBOX_AS4_CONFIG",
+        hide_env_values = true
+    )]
+    pub as4_config: PathBuf,
+
+    /// The largest request taken, in bytes (larger: refused with HTTP 413, read no further).
+    #[arg(long, value_name = "BYTES", default_value_t = 50 * 1024 * 1024)]
+    pub max_size: usize,
+
+    /// The largest a payload may inflate to, in bytes (more: refused as EBMS:0303, a
+    /// decompression bomb).
+    #[arg(long, value_name = "BYTES", default_value_t = 200 * 1024 * 1024)]
+    pub max_inflated: usize,
+
+    /// How many requests are read and checked at once, at most (more wait for their turn).
+    #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub max_concurrent: u32,
+
+    /// How long a request may take to arrive, whole (a slow sender is cut off).
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+    pub request_timeout: Duration,
+
+    /// Print JSON Lines: one object per interchange and per refused message.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Print only problems (drift, rejected, refused).
+    #[arg(short, long)]
+    pub quiet: bool,
+
+    /// Write the run's figures here in the Prometheus text format, atomically (at most every 10
+    /// seconds, and at the end).
     #[arg(long, value_name = "PATH")]
     pub metrics_file: Option<PathBuf>,
 

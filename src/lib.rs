@@ -43,6 +43,8 @@ macro_rules! crash_point {
 
 pub mod edifact;
 
+#[cfg(feature = "as4")]
+mod as4;
 #[cfg(feature = "cli")]
 #[macro_use]
 mod broker;

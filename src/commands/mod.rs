@@ -11,6 +11,8 @@ mod ingest;
 mod inspect;
 mod publish;
 mod purge;
+#[cfg(feature = "as4")]
+mod receive;
 mod reports;
 mod service;
 
@@ -206,6 +208,8 @@ pub fn main() -> ExitCode {
         cli::Command::Show(args) => reports::show(&db, cli.busy_timeout, args),
         cli::Command::Publish(args) => publish::run(&db, cli.busy_timeout, args),
         cli::Command::Consume(args) => consume::run(&db, named, cli.busy_timeout, args),
+        #[cfg(feature = "as4")]
+        cli::Command::Receive(args) => receive::run(&db, named, cli.busy_timeout, args),
         cli::Command::Completions(args) => completions(args),
         cli::Command::Man(args) => man(args),
     };

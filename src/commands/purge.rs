@@ -25,6 +25,8 @@ pub struct PurgeReport {
     pub rejections_purged: i64,
     /// Records of deliveries `consume` took from a broker.
     pub deliveries_purged: i64,
+    /// AS4 message ids (with their receipts) `receive` took.
+    pub transport_messages_purged: i64,
     /// `received_at` of the oldest entry kept.
     pub oldest_kept: Option<String>,
 }
@@ -35,12 +37,13 @@ pub fn run(db: &Location, busy_timeout: Duration, args: &PurgeArgs) -> anyhow::R
     let mut inbox = super::open_inbox(db, Access::Write, busy_timeout)?;
     // Clamped at 1970: --days 36500 purges everything older than that, which is nothing.
     let cutoff = crate::clock::days_ago(args.days);
-    let mut counts = [0i64; 4];
+    let mut counts = [0i64; 5];
     let targets = [
         PurgeTarget::Inbox,
         PurgeTarget::Sightings,
         PurgeTarget::Rejections,
         PurgeTarget::Deliveries,
+        PurgeTarget::TransportMessages,
     ];
     for (target, count) in targets.iter().zip(counts.iter_mut()) {
         if args.dry_run {
@@ -74,6 +77,7 @@ pub fn run(db: &Location, busy_timeout: Duration, args: &PurgeArgs) -> anyhow::R
         sightings_purged: counts[1],
         rejections_purged: counts[2],
         deliveries_purged: counts[3],
+        transport_messages_purged: counts[4],
         oldest_kept,
     };
     let mut out = Out::default();
@@ -90,6 +94,14 @@ pub fn run(db: &Location, busy_timeout: Duration, args: &PurgeArgs) -> anyhow::R
         let deliveries = match n(report.deliveries_purged) {
             0 => String::new(),
             d => format!(", {}", count(d, "delivery record", "delivery records")),
+        };
+        // The same of AS4's message ids: only `receive` has them.
+        let deliveries = match n(report.transport_messages_purged) {
+            0 => deliveries,
+            m => format!(
+                "{deliveries}, {}",
+                count(m, "AS4 message id", "AS4 message ids")
+            ),
         };
         out.line(&format!(
             "{verb} {} received before {} ({} days), {}, {}{deliveries}",

@@ -182,6 +182,10 @@ pub trait Decisions {
     /// Makes every decision of the batch durable at once.
     fn commit(&mut self) -> Result<(), InboxError>;
 
+    /// Drops every decision of the open batch, for a service that goes on after a failure (a
+    /// run that ends on one drops the inbox instead, which rolls the batch back).
+    fn abandon(&mut self);
+
     /// A run of many batches begins: the backend may start what helps it keep up.
     fn start_run(&mut self);
 
@@ -267,6 +271,38 @@ pub trait Positions {
     /// A reader of the committed positions for another thread (the Kafka client's, which
     /// asks on each assignment of partitions); `None` where the backend cannot offer one.
     fn position_reader(&self) -> Option<Box<dyn PositionReader + Send>>;
+}
+
+/// The messages of a transport whose messages name themselves (AS4's `eb:MessageId`): claimed
+/// in the batch that decides them, with the answer sent for each, so that a message sent again
+/// is answered again the same way and never decided twice.
+pub trait Transports {
+    /// Claims `message_id` of `transport` in the open batch (a batch of another host claiming
+    /// it waits until this one ends): [`Claim::New`] where it is new, else what was answered when
+    /// it was first decided (and it is counted as seen again).
+    fn claim_message(
+        &mut self,
+        transport: &str,
+        message_id: &str,
+        when: &str,
+    ) -> Result<Claim, InboxError>;
+
+    /// Stores the answer to a message claimed in the open batch.
+    fn answer_message(
+        &mut self,
+        transport: &str,
+        message_id: &str,
+        answer: &[u8],
+    ) -> Result<(), InboxError>;
+}
+
+/// What a claim of a transport's message found ([`Transports::claim_message`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claim {
+    /// Not seen before: claimed now.
+    New,
+    /// Seen before, with the answer sent then (none where it was not stored).
+    Seen(Option<Vec<u8>>),
 }
 
 /// The committed positions, read from another thread ([`Positions::position_reader`]).
@@ -379,12 +415,13 @@ pub trait Retention {
 /// implements in the file of the same name (`decisions.rs`, `acknowledgements.rs`, ...). `Send`,
 /// so that a batch is decided on a thread of its own while the next one is fetched (`consume`).
 pub trait Inbox:
-    Decisions + Acknowledgements + Positions + Publishing + Reports + Retention + Send
+    Decisions + Acknowledgements + Positions + Transports + Publishing + Reports + Retention + Send
 {
 }
 
-impl<T: Decisions + Acknowledgements + Positions + Publishing + Reports + Retention + Send> Inbox
-    for T
+impl<
+    T: Decisions + Acknowledgements + Positions + Transports + Publishing + Reports + Retention + Send,
+> Inbox for T
 {
 }
 

@@ -180,6 +180,8 @@ pub enum PurgeTarget {
     Rejections,
     /// The log of deliveries taken from a broker.
     Deliveries,
+    /// The messages a transport named (AS4's message ids), with their answers.
+    TransportMessages,
 }
 
 /// A CONTRL to store in the open batch: the key it answers, what it says, and how to build its

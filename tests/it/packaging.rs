@@ -537,6 +537,8 @@ fn no_value_from_the_environment_shows_in_help_man_pages_or_completions() {
         ("EDI_INBOX_KAFKA_GROUP", format!("group-{secret}")),
         ("EDI_INBOX_KAFKA_CONFIG", format!("/etc/{secret}.conf")),
         ("AWS_ENDPOINT_URL_SQS", format!("http://{secret}:9324")),
+        ("EDI_INBOX_AS4_CONFIG", format!("/etc/{secret}.toml")),
+        ("EDI_INBOX_RECEIVE_LISTEN", format!("{secret}:8080")),
         ("EDI_INBOX_TLS_CA", format!("/etc/{secret}-ca.pem")),
         ("EDI_INBOX_TLS_CERT", format!("/etc/{secret}.pem")),
         ("EDI_INBOX_TLS_KEY", format!("/etc/{secret}.key")),
@@ -564,6 +566,7 @@ fn no_value_from_the_environment_shows_in_help_man_pages_or_completions() {
         "show",
         "publish",
         "consume",
+        "receive",
         "completions",
         "man",
     ];
@@ -588,7 +591,7 @@ fn no_value_from_the_environment_shows_in_help_man_pages_or_completions() {
         for part in text.split("[env: ").skip(1) {
             let name: String = part
                 .chars()
-                .take_while(|c| c.is_ascii_uppercase() || *c == '_')
+                .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
                 .collect();
             named.insert(name);
         }

@@ -125,6 +125,10 @@ impl Decisions for PgInbox {
         Ok(())
     }
 
+    fn abandon(&mut self) {
+        self.rollback();
+    }
+
     fn commit(&mut self) -> Result<(), InboxError> {
         if !self.in_tx {
             return Ok(());

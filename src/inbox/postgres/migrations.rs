@@ -17,6 +17,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0006_contrl_sendings.sql"),
     include_str!("migrations/0007_contrl_syntax.sql"),
     include_str!("migrations/0008_positions.sql"),
+    include_str!("migrations/0009_transport_messages.sql"),
 ];
 
 /// The version the inbox's schema has, or `None` where there is none yet.

@@ -33,6 +33,7 @@ mod retention;
 mod target;
 mod tls;
 mod transaction;
+mod transports;
 
 #[cfg(test)]
 mod tests;

@@ -61,6 +61,9 @@ pub(super) fn count_older(
         PurgeTarget::Deliveries => {
             "SELECT count(*) FROM deliveries WHERE seen_at < $1::text::timestamptz"
         }
+        PurgeTarget::TransportMessages => {
+            "SELECT count(*) FROM transport_messages WHERE received_at < $1::text::timestamptz"
+        }
     };
     Ok(c.query_one(sql, &[&cutoff])?.get(0))
 }
@@ -91,6 +94,13 @@ pub(super) fn delete_older(
         PurgeTarget::Deliveries => c.execute(
             "DELETE FROM deliveries WHERE id IN (
                  SELECT id FROM deliveries WHERE seen_at < $1::text::timestamptz ORDER BY seen_at
+                 LIMIT $2 FOR UPDATE SKIP LOCKED)",
+            &[&cutoff, &limit],
+        )?,
+        PurgeTarget::TransportMessages => c.execute(
+            "DELETE FROM transport_messages WHERE (transport, message_id) IN (
+                 SELECT transport, message_id FROM transport_messages
+                 WHERE received_at < $1::text::timestamptz ORDER BY received_at
                  LIMIT $2 FOR UPDATE SKIP LOCKED)",
             &[&cutoff, &limit],
         )?,

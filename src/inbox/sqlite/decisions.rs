@@ -84,6 +84,10 @@ impl Decisions for SqliteInbox {
 
     /// One fsync with `synchronous=FULL`, whatever the batch's size. Between batches, the WAL
     /// is restarted where the checkpointing thread found it grown.
+    fn abandon(&mut self) {
+        let _ = self.rollback();
+    }
+
     fn commit(&mut self) -> Result<(), InboxError> {
         if self.in_batch() {
             for (name, by) in std::mem::take(&mut self.pending_counts) {

@@ -29,6 +29,7 @@ pub(super) const MIGRATIONS: &[Migration] = &[
     Migration::Sql(include_str!("migrations/0010_contrl_sendings.sql")),
     Migration::Sql(include_str!("migrations/0011_contrl_syntax.sql")),
     Migration::Sql(include_str!("migrations/0012_positions.sql")),
+    Migration::Sql(include_str!("migrations/0013_transport_messages.sql")),
 ];
 
 impl SqliteInbox {

@@ -27,6 +27,7 @@ mod publishing;
 mod reports;
 mod retention;
 mod transaction;
+mod transports;
 mod wal;
 
 #[cfg(test)]

@@ -49,6 +49,9 @@ impl PurgeSql for PurgeTarget {
                 "SELECT count(*) FROM rejected_files WHERE last_seen_at < ?1"
             }
             PurgeTarget::Deliveries => "SELECT count(*) FROM deliveries WHERE seen_at < ?1",
+            PurgeTarget::TransportMessages => {
+                "SELECT count(*) FROM transport_messages WHERE received_at < ?1"
+            }
         }
     }
 
@@ -72,6 +75,11 @@ impl PurgeSql for PurgeTarget {
             PurgeTarget::Deliveries => {
                 "DELETE FROM deliveries WHERE id IN (
                      SELECT id FROM deliveries WHERE seen_at < ?1 ORDER BY seen_at LIMIT ?2)"
+            }
+            PurgeTarget::TransportMessages => {
+                "DELETE FROM transport_messages WHERE rowid IN (
+                     SELECT rowid FROM transport_messages WHERE received_at < ?1
+                     ORDER BY received_at LIMIT ?2)"
             }
         }
     }

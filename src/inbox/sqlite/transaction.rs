@@ -53,7 +53,6 @@ impl SqliteInbox {
 
     /// Drops every decision of the open batch (a run that fails drops the inbox instead, which
     /// rolls the batch back).
-    #[cfg(test)]
     pub(super) fn rollback(&mut self) -> Result<(), InboxError> {
         self.pending_counts.clear();
         self.next_id = None;

@@ -208,18 +208,19 @@ pub fn run_together(commands: Vec<std::process::Command>) -> Vec<Run> {
     waiting.into_iter().map(|t| t.join().unwrap()).collect()
 }
 
-/// SQL that undoes `0012_positions.sql` (the Kafka positions, a delivery's key and time), for a
+/// SQL that undoes `0012_positions.sql` (the Kafka positions, a delivery's key and time) and
+/// `0013_transport_messages.sql` (AS4's message ids), for a
 /// test that takes an SQLite inbox back to an older version.
 pub const UNDO_POSITIONS: &str = "
-    DROP TABLE consumer_positions;
+    DROP TABLE consumer_positions; DROP TABLE transport_messages;
     ALTER TABLE deliveries DROP COLUMN record_key;
     ALTER TABLE deliveries DROP COLUMN produced_at;";
 
-/// SQL that takes an SQLite inbox back from schema 13 to before migration 6 (the publisher's
+/// SQL that takes an SQLite inbox back from schema 14 to before migration 6 (the publisher's
 /// columns; and the later ones: the deliveries, the acknowledgements, the positions), for the
 /// tests that open an older inbox and see it brought up to date.
 pub const UNDO_PUBLISH_COLUMNS: &str = "
-    DROP TABLE consumer_positions;
+    DROP TABLE consumer_positions; DROP TABLE transport_messages;
     DROP TABLE deliveries; DROP TABLE contrl_outbox; DROP TABLE acknowledgements;
     DROP TABLE contrl_counters;
     DROP INDEX outbox_failed; DROP INDEX outbox_unpublished; DROP INDEX outbox_message;

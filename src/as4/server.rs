@@ -1,0 +1,258 @@
+//! The HTTP side of `receive`: a listener on its own thread, with a current-thread runtime kept
+//! here, that reads each POST within `--max-size` and `--request-timeout` (at most
+//! `--max-concurrent` at once), checks it on a blocking thread (`message.rs`: reading, decrypting,
+//! verifying are CPU work), and hands what passes to the caller's thread, which decides it in the
+//! inbox and gives the answer back. A stop (SIGTERM) closes the listener and lets the requests in
+//! flight finish: each is answered.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use http_body_util::{BodyExt as _, Full, Limited};
+use hyper::body::{Bytes, Incoming};
+use hyper::{Request, Response, StatusCode};
+
+use super::config::Config;
+use super::errors::{EbmsError, Refusal};
+use super::message::{self, Received, Rejected};
+use super::receipt::{self, Signer};
+
+/// The limits a request is read within.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub max_size: usize,
+    pub max_inflated: usize,
+    pub max_concurrent: usize,
+    pub request_timeout: Duration,
+}
+
+/// What the server gives the deciding thread.
+pub enum Job {
+    /// A message that passed every check: decide it, and answer through `reply`.
+    Decide {
+        received: Box<Received>,
+        peer: SocketAddr,
+        reply: tokio::sync::oneshot::Sender<Answer>,
+    },
+    /// A message refused (already answered): for the report and the metrics.
+    Refused {
+        rejected: Rejected,
+        peer: SocketAddr,
+    },
+}
+
+/// The answer to one request.
+pub struct Answer {
+    pub status: u16,
+    pub body: Vec<u8>,
+}
+
+/// The Content-Type of every answer: a bare SOAP 1.2 envelope.
+const SOAP: &str = "application/soap+xml; charset=utf-8";
+
+/// Serves `listener` until `stop`, then until the requests in flight are answered (each within
+/// the request timeout). Each message that passes goes to `jobs`.
+pub fn serve(
+    listener: std::net::TcpListener,
+    config: Arc<Config>,
+    limits: Limits,
+    stop: Arc<AtomicBool>,
+    jobs: std::sync::mpsc::Sender<Job>,
+) -> std::io::Result<()> {
+    listener.set_nonblocking(true)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::from_std(listener)?;
+        let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+        let permits = Arc::new(tokio::sync::Semaphore::new(limits.max_concurrent));
+        loop {
+            let accepted = tokio::select! {
+                a = listener.accept() => a,
+                () = stopped(&stop) => break,
+            };
+            let Ok((stream, peer)) = accepted else {
+                // A connection that failed before it was taken (reset, out of descriptors):
+                // the next one is waited for, after a breath.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            };
+            let config = config.clone();
+            let jobs = jobs.clone();
+            let permits = permits.clone();
+            let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+                let config = config.clone();
+                let jobs = jobs.clone();
+                let permits = permits.clone();
+                async move {
+                    let _permit = permits.acquire_owned().await;
+                    Ok::<_, std::convert::Infallible>(
+                        answer(request, peer, config, limits, jobs).await,
+                    )
+                }
+            });
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(limits.request_timeout)
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            let conn = graceful.watch(conn);
+            tokio::spawn(async move {
+                let _ = conn.await;
+            });
+        }
+        // The requests in flight finish; idle connections are closed.
+        let _ = tokio::time::timeout(limits.request_timeout * 2, graceful.shutdown()).await;
+        Ok(())
+    })
+}
+
+/// Reads one request, checks it, and answers: a receipt from the deciding thread, or an error.
+async fn answer(
+    request: Request<Incoming>,
+    peer: SocketAddr,
+    config: Arc<Config>,
+    limits: Limits,
+    jobs: std::sync::mpsc::Sender<Job>,
+) -> Response<Full<Bytes>> {
+    let signed_error = |config: &Config, status: u16, refusal: Refusal, id: Option<&str>| {
+        let signer = Signer {
+            key: &config.keys.own_key,
+            cert: &config.keys.own_cert,
+        };
+        respond(status, receipt::error(&signer, id, &refusal))
+    };
+    if request.method() != hyper::Method::POST {
+        return plain(405, "AS4 messages are POSTed\n");
+    }
+    let content_type = request
+        .headers()
+        .get(hyper::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    let body = Limited::new(request.into_body(), limits.max_size).collect();
+    let body = match tokio::time::timeout(limits.request_timeout, body).await {
+        Ok(Ok(collected)) => collected.to_bytes(),
+        Ok(Err(e)) => {
+            let too_large = e
+                .downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some();
+            let (status, why) = if too_large {
+                (
+                    413,
+                    format!(
+                        "the request is larger than --max-size ({} bytes)",
+                        limits.max_size
+                    ),
+                )
+            } else {
+                (400, format!("the request body could not be read: {e}"))
+            };
+            let refusal = Refusal::new(EbmsError::Other, why);
+            let _ = jobs.send(Job::Refused {
+                rejected: Rejected {
+                    refusal: refusal.clone(),
+                    message_id: None,
+                },
+                peer,
+            });
+            return signed_error(&config, status, refusal, None);
+        }
+        Err(_) => {
+            let refusal = Refusal::new(
+                EbmsError::Other,
+                format!(
+                    "the request did not arrive whole within --request-timeout ({} s)",
+                    limits.request_timeout.as_secs()
+                ),
+            );
+            let _ = jobs.send(Job::Refused {
+                rejected: Rejected {
+                    refusal: refusal.clone(),
+                    message_id: None,
+                },
+                peer,
+            });
+            return signed_error(&config, 408, refusal, None);
+        }
+    };
+    let checked = {
+        let config = config.clone();
+        tokio::task::spawn_blocking(move || {
+            message::read(&content_type, &body, &config, limits.max_inflated)
+        })
+        .await
+    };
+    let received = match checked {
+        Ok(Ok(received)) => received,
+        Ok(Err(rejected)) => {
+            let id = rejected.message_id.clone();
+            let refusal = rejected.refusal.clone();
+            let _ = jobs.send(Job::Refused { rejected, peer });
+            return signed_error(&config, 200, refusal, id.as_deref());
+        }
+        Err(_) => {
+            return signed_error(
+                &config,
+                500,
+                Refusal::new(EbmsError::Other, "the message could not be checked"),
+                None,
+            );
+        }
+    };
+    let id = received.message.message_id.clone();
+    let (reply, answered) = tokio::sync::oneshot::channel();
+    if jobs
+        .send(Job::Decide {
+            received: Box::new(received),
+            peer,
+            reply,
+        })
+        .is_err()
+    {
+        return signed_error(
+            &config,
+            503,
+            Refusal::new(EbmsError::Other, "the receiver is stopping: send it again"),
+            Some(&id),
+        );
+    }
+    match answered.await {
+        Ok(a) => respond(a.status, a.body),
+        Err(_) => signed_error(
+            &config,
+            503,
+            Refusal::new(
+                EbmsError::Other,
+                "the receiver stopped before deciding: send it again",
+            ),
+            Some(&id),
+        ),
+    }
+}
+
+fn respond(status: u16, body: Vec<u8>) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static(SOAP),
+    );
+    r
+}
+
+fn plain(status: u16, text: &'static str) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::from_static(text.as_bytes())));
+    *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
+    r
+}
+
+/// Resolves once `stop` is set (SIGTERM, SIGINT).
+async fn stopped(stop: &AtomicBool) {
+    while !stop.load(Ordering::Relaxed) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
