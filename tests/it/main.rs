@@ -5,6 +5,8 @@
 #[macro_use]
 mod common;
 
+#[cfg(feature = "as4")]
+mod as4;
 #[cfg(any(feature = "nats", feature = "amqp", feature = "kafka", feature = "sqs"))]
 mod consume;
 mod contrl;

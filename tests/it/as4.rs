@@ -1,0 +1,471 @@
+//! `receive`, against the independent AS4 sender (PyPI `as4` 0.2.0, driven by
+//! `tests/as4/send.py` in the Python named by `EDI_INBOX_AS4_PYTHON`, which `.ci/run` makes):
+//! every sample decided as `ingest` decides its file, each receipt verified by the sender and by
+//! xmlsec1; a message sent again answered with the same receipt and not decided again; altered
+//! messages refused with their ebMS errors and nothing applied; receivers killed with SIGKILL
+//! under a retrying sender; several senders at once, and two receivers on one PostgreSQL inbox.
+//! Where there is no such Python, each test says so and passes, unless
+//! `EDI_INBOX_REQUIRE_AS4` is set (CI): then it fails.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::common::site::Site;
+use crate::common::synth::{Layout, Synth};
+use crate::common::{Running, StartExt};
+
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/as4");
+const SEND: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/as4/send.py");
+
+/// The Python with `as4` 0.2.0; `None` (with a notice) where none is named, unless required.
+fn python() -> Option<String> {
+    match std::env::var("EDI_INBOX_AS4_PYTHON") {
+        Ok(p) if Path::new(&p).exists() => Some(p),
+        _ => {
+            assert!(
+                std::env::var_os("EDI_INBOX_REQUIRE_AS4").is_none(),
+                "EDI_INBOX_AS4_PYTHON names no Python with as4 0.2.0, and EDI_INBOX_REQUIRE_AS4 is set"
+            );
+            eprintln!("no Python with as4 0.2.0 (EDI_INBOX_AS4_PYTHON): not checked");
+            None
+        }
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The receiver's configuration in the site: the fixtures' receiver, and the sender a partner.
+fn config(site: &Site) -> PathBuf {
+    let path = site.path("as4.toml");
+    fs::write(
+        &path,
+        format!(
+            "[own]\nparty_id = \"PTE000002\"\nkey = \"{FIXTURES}/certs/receiver.key.pem\"\ncert = \"{FIXTURES}/certs/receiver.cert.pem\"\n\n[[partner]]\nparty_id = \"PTE000001\"\ncert = \"{FIXTURES}/certs/sender.cert.pem\"\n"
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// A `receive --json` of its own on `port`, its output in the site.
+struct Receiver {
+    running: Option<Running>,
+    port: u16,
+    out: PathBuf,
+}
+
+impl Receiver {
+    fn start(site: &Site, port: u16, name: &str, extra: &[&str]) -> Receiver {
+        let out = site.path(&format!("{name}.jsonl"));
+        let running = site
+            .command()
+            .args(["receive", "--json", "--listen"])
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("--as4-config")
+            .arg(config(site))
+            .args(extra)
+            .stdout(
+                fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&out)
+                    .unwrap(),
+            )
+            .stderr(
+                fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(out.with_extension("err"))
+                    .unwrap(),
+            )
+            .start();
+        let until = Instant::now() + Duration::from_secs(30);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                Instant::now() < until,
+                "the receiver did not listen on {port}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Receiver {
+            running: Some(running),
+            port,
+            out,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/as4", self.port)
+    }
+
+    fn kill(&mut self) {
+        if let Some(r) = self.running.take() {
+            r.signal(libc::SIGKILL);
+            drop(r.wait());
+        }
+    }
+
+    /// Stops it (SIGTERM): the run, with what it wrote.
+    fn stop(mut self) -> crate::common::Run {
+        let r = self.running.take().unwrap();
+        r.signal(libc::SIGTERM);
+        let mut run = r.wait();
+        run.stdout = fs::read(&self.out).unwrap_or_default();
+        run.stderr = fs::read(self.out.with_extension("err")).unwrap_or_default();
+        run
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Runs the sender with `args`: its answers, one JSON object each.
+fn send(python: &str, args: &[&str]) -> Vec<serde_json::Value> {
+    let out = Command::new(python)
+        .arg(SEND)
+        .arg("--certs")
+        .arg(format!("{FIXTURES}/certs"))
+        .args(args)
+        .output()
+        .unwrap();
+    let lines = crate::common::json_lines(&out.stdout);
+    assert!(
+        !lines.is_empty(),
+        "send.py {args:?} answered nothing: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    lines
+}
+
+fn valid_samples() -> Vec<PathBuf> {
+    let mut all: Vec<PathBuf> = fs::read_dir(crate::common::samples().join("valid"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    all.sort();
+    all
+}
+
+per_backend! {
+    /// Every valid sample sent by the independent sender (TextContent, or BinaryContent where
+    /// XML cannot hold the text): each decided as ingest decides its file, each answered with a
+    /// receipt the sender acknowledges and xmlsec1 verifies with our certificate.
+    fn every_sample_sent_over_as4_is_decided_as_ingest_decides_its_file(site) {
+        let Some(python) = python() else { return };
+        let files = site.fresh();
+        for path in valid_samples() {
+            fs::copy(&path, files.drop().join(path.file_name().unwrap())).unwrap();
+        }
+        files.ingest_quietly(&[]).code(0);
+        let receiver = Receiver::start(&site, free_port(), "receiver", &[]);
+        let saved = site.path("saved");
+        let paths: Vec<String> = valid_samples().iter().map(|p| p.display().to_string()).collect();
+        let mut args = vec!["--url".to_string(), receiver.url(), "--save".into(), saved.display().to_string()];
+        args.extend(paths);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let answers = send(&python, &args);
+        assert_eq!(answers.len(), valid_samples().len());
+        for a in &answers {
+            assert_eq!(a["state"], "acknowledged", "{a}");
+        }
+        let keys = "SELECT sender || '/' || recipient, control_ref, sha256 FROM interchanges";
+        assert_eq!(site.triples(keys), files.triples(keys));
+        assert_eq!(
+            site.count("SELECT count(*) FROM deliveries WHERE source LIKE 'as4:%'"),
+            answers.len() as i64,
+            "one delivery per message"
+        );
+        assert_eq!(site.count("SELECT count(*) FROM transport_messages"), answers.len() as i64);
+        for path in valid_samples() {
+            let answer = saved.join(format!("{}.answer0.bin", path.file_name().unwrap().to_string_lossy()));
+            xmlsec1_verifies(&answer);
+        }
+        receiver.stop().code(0);
+    }
+}
+
+/// xmlsec1 verifies a signal's signature with our certificate (where xmlsec1 is installed;
+/// required with `EDI_INBOX_REQUIRE_AS4`).
+fn xmlsec1_verifies(signal: &Path) {
+    let out = Command::new("xmlsec1")
+        .args(["--verify", "--pubkey-cert-pem"])
+        .arg(format!("{FIXTURES}/certs/receiver.cert.pem"))
+        .args(["--id-attr:Id", "Messaging", "--id-attr:Id", "Body"])
+        .arg(signal)
+        .output();
+    match out {
+        Ok(out) => assert!(
+            out.status.success(),
+            "xmlsec1 does not verify {}: {}",
+            signal.display(),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+        Err(e) => {
+            assert!(
+                std::env::var_os("EDI_INBOX_REQUIRE_AS4").is_none(),
+                "xmlsec1 cannot run ({e}), and EDI_INBOX_REQUIRE_AS4 is set"
+            );
+            eprintln!("xmlsec1 cannot run ({e}): the receipt's signature not checked by it");
+        }
+    }
+}
+
+/// The same AS4 message sent three times (a sender's retries): the same receipt, byte for byte,
+/// each time, the interchange decided once, the sightings counted. The same interchange in a new
+/// message (another MessageId): a receipt, and the interchange a duplicate.
+#[test]
+fn a_message_sent_again_gets_its_receipt_again_and_is_not_decided_again() {
+    let Some(python) = python() else { return };
+    let site = Site::new();
+    let receiver = Receiver::start(&site, free_port(), "receiver", &[]);
+    let sample = crate::common::samples().join("valid/orders-d01b-no-una.edi");
+    let sample = sample.display().to_string();
+    let answers = send(
+        &python,
+        &["--url", &receiver.url(), "--times", "3", &sample],
+    );
+    let receipts: BTreeSet<&str> = answers
+        .iter()
+        .map(|a| a["receipt_sha256"].as_str().unwrap())
+        .collect();
+    assert_eq!(answers.len(), 3);
+    assert!(
+        answers.iter().all(|a| a["state"] == "acknowledged"),
+        "{answers:?}"
+    );
+    assert_eq!(receipts.len(), 1, "the same receipt bytes each time");
+    assert_eq!(site.count("SELECT count(*) FROM interchanges"), 1);
+    assert_eq!(site.count("SELECT count(*) FROM deliveries"), 1);
+    assert_eq!(site.count("SELECT sightings FROM transport_messages"), 3);
+    let again = send(&python, &["--url", &receiver.url(), &sample]);
+    assert_eq!(again[0]["state"], "acknowledged");
+    assert_ne!(again[0]["message_id"], answers[0]["message_id"]);
+    let run = receiver.stop();
+    run.code(0);
+    let lines = run.json();
+    let statuses: Vec<&str> = lines.iter().filter_map(|l| l["status"].as_str()).collect();
+    assert_eq!(
+        statuses,
+        ["new", "resent", "resent", "duplicate"],
+        "{lines:?}"
+    );
+}
+
+/// Altered and hostile messages: each refused with its ebMS error (a signal the sender reads as
+/// its message's rejection, but for a request cut short, whose id cannot be read), nothing of
+/// them recorded or applied.
+#[test]
+fn altered_messages_are_refused_with_their_errors_and_nothing_is_applied() {
+    let Some(python) = python() else { return };
+    let site = Site::new();
+    let receiver = Receiver::start(
+        &site,
+        free_port(),
+        "receiver",
+        &["--max-inflated", "1000000", "--max-size", "2000000"],
+    );
+    let sample = crate::common::samples().join("valid/orders-d01b-no-una.edi");
+    let sample = sample.display().to_string();
+    let url = receiver.url();
+    let cases: [(&[&str], Option<&str>); 5] = [
+        (&["--tamper", "flip-attachment"], Some("EBMS:0102")),
+        (&["--tamper", "flip-header"], Some("EBMS:0101")),
+        (&["--tamper", "swap-payload"], Some("EBMS:0102")),
+        (&["--tamper", "wrap"], Some("EBMS:0101")),
+        (&["--tamper", "truncate"], None),
+    ];
+    for (args, code) in cases {
+        let mut all = vec!["--url", url.as_str()];
+        all.extend_from_slice(args);
+        all.push(&sample);
+        let a = &send(&python, &all)[0];
+        match code {
+            Some(code) => {
+                assert_eq!(a["state"], "rejected", "{args:?}: {a}");
+                assert_eq!(a["error_code"], code, "{args:?}: {a}");
+            }
+            // Its id unread, the error names no message: the sender cannot match it.
+            None => assert!(a["state"].as_str().unwrap().starts_with("refused"), "{a}"),
+        }
+    }
+    // Signed with a certificate that is not the one pinned for PTE000001.
+    let other = format!("{FIXTURES}/certs/receiver");
+    let a = &send(&python, &["--url", &url, "--sign-with", &other, &sample])[0];
+    assert_eq!(
+        (&a["state"], &a["error_code"]),
+        (&"rejected".into(), &"EBMS:0101".into()),
+        "{a}"
+    );
+    // A payload that inflates past --max-inflated: a decompression bomb.
+    let bomb = site.path("bomb.edi");
+    let mut text = b"UNB+UNOA:2+BOMB+HUB+260101:1200+B1'UNH+1+ORDERS:D:96A:UN'FTX+AAI+++".to_vec();
+    text.extend(std::iter::repeat_n(b'A', 3_000_000));
+    text.extend_from_slice(b"'UNT+3+1'UNZ+1+B1'");
+    fs::write(&bomb, &text).unwrap();
+    let a = &send(&python, &["--url", &url, bomb.to_str().unwrap()])[0];
+    assert_eq!(a["error_code"], "EBMS:0303", "{a}");
+    // Larger than --max-size (text that does not compress): 413, read no further.
+    let large = site.path("large.edi");
+    let mut rng = Synth::new(3);
+    let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    let mut big = b"UNB+UNOA:2+GW+HUB+260101:1200+L1'UNH+1+ORDERS:D:96A:UN'FTX+AAI+++".to_vec();
+    big.extend((0..3_000_000).map(|_| alphabet[rng.below(62) as usize]));
+    big.extend_from_slice(b"'UNT+3+1'UNZ+1+L1'");
+    fs::write(&large, &big).unwrap();
+    let a = &send(
+        &python,
+        &["--url", &url, "--form", "binary", large.to_str().unwrap()],
+    )[0];
+    assert_eq!(a["http"], 413, "{a}");
+    assert_eq!(site.count("SELECT count(*) FROM interchanges"), 0);
+    assert_eq!(site.count("SELECT count(*) FROM transport_messages"), 0);
+    assert_eq!(site.count("SELECT count(*) FROM deliveries"), 0);
+    let run = receiver.stop();
+    let lines = run.json();
+    let refused = lines.iter().filter(|l| l["status"] == "refused").count();
+    assert_eq!(refused, 8, "{lines:?}");
+}
+
+/// `n` distinct interchange files in `dir`.
+fn synthetic_files(dir: &Path, n: usize, seed: u64) -> Vec<String> {
+    fs::create_dir_all(dir).unwrap();
+    let mut s = Synth::new(seed);
+    (0..n)
+        .map(|k| {
+            let path = dir.join(format!("m{k:03}.edi"));
+            fs::write(
+                &path,
+                s.interchange("GW", "HUB", &format!("K{seed}N{k}"), 1, Layout::default()),
+            )
+            .unwrap();
+            path.display().to_string()
+        })
+        .collect()
+}
+
+/// The receiver killed with SIGKILL twice while a sender posts 60 messages and retries each until
+/// it gets a receipt: every message is finally answered with a receipt, and each interchange
+/// applied once.
+#[test]
+fn receivers_killed_under_a_retrying_sender_apply_each_interchange_once() {
+    let Some(python) = python() else { return };
+    let site = Site::new();
+    let port = free_port();
+    let mut receiver = Receiver::start(&site, port, "receiver", &[]);
+    let files = synthetic_files(&site.path("in"), 60, 71);
+    let mut args = vec![
+        SEND.to_string(),
+        "--certs".into(),
+        format!("{FIXTURES}/certs"),
+        "--url".into(),
+        receiver.url(),
+        "--retry-for".into(),
+        "60".into(),
+    ];
+    args.extend(files);
+    let sender = Command::new(&python)
+        .args(&args)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut rng = Synth::new(13);
+    let mut killed_mid_work = 0;
+    for round in 1..=2 {
+        // Until the receiver has decided some of them (more with each round), then at a random
+        // moment.
+        let until = Instant::now() + Duration::from_secs(60);
+        while site.count("SELECT count(*) FROM transport_messages") < 10 * round
+            && Instant::now() < until
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(rng.below(200)));
+        let before = site.count("SELECT count(*) FROM transport_messages");
+        receiver.kill();
+        if before > 0 && before < 60 {
+            killed_mid_work += 1;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        receiver = Receiver::start(&site, port, "receiver", &[]);
+    }
+    let out = sender.wait_with_output().unwrap();
+    let answers = crate::common::json_lines(&out.stdout);
+    assert_eq!(answers.len(), 60, "{answers:?}");
+    assert!(
+        answers.iter().all(|a| a["state"] == "acknowledged"),
+        "every message answered with a receipt: {answers:?}"
+    );
+    assert!(
+        killed_mid_work > 0,
+        "no kill fell in the middle of the work"
+    );
+    assert_eq!(site.count("SELECT count(*) FROM interchanges"), 60);
+    assert_eq!(site.count("SELECT count(*) FROM transport_messages"), 60);
+    assert_eq!(
+        site.count("SELECT count(*) FROM (SELECT source FROM deliveries GROUP BY source HAVING count(*) > 1)"),
+        0,
+        "no message decided twice"
+    );
+    receiver.stop();
+}
+
+per_backend! {
+    /// Three senders at once, each message sent twice; on PostgreSQL to two receivers in turn
+    /// (two processes, one inbox), so that each message's second sending reaches the other
+    /// receiver: each message decided once, both its answers the same receipt.
+    fn several_senders_at_once_each_message_once(site) {
+        let Some(python) = python() else { return };
+        let first = Receiver::start(&site, free_port(), "first", &[]);
+        let second = site
+            .is_postgres()
+            .then(|| Receiver::start(&site, free_port(), "second", &[]));
+        let urls = match &second {
+            Some(s) => format!("{},{}", first.url(), s.url()),
+            None => first.url(),
+        };
+        let senders: Vec<_> = (0..3u64)
+            .map(|k| {
+                let files = synthetic_files(&site.path(&format!("in{k}")), 8, 80 + k);
+                let mut args = vec![SEND.to_string(), "--certs".into(), format!("{FIXTURES}/certs"), "--url".into(), urls.clone(), "--times".into(), "2".into()];
+                args.extend(files);
+                Command::new(&python)
+                    .args(&args)
+                    .stdout(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        let mut by_message: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for s in senders {
+            let out = s.wait_with_output().unwrap();
+            for a in crate::common::json_lines(&out.stdout) {
+                assert_eq!(a["state"], "acknowledged", "{a}");
+                by_message
+                    .entry(a["message_id"].as_str().unwrap().to_string())
+                    .or_default()
+                    .insert(a["receipt_sha256"].as_str().unwrap().to_string());
+            }
+        }
+        assert_eq!(by_message.len(), 24);
+        assert!(by_message.values().all(|r| r.len() == 1), "one receipt per message: {by_message:?}");
+        assert_eq!(site.count("SELECT count(*) FROM interchanges"), 24);
+        assert_eq!(site.count("SELECT count(*) FROM transport_messages"), 24);
+        assert_eq!(site.count("SELECT sum(sightings) FROM transport_messages"), 48);
+        first.stop();
+        if let Some(s) = second {
+            s.stop();
+        }
+    }
+}
