@@ -6,13 +6,20 @@ code (``PeppolSendingExchange.receive_signal``: the receipt's signature by the r
 certificate, RefToMessageId, and ``verify_non_repudiation`` of every reference it signed).
 
     send.py --certs DIR --url URL [--form text|binary|auto] [--times N] [--tamper MODE]
-            [--retry-for SECONDS] [--save DIR] FILE...
+            [--retry-for SECONDS] [--save DIR] [--together] FILE...
 
 Each FILE is sent as one message (``--times N``: the same message N times, a sender's retries).
 One JSON line per answer on standard output:
 
     {"file": ..., "message_id": ..., "http": 200, "state": "acknowledged" | "rejected" | "refused"
      | "unanswered", "error_code": ..., "receipt_sha256": ...}
+
+``--together`` sends all FILEs as ONE message with one payload each (see ``build_together``): each
+payload its own SBDH around its own Peppol envelope, gzipped, signed (its own
+Attachment-Content-Signature-Transform reference) and encrypted (one EncryptedData each, under the
+message's one key). Its lines carry ``"file"``: the names joined by ``,``, and ``"files"``: the list.
+The receipt must acknowledge every signed reference, each payload's included. The Peppol AS4
+profile itself allows one payload a message; this is a test of a receiver's ebMS3 side.
 
 ``--url`` may name several receivers (comma-separated): each try goes to the next one.
 ``--retry-for S``: a message without a receipt (no connection, a 5xx, an unreadable answer) is
@@ -42,6 +49,8 @@ from lxml import etree
 
 from as4 import AS4LocalPrivateKey, ExchangeState, ReceiptVerificationError
 from as4.peppol import (
+    BusdoxDocidQnsDocumentIdentifier,
+    PeppolAS4MessageBuilderArgs,
     PeppolAS4Profile,
     PeppolSendingExchange,
     build_peppol_message,
@@ -54,6 +63,8 @@ RECEIVER_AP = "PTE000002"
 ENVELOPE_NS = "http://peppol.eu/xsd/ticc/envelope/1.0"
 CUSTOMIZATION = "urn:fdc:example.com:edifact::1.0"
 PROCESS = "urn:fdc:example.com:edifact"
+TOGETHER_SENDER = "0088:5798000000001"
+TOGETHER_RECIPIENT = "0088:5798000000002"
 
 
 def envelope(edi: bytes, form: str) -> tuple[bytes, str]:
@@ -76,6 +87,88 @@ def envelope(edi: bytes, form: str) -> tuple[bytes, str]:
     element.set("mimeType", "application/EDIFACT")
     element.text = base64.b64encode(edi).decode("ascii")
     return etree.tostring(element, xml_declaration=True, encoding="UTF-8"), "BinaryContent"
+
+
+def build_together(edis: list[bytes], form: str, *, local_party, remote_party):
+    """One user message carrying each interchange of EDIS as a payload of its own, built with the
+    library's own Peppol builders below ``build_peppol_message`` (whose ``build_message`` takes one
+    payload): ``get_standard_business_document`` for each payload's SBDH, then
+    ``get_soap_envelope``, whose PartInfo, EncryptedKey ReferenceList, EncryptedData and
+    SignedInfo already run over every attachment in ``AS4References``. What ``build_message``
+    does for one payload is done here for each: gzip, AES-128-GCM (the 12-byte nonce, then
+    ciphertext and tag, as ``CipherHandler`` lays it out), all under one session key, since the
+    header has one EncryptedKey for all EncryptedData, that key RSA-OAEP-wrapped for the receiver.
+
+    Each SBDH names its own payload's document type (TextContent or BinaryContent, as
+    ``envelope`` chose); eb:CollaborationInfo's Action is the first payload's."""
+    import gzip
+    import os
+    import uuid
+
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import padding
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    from as4.core.references import AS4References
+    from as4.profiles.peppol.message import PeppolAS4Message
+    from as4.utils.xml_parser import parse_xml
+
+    if not edis:
+        raise ValueError("no payload to send")
+    references = AS4References()
+    session_key = AESGCM.generate_key(bit_length=128)
+    first_args = None
+    compressed: dict[str, bytes] = {}
+    encrypted: dict[str, bytes] = {}
+    plain: dict[str, bytes] = {}
+    for edi in edis:
+        payload, root = envelope(edi, form)
+        builder_args = PeppolAS4MessageBuilderArgs(
+            sender=TOGETHER_SENDER,
+            recipient=TOGETHER_RECIPIENT,
+            document_type_identifier=BusdoxDocidQnsDocumentIdentifier.from_identifier_value(
+                f"{ENVELOPE_NS}::{root}##{CUSTOMIZATION}"
+            ),
+            document_identification_instance_identifier=str(uuid.uuid4()),
+            process_identifier=PROCESS,
+            c1_country_id="DK",
+        )
+        first_args = first_args or builder_args
+        sbd = PeppolAS4Message.get_standard_business_document(builder_args, references).dump_to_xml(
+            "{http://www.unece.org/cefact/namespaces/StandardBusinessDocumentHeader}StandardBusinessDocument"
+        )
+        sbd.append(parse_xml(payload))
+        document = etree.tostring(sbd)
+        attachment_id = f"as4-att-{uuid.uuid4()}@cid"
+        references.attachment_id_encrypted_data_id_map[attachment_id] = f"ED-{uuid.uuid4()}"
+        plain[attachment_id] = document
+        compressed[attachment_id] = gzip.compress(document)
+        nonce = os.urandom(12)
+        encrypted[attachment_id] = nonce + AESGCM(session_key).encrypt(nonce, compressed[attachment_id], None)
+    encrypted_session_key = remote_party.credentials.rsa_public_key.encrypt(
+        session_key,
+        padding.OAEP(mgf=padding.MGF1(algorithm=hashes.SHA256()), algorithm=hashes.SHA256(), label=b""),
+    )
+    soap_envelope = PeppolAS4Message.get_soap_envelope(
+        local_party,
+        remote_party,
+        first_args,
+        references,
+        encrypted_session_key,
+        compressed_payloads=compressed,
+    )
+    return PeppolAS4Message(
+        soap_envelope=soap_envelope,
+        message_id=references.message_id,
+        messaging_id=references.messaging_id,
+        mime_attachments=encrypted,
+        decrypted_data=plain,
+        sender=first_args.sender,
+        recipient=first_args.recipient,
+        document_type_identifier_value=first_args.document_type_identifier.identifier_value,
+        document_type_identifier_scheme=first_args.document_type_identifier.scheme,
+        process_identifier=first_args.process_identifier,
+    )
 
 
 def load_key(path: Path):
@@ -155,8 +248,11 @@ def main() -> int:
     parser.add_argument("--retry-for", type=float, default=0.0)
     parser.add_argument("--timeout", type=float, default=30.0)
     parser.add_argument("--save", type=Path)
+    parser.add_argument("--together", action="store_true", help="all FILEs as one message, one payload each")
     parser.add_argument("files", nargs="+", type=Path)
     args = parser.parse_args()
+    if args.together and args.tamper == "swap-payload":
+        parser.error("--tamper swap-payload takes one payload a message, not --together")
 
     stem = args.sign_with or (args.certs / "sender")
     sender_key = load_key(Path(f"{stem}.key.pem"))
@@ -183,8 +279,16 @@ def main() -> int:
     tries = 0
     failures = 0
     other_body = None
-    for path in args.files:
-        message = build(path.read_bytes())
+    units = [[path] for path in args.files] if not args.together else [list(args.files)]
+    for paths in units:
+        path = paths[0]
+        if args.together:
+            message = build_together(
+                [p.read_bytes() for p in paths], args.form, local_party=local, remote_party=remote
+            )
+            path = Path("+".join(p.name for p in paths))
+        else:
+            message = build(path.read_bytes())
         body, boundary = message.get_request_data()
         headers = dict(message.get_http_headers(boundary))
         if args.tamper:
@@ -223,13 +327,15 @@ def main() -> int:
             if args.save:
                 (args.save / f"{path.name}.answer{n}.bin").write_bytes(answer)
             line = {
-                "file": path.name,
+                "file": path.name if not args.together else ",".join(p.name for p in paths),
                 "message_id": message.message_id,
                 "http": status,
                 "state": state,
                 "error_code": code,
                 "receipt_sha256": hashlib.sha256(answer).hexdigest() if answer else None,
             }
+            if args.together:
+                line["files"] = [p.name for p in paths]
             print(json.dumps(line), flush=True)
             failures += 0 if receipt_found else 1
     return 0 if failures == 0 else 1

@@ -1,7 +1,9 @@
 //! `receive`, against the independent AS4 sender (PyPI `as4` 0.2.0, driven by
 //! `tests/as4/send.py` in the Python named by `EDI_INBOX_AS4_PYTHON`, which `.ci/run` makes):
 //! every sample decided as `ingest` decides its file, each receipt verified by the sender and by
-//! xmlsec1; a message sent again answered with the same receipt and not decided again; altered
+//! xmlsec1; every broken sample rejected as `ingest` rejects it, its message still answered with a
+//! receipt; the payloads of one message each decided; a message sent again answered with the
+//! same receipt and not decided again; altered
 //! messages refused with their ebMS errors and nothing applied; receivers killed with SIGKILL
 //! under a retrying sender; several senders at once, and two receivers on one PostgreSQL inbox.
 //! Where there is no such Python, each test says so and passes, unless
@@ -15,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use crate::common::site::Site;
 use crate::common::synth::{Layout, Synth};
-use crate::common::{Running, StartExt};
+use crate::common::{Running, StartExt, free_port};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/as4");
 const SEND: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/as4/send.py");
@@ -33,14 +35,6 @@ fn python() -> Option<String> {
             None
         }
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// The receiver's configuration in the site: the fixtures' receiver, and the sender a partner.
@@ -194,6 +188,186 @@ per_backend! {
         }
         receiver.stop().code(0);
     }
+}
+
+/// Every broken sample in an authentic message: its message answered with a receipt (the
+/// transport worked), its interchanges rejected as `ingest` rejects the file, at the same byte
+/// offsets, recorded as rejected and answered by CONTRL where asked.
+#[test]
+fn broken_samples_in_authentic_messages_are_rejected_as_ingest_rejects_them_and_get_receipts() {
+    let Some(python) = python() else { return };
+    let site = Site::new();
+    let mut broken: Vec<PathBuf> = fs::read_dir(crate::common::samples().join("broken"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    broken.sort();
+    let files = site.fresh();
+    for path in &broken {
+        fs::copy(path, files.drop().join(path.file_name().unwrap())).unwrap();
+    }
+    let ingested = files.ingest_json(&["--contrl", "always"]).json();
+    // By file: each outcome's status and byte offset, in order.
+    let mut want: BTreeMap<String, Vec<(String, Option<i64>)>> = BTreeMap::new();
+    // Each outcome (the summary has no file).
+    for o in ingested.iter().filter(|o| o.get("file").is_some()) {
+        let file = o["file"].as_str().unwrap();
+        let name = Path::new(file)
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .to_string();
+        want.entry(name).or_default().push((
+            o["status"].as_str().unwrap().to_string(),
+            o["offset"].as_i64(),
+        ));
+    }
+    assert_eq!(want.len(), broken.len(), "{ingested:?}");
+
+    let receiver = Receiver::start(&site, free_port(), "receiver", &["--contrl", "always"]);
+    let mut args = vec!["--url".to_string(), receiver.url()];
+    args.extend(broken.iter().map(|p| p.display().to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let answers = send(&python, &args);
+    assert_eq!(answers.len(), broken.len());
+    let run = receiver.stop();
+    let lines = run.json();
+    for a in &answers {
+        assert_eq!(a["state"], "acknowledged", "{a}\n{run}");
+        let file = a["file"].as_str().unwrap();
+        let name = format!("as4:{}", a["message_id"].as_str().unwrap());
+        let got: Vec<(String, Option<i64>)> = lines
+            .iter()
+            .filter(|l| l["file"] == name.as_str())
+            .map(|l| {
+                (
+                    l["status"].as_str().unwrap().to_string(),
+                    l["offset"].as_i64(),
+                )
+            })
+            .collect();
+        assert_eq!(got, want[file], "{file} sent over AS4 as {name}\n{run}");
+    }
+    run.code(3);
+    let rejected = want
+        .values()
+        .flatten()
+        .filter(|(s, _)| s == "rejected")
+        .count();
+    assert!(rejected >= broken.len(), "{want:?}");
+    assert_eq!(
+        site.list(&["--status", "rejected"]).len(),
+        files.list(&["--status", "rejected"]).len(),
+        "recorded as rejected as the files are"
+    );
+    assert_eq!(
+        site.count("SELECT count(*) FROM outbox WHERE event_type = 'edifact.CONTRL.outbound'"),
+        files.count("SELECT count(*) FROM outbox WHERE event_type = 'edifact.CONTRL.outbound'"),
+        "a CONTRL wherever ingest writes one"
+    );
+    assert_eq!(
+        site.count("SELECT count(*) FROM transport_messages"),
+        broken.len() as i64
+    );
+}
+
+/// One message carrying several payloads (each signed, encrypted and compressed, each in its own
+/// Peppol envelope): each payload decided, named `as4:ID`, `as4:ID#2`, ..., the broken one
+/// rejected beside the others; one receipt naming every reference, and the same receipt for
+/// the message sent again.
+#[test]
+fn each_payload_of_a_message_is_decided() {
+    let Some(python) = python() else { return };
+    let site = Site::new();
+    let receiver = Receiver::start(&site, free_port(), "receiver", &[]);
+    let samples = crate::common::samples();
+    let payloads = [
+        samples.join("valid/orders-d01b-no-una.edi"),
+        samples.join("valid/two-interchanges.edi"),
+        samples.join("valid/invrpt-level-b.edi"),
+        samples.join("broken/blank-sender.edi"),
+    ];
+    for p in &payloads {
+        assert!(p.exists(), "{}", p.display());
+    }
+    let saved = site.path("saved");
+    let mut args = vec![
+        "--url".to_string(),
+        receiver.url(),
+        "--together".into(),
+        "--times".into(),
+        "2".into(),
+        "--save".into(),
+        saved.display().to_string(),
+    ];
+    args.extend(payloads.iter().map(|p| p.display().to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let answers = send(&python, &args);
+    assert_eq!(answers.len(), 2);
+    assert!(
+        answers.iter().all(|a| a["state"] == "acknowledged"),
+        "{answers:?}"
+    );
+    assert_eq!(answers[0]["receipt_sha256"], answers[1]["receipt_sha256"]);
+    let id = answers[0]["message_id"].as_str().unwrap();
+    let run = receiver.stop();
+    run.code(3);
+    let lines = run.json();
+    let got: Vec<(String, String)> = lines
+        .iter()
+        .filter(|l| l.get("file").is_some() && l["status"] != "resent")
+        .map(|l| {
+            (
+                l["file"].as_str().unwrap().to_string(),
+                l["status"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let name = |k: usize| {
+        if k == 1 {
+            format!("as4:{id}")
+        } else {
+            format!("as4:{id}#{k}")
+        }
+    };
+    assert_eq!(
+        got,
+        [
+            (name(1), "new".to_string()),
+            (name(2), "new".to_string()),
+            (name(2), "new".to_string()),
+            (name(3), "new".to_string()),
+            (name(4), "rejected".to_string()),
+        ],
+        "{run}"
+    );
+    assert_eq!(
+        lines.iter().filter(|l| l["status"] == "resent").count(),
+        1,
+        "{run}"
+    );
+    // Each payload decided as its file alone is.
+    let files = site.fresh();
+    for p in &payloads {
+        fs::copy(p, files.drop().join(p.file_name().unwrap())).unwrap();
+    }
+    files.ingest_quietly(&[]).code(3);
+    let keys = "SELECT sender || '/' || recipient, control_ref, sha256 FROM interchanges";
+    assert_eq!(site.triples(keys), files.triples(keys));
+    assert_eq!(site.count("SELECT count(*) FROM deliveries"), 4);
+    assert_eq!(site.count("SELECT sightings FROM transport_messages"), 2);
+    let answer = fs::read_dir(&saved)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with(".answer0.bin"))
+        .unwrap();
+    let text = String::from_utf8_lossy(&fs::read(&answer).unwrap()).into_owned();
+    assert_eq!(
+        text.matches("MessagePartNRInformation>").count() / 2,
+        payloads.len() + 2,
+        "a reference for eb:Messaging, the Body and each payload: {text}"
+    );
+    xmlsec1_verifies(&answer);
 }
 
 /// xmlsec1 verifies a signal's signature with our certificate (where xmlsec1 is installed;

@@ -614,11 +614,7 @@ pub(crate) fn node_exporter_serves(textfile: &std::path::Path) -> Option<String>
         eprintln!("prometheus-node-exporter is not installed: not served");
         return None;
     };
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = crate::common::free_port();
     let mut child = Command::new(bin)
         .arg(format!("--web.listen-address=127.0.0.1:{port}"))
         .arg(format!(

@@ -10,8 +10,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::common::brokers::Jet;
-use crate::common::samples;
 use crate::common::{RunExt, StartExt};
+use crate::common::{free_port, samples};
 
 fn packaging() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("packaging")
@@ -169,6 +169,38 @@ fn dashboard_queries() -> Vec<String> {
     queries
 }
 
+/// POSTs `body` with `headers` (`Name: value` lines) to 127.0.0.1:`port` over HTTP/1.1, and
+/// gives the status and the body of the answer.
+fn http_post(port: u16, headers: &str, body: &[u8]) -> (u16, Vec<u8>) {
+    use std::io::{Read as _, Write as _};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let mut head = format!("POST / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n");
+    for line in headers.lines().filter(|l| !l.trim().is_empty()) {
+        head.push_str(line.trim_end());
+        head.push_str("\r\n");
+    }
+    head.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
+    s.write_all(head.as_bytes()).unwrap();
+    s.write_all(body).unwrap();
+    let mut answer = Vec::new();
+    s.read_to_end(&mut answer).unwrap();
+    let end = answer
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or_else(|| panic!("no HTTP answer: {}", String::from_utf8_lossy(&answer)));
+    let status = String::from_utf8_lossy(&answer[..end])
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let head = String::from_utf8_lossy(&answer[..end]).to_ascii_lowercase();
+    let body = answer[end + 4..].to_vec();
+    // hyper answers a known length; a chunked answer would need decoding.
+    assert!(!head.contains("transfer-encoding: chunked"), "{head}");
+    (status, body)
+}
+
 /// Sets a file's modification time an hour back, past any --min-age.
 fn age(path: &Path) {
     fs::File::options()
@@ -286,13 +318,73 @@ fn the_units_command_lines_run_as_systemd_runs_them_and_write_every_metric_the_r
         out.code(0);
     }
 
+    // The AS4 endpoint: a message of the independent sender (the fixture) answered with its
+    // receipt, then sent again and answered with the same bytes, and a request that is no AS4
+    // message refused; SIGTERM ends it, with 3 for the refusal.
+    let port = free_port();
+    let as4 = dir.path().join("as4.toml");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/as4");
+    let certs = fixtures.join("certs");
+    fs::write(
+        &as4,
+        format!(
+            "[own]\nparty_id = \"PTE000002\"\nkey = \"{}\"\ncert = \"{}\"\n\n[[partner]]\nparty_id = \"PTE000001\"\ncert = \"{}\"\n",
+            certs.join("receiver.key.pem").display(),
+            certs.join("receiver.cert.pem").display(),
+            certs.join("sender.cert.pem").display()
+        ),
+    )
+    .unwrap();
+    let env = {
+        let mut env = env.clone();
+        env.insert(
+            "EDI_INBOX_RECEIVE_LISTEN".into(),
+            format!("127.0.0.1:{port}"),
+        );
+        env.insert("EDI_INBOX_AS4_CONFIG".into(), as4.display().to_string());
+        env
+    };
+    let mut receiver = unit_command("edi-inbox-receive.service", &env)
+        .stdout(Stdio::null())
+        .start();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "receive never listened on {port}"
+        );
+        assert!(
+            receiver.child().try_wait().unwrap().is_none(),
+            "receive ended"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let headers = fs::read_to_string(fixtures.join("request.headers")).unwrap();
+    let request = fs::read(fixtures.join("request.bin")).unwrap();
+    let (status, receipt) = http_post(port, &headers, &request);
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&receipt));
+    assert!(
+        String::from_utf8_lossy(&receipt).contains("NonRepudiationInformation"),
+        "not a receipt: {}",
+        String::from_utf8_lossy(&receipt)
+    );
+    assert_eq!(http_post(port, &headers, &request), (200, receipt));
+    let (status, refusal) = http_post(port, "Content-Type: text/plain\n", b"hello");
+    assert!(
+        String::from_utf8_lossy(&refusal).contains("EBMS:0009"),
+        "{status}: {}",
+        String::from_utf8_lossy(&refusal)
+    );
+    receiver.signal(libc::SIGTERM);
+    receiver.wait().code(3);
+
     let metrics = state.join("metrics");
     let written = families(&metrics);
     let stamps = fs::read_dir(&metrics)
         .unwrap()
         .map(|e| fs::read_to_string(e.unwrap().path()).unwrap())
         .collect::<String>();
-    for (command, code) in [("ingest", 3), ("purge", 0), ("publish", 0)] {
+    for (command, code) in [("ingest", 3), ("purge", 0), ("publish", 0), ("receive", 3)] {
         let line = format!("edi_inbox_last_run_exit_code{{command=\"{command}\"}} {code}\n");
         assert!(stamps.contains(&line), "{line} in {stamps}");
     }
@@ -354,7 +446,7 @@ fn the_units_command_lines_run_as_systemd_runs_them_and_write_every_metric_the_r
                 }
             }
         }
-        for command in ["ingest", "purge", "publish"] {
+        for command in ["ingest", "purge", "publish", "receive"] {
             let series = format!("edi_inbox_last_run_exit_code{{command=\"{command}\"}}");
             assert!(body.contains(&series), "{series}: {body}");
         }

@@ -553,12 +553,7 @@ mod amqp {
     use std::process::{Command, Stdio};
     use std::time::Duration;
 
-    fn free_port() -> u16 {
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .unwrap()
-    }
+    use crate::common::free_port;
 
     struct Stunnel {
         child: std::process::Child,

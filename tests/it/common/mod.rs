@@ -171,6 +171,14 @@ pub fn edi_inbox() -> Command {
     cmd
 }
 
+/// A port of 127.0.0.1 nothing listens on now (the system's pick), for a server of a test's own.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port on 127.0.0.1")
+}
+
 /// The project's `samples/` folder.
 pub fn samples() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("samples")

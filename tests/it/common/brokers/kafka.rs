@@ -428,10 +428,7 @@ impl OwnTansu {
             );
             return None;
         };
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .ok()?;
+        let port = crate::common::free_port();
         std::fs::create_dir_all(dir).ok()?;
         let bucket = unique("tansu-").replace('_', "-");
         if let Err(e) = create_bucket(&s3, &bucket) {

@@ -343,10 +343,7 @@ pub struct OwnNats {
 impl OwnNats {
     /// `None` (with a notice) where there is no `nats-server`, unless `EDI_INBOX_REQUIRE_NATS`.
     pub fn start(store: &std::path::Path) -> Option<OwnNats> {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .ok()?;
+        let port = crate::common::free_port();
         let mut own = OwnNats {
             port,
             store: store.to_path_buf(),
@@ -362,10 +359,7 @@ impl OwnNats {
 
     /// A server with `config` (nats-server's configuration format) beside its store.
     pub fn start_with(store: &std::path::Path, config: &str) -> Option<OwnNats> {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .ok()?;
+        let port = crate::common::free_port();
         std::fs::create_dir_all(store).ok()?;
         let file = store.with_extension("conf");
         std::fs::write(&file, config).ok()?;
