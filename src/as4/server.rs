@@ -30,9 +30,12 @@ pub struct Limits {
 
 /// What the server gives the deciding thread.
 pub enum Job {
-    /// A message that passed every check: decide it, and answer through `reply`.
+    /// A message that passed every check: decide it, and answer through `reply`. Its receipt is
+    /// signed already (here, beside the other checks' CPU work): the deciding thread stores it
+    /// with the decision, or answers the one stored before for a message sent again.
     Decide {
         received: Box<Received>,
+        receipt: Vec<u8>,
         peer: SocketAddr,
         reply: tokio::sync::oneshot::Sender<Answer>,
     },
@@ -182,12 +185,20 @@ async fn answer(
     let checked = {
         let config = config.clone();
         tokio::task::spawn_blocking(move || {
-            message::read(&content_type, &body, &config, limits.max_inflated)
+            message::read(&content_type, &body, &config, limits.max_inflated).map(|received| {
+                let signer = Signer {
+                    key: &config.keys.own_key,
+                    cert: &config.keys.own_cert,
+                };
+                let receipt =
+                    receipt::receipt(&signer, &received.message.message_id, &received.references);
+                (received, receipt)
+            })
         })
         .await
     };
-    let received = match checked {
-        Ok(Ok(received)) => received,
+    let (received, receipt) = match checked {
+        Ok(Ok(checked)) => checked,
         Ok(Err(rejected)) => {
             let id = rejected.message_id.clone();
             let refusal = rejected.refusal.clone();
@@ -208,6 +219,7 @@ async fn answer(
     if jobs
         .send(Job::Decide {
             received: Box::new(received),
+            receipt,
             peer,
             reply,
         })

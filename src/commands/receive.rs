@@ -5,7 +5,7 @@
 //! its interchanges decided exactly as `ingest` decides files, its deliveries recorded as
 //! `as4:MESSAGE-ID`, and the signed receipt stored; then commit, and only then the answer.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::mpsc::RecvTimeoutError;
@@ -32,6 +32,9 @@ const TRANSPORT: &str = "as4";
 
 /// How often the metrics file is written, at most.
 const METRICS_EVERY: Duration = Duration::from_secs(10);
+
+/// The most messages decided in one transaction.
+const MAX_BATCH: usize = 64;
 
 /// The run's counts.
 #[derive(Debug, Default, Serialize)]
@@ -64,6 +67,7 @@ struct MessageLine<'a> {
 
 struct Run<'a> {
     args: &'a ReceiveArgs,
+    config: &'a Config,
     out: Out,
     summary: Summary,
     acks: AckPolicy,
@@ -116,6 +120,7 @@ pub fn run(
     ));
     let mut run = Run {
         args,
+        config: &config,
         out: Out::default(),
         summary: Summary::default(),
         acks: AckPolicy::from(&args.acks),
@@ -126,19 +131,41 @@ pub fn run(
         other_problems: 0,
     };
     loop {
-        match jobs.recv_timeout(Duration::from_secs(1)) {
-            Ok(Job::Decide {
-                received,
-                peer,
-                reply,
-            }) => {
-                let answer = run.decide(&mut *inbox, &config, &received, peer);
-                let _ = reply.send(answer);
+        let first = match jobs.recv_timeout(Duration::from_secs(1)) {
+            Ok(job) => job,
+            Err(RecvTimeoutError::Timeout) => {
+                run.metrics_now(&*inbox, false);
+                continue;
             }
-            Ok(Job::Refused { rejected, peer }) => run.refused(&rejected, peer),
-            Err(RecvTimeoutError::Timeout) => {}
             // The listener ended (a stop, with every request in flight answered).
             Err(RecvTimeoutError::Disconnected) => break,
+        };
+        // What waits already joins the batch: one transaction, one commit (one fsync, one
+        // WAL flush) for the messages that arrived while the last batch was decided, and no
+        // message waits for one that has not arrived.
+        let mut batch = Vec::new();
+        let mut next = Some(first);
+        while let Some(job) = next.take() {
+            match job {
+                Job::Decide {
+                    received,
+                    receipt,
+                    peer,
+                    reply,
+                } => batch.push(Pending {
+                    received,
+                    receipt,
+                    peer,
+                    reply,
+                }),
+                Job::Refused { rejected, peer } => run.refused(&rejected, peer),
+            }
+            if batch.len() < MAX_BATCH {
+                next = jobs.try_recv().ok();
+            }
+        }
+        if !batch.is_empty() {
+            run.decide(&mut *inbox, batch);
         }
         run.metrics_now(&*inbox, false);
     }
@@ -150,186 +177,155 @@ pub fn run(
     Ok(run.finish(&*inbox))
 }
 
+/// A message that passed every check, waiting for its decision.
+struct Pending {
+    received: Box<Received>,
+    /// Its receipt, signed by the checking thread: stored with the decision.
+    receipt: Vec<u8>,
+    peer: SocketAddr,
+    reply: tokio::sync::oneshot::Sender<Answer>,
+}
+
 /// What a decision made of a message.
 enum Decided {
-    /// New: decided now, its receipt stored.
-    New {
-        receipt: Vec<u8>,
-        outcomes: Vec<Vec<Outcome>>,
-    },
+    /// New: decided now, its receipt stored; each payload's outcomes.
+    New(Vec<Vec<Outcome>>),
     /// Seen before: its stored receipt.
     Resent(Vec<u8>),
+    /// Sent again while its first sending waited in the same batch: that one's receipt.
+    SameAs(usize),
 }
 
 impl Run<'_> {
-    /// Decides a message in one transaction and gives its answer.
-    fn decide(
-        &mut self,
-        inbox: &mut dyn Inbox,
-        config: &Config,
-        received: &Received,
-        peer: SocketAddr,
-    ) -> Answer {
+    /// Decides a batch of messages in one transaction, then answers each.
+    fn decide(&mut self, inbox: &mut dyn Inbox, batch: Vec<Pending>) {
         self.last_request = unix_now();
-        let signer = Signer {
-            key: &config.keys.own_key,
-            cert: &config.keys.own_cert,
-        };
-        let id = &received.message.message_id;
-        let file = format!("{TRANSPORT}:{id}");
-        match self.decide_in_inbox(inbox, &signer, received) {
-            Ok(Decided::New { receipt, outcomes }) => {
-                self.summary.receipts += 1;
-                for o in outcomes.iter().flatten() {
-                    self.report(o);
-                }
-                self.out.flush();
-                Answer {
-                    status: 200,
-                    body: receipt,
-                }
-            }
-            Ok(Decided::Resent(receipt)) => {
-                self.summary.resent += 1;
-                if self.args.json {
-                    self.out.json(&MessageLine {
-                        status: "resent",
-                        file,
-                        error: None,
-                        reason: None,
-                        peer: peer.ip().to_string(),
-                    });
-                } else if !self.args.quiet {
-                    self.out.line(&format!(
-                        "resent     {file}  sent again: its receipt answered again, nothing decided again"
-                    ));
-                }
-                self.out.flush();
-                Answer {
-                    status: 200,
-                    body: receipt,
-                }
-            }
+        let decided = match self.decide_in_inbox(inbox, &batch) {
+            Ok(decided) => decided,
             Err(e) => {
                 inbox.abandon();
-                self.summary.failed += 1;
-                problem(
-                    &mut self.out,
-                    &format!(
-                        "{file}: {}; nothing of it was kept, and the sender was told to send it again",
-                        super::one_message(&e)
-                    ),
-                );
+                let why = super::one_message(&e);
                 let refusal = Refusal::new(
                     EbmsError::Other,
                     "the receiver could not store the message: send it again",
                 );
-                Answer {
-                    status: 500,
-                    body: receipt::error(&signer, Some(id), &refusal),
+                for p in batch {
+                    self.summary.failed += 1;
+                    let id = &p.received.message.message_id;
+                    problem(
+                        &mut self.out,
+                        &format!(
+                            "{TRANSPORT}:{id}: {why}; nothing of it was kept, and the sender was told to send it again"
+                        ),
+                    );
+                    let _ = p.reply.send(Answer {
+                        status: 500,
+                        body: receipt::error(&self.signer(), Some(id), &refusal),
+                    });
+                }
+                return;
+            }
+        };
+        let mut receipts: Vec<Vec<u8>> = Vec::with_capacity(batch.len());
+        for (p, d) in batch.iter().zip(&decided) {
+            let receipt = match d {
+                Decided::New(_) => p.receipt.clone(),
+                Decided::Resent(stored) => stored.clone(),
+                // An earlier one of the batch: its answer, whichever it was.
+                Decided::SameAs(first) => receipts[*first].clone(),
+            };
+            receipts.push(receipt);
+        }
+        for ((p, d), receipt) in batch.into_iter().zip(decided).zip(receipts) {
+            match d {
+                Decided::New(outcomes) => {
+                    self.summary.receipts += 1;
+                    for o in outcomes.iter().flatten() {
+                        self.report(o);
+                    }
+                }
+                Decided::Resent(_) | Decided::SameAs(_) => {
+                    self.summary.resent += 1;
+                    let file = format!("{TRANSPORT}:{}", p.received.message.message_id);
+                    if self.args.json {
+                        self.out.json(&MessageLine {
+                            status: "resent",
+                            file,
+                            error: None,
+                            reason: None,
+                            peer: p.peer.ip().to_string(),
+                        });
+                    } else if !self.args.quiet {
+                        self.out.line(&format!(
+                            "resent     {file}  sent again: its receipt answered again, nothing decided again"
+                        ));
+                    }
                 }
             }
+            let _ = p.reply.send(Answer {
+                status: 200,
+                body: receipt,
+            });
+        }
+        self.out.flush();
+    }
+
+    fn signer(&self) -> Signer<'_> {
+        Signer {
+            key: &self.config.keys.own_key,
+            cert: &self.config.keys.own_cert,
         }
     }
 
-    /// The message's id claimed, its interchanges decided, its receipt stored: one transaction.
+    /// Each message's id claimed, the interchanges of the new ones decided, their receipts
+    /// stored: one transaction. Where the inbox rolled it back to make it again (a deadlock with
+    /// another host, on PostgreSQL), the claims went with it: they are made again, and a
+    /// message another receiver committed meanwhile makes the whole batch start over.
     fn decide_in_inbox(
         &mut self,
         inbox: &mut dyn Inbox,
-        signer: &Signer<'_>,
-        received: &Received,
-    ) -> anyhow::Result<Decided> {
-        let when = crate::clock::now();
-        let id = &received.message.message_id;
-        let stored = inbox
-            .claim_message(TRANSPORT, id, &when)
-            .context("cannot write to the inbox database")?;
-        if let Claim::Seen(answer) = stored {
-            let answer = match answer {
-                Some(a) => a,
-                // Claimed and never answered (an inbox written by hand): answered now.
-                None => {
-                    let r = receipt::receipt(signer, id, &received.references);
-                    inbox
-                        .answer_message(TRANSPORT, id, &r)
+        batch: &[Pending],
+    ) -> anyhow::Result<Vec<Decided>> {
+        let mut tries = 0;
+        loop {
+            let rollbacks = inbox.rollbacks();
+            let when = crate::clock::now();
+            let claimed = claim(inbox, batch, &when)?;
+            let new: Vec<usize> = (0..batch.len()).filter(|&k| claimed[k].is_none()).collect();
+            let outcomes = decide_new(inbox, batch, &new, &when, self.acks)?;
+            if inbox.rollbacks() != rollbacks {
+                let mut lost = false;
+                for &k in &new {
+                    let id = &batch[k].received.message.message_id;
+                    let again = inbox
+                        .claim_message(TRANSPORT, id, &when)
                         .context("cannot write to the inbox database")?;
-                    r
+                    lost |= !matches!(again, Claim::New);
                 }
-            };
+                if lost {
+                    inbox.abandon();
+                    tries += 1;
+                    anyhow::ensure!(tries < 3, "other receivers kept deciding the same messages");
+                    continue;
+                }
+            }
+            for &k in &new {
+                let p = &batch[k];
+                inbox
+                    .answer_message(TRANSPORT, &p.received.message.message_id, &p.receipt)
+                    .context("cannot write to the inbox database")?;
+            }
+            crash_point!("receive-before-commit");
             inbox
                 .commit()
                 .context("cannot commit to the inbox database")?;
-            return Ok(Decided::Resent(answer));
+            crash_point!("receive-after-commit");
+            let mut outcomes = outcomes.into_iter();
+            return Ok(claimed
+                .into_iter()
+                .map(|c| c.unwrap_or_else(|| Decided::New(outcomes.next().unwrap_or_default())))
+                .collect());
         }
-        let names: Vec<String> = (0..received.interchanges.len())
-            .map(|k| {
-                if k == 0 {
-                    format!("{TRANSPORT}:{id}")
-                } else {
-                    format!("{TRANSPORT}:{id}#{}", k + 1)
-                }
-            })
-            .collect();
-        let items: Vec<Vec<intake::Attached<'_>>> = received
-            .interchanges
-            .iter()
-            .map(|(_, bytes)| intake::prepare::interchanges(bytes, None).collect())
-            .collect();
-        let hashes: Vec<Option<String>> = received
-            .interchanges
-            .iter()
-            .zip(&items)
-            .map(|((_, bytes), items)| intake::prepare::hash_if_rejected(bytes, items))
-            .collect();
-        let sources: Vec<Parsed<'_>> = received
-            .interchanges
-            .iter()
-            .zip(items)
-            .zip(&hashes)
-            .zip(&names)
-            .map(|((((cid, bytes), items), sha256), name)| Parsed {
-                source: intake::Source::Delivery {
-                    name: name.clone(),
-                    filename: Some(cid.clone()),
-                    delivery_count: 1,
-                },
-                bytes,
-                items,
-                sha256: sha256.as_deref(),
-            })
-            .collect();
-        let outcomes = intake::decide(inbox, &sources, &when, self.acks)?;
-        intake::keep_refused(inbox, &sources, &outcomes, &when)?;
-        drop(sources);
-        let records: Vec<DeliveryRecord<'_>> = received
-            .interchanges
-            .iter()
-            .zip(&names)
-            .map(|((cid, bytes), name)| DeliveryRecord {
-                source: name,
-                filename: Some(cid),
-                delivery_count: 1,
-                size: bytes.len(),
-                key: Some(&received.message.conversation_id),
-                produced_at: Some(&received.message.timestamp),
-            })
-            .collect();
-        inbox
-            .record_deliveries(&records, &when)
-            .context("cannot write to the inbox database")?;
-        let answer = receipt::receipt(signer, id, &received.references);
-        inbox
-            .answer_message(TRANSPORT, id, &answer)
-            .context("cannot write to the inbox database")?;
-        crash_point!("receive-before-commit");
-        inbox
-            .commit()
-            .context("cannot commit to the inbox database")?;
-        crash_point!("receive-after-commit");
-        Ok(Decided::New {
-            receipt: answer,
-            outcomes,
-        })
     }
 
     fn refused(&mut self, rejected: &Rejected, peer: SocketAddr) {
@@ -479,4 +475,112 @@ impl Run<'_> {
                 + usize::from(self.out.failed()),
         )
     }
+}
+
+/// Each message's id claimed, in the batch's order: `None` for a new one (claimed now), else
+/// what answers it. A message sent again while its first sending waits in the same batch is
+/// answered as that one is.
+fn claim(
+    inbox: &mut dyn Inbox,
+    batch: &[Pending],
+    when: &str,
+) -> anyhow::Result<Vec<Option<Decided>>> {
+    let mut first: HashMap<&str, usize> = HashMap::new();
+    let mut claimed = Vec::with_capacity(batch.len());
+    for (k, p) in batch.iter().enumerate() {
+        let id = p.received.message.message_id.as_str();
+        let claim = inbox
+            .claim_message(TRANSPORT, id, when)
+            .context("cannot write to the inbox database")?;
+        claimed.push(match (claim, first.get(id)) {
+            (_, Some(&j)) => Some(Decided::SameAs(j)),
+            (Claim::New, None) => None,
+            (Claim::Seen(Some(stored)), None) => Some(Decided::Resent(stored)),
+            // Claimed and never answered (an inbox written by hand): answered now.
+            (Claim::Seen(None), None) => {
+                inbox
+                    .answer_message(TRANSPORT, id, &p.receipt)
+                    .context("cannot write to the inbox database")?;
+                Some(Decided::Resent(p.receipt.clone()))
+            }
+        });
+        first.entry(id).or_insert(k);
+    }
+    Ok(claimed)
+}
+
+/// The interchanges of the batch's new messages (`new`, their places in it) decided as `ingest`
+/// decides files, each payload a delivery `as4:ID` (`as4:ID#2`, ...): each new message's
+/// outcomes, by payload.
+fn decide_new(
+    inbox: &mut dyn Inbox,
+    batch: &[Pending],
+    new: &[usize],
+    when: &str,
+    acks: AckPolicy,
+) -> anyhow::Result<Vec<Vec<Vec<Outcome>>>> {
+    let mut payloads: Vec<(&Received, &str, &[u8], String)> = Vec::new();
+    for &k in new {
+        let r = &*batch[k].received;
+        let id = &r.message.message_id;
+        for (n, (cid, bytes)) in r.interchanges.iter().enumerate() {
+            let name = if n == 0 {
+                format!("{TRANSPORT}:{id}")
+            } else {
+                format!("{TRANSPORT}:{id}#{}", n + 1)
+            };
+            payloads.push((r, cid, bytes, name));
+        }
+    }
+    let items: Vec<Vec<intake::Attached<'_>>> = payloads
+        .iter()
+        .map(|(_, _, bytes, _)| intake::prepare::interchanges(bytes, None).collect())
+        .collect();
+    let hashes: Vec<Option<String>> = payloads
+        .iter()
+        .zip(&items)
+        .map(|((_, _, bytes, _), items)| intake::prepare::hash_if_rejected(bytes, items))
+        .collect();
+    let sources: Vec<Parsed<'_>> = payloads
+        .iter()
+        .zip(items)
+        .zip(&hashes)
+        .map(|(((_, cid, bytes, name), items), sha256)| Parsed {
+            source: intake::Source::Delivery {
+                name: name.clone(),
+                filename: Some(cid.to_string()),
+                delivery_count: 1,
+            },
+            bytes,
+            items,
+            sha256: sha256.as_deref(),
+        })
+        .collect();
+    let outcomes = intake::decide(inbox, &sources, when, acks)?;
+    intake::keep_refused(inbox, &sources, &outcomes, when)?;
+    drop(sources);
+    let records: Vec<DeliveryRecord<'_>> = payloads
+        .iter()
+        .map(|(r, cid, bytes, name)| DeliveryRecord {
+            source: name,
+            filename: Some(cid),
+            delivery_count: 1,
+            size: bytes.len(),
+            key: Some(&r.message.conversation_id),
+            produced_at: Some(&r.message.timestamp),
+        })
+        .collect();
+    inbox
+        .record_deliveries(&records, when)
+        .context("cannot write to the inbox database")?;
+    let mut outcomes = outcomes.into_iter();
+    Ok(new
+        .iter()
+        .map(|&k| {
+            outcomes
+                .by_ref()
+                .take(batch[k].received.interchanges.len())
+                .collect()
+        })
+        .collect())
 }

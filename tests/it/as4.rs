@@ -59,9 +59,21 @@ struct Receiver {
 
 impl Receiver {
     fn start(site: &Site, port: u16, name: &str, extra: &[&str]) -> Receiver {
+        Receiver::start_with(site, port, name, extra, &[])
+    }
+
+    /// [`Receiver::start`] with more variables in its environment.
+    fn start_with(
+        site: &Site,
+        port: u16,
+        name: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Receiver {
         let out = site.path(&format!("{name}.jsonl"));
         let running = site
             .command()
+            .envs(env.iter().copied())
             .args(["receive", "--json", "--listen"])
             .arg(format!("127.0.0.1:{port}"))
             .arg("--as4-config")
@@ -99,6 +111,15 @@ impl Receiver {
 
     fn url(&self) -> String {
         format!("http://127.0.0.1:{}/as4", self.port)
+    }
+
+    /// Waits for it to end by itself (a fail point's abort): the run.
+    #[cfg(feature = "failpoints")]
+    fn ended(mut self) -> crate::common::Run {
+        let mut run = self.running.take().unwrap().wait();
+        run.stdout = fs::read(&self.out).unwrap_or_default();
+        run.stderr = fs::read(self.out.with_extension("err")).unwrap_or_default();
+        run
     }
 
     fn kill(&mut self) {
@@ -640,6 +661,84 @@ per_backend! {
         first.stop();
         if let Some(s) = second {
             s.stop();
+        }
+    }
+}
+
+/// Fail points at the commit: `cargo test --features failpoints --test it crash::`.
+#[cfg(feature = "failpoints")]
+mod crash {
+    use super::*;
+
+    /// The receiver stopped dead (abort) just before its commit, then in another run just after
+    /// it, under a sender that retries: before, nothing of the message was kept, and the retry to
+    /// the receiver started again decides it; after, the retry gets the stored receipt and
+    /// nothing is decided again. Either way one receipt, each interchange once.
+    #[test]
+    fn a_receiver_stopped_dead_at_its_commit_decides_each_message_once() {
+        let Some(python) = python() else { return };
+        for (point, again) in [
+            ("receive-before-commit", "new"),
+            ("receive-after-commit", "resent"),
+        ] {
+            let site = Site::new();
+            let port = free_port();
+            let failpoint = format!("{point}=return");
+            let crashing = Receiver::start_with(
+                &site,
+                port,
+                "crashing",
+                &[],
+                &[("FAILPOINTS", failpoint.as_str())],
+            );
+            let sample = crate::common::samples().join("valid/two-interchanges.edi");
+            let sender = Command::new(&python)
+                .arg(SEND)
+                .arg("--certs")
+                .arg(format!("{FIXTURES}/certs"))
+                .args(["--url", &crashing.url(), "--retry-for", "60"])
+                .arg(&sample)
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            let crashed = crashing.ended();
+            crashed.signalled();
+            let committed = if again == "new" { 0 } else { 2 };
+            assert_eq!(
+                site.count("SELECT count(*) FROM interchanges"),
+                committed,
+                "{point}\n{crashed}"
+            );
+            let receiver = Receiver::start(&site, port, "receiver", &[]);
+            let out = sender.wait_with_output().unwrap();
+            let answers = crate::common::json_lines(&out.stdout);
+            assert_eq!(answers.len(), 1, "{point}: {answers:?}");
+            assert_eq!(answers[0]["state"], "acknowledged", "{point}: {answers:?}");
+            let run = receiver.stop();
+            run.code(0);
+            let statuses: Vec<String> = run
+                .json()
+                .iter()
+                .filter(|l| l.get("file").is_some())
+                .map(|l| l["status"].as_str().unwrap().to_string())
+                .collect();
+            let want: &[&str] = if again == "new" {
+                &["new", "new"]
+            } else {
+                &["resent"]
+            };
+            assert_eq!(statuses, want, "{point}\n{run}");
+            assert_eq!(
+                site.count("SELECT count(*) FROM interchanges"),
+                2,
+                "{point}"
+            );
+            assert_eq!(site.count("SELECT count(*) FROM deliveries"), 1, "{point}");
+            assert_eq!(
+                site.count("SELECT sightings FROM transport_messages"),
+                if again == "new" { 1 } else { 2 },
+                "{point}"
+            );
         }
     }
 }
