@@ -52,29 +52,35 @@ ingest() { # -> seconds
     "$corpus" >/dev/null || true
   tail -1 "$BENCH_DIR/.ti" | cut -d" " -f1
 }
-consume() { # QUEUE -> "seconds KiB", the idle second taken off
+consume() { # QUEUE -> "seconds KiB cpu_seconds", the idle second taken off
   rm -f "$BENCH_DIR"/sqs-c.db*
-  /usr/bin/time -f '%e %M' -o "$BENCH_DIR/.tc" "$bin" --db "$BENCH_DIR/sqs-c.db" consume -q \
+  /usr/bin/time -f '%e %M %U %S' -o "$BENCH_DIR/.tc" "$bin" --db "$BENCH_DIR/sqs-c.db" consume -q \
     --until-idle 1s --from "$endpoint/123456789012/$1" >/dev/null || true
-  read -r s kib < <(tail -1 "$BENCH_DIR/.tc")
-  echo "$(echo "$s - 1" | bc -l) $kib"
+  read -r s kib u sy < <(tail -1 "$BENCH_DIR/.tc")
+  echo "$(echo "$s - 1" | bc -l) $kib $(echo "$u + $sy" | bc -l)"
+}
+bare() { # QUEUE -> "seconds cpu_seconds"
+  /usr/bin/time -f '%U %S' -o "$BENCH_DIR/.tb" "$ex/bare_sqs" read "$endpoint" "$1" "$files" >"$BENCH_DIR/.bs"
+  read -r u sy < <(tail -1 "$BENCH_DIR/.tb")
+  echo "$(cat "$BENCH_DIR/.bs") $(echo "$u + $sy" | bc -l)"
 }
 
 echo "== consume of $files messages (moto) vs ingest of the same $files files, and a bare SDK loop"
-printf '%-6s %8s %10s %10s %8s %14s %13s\n' round load_s ingest_s consume_s bare_s consume/ingest consume/bare
+# cpu: the client's own CPU seconds (user + system); the rest of its wall time it waits on moto.
+printf '%-6s %8s %10s %10s %8s %8s %8s %14s %13s\n' round load_s ingest_s consume_s cpu_s bare_s cpu_s consume/ingest consume/bare
 for r in $(seq "$rounds"); do
   q=$(queue)
   load=$(cat "$BENCH_DIR/.tl")
   if [ $((r % 2)) -eq 1 ]; then
-    i=$(ingest); read -r c kib < <(consume "$q")
+    i=$(ingest); read -r c kib ccpu < <(consume "$q")
   else
-    read -r c kib < <(consume "$q"); i=$(ingest)
+    read -r c kib ccpu < <(consume "$q"); i=$(ingest)
   fi
   "$ex/bare_sqs" delete "$endpoint" "$q"
   q=$(queue)
-  b=$("$ex/bare_sqs" read "$endpoint" "$q" "$files")
+  read -r b bcpu < <(bare "$q")
   "$ex/bare_sqs" delete "$endpoint" "$q"
-  printf '%-6s %8s %10s %10.2f %8s %14.2f %13.2f\n' "$r" "$load" "$i" "$c" "$b" \
+  printf '%-6s %8s %10s %10.2f %8.2f %8s %8.2f %14.2f %13.2f\n' "$r" "$load" "$i" "$c" "$ccpu" "$b" "$bcpu" \
     "$(echo "$c / $i" | bc -l)" "$(echo "$c / $b" | bc -l)"
 done
 q="SELECT count(*), count(DISTINCT sha256) FROM interchanges"
