@@ -259,21 +259,23 @@ pub struct ReceiveArgs {
     )]
     pub as4_config: PathBuf,
 
-    /// The largest request taken, in bytes (larger: refused with HTTP 413, read no further).
-    #[arg(long, value_name = "BYTES", default_value_t = 50 * 1024 * 1024)]
+    /// The largest request taken (larger: refused with HTTP 413, read no further), from 1KiB
+    /// to 4GiB, e.g. 50MiB.
+    #[arg(long, value_name = "SIZE", default_value = "50MiB", value_parser = parse_request_size)]
     pub max_size: usize,
 
-    /// The largest a payload may inflate to, in bytes (more: refused as EBMS:0303, a
-    /// decompression bomb).
-    #[arg(long, value_name = "BYTES", default_value_t = 200 * 1024 * 1024)]
+    /// The most a message's payloads may inflate to, together, in bytes (more: refused as
+    /// EBMS:0303, a decompression bomb).
+    #[arg(long, value_name = "SIZE", default_value = "200MiB", value_parser = parse_request_size)]
     pub max_inflated: usize,
 
     /// How many requests are read and checked at once, at most (more wait for their turn).
     #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub max_concurrent: u32,
 
-    /// How long a request may take to arrive, whole (a slow sender is cut off).
-    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+    /// How long a request may wait for its turn and take to arrive, whole (a slow sender is cut
+    /// off), from 1s to 1h.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_request_timeout)]
     pub request_timeout: Duration,
 
     /// Print JSON Lines: one object per interchange and per refused message.
@@ -662,6 +664,26 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         return Ok(Duration::from_secs(secs));
     }
     humantime::parse_duration(text).map_err(|e| format!("{e} (try 30s, 5m or 1h)"))
+}
+
+/// `--request-timeout`: a duration from a second to an hour.
+#[cfg(feature = "as4")]
+fn parse_request_timeout(text: &str) -> Result<Duration, String> {
+    let d = parse_duration(text)?;
+    if d < Duration::from_secs(1) || d > Duration::from_secs(3600) {
+        return Err(format!("{text} is not between 1s and 1h"));
+    }
+    Ok(d)
+}
+
+/// `--max-size`, `--max-inflated`: a size from 1KiB to 4GiB.
+#[cfg(feature = "as4")]
+fn parse_request_size(text: &str) -> Result<usize, String> {
+    let n = parse_size(text)?;
+    if !(1024..=4 << 30).contains(&n) {
+        return Err(format!("{text} is not between 1KiB and 4GiB"));
+    }
+    usize::try_from(n).map_err(|_| format!("{text} is more than this machine can address"))
 }
 
 /// `1048576`, `512K`, `100M`, `100MiB`, `1G`: binary multiples either way.

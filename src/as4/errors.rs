@@ -75,12 +75,22 @@ pub struct Refusal {
     pub detail: String,
 }
 
+/// How much of a refusal's detail is kept: it may quote what a sender sent, and goes into the
+/// log, the metrics' report and the signed error.
+const MAX_DETAIL: usize = 400;
+
 impl Refusal {
     pub fn new(error: EbmsError, detail: impl Into<String>) -> Refusal {
-        Refusal {
-            error,
-            detail: detail.into(),
+        let mut detail: String = detail.into();
+        if detail.len() > MAX_DETAIL {
+            let mut end = MAX_DETAIL;
+            while !detail.is_char_boundary(end) {
+                end -= 1;
+            }
+            detail.truncate(end);
+            detail.push_str("...");
         }
+        Refusal { error, detail }
     }
 }
 

@@ -9,6 +9,7 @@ use super::mime;
 use super::payload;
 use super::wss;
 use super::xml::Doc;
+use sha2::{Digest as _, Sha256};
 
 /// A message that passed every check.
 #[derive(Debug)]
@@ -18,6 +19,9 @@ pub struct Received {
     pub interchanges: Vec<(String, Vec<u8>)>,
     /// The signature's references, in canonical form, for the receipt.
     pub references: Vec<Vec<u8>>,
+    /// A SHA-256 over its payloads' interchanges, in order (hex): a message sent again carries
+    /// the same, whatever its encryption.
+    pub content_sha256: String,
 }
 
 /// A message refused, and its id where it could be read (for the error's `RefToMessageId`).
@@ -109,6 +113,9 @@ pub fn read(
     }
     let secured = wss::check(&doc, env, &parts, &config.keys, partner, &cids).map_err(late)?;
     let mut interchanges = Vec::with_capacity(cids.len());
+    // One bound for the message's payloads together: a message of many payloads, each within
+    // it, would otherwise take many times the memory.
+    let mut inflatable = max_inflated;
     for (p, cid) in message.parts.iter().zip(cids) {
         let Some(bytes) = secured.attachments.get(&cid) else {
             return Err(late(Refusal::new(
@@ -119,7 +126,9 @@ pub fn read(
         let bytes = match p.compression.as_deref() {
             None => bytes.clone(),
             Some(c) if c.eq_ignore_ascii_case("application/gzip") => {
-                payload::inflate(bytes, max_inflated, &cid).map_err(late)?
+                let inflated = payload::inflate(bytes, inflatable, &cid).map_err(late)?;
+                inflatable -= inflated.len();
+                inflated
             }
             Some(other) => {
                 return Err(late(Refusal::new(
@@ -134,9 +143,15 @@ pub fn read(
             payload::interchange(bytes, p.mime_type.as_deref(), &cid).map_err(late)?;
         interchanges.push((cid, interchange));
     }
+    let mut content = Sha256::new();
+    for (_, bytes) in &interchanges {
+        content.update((bytes.len() as u64).to_be_bytes());
+        content.update(bytes);
+    }
     Ok(Received {
         message,
         interchanges,
         references: secured.references,
+        content_sha256: hex::encode(content.finalize()),
     })
 }

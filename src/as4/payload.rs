@@ -15,12 +15,12 @@ use crate::edifact::Charset;
 pub fn inflate(bytes: &[u8], max: usize, cid: &str) -> Result<Vec<u8>, Refusal> {
     let mut out = Vec::with_capacity(bytes.len().saturating_mul(4).min(max));
     let read = flate2::read::GzDecoder::new(bytes)
-        .take(max as u64 + 1)
+        .take((max as u64).saturating_add(1))
         .read_to_end(&mut out);
     match read {
         Ok(_) if out.len() > max => Err(Refusal::new(
             EbmsError::DecompressionFailure,
-            format!("the payload cid:{cid} inflates past {max} bytes (--max-inflated)"),
+            format!("the payload cid:{cid} inflates past the {max} bytes --max-inflated leaves it"),
         )),
         Ok(_) => Ok(out),
         Err(e) => Err(Refusal::new(

@@ -50,8 +50,13 @@ pub fn escape(text: &str) -> String {
 }
 
 /// A signed receipt for the message `ref_to`, whose signature had `references` (each a
-/// `ds:Reference` in canonical form).
-pub fn receipt(signer: &Signer<'_>, ref_to: &str, references: &[Vec<u8>]) -> Vec<u8> {
+/// `ds:Reference` in canonical form); the error says why none could be made (references our
+/// own reading of the receipt refuses, or OpenSSL failing): never a receipt left unsigned.
+pub fn receipt(
+    signer: &Signer<'_>,
+    ref_to: &str,
+    references: &[Vec<u8>],
+) -> Result<Vec<u8>, String> {
     let mut nri = format!(
         r#"<eb3:Receipt><ebbp:NonRepudiationInformation xmlns:ebbp="{}">"#,
         ns::EBBP
@@ -62,11 +67,24 @@ pub fn receipt(signer: &Signer<'_>, ref_to: &str, references: &[Vec<u8>]) -> Vec
         nri.push_str("</ebbp:MessagePartNRInformation>");
     }
     nri.push_str("</ebbp:NonRepudiationInformation></eb3:Receipt>");
-    signal(signer, Some(ref_to), &nri)
+    signal(signer, Some(ref_to), &nri).map_err(|(_, why)| why)
 }
 
 /// A signed ebMS error for the message `ref_to` (where its id could be read).
 pub fn error(signer: &Signer<'_>, ref_to: Option<&str>, refusal: &Refusal) -> Vec<u8> {
+    // Only our own escaped text goes in: it signs. Were it not to, the error still goes out,
+    // unsigned: the sender learns what was wrong all the same.
+    match error_signal(signer, ref_to, refusal) {
+        Ok(signed) => signed,
+        Err((unsigned, _)) => unsigned,
+    }
+}
+
+fn error_signal(
+    signer: &Signer<'_>,
+    ref_to: Option<&str>,
+    refusal: &Refusal,
+) -> Result<Vec<u8>, (Vec<u8>, String)> {
     let e = refusal.error;
     let ref_attr = ref_to
         .map(|r| format!(r#" refToMessageInError="{}""#, escape(r)))
@@ -82,8 +100,13 @@ pub fn error(signer: &Signer<'_>, ref_to: Option<&str>, refusal: &Refusal) -> Ve
     signal(signer, ref_to, &body)
 }
 
-/// The signed envelope of a signal message holding `inner`.
-fn signal(signer: &Signer<'_>, ref_to: Option<&str>, inner: &str) -> Vec<u8> {
+/// The signed envelope of a signal message holding `inner`; where it cannot be signed, the
+/// envelope unsigned and why.
+fn signal(
+    signer: &Signer<'_>,
+    ref_to: Option<&str>,
+    inner: &str,
+) -> Result<Vec<u8>, (Vec<u8>, String)> {
     let id = random_id();
     let timestamp = crate::clock::now();
     let ref_to = ref_to
@@ -117,8 +140,15 @@ fn signal(signer: &Signer<'_>, ref_to: Option<&str>, inner: &str) -> Vec<u8> {
         Some(b64(&Sha256::digest(c14n::exclusive(&doc, n, &[]))))
     };
     let draft = document("");
-    let messaging_digest = digest_of(&draft, &format!("msg-{id}")).unwrap_or_default();
-    let body_digest = digest_of(&draft, &format!("body-{id}")).unwrap_or_default();
+    let digests =
+        digest_of(&draft, &format!("msg-{id}")).zip(digest_of(&draft, &format!("body-{id}")));
+    let Some((messaging_digest, body_digest)) = digests else {
+        let why = match Doc::parse(&draft) {
+            Err(e) => e.to_string(),
+            Ok(_) => "its header or body could not be found again".to_string(),
+        };
+        return Err((draft.into_bytes(), why));
+    };
     let reference = |uri: &str, digest: &str| {
         format!(
             r##"<ds:Reference URI="#{uri}"><ds:Transforms><ds:Transform Algorithm="{c14n}"/></ds:Transforms><ds:DigestMethod Algorithm="{sha}"/><ds:DigestValue>{digest}</ds:DigestValue></ds:Reference>"##,
@@ -143,19 +173,24 @@ fn signal(signer: &Signer<'_>, ref_to: Option<&str>, inner: &str) -> Vec<u8> {
     };
     let unsigned = document(&signature(""));
     let value = Doc::parse(&unsigned)
-        .ok()
+        .map_err(|e| e.to_string())
         .and_then(|doc| {
-            let n = doc.elements().find(|&n| doc.is(n, ns::DS, "SignedInfo"))?;
+            let n = doc
+                .elements()
+                .find(|&n| doc.is(n, ns::DS, "SignedInfo"))
+                .ok_or("no SignedInfo")?;
             let canonical = c14n::exclusive(&doc, n, &[]);
             let mut s =
                 openssl::sign::Signer::new(openssl::hash::MessageDigest::sha256(), signer.key)
-                    .ok()?;
-            s.update(&canonical).ok()?;
-            s.sign_to_vec().ok()
-        })
-        .map(|sig| b64(&sig))
-        .unwrap_or_default();
+                    .map_err(|e| e.to_string())?;
+            s.update(&canonical).map_err(|e| e.to_string())?;
+            s.sign_to_vec().map_err(|e| e.to_string())
+        });
+    let value = match value {
+        Ok(sig) => b64(&sig),
+        Err(why) => return Err((unsigned.into_bytes(), why)),
+    };
     let mut out = String::from(r#"<?xml version="1.0" encoding="UTF-8"?>"#);
     out.push_str(&document(&signature(&value)));
-    out.into_bytes()
+    Ok(out.into_bytes())
 }

@@ -1,8 +1,9 @@
 //! The HTTP side of `receive`: a listener on its own thread, with a current-thread runtime kept
 //! here, that reads each POST within `--max-size` and `--request-timeout` (at most
-//! `--max-concurrent` at once), checks it on a blocking thread (`message.rs`: reading, decrypting,
-//! verifying are CPU work), and hands what passes to the caller's thread, which decides it in the
-//! inbox and gives the answer back. A stop (SIGTERM) closes the listener and lets the requests in
+//! `--max-concurrent` in hand at once, at most [`MAX_CONNECTIONS`] connections), checks it on a
+//! blocking thread (`message.rs`: reading, decrypting, verifying, signing are CPU work), and
+//! hands what passes to the caller's thread, which decides it in the inbox and gives the answer
+//! back. Every wait is bounded. A stop (SIGTERM) closes the listener and lets the requests in
 //! flight finish: each is answered.
 
 use std::net::SocketAddr;
@@ -55,8 +56,17 @@ pub struct Answer {
 /// The Content-Type of every answer: a bare SOAP 1.2 envelope.
 const SOAP: &str = "application/soap+xml; charset=utf-8";
 
+/// Connections open at once, at most: each holds a descriptor and a task. More wait in the
+/// kernel's backlog until one closes.
+const MAX_CONNECTIONS: usize = 512;
+
+/// How long a request waits for its decision, at least: the deciding thread may wait on the
+/// inbox's locks (`--busy-timeout`) and decide a batch. Past it the sender is told to send
+/// again, which is safe: a decision committed meanwhile answers the retry with its receipt.
+const DECISION_WAIT: Duration = Duration::from_secs(120);
+
 /// Serves `listener` until `stop`, then until the requests in flight are answered (each within
-/// the request timeout). Each message that passes goes to `jobs`.
+/// twice the request timeout). Each message that passes goes to `jobs`.
 pub fn serve(
     listener: std::net::TcpListener,
     config: Arc<Config>,
@@ -72,7 +82,15 @@ pub fn serve(
         let listener = tokio::net::TcpListener::from_std(listener)?;
         let graceful = hyper_util::server::graceful::GracefulShutdown::new();
         let permits = Arc::new(tokio::sync::Semaphore::new(limits.max_concurrent));
+        let connections = Arc::new(tokio::sync::Semaphore::new(
+            MAX_CONNECTIONS.max(limits.max_concurrent),
+        ));
         loop {
+            let slot = tokio::select! {
+                s = connections.clone().acquire_owned() => s,
+                () = stopped(&stop) => break,
+            };
+            let Ok(slot) = slot else { break };
             let accepted = tokio::select! {
                 a = listener.accept() => a,
                 () = stopped(&stop) => break,
@@ -91,9 +109,8 @@ pub fn serve(
                 let jobs = jobs.clone();
                 let permits = permits.clone();
                 async move {
-                    let _permit = permits.acquire_owned().await;
                     Ok::<_, std::convert::Infallible>(
-                        answer(request, peer, config, limits, jobs).await,
+                        answer(request, peer, config, limits, jobs, permits).await,
                     )
                 }
             });
@@ -104,32 +121,80 @@ pub fn serve(
             let conn = graceful.watch(conn);
             tokio::spawn(async move {
                 let _ = conn.await;
+                drop(slot);
             });
         }
-        // The requests in flight finish; idle connections are closed.
-        let _ = tokio::time::timeout(limits.request_timeout * 2, graceful.shutdown()).await;
+        // No new connection is taken (the kernel refuses them) while the requests in flight
+        // finish; idle connections are closed.
+        drop(listener);
+        let _ = tokio::time::timeout(
+            limits.request_timeout.saturating_mul(2),
+            graceful.shutdown(),
+        )
+        .await;
         Ok(())
     })
 }
 
+/// A signed ebMS error, answered with `status`; signed on a blocking thread (an RSA signature
+/// is CPU work the connections' thread must not wait on).
+async fn signed_error(
+    config: Arc<Config>,
+    status: u16,
+    refusal: Refusal,
+    id: Option<String>,
+) -> Response<Full<Bytes>> {
+    let body = tokio::task::spawn_blocking(move || {
+        let signer = Signer {
+            key: &config.keys.own_key,
+            cert: &config.keys.own_cert,
+        };
+        receipt::error(&signer, id.as_deref(), &refusal)
+    })
+    .await
+    .unwrap_or_default();
+    respond(status, body)
+}
+
 /// Reads one request, checks it, and answers: a receipt from the deciding thread, or an error.
+/// Its turn among the `--max-concurrent` requests in hand and its body are had within
+/// `--request-timeout`; the decision within [`DECISION_WAIT`] (or twice the request timeout).
 async fn answer(
     request: Request<Incoming>,
     peer: SocketAddr,
     config: Arc<Config>,
     limits: Limits,
     jobs: std::sync::mpsc::Sender<Job>,
+    permits: Arc<tokio::sync::Semaphore>,
 ) -> Response<Full<Bytes>> {
-    let signed_error = |config: &Config, status: u16, refusal: Refusal, id: Option<&str>| {
-        let signer = Signer {
-            key: &config.keys.own_key,
-            cert: &config.keys.own_cert,
-        };
-        respond(status, receipt::error(&signer, id, &refusal))
-    };
     if request.method() != hyper::Method::POST {
         return plain(405, "AS4 messages are POSTed\n");
     }
+    let refused = |refusal: &Refusal, id: Option<String>| {
+        let _ = jobs.send(Job::Refused {
+            rejected: Rejected {
+                refusal: refusal.clone(),
+                message_id: id,
+            },
+            peer,
+        });
+    };
+    // A request refused before its message id is read (EBMS:0004, with an HTTP status).
+    let refuse_request = |status: u16, why: String| {
+        let refusal = Refusal::new(EbmsError::Other, why);
+        refused(&refusal, None);
+        signed_error(config.clone(), status, refusal, None)
+    };
+    let deadline = tokio::time::Instant::now() + limits.request_timeout;
+    // Held until the answer: what is read, checked, or waits for its decision is bounded, and
+    // with it the memory its payloads take.
+    let Ok(Ok(_permit)) = tokio::time::timeout_at(deadline, permits.acquire_owned()).await else {
+        let why = format!(
+            "the receiver had no turn for the request within --request-timeout ({} s): send it again",
+            limits.request_timeout.as_secs()
+        );
+        return refuse_request(503, why).await;
+    };
     let content_type = request
         .headers()
         .get(hyper::header::CONTENT_TYPE)
@@ -137,7 +202,7 @@ async fn answer(
         .unwrap_or_default()
         .to_string();
     let body = Limited::new(request.into_body(), limits.max_size).collect();
-    let body = match tokio::time::timeout(limits.request_timeout, body).await {
+    let body = match tokio::time::timeout_at(deadline, body).await {
         Ok(Ok(collected)) => collected.to_bytes(),
         Ok(Err(e)) => {
             let too_large = e
@@ -154,46 +219,35 @@ async fn answer(
             } else {
                 (400, format!("the request body could not be read: {e}"))
             };
-            let refusal = Refusal::new(EbmsError::Other, why);
-            let _ = jobs.send(Job::Refused {
-                rejected: Rejected {
-                    refusal: refusal.clone(),
-                    message_id: None,
-                },
-                peer,
-            });
-            return signed_error(&config, status, refusal, None);
+            return refuse_request(status, why).await;
         }
         Err(_) => {
-            let refusal = Refusal::new(
-                EbmsError::Other,
-                format!(
-                    "the request did not arrive whole within --request-timeout ({} s)",
-                    limits.request_timeout.as_secs()
-                ),
+            let why = format!(
+                "the request did not arrive whole within --request-timeout ({} s)",
+                limits.request_timeout.as_secs()
             );
-            let _ = jobs.send(Job::Refused {
-                rejected: Rejected {
-                    refusal: refusal.clone(),
-                    message_id: None,
-                },
-                peer,
-            });
-            return signed_error(&config, 408, refusal, None);
+            return refuse_request(408, why).await;
         }
     };
     let checked = {
         let config = config.clone();
         tokio::task::spawn_blocking(move || {
-            message::read(&content_type, &body, &config, limits.max_inflated).map(|received| {
-                let signer = Signer {
-                    key: &config.keys.own_key,
-                    cert: &config.keys.own_cert,
-                };
-                let receipt =
-                    receipt::receipt(&signer, &received.message.message_id, &received.references);
-                (received, receipt)
-            })
+            let received = message::read(&content_type, &body, &config, limits.max_inflated)?;
+            let signer = Signer {
+                key: &config.keys.own_key,
+                cert: &config.keys.own_cert,
+            };
+            let id = &received.message.message_id;
+            match receipt::receipt(&signer, id, &received.references) {
+                Ok(receipt) => Ok((received, receipt)),
+                Err(why) => Err(Rejected {
+                    refusal: Refusal::new(
+                        EbmsError::Other,
+                        format!("no receipt could be made for the message's signature: {why}"),
+                    ),
+                    message_id: Some(id.clone()),
+                }),
+            }
         })
         .await
     };
@@ -203,15 +257,16 @@ async fn answer(
             let id = rejected.message_id.clone();
             let refusal = rejected.refusal.clone();
             let _ = jobs.send(Job::Refused { rejected, peer });
-            return signed_error(&config, 200, refusal, id.as_deref());
+            return signed_error(config, 200, refusal, id).await;
         }
         Err(_) => {
             return signed_error(
-                &config,
+                config,
                 500,
                 Refusal::new(EbmsError::Other, "the message could not be checked"),
                 None,
-            );
+            )
+            .await;
         }
     };
     let id = received.message.message_id.clone();
@@ -226,23 +281,40 @@ async fn answer(
         .is_err()
     {
         return signed_error(
-            &config,
+            config,
             503,
             Refusal::new(EbmsError::Other, "the receiver is stopping: send it again"),
-            Some(&id),
-        );
+            Some(id),
+        )
+        .await;
     }
-    match answered.await {
-        Ok(a) => respond(a.status, a.body),
-        Err(_) => signed_error(
-            &config,
-            503,
-            Refusal::new(
-                EbmsError::Other,
-                "the receiver stopped before deciding: send it again",
-            ),
-            Some(&id),
-        ),
+    let wait = DECISION_WAIT.max(limits.request_timeout.saturating_mul(2));
+    match tokio::time::timeout(wait, answered).await {
+        Ok(Ok(a)) => respond(a.status, a.body),
+        Ok(Err(_)) => {
+            signed_error(
+                config,
+                503,
+                Refusal::new(
+                    EbmsError::Other,
+                    "the receiver stopped before deciding: send it again",
+                ),
+                Some(id),
+            )
+            .await
+        }
+        Err(_) => {
+            signed_error(
+                config,
+                503,
+                Refusal::new(
+                    EbmsError::Other,
+                    "the receiver did not decide the message in time: send it again",
+                ),
+                Some(id),
+            )
+            .await
+        }
     }
 }
 

@@ -109,7 +109,7 @@ fn the_receipt_is_signed_with_our_key_and_names_every_reference() {
         key: &config.keys.own_key,
         cert: &config.keys.own_cert,
     };
-    let body = receipt::receipt(&signer, &got.message.message_id, &got.references);
+    let body = receipt::receipt(&signer, &got.message.message_id, &got.references).unwrap();
     let doc = verify_signal(&body, &fixture("certs/receiver.cert.pem"));
     let refs: Vec<usize> = doc
         .elements()
@@ -177,6 +177,25 @@ fn altered_messages_are_refused_with_their_errors() {
     // The sender's certificate is not the one pinned for its party id.
     let (_other_dir, other) = config_with("receiver.cert.pem");
     assert_eq!(refused(&request, &other), EbmsError::FailedAuthentication);
+    // A second EncryptedKey (another Id, the same key): one key per message is all the
+    // profile sends, and a second would be a second way to the payloads.
+    let mut two_keys = request.clone();
+    let start = find(&two_keys, b"<enc:EncryptedKey ");
+    let end = find(&two_keys, b"</enc:EncryptedKey>") + b"</enc:EncryptedKey>".len();
+    let copy = String::from_utf8(two_keys[start..end].to_vec())
+        .unwrap()
+        .replace("Id=\"EK-", "Id=\"EK2-")
+        .into_bytes();
+    two_keys.splice(end..end, copy);
+    assert_eq!(refused(&two_keys, &config), EbmsError::PolicyNoncompliance);
+    // The signature broken and the encrypted key too: the signature is checked first, so the
+    // private key is never used on what an unauthenticated party sent.
+    let mut both = request.clone();
+    let sig = find(&both, b"<ds:SignatureValue>") + b"<ds:SignatureValue>".len();
+    both[sig] = if both[sig] == b'A' { b'B' } else { b'A' };
+    let key = find(&both, b"<enc:CipherValue>") + b"<enc:CipherValue>".len();
+    both[key] = if both[key] == b'A' { b'B' } else { b'A' };
+    assert_eq!(refused(&both, &config), EbmsError::FailedAuthentication);
     // Truncated: the body ends inside a part.
     assert_eq!(
         refused(&request[..request.len() / 2], &config),

@@ -148,6 +148,18 @@ fn decrypt(
     keys: &Keys,
 ) -> Result<HashMap<String, Vec<u8>>, Refusal> {
     let mut out = HashMap::new();
+    // One key for every payload, as the profile has it: each more would be one more private-key
+    // operation a message could ask for.
+    if doc
+        .children_named(security, ns::XENC, "EncryptedKey")
+        .nth(1)
+        .is_some()
+    {
+        return Err(refuse(
+            EbmsError::PolicyNoncompliance,
+            "the message has more than one EncryptedKey",
+        ));
+    }
     for ek in doc.children_named(security, ns::XENC, "EncryptedKey") {
         let method = doc
             .only_child(ek, ns::XENC, "EncryptionMethod")
@@ -230,12 +242,14 @@ fn decrypt(
                 .and_then(|cd| doc.only_child(cd, ns::XENC, "CipherReference"))
                 .and_then(|cr| doc.attr(cr, "", "URI"))
                 .and_then(|u| u.strip_prefix("cid:"))
+                .map(super::ebms::content_id)
                 .ok_or_else(|| {
                     refuse(
                         EbmsError::FailedDecryption,
                         "an EncryptedData names no attachment",
                     )
                 })?;
+            let cid = cid.as_str();
             let part = parts
                 .iter()
                 .find(|p| p.content_id.as_deref() == Some(cid))
@@ -327,7 +341,6 @@ pub fn check(
     payload_cids: &[String],
 ) -> Result<Secured, Refusal> {
     let tokens = tokens(doc, env.security);
-    let attachments = decrypt(doc, env.security, &tokens, parts, keys)?;
     let signature = doc
         .only_child(env.security, ns::DS, "Signature")
         .ok_or_else(|| refuse(EbmsError::PolicyNoncompliance, "the message is not signed"))?;
@@ -401,6 +414,10 @@ pub fn check(
             ),
         ));
     }
+    // Only now, the signature the partner's: the private-key work of decrypting is done for a
+    // partner alone, never for whoever can reach the endpoint (our certificate is public, and
+    // anyone could wrap keys for it).
+    let attachments = decrypt(doc, env.security, &tokens, parts, keys)?;
     let mut covered_messaging = false;
     let mut covered_body = false;
     let mut covered: Vec<String> = Vec::new();
@@ -448,7 +465,8 @@ pub fn check(
                 target,
                 &inclusive_prefixes(doc, transforms[0]),
             ))
-        } else if let Some(cid) = uri.strip_prefix("cid:") {
+        } else if let Some(cid) = uri.strip_prefix("cid:").map(super::ebms::content_id) {
+            let cid = cid.as_str();
             if algorithms != [ns::ATTACHMENT_CONTENT_SIGNATURE] {
                 return Err(refuse(
                     EbmsError::PolicyNoncompliance,

@@ -14,6 +14,14 @@ pub const MAX_DEPTH: usize = 64;
 /// How many nodes (elements and texts) one document may have, at most.
 pub const MAX_NODES: usize = 20_000;
 
+/// How many attributes one document may have, at most (namespace declarations apart).
+pub const MAX_ATTRIBUTES: usize = 20_000;
+
+/// How many namespace declarations one document may have, at most. An AS4 envelope declares a
+/// score; every name is looked up through those in scope, and the canonical form of each
+/// element gathers them, so their number bounds the work a document can ask for.
+pub const MAX_NAMESPACES: usize = 256;
+
 /// Why a document was not read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum XmlError {
@@ -25,6 +33,10 @@ pub enum XmlError {
     TooDeep,
     #[error("the XML has more than {MAX_NODES} nodes")]
     TooLarge,
+    #[error("the XML has more than {MAX_ATTRIBUTES} attributes")]
+    TooManyAttributes,
+    #[error("the XML declares more than {MAX_NAMESPACES} namespaces")]
+    TooManyNamespaces,
     #[error("the XML uses the prefix {0:?} without declaring it")]
     UnboundPrefix(String),
     #[error("the XML refers to the entity &{0}; (only the predefined ones are taken)")]
@@ -115,6 +127,8 @@ impl Doc {
             reason,
         };
         let mut pending_text = String::new();
+        let mut attributes = 0usize;
+        let mut declarations = 0usize;
         loop {
             let event = reader
                 .read_event()
@@ -155,11 +169,18 @@ impl Doc {
                                 e => malformed(&reader, e.to_string()),
                             })?
                             .into_owned();
-                        if key == "xmlns" {
-                            namespaces.push((String::new(), value));
-                        } else if let Some(prefix) = key.strip_prefix("xmlns:") {
+                        if key == "xmlns" || key.starts_with("xmlns:") {
+                            declarations += 1;
+                            if declarations > MAX_NAMESPACES {
+                                return Err(XmlError::TooManyNamespaces);
+                            }
+                            let prefix = key.strip_prefix("xmlns:").unwrap_or_default();
                             namespaces.push((prefix.to_string(), value));
                         } else {
+                            attributes += 1;
+                            if attributes > MAX_ATTRIBUTES {
+                                return Err(XmlError::TooManyAttributes);
+                            }
                             attrs.push((key, value));
                         }
                     }
@@ -410,6 +431,28 @@ mod tests {
         assert_eq!(Doc::parse(&deep).unwrap_err(), XmlError::TooDeep);
         let wide = format!("<r>{}</r>", "<a/>".repeat(MAX_NODES));
         assert_eq!(Doc::parse(&wide).unwrap_err(), XmlError::TooLarge);
+        // Each name is looked up through the declarations in scope: their number is bounded,
+        // and so is the attributes'.
+        let declared: String = (0..=MAX_NAMESPACES)
+            .map(|k| format!(" xmlns:p{k}=\"u\""))
+            .collect();
+        let many = format!("<r{declared}/>");
+        assert_eq!(Doc::parse(&many).unwrap_err(), XmlError::TooManyNamespaces);
+        let nested = format!(
+            "<r>{}</r>",
+            (0..=MAX_NAMESPACES)
+                .map(|k| format!("<a xmlns:p{k}=\"u\"/>"))
+                .collect::<String>()
+        );
+        assert_eq!(
+            Doc::parse(&nested).unwrap_err(),
+            XmlError::TooManyNamespaces
+        );
+        let attributes: String = (0..=MAX_ATTRIBUTES)
+            .map(|k| format!(" a{k}=\"\""))
+            .collect();
+        let many = format!("<r{attributes}/>");
+        assert_eq!(Doc::parse(&many).unwrap_err(), XmlError::TooManyAttributes);
         assert!(matches!(
             Doc::parse("<p:r/>"),
             Err(XmlError::UnboundPrefix(_))

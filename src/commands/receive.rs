@@ -21,7 +21,7 @@ use crate::as4::receipt::{self, Signer};
 use crate::as4::server::{self, Answer, Job, Limits};
 use crate::cli::ReceiveArgs;
 use crate::exit::ExitStatus;
-use crate::inbox::{Access, Claim, DeliveryRecord, Inbox, Location};
+use crate::inbox::{Access, Claim, DeliveryRecord, Inbox, Location, TransportMessage};
 use crate::intake::{self, AckPolicy, Outcome, Parsed};
 use crate::metrics::{Metrics, unix_now};
 use crate::output::{Out, problem};
@@ -165,6 +165,25 @@ pub fn run(
             }
         }
         if !batch.is_empty() {
+            if inbox.is_lost() {
+                // The server restarted or the network cut: connected again before deciding
+                // (each try bounded by the connection's timeout); where it fails, the batch
+                // fails on the lost connection and its senders send again.
+                match super::open_inbox(db, Access::Create, busy_timeout) {
+                    Ok(mut fresh) => {
+                        fresh.start_run();
+                        inbox = fresh;
+                        crate::output::warn("the inbox's connection was lost: connected again");
+                    }
+                    Err(e) => problem(
+                        &mut run.out,
+                        &format!(
+                            "the inbox's connection was lost, and connecting again failed: {}",
+                            super::one_message(&e)
+                        ),
+                    ),
+                }
+            }
             run.decide(&mut *inbox, batch);
         }
         run.metrics_now(&*inbox, false);
@@ -194,14 +213,25 @@ enum Decided {
     Resent(Vec<u8>),
     /// Sent again while its first sending waited in the same batch: that one's receipt.
     SameAs(usize),
+    /// Its id is another message's (another sender's, or other content): refused.
+    Refused(Refusal),
 }
 
 impl Run<'_> {
-    /// Decides a batch of messages in one transaction, then answers each.
+    /// Decides a batch of messages in one transaction, then answers each. Where the batch
+    /// fails, each of its messages is decided alone: one message the inbox cannot take fails
+    /// alone, not the others that came with it.
     fn decide(&mut self, inbox: &mut dyn Inbox, batch: Vec<Pending>) {
         self.last_request = unix_now();
         let decided = match self.decide_in_inbox(inbox, &batch) {
             Ok(decided) => decided,
+            Err(_) if batch.len() > 1 && !inbox.is_lost() => {
+                inbox.abandon();
+                for p in batch {
+                    self.decide(inbox, vec![p]);
+                }
+                return;
+            }
             Err(e) => {
                 inbox.abandon();
                 let why = super::one_message(&e);
@@ -233,11 +263,23 @@ impl Run<'_> {
                 Decided::Resent(stored) => stored.clone(),
                 // An earlier one of the batch: its answer, whichever it was.
                 Decided::SameAs(first) => receipts[*first].clone(),
+                Decided::Refused(refusal) => receipt::error(
+                    &self.signer(),
+                    Some(&p.received.message.message_id),
+                    refusal,
+                ),
             };
             receipts.push(receipt);
         }
         for ((p, d), receipt) in batch.into_iter().zip(decided).zip(receipts) {
             match d {
+                Decided::Refused(refusal) => {
+                    let rejected = Rejected {
+                        refusal,
+                        message_id: Some(p.received.message.message_id.clone()),
+                    };
+                    self.refused(&rejected, p.peer);
+                }
                 Decided::New(outcomes) => {
                     self.summary.receipts += 1;
                     for o in outcomes.iter().flatten() {
@@ -296,9 +338,8 @@ impl Run<'_> {
             if inbox.rollbacks() != rollbacks {
                 let mut lost = false;
                 for &k in &new {
-                    let id = &batch[k].received.message.message_id;
                     let again = inbox
-                        .claim_message(TRANSPORT, id, &when)
+                        .claim_message(&batch[k].claimed(), &when)
                         .context("cannot write to the inbox database")?;
                     lost |= !matches!(again, Claim::New);
                 }
@@ -477,36 +518,88 @@ impl Run<'_> {
     }
 }
 
-/// Each message's id claimed, in the batch's order: `None` for a new one (claimed now), else
-/// what answers it. A message sent again while its first sending waits in the same batch is
-/// answered as that one is.
+impl Pending {
+    /// The message as its id is claimed: who sent it, and what it carries.
+    fn claimed(&self) -> TransportMessage<'_> {
+        let r = &self.received;
+        TransportMessage {
+            transport: TRANSPORT,
+            message_id: &r.message.message_id,
+            sender: &r.message.from,
+            content_sha256: &r.content_sha256,
+        }
+    }
+}
+
+/// Each message's id claimed: `None` for a new one (claimed now), else what answers it. The
+/// ids are claimed in their order (two receivers of a shared inbox, each with the same messages
+/// in another order, would each wait on the other's rows otherwise). A message sent again while
+/// its first sending waits in the same batch is answered as that one is, where it is the same.
 fn claim(
     inbox: &mut dyn Inbox,
     batch: &[Pending],
     when: &str,
 ) -> anyhow::Result<Vec<Option<Decided>>> {
+    let mut order: Vec<usize> = (0..batch.len()).collect();
+    // Stable: of the sendings of one id, the earliest comes first.
+    order.sort_by(|&a, &b| {
+        batch[a]
+            .received
+            .message
+            .message_id
+            .cmp(&batch[b].received.message.message_id)
+    });
     let mut first: HashMap<&str, usize> = HashMap::new();
-    let mut claimed = Vec::with_capacity(batch.len());
-    for (k, p) in batch.iter().enumerate() {
-        let id = p.received.message.message_id.as_str();
+    let mut claimed: Vec<Option<Decided>> = (0..batch.len()).map(|_| None).collect();
+    for k in order {
+        let p = &batch[k];
+        let m = p.claimed();
         let claim = inbox
-            .claim_message(TRANSPORT, id, when)
+            .claim_message(&m, when)
             .context("cannot write to the inbox database")?;
-        claimed.push(match (claim, first.get(id)) {
-            (_, Some(&j)) => Some(Decided::SameAs(j)),
+        claimed[k] = match (claim, first.get(m.message_id)) {
+            (Claim::Other { sender }, _) => Some(Decided::Refused(other_message(&m, sender))),
+            (_, Some(&j)) => {
+                let q = batch[j].claimed();
+                if (q.sender, q.content_sha256) == (m.sender, m.content_sha256) {
+                    Some(Decided::SameAs(j))
+                } else {
+                    Some(Decided::Refused(other_message(
+                        &m,
+                        Some(q.sender.to_string()),
+                    )))
+                }
+            }
             (Claim::New, None) => None,
             (Claim::Seen(Some(stored)), None) => Some(Decided::Resent(stored)),
             // Claimed and never answered (an inbox written by hand): answered now.
             (Claim::Seen(None), None) => {
                 inbox
-                    .answer_message(TRANSPORT, id, &p.receipt)
+                    .answer_message(TRANSPORT, m.message_id, &p.receipt)
                     .context("cannot write to the inbox database")?;
                 Some(Decided::Resent(p.receipt.clone()))
             }
-        });
-        first.entry(id).or_insert(k);
+        };
+        first.entry(m.message_id).or_insert(k);
     }
     Ok(claimed)
+}
+
+/// The refusal of a message whose id another message has: answering it with that one's receipt
+/// would tell its sender it arrived, and it would be lost unseen. The other party is not named
+/// to this one (the signal goes to whoever sent it); the operator's line names the id.
+fn other_message(m: &TransportMessage<'_>, sender: Option<String>) -> Refusal {
+    let whose = match sender {
+        Some(s) if s != m.sender => "another party's message",
+        _ => "a message with other content",
+    };
+    Refusal::new(
+        EbmsError::Other,
+        format!(
+            "the MessageId {} is {whose}, already received: send this one under an id of its own",
+            m.message_id
+        ),
+    )
 }
 
 /// The interchanges of the batch's new messages (`new`, their places in it) decided as `ingest`

@@ -186,6 +186,12 @@ pub trait Decisions {
     /// run that ends on one drops the inbox instead, which rolls the batch back).
     fn abandon(&mut self);
 
+    /// True where the connection to the database is gone for good (the server restarted, the
+    /// network cut): a service that goes on opens the inbox again. Never for an embedded store.
+    fn is_lost(&self) -> bool {
+        false
+    }
+
     /// A run of many batches begins: the backend may start what helps it keep up.
     fn start_run(&mut self);
 
@@ -277,13 +283,13 @@ pub trait Positions {
 /// in the batch that decides them, with the answer sent for each, so that a message sent again
 /// is answered again the same way and never decided twice.
 pub trait Transports {
-    /// Claims `message_id` of `transport` in the open batch (a batch of another host claiming
-    /// it waits until this one ends): [`Claim::New`] where it is new, else what was answered when
-    /// it was first decided (and it is counted as seen again).
+    /// Claims `message` in the open batch (a batch of another host claiming it waits until this
+    /// one ends): [`Claim::New`] where its id is new; where the same sender sent the same content
+    /// under it, what was answered when it was first decided (and it is counted as seen again);
+    /// else [`Claim::Other`], and nothing is changed.
     fn claim_message(
         &mut self,
-        transport: &str,
-        message_id: &str,
+        message: &TransportMessage<'_>,
         when: &str,
     ) -> Result<Claim, InboxError>;
 
@@ -303,6 +309,17 @@ pub enum Claim {
     New,
     /// Seen before, with the answer sent then (none where it was not stored).
     Seen(Option<Vec<u8>>),
+    /// The id is another message's: another sender's, or other content (the one stored then).
+    Other { sender: Option<String> },
+}
+
+/// A transport message as it is claimed: its id, who sent it, and a digest of what it carries.
+#[derive(Debug, Clone, Copy)]
+pub struct TransportMessage<'a> {
+    pub transport: &'a str,
+    pub message_id: &'a str,
+    pub sender: &'a str,
+    pub content_sha256: &'a str,
 }
 
 /// The committed positions, read from another thread ([`Positions::position_reader`]).

@@ -6,7 +6,8 @@ code (``PeppolSendingExchange.receive_signal``: the receipt's signature by the r
 certificate, RefToMessageId, and ``verify_non_repudiation`` of every reference it signed).
 
     send.py --certs DIR --url URL [--form text|binary|auto] [--times N] [--tamper MODE]
-            [--retry-for SECONDS] [--save DIR] [--together] FILE...
+            [--retry-for SECONDS] [--save DIR] [--together] [--message-id ID] [--party ID]
+            [--sign-with STEM] FILE...
 
 Each FILE is sent as one message (``--times N``: the same message N times, a sender's retries).
 One JSON line per answer on standard output:
@@ -25,7 +26,8 @@ profile itself allows one payload a message; this is a test of a receiver's ebMS
 ``--retry-for S``: a message without a receipt (no connection, a 5xx, an unreadable answer) is
 sent again, the same bytes, until one comes or S seconds went by: an AS4 sender's retries.
 ``--tamper MODE`` alters each request before it is sent: flip-attachment, flip-header,
-swap-payload, wrap, unknown-cert, truncate.
+swap-payload, wrap, unknown-cert, truncate. ``--message-id ID`` gives every message that id (a
+sender that reuses ids); ``--party ID`` sends as another party, with ``--sign-with STEM``'s key.
 
 DIR holds ``sender.{key,cert}.pem`` and ``receiver.cert.pem`` (PKCS#8 keys; see
 ``tests/fixtures/as4/certs``). The sender's party id is PTE000001, the receiver's PTE000002.
@@ -48,6 +50,7 @@ from cryptography.hazmat.primitives import serialization
 from lxml import etree
 
 from as4 import AS4LocalPrivateKey, ExchangeState, ReceiptVerificationError
+from as4.core.references import AS4References
 from as4.peppol import (
     BusdoxDocidQnsDocumentIdentifier,
     PeppolAS4MessageBuilderArgs,
@@ -249,6 +252,8 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=30.0)
     parser.add_argument("--save", type=Path)
     parser.add_argument("--together", action="store_true", help="all FILEs as one message, one payload each")
+    parser.add_argument("--message-id", help="the eb:MessageId of every message (else a fresh one each)")
+    parser.add_argument("--party", default=SENDER_AP, help="the sender's party id (eb:From)")
     parser.add_argument("files", nargs="+", type=Path)
     args = parser.parse_args()
     if args.together and args.tamper == "swap-payload":
@@ -258,7 +263,7 @@ def main() -> int:
     sender_key = load_key(Path(f"{stem}.key.pem"))
     sender_cert = x509.load_pem_x509_certificate(Path(f"{stem}.cert.pem").read_bytes())
     receiver_cert = x509.load_pem_x509_certificate((args.certs / "receiver.cert.pem").read_bytes())
-    local = create_peppol_internal_party(SENDER_AP, sender_cert, AS4LocalPrivateKey(sender_key))
+    local = create_peppol_internal_party(args.party, sender_cert, AS4LocalPrivateKey(sender_key))
     remote = create_peppol_external_party(RECEIVER_AP, receiver_cert)
 
     def build(edi: bytes):
@@ -273,6 +278,7 @@ def main() -> int:
             document_type_identifier_scheme="busdox-docid-qns",
             document_type_identifier_value=f"{ENVELOPE_NS}::{root}##{CUSTOMIZATION}",
             process_identifier=PROCESS,
+            references=AS4References(message_id=args.message_id) if args.message_id else None,
         )
 
     urls = args.url.split(",")

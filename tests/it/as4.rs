@@ -43,7 +43,7 @@ fn config(site: &Site) -> PathBuf {
     fs::write(
         &path,
         format!(
-            "[own]\nparty_id = \"PTE000002\"\nkey = \"{FIXTURES}/certs/receiver.key.pem\"\ncert = \"{FIXTURES}/certs/receiver.cert.pem\"\n\n[[partner]]\nparty_id = \"PTE000001\"\ncert = \"{FIXTURES}/certs/sender.cert.pem\"\n"
+            "[own]\nparty_id = \"PTE000002\"\nkey = \"{FIXTURES}/certs/receiver.key.pem\"\ncert = \"{FIXTURES}/certs/receiver.cert.pem\"\n\n[[partner]]\nparty_id = \"PTE000001\"\ncert = \"{FIXTURES}/certs/sender.cert.pem\"\n\n[[partner]]\nparty_id = \"PTE000003\"\ncert = \"{FIXTURES}/certs/receiver.cert.pem\"\n"
         ),
     )
     .unwrap();
@@ -456,6 +456,68 @@ fn a_message_sent_again_gets_its_receipt_again_and_is_not_decided_again() {
         ["new", "resent", "resent", "duplicate"],
         "{lines:?}"
     );
+}
+
+per_backend! {
+    /// A MessageId used again for other content, or by another party: refused with EBMS:0004, not
+    /// answered with the first message's receipt (its sender would take it for delivered, and it
+    /// would be lost unseen), nothing of it applied; the first message sent again (its payload the
+    /// same, though encrypted afresh) still gets its stored receipt.
+    fn a_message_id_used_again_for_another_message_is_refused(site) {
+        let Some(python) = python() else { return };
+        let receiver = Receiver::start(&site, free_port(), "receiver", &[]);
+        let url = receiver.url();
+        let first = crate::common::samples().join("valid/orders-d01b-no-una.edi");
+        let first = first.display().to_string();
+        let other = crate::common::samples().join("valid/invoic-d96a-unoc-crlf.edi");
+        let other = other.display().to_string();
+        let id = "reused-0001@sender.example";
+        let a = &send(&python, &["--url", &url, "--message-id", id, &first])[0];
+        assert_eq!(a["state"], "acknowledged", "{a}");
+        assert_eq!(a["message_id"], id, "{a}");
+        let b = &send(&python, &["--url", &url, "--message-id", id, &other])[0];
+        assert_eq!(
+            (&b["state"], &b["error_code"]),
+            (&"rejected".into(), &"EBMS:0004".into()),
+            "other content under the id: {b}"
+        );
+        let party = format!("{FIXTURES}/certs/receiver");
+        let c = &send(
+            &python,
+            &[
+                "--url", &url, "--message-id", id, "--party", "PTE000003", "--sign-with", &party,
+                &first,
+            ],
+        )[0];
+        assert_eq!(
+            (&c["state"], &c["error_code"]),
+            (&"rejected".into(), &"EBMS:0004".into()),
+            "another party's message under the id: {c}"
+        );
+        // The first message built again (the same payload, encrypted afresh, other wsu:Ids):
+        // the same message, answered with its stored receipt, which names the first build's
+        // references (so this sender's library, checking them, does not take it).
+        let d = &send(&python, &["--url", &url, "--message-id", id, &first])[0];
+        assert_eq!(d["http"], 200, "the first message sent again: {d}");
+        assert_eq!(d["receipt_sha256"], a["receipt_sha256"], "the stored receipt: {d}");
+        assert_eq!(site.count("SELECT count(*) FROM interchanges"), 1);
+        assert_eq!(site.count("SELECT count(*) FROM deliveries"), 1);
+        assert_eq!(site.count("SELECT sightings FROM transport_messages"), 2);
+        let run = receiver.stop();
+        run.code(3);
+        let lines = run.json();
+        let statuses: Vec<&str> = lines.iter().filter_map(|l| l["status"].as_str()).collect();
+        assert_eq!(statuses, ["new", "refused", "refused", "resent"], "{lines:?}");
+        let reasons: Vec<&str> = lines
+            .iter()
+            .filter(|l| l["status"] == "refused")
+            .map(|l| l["reason"].as_str().unwrap())
+            .collect();
+        assert!(reasons[0].contains("other content"), "{lines:?}");
+        assert!(reasons[1].contains("another party's"), "{lines:?}");
+        assert!(reasons.iter().all(|r| r.contains(id)), "{lines:?}");
+    }
+
 }
 
 /// Altered and hostile messages: each refused with its ebMS error (a signal the sender reads as

@@ -129,6 +129,10 @@ impl Decisions for PgInbox {
         self.rollback();
     }
 
+    fn is_lost(&self) -> bool {
+        self.client.borrow().is_closed()
+    }
+
     fn commit(&mut self) -> Result<(), InboxError> {
         if !self.in_tx {
             return Ok(());
@@ -138,6 +142,12 @@ impl Decisions for PgInbox {
         let result = add_counters(client, &self.host, &counts)
             .and_then(|()| Ok(client.batch_execute("COMMIT")?));
         self.in_tx = false;
+        if result.is_err() {
+            // The counters' statement failed inside the transaction (a COMMIT that failed has
+            // ended it already): ended here, so that the next batch's BEGIN is not refused.
+            let _ = client.batch_execute("ROLLBACK");
+            self.rollbacks += 1;
+        }
         result
     }
 

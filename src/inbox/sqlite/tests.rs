@@ -330,3 +330,66 @@ fn reopening_keeps_the_schema() {
         .unwrap();
     assert_eq!(mode, "wal");
 }
+
+/// A transport message id claimed: new; then the same message again (its answer given back,
+/// its sightings counted); another party's message or other content under the id: `Other`, and
+/// the row left as it was. A row from before the sender was stored is taken as it was.
+#[test]
+fn a_message_id_is_the_same_message_only_from_the_same_sender_with_the_same_content() {
+    use crate::inbox::{Claim, TransportMessage, Transports};
+    let dir = tempfile::tempdir().unwrap();
+    let mut inbox = open(&dir.path().join("t.db")).unwrap();
+    let when = "2026-01-01T00:00:00.000Z";
+    let m = TransportMessage {
+        transport: "as4",
+        message_id: "m1",
+        sender: "PTE000001",
+        content_sha256: "aa",
+    };
+    assert!(matches!(inbox.claim_message(&m, when).unwrap(), Claim::New));
+    inbox.answer_message("as4", "m1", b"receipt").unwrap();
+    inbox.commit().unwrap();
+    match inbox.claim_message(&m, when).unwrap() {
+        Claim::Seen(Some(answer)) => assert_eq!(answer, b"receipt"),
+        other => panic!("the same message again: {other:?}"),
+    }
+    let other_party = TransportMessage {
+        sender: "PTE000003",
+        ..m
+    };
+    match inbox.claim_message(&other_party, when).unwrap() {
+        Claim::Other { sender } => assert_eq!(sender.as_deref(), Some("PTE000001")),
+        other => panic!("another party's message: {other:?}"),
+    }
+    let other_content = TransportMessage {
+        content_sha256: "bb",
+        ..m
+    };
+    assert!(matches!(
+        inbox.claim_message(&other_content, when).unwrap(),
+        Claim::Other { .. }
+    ));
+    inbox.commit().unwrap();
+    let (sightings, sender, content): (i64, String, String) = inbox
+        .connection()
+        .query_row(
+            "SELECT sightings, sender, content_sha256 FROM transport_messages",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap();
+    assert_eq!(
+        (sightings, sender.as_str(), content.as_str()),
+        (2, "PTE000001", "aa")
+    );
+    // Written before migration 0014: no sender, no content, the same message to every claim.
+    inbox
+        .connection()
+        .execute_batch("UPDATE transport_messages SET sender = NULL, content_sha256 = NULL")
+        .unwrap();
+    assert!(matches!(
+        inbox.claim_message(&other_content, when).unwrap(),
+        Claim::Seen(Some(_))
+    ));
+    inbox.commit().unwrap();
+}
