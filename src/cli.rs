@@ -269,7 +269,8 @@ pub struct ReceiveArgs {
     #[arg(long, value_name = "SIZE", default_value = "200MiB", value_parser = parse_request_size)]
     pub max_inflated: usize,
 
-    /// How many requests are read and checked at once, at most (more wait for their turn).
+    /// How many requests are in hand at once, at most: read, checked, or waiting for their
+    /// decision (more wait for their turn).
     #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub max_concurrent: u32,
 

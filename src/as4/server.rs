@@ -39,6 +39,10 @@ pub enum Job {
         receipt: Vec<u8>,
         peer: SocketAddr,
         reply: tokio::sync::oneshot::Sender<Answer>,
+        /// The request's place among the `--max-concurrent` in hand, given back when the
+        /// deciding thread is done with it (not when its sender stopped waiting): what waits
+        /// for a decision, payloads and all, stays bounded however long the inbox stalls.
+        permit: tokio::sync::OwnedSemaphorePermit,
     },
     /// A message refused (already answered): for the report and the metrics.
     Refused {
@@ -65,8 +69,14 @@ const MAX_CONNECTIONS: usize = 512;
 /// again, which is safe: a decision committed meanwhile answers the retry with its receipt.
 const DECISION_WAIT: Duration = Duration::from_secs(120);
 
+/// How long a request waits for its decision: [`DECISION_WAIT`], or twice the request timeout
+/// where that is longer.
+pub fn decision_wait(limits: &Limits) -> Duration {
+    DECISION_WAIT.max(limits.request_timeout.saturating_mul(2))
+}
+
 /// Serves `listener` until `stop`, then until the requests in flight are answered (each within
-/// twice the request timeout). Each message that passes goes to `jobs`.
+/// its request timeout and its decision's wait). Each message that passes goes to `jobs`.
 pub fn serve(
     listener: std::net::TcpListener,
     config: Arc<Config>,
@@ -128,7 +138,9 @@ pub fn serve(
         // finish; idle connections are closed.
         drop(listener);
         let _ = tokio::time::timeout(
-            limits.request_timeout.saturating_mul(2),
+            limits
+                .request_timeout
+                .saturating_add(decision_wait(&limits)),
             graceful.shutdown(),
         )
         .await;
@@ -186,9 +198,9 @@ async fn answer(
         signed_error(config.clone(), status, refusal, None)
     };
     let deadline = tokio::time::Instant::now() + limits.request_timeout;
-    // Held until the answer: what is read, checked, or waits for its decision is bounded, and
-    // with it the memory its payloads take.
-    let Ok(Ok(_permit)) = tokio::time::timeout_at(deadline, permits.acquire_owned()).await else {
+    // Held until the deciding thread is done with the message (see `Job::Decide`): what is read,
+    // checked, or waits for its decision is bounded, and with it the memory its payloads take.
+    let Ok(Ok(permit)) = tokio::time::timeout_at(deadline, permits.acquire_owned()).await else {
         let why = format!(
             "the receiver had no turn for the request within --request-timeout ({} s): send it again",
             limits.request_timeout.as_secs()
@@ -277,6 +289,7 @@ async fn answer(
             receipt,
             peer,
             reply,
+            permit,
         })
         .is_err()
     {
@@ -288,8 +301,7 @@ async fn answer(
         )
         .await;
     }
-    let wait = DECISION_WAIT.max(limits.request_timeout.saturating_mul(2));
-    match tokio::time::timeout(wait, answered).await {
+    match tokio::time::timeout(decision_wait(&limits), answered).await {
         Ok(Ok(a)) => respond(a.status, a.body),
         Ok(Err(_)) => {
             signed_error(

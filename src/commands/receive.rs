@@ -21,7 +21,7 @@ use crate::as4::receipt::{self, Signer};
 use crate::as4::server::{self, Answer, Job, Limits};
 use crate::cli::ReceiveArgs;
 use crate::exit::ExitStatus;
-use crate::inbox::{Access, Claim, DeliveryRecord, Inbox, Location, TransportMessage};
+use crate::inbox::{Access, Claim, DeliveryRecord, Inbox, InboxError, Location, TransportMessage};
 use crate::intake::{self, AckPolicy, Outcome, Parsed};
 use crate::metrics::{Metrics, unix_now};
 use crate::output::{Out, problem};
@@ -147,16 +147,21 @@ pub fn run(
         let mut next = Some(first);
         while let Some(job) = next.take() {
             match job {
+                // Its sender stopped waiting (it was told to send again, or went away): its
+                // place is given back undecided, and its retry is decided.
+                Job::Decide { reply, .. } if reply.is_closed() => {}
                 Job::Decide {
                     received,
                     receipt,
                     peer,
                     reply,
+                    permit,
                 } => batch.push(Pending {
                     received,
                     receipt,
                     peer,
                     reply,
+                    _permit: permit,
                 }),
                 Job::Refused { rejected, peer } => run.refused(&rejected, peer),
             }
@@ -203,6 +208,8 @@ struct Pending {
     receipt: Vec<u8>,
     peer: SocketAddr,
     reply: tokio::sync::oneshot::Sender<Answer>,
+    /// Its place among the requests in hand, given back once it is answered.
+    _permit: tokio::sync::OwnedSemaphorePermit,
 }
 
 /// What a decision made of a message.
@@ -219,13 +226,15 @@ enum Decided {
 
 impl Run<'_> {
     /// Decides a batch of messages in one transaction, then answers each. Where the batch
-    /// fails, each of its messages is decided alone: one message the inbox cannot take fails
-    /// alone, not the others that came with it.
+    /// fails for something of its own, each of its messages is decided alone: one message the
+    /// inbox cannot take fails alone, not the others that came with it. Not where the inbox
+    /// itself failed (its connection lost, another run's lock held past `--busy-timeout`): each
+    /// would only wait and fail in turn.
     fn decide(&mut self, inbox: &mut dyn Inbox, batch: Vec<Pending>) {
         self.last_request = unix_now();
         let decided = match self.decide_in_inbox(inbox, &batch) {
             Ok(decided) => decided,
-            Err(_) if batch.len() > 1 && !inbox.is_lost() => {
+            Err(e) if batch.len() > 1 && !inbox.is_lost() && !busy(&e) => {
                 inbox.abandon();
                 for p in batch {
                     self.decide(inbox, vec![p]);
@@ -337,7 +346,7 @@ impl Run<'_> {
             let outcomes = decide_new(inbox, batch, &new, &when, self.acks)?;
             if inbox.rollbacks() != rollbacks {
                 let mut lost = false;
-                for &k in &new {
+                for k in by_id(batch, new.iter().copied()) {
                     let again = inbox
                         .claim_message(&batch[k].claimed(), &when)
                         .context("cannot write to the inbox database")?;
@@ -531,27 +540,17 @@ impl Pending {
     }
 }
 
-/// Each message's id claimed: `None` for a new one (claimed now), else what answers it. The
-/// ids are claimed in their order (two receivers of a shared inbox, each with the same messages
-/// in another order, would each wait on the other's rows otherwise). A message sent again while
-/// its first sending waits in the same batch is answered as that one is, where it is the same.
+/// Each message's id claimed, in the order of the ids ([`by_id`]): `None` for a new one
+/// (claimed now), else what answers it. A message sent again while its first sending waits in
+/// the same batch is answered as that one is, where it is the same.
 fn claim(
     inbox: &mut dyn Inbox,
     batch: &[Pending],
     when: &str,
 ) -> anyhow::Result<Vec<Option<Decided>>> {
-    let mut order: Vec<usize> = (0..batch.len()).collect();
-    // Stable: of the sendings of one id, the earliest comes first.
-    order.sort_by(|&a, &b| {
-        batch[a]
-            .received
-            .message
-            .message_id
-            .cmp(&batch[b].received.message.message_id)
-    });
     let mut first: HashMap<&str, usize> = HashMap::new();
     let mut claimed: Vec<Option<Decided>> = (0..batch.len()).map(|_| None).collect();
-    for k in order {
+    for k in by_id(batch, 0..batch.len()) {
         let p = &batch[k];
         let m = p.claimed();
         let claim = inbox
@@ -580,9 +579,33 @@ fn claim(
                 Some(Decided::Resent(p.receipt.clone()))
             }
         };
-        first.entry(m.message_id).or_insert(k);
+        // A sending refused is not the one a later sending of its id is compared with.
+        if !matches!(claimed[k], Some(Decided::Refused(_))) {
+            first.entry(m.message_id).or_insert(k);
+        }
     }
     Ok(claimed)
+}
+
+/// The places `of` the batch in the order of their message ids, in which they are claimed (two
+/// receivers of a shared inbox claiming the same ids in other orders would each wait on the
+/// other's rows). Stable: of the sendings of one id, the earliest comes first.
+fn by_id(batch: &[Pending], of: impl Iterator<Item = usize>) -> Vec<usize> {
+    let mut order: Vec<usize> = of.collect();
+    order.sort_by(|&a, &b| {
+        batch[a]
+            .received
+            .message
+            .message_id
+            .cmp(&batch[b].received.message.message_id)
+    });
+    order
+}
+
+/// True where `e` is the inbox held by another run past `--busy-timeout`.
+fn busy(e: &anyhow::Error) -> bool {
+    e.chain()
+        .any(|c| matches!(c.downcast_ref::<InboxError>(), Some(InboxError::Busy(_))))
 }
 
 /// The refusal of a message whose id another message has: answering it with that one's receipt

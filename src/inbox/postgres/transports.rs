@@ -1,6 +1,7 @@
 //! The messages of a transport that names its messages (AS4), claimed in the batch that decides
 //! them. Two hosts claiming one id: the second's insert waits on the first's row until that batch
-//! ends, then finds it (and the first's answer) there, or, where the first rolled back, claims it.
+//! ends, then finds it (and the first's answer) there, locked, or, where the first rolled back,
+//! claims it.
 
 use super::PgInbox;
 use crate::inbox::{Claim, InboxError, TransportMessage, Transports};
@@ -10,30 +11,28 @@ impl Transports for PgInbox {
         let _ = when;
         self.begin()?;
         let client = self.client.get_mut();
-        let inserted = client.execute(
+        // One statement, so that the row is either inserted or found and locked, whatever
+        // another host does meanwhile: a claim of a row `purge` deletes between an insert that
+        // conflicted and a read that follows would find nothing, and answer a message it never
+        // decided. The update changes nothing; it takes the row's lock, so that the sender and
+        // content returned are the committed ones. `xmax = 0`: the row is a new one.
+        let row = client.query_one(
             "INSERT INTO transport_messages (transport, message_id, sender, content_sha256)
              VALUES ($1, $2, $3, $4)
-             ON CONFLICT (transport, message_id) DO NOTHING",
+             ON CONFLICT (transport, message_id)
+                 DO UPDATE SET last_seen_at = transport_messages.last_seen_at
+             RETURNING (xmax = 0), sender, content_sha256",
             &[&m.transport, &m.message_id, &m.sender, &m.content_sha256],
         )?;
-        if inserted == 1 {
+        if row.get::<_, bool>(0) {
             return Ok(Claim::New);
         }
-        // The row locked (FOR UPDATE) as the sighting's update would: its sender and content
-        // are then the committed ones.
-        let stored = client.query_opt(
-            "SELECT sender, content_sha256 FROM transport_messages
-             WHERE transport = $1 AND message_id = $2 FOR UPDATE",
-            &[&m.transport, &m.message_id],
-        )?;
-        if let Some(row) = stored {
-            let sender: Option<String> = row.get(0);
-            let content: Option<String> = row.get(1);
-            if sender.as_deref().is_some_and(|s| s != m.sender)
-                || content.as_deref().is_some_and(|c| c != m.content_sha256)
-            {
-                return Ok(Claim::Other { sender });
-            }
+        let sender: Option<String> = row.get(1);
+        let content: Option<String> = row.get(2);
+        if sender.as_deref().is_some_and(|s| s != m.sender)
+            || content.as_deref().is_some_and(|c| c != m.content_sha256)
+        {
+            return Ok(Claim::Other { sender });
         }
         let row = client.query_opt(
             "UPDATE transport_messages SET sightings = sightings + 1, last_seen_at = now()
