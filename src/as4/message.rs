@@ -32,7 +32,7 @@ pub struct Rejected {
 }
 
 /// Reads and checks a request's body (of `content_type`) for `config`; `max_inflated` bounds
-/// each payload once inflated.
+/// all of its payloads together once inflated.
 pub fn read(
     content_type: &str,
     body: &[u8],

@@ -700,3 +700,95 @@ fn decide_new(
         })
         .collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::as4::ebms::UserMessage;
+
+    /// A message `id` from `party` carrying `content`, as the checking thread hands it over.
+    fn pending(id: &str, party: &str, content: &str) -> Pending {
+        let permits = std::sync::Arc::new(tokio::sync::Semaphore::new(1));
+        Pending {
+            received: Box::new(Received {
+                message: UserMessage {
+                    message_id: id.into(),
+                    timestamp: "2026-01-01T00:00:00Z".into(),
+                    conversation_id: "c".into(),
+                    from: party.into(),
+                    to: "PTE000002".into(),
+                    service: "s".into(),
+                    action: "a".into(),
+                    parts: Vec::new(),
+                },
+                interchanges: Vec::new(),
+                references: Vec::new(),
+                content_sha256: content.into(),
+            }),
+            receipt: format!("receipt of {id} from {party}").into_bytes(),
+            peer: "127.0.0.1:1".parse().unwrap(),
+            reply: tokio::sync::oneshot::channel().0,
+            _permit: permits.try_acquire_owned().unwrap(),
+        }
+    }
+
+    fn kinds(claimed: &[Option<Decided>]) -> Vec<String> {
+        claimed
+            .iter()
+            .map(|c| match c {
+                None => "new".to_string(),
+                Some(Decided::New(_)) => "decided".to_string(),
+                Some(Decided::Resent(r)) => format!("resent {}", String::from_utf8_lossy(r)),
+                Some(Decided::SameAs(k)) => format!("same as {k}"),
+                Some(Decided::Refused(_)) => "refused".to_string(),
+            })
+            .collect()
+    }
+
+    /// The claims of one batch: a sending again of a message of the batch answered as it is; a
+    /// message of another party or with other content under its id refused, before or after it
+    /// in the batch; and a forged sending refused without making the genuine retry that follows
+    /// it in the batch look like another message.
+    #[test]
+    fn a_batchs_claims_tell_the_same_message_from_another_under_its_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut inbox = crate::inbox::open(
+            &Location::Sqlite(dir.path().join("inbox.db")),
+            Access::Create,
+            Duration::from_secs(5),
+        )
+        .unwrap();
+        let when = "2026-01-01T00:00:00.000Z";
+        let batch = vec![
+            pending("b", "PTE000003", "other"),
+            pending("a", "PTE000001", "x"),
+            pending("a", "PTE000001", "x"),
+            pending("a", "PTE000001", "y"),
+            pending("b", "PTE000001", "x"),
+        ];
+        let claimed = claim(&mut *inbox, &batch, when).unwrap();
+        assert_eq!(
+            kinds(&claimed),
+            ["new", "new", "same as 1", "refused", "refused"],
+            "the first sending of each id is claimed; the rest compared with it"
+        );
+        for k in [0, 1] {
+            let m = &batch[k].received.message.message_id;
+            inbox
+                .answer_message(TRANSPORT, m, &batch[k].receipt)
+                .unwrap();
+        }
+        inbox.commit().unwrap();
+        // Then a forgery under "a" comes first in a batch, and the genuine retry after it.
+        let batch = vec![
+            pending("a", "PTE000003", "x"),
+            pending("a", "PTE000001", "x"),
+        ];
+        let claimed = claim(&mut *inbox, &batch, when).unwrap();
+        assert_eq!(
+            kinds(&claimed),
+            ["refused", "resent receipt of a from PTE000001"],
+        );
+        inbox.abandon();
+    }
+}

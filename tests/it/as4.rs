@@ -520,6 +520,75 @@ per_backend! {
 
 }
 
+/// A request beyond `--max-concurrent` while the inbox is held by another run (the deciding
+/// thread waits on its lock): answered HTTP 503 within `--request-timeout`, nothing of it kept;
+/// the message in hand keeps its place until it is decided, then gets its receipt.
+#[test]
+fn requests_beyond_max_concurrent_are_turned_away_while_the_inbox_is_held() {
+    let Some(python) = python() else { return };
+    let site = Site::new();
+    let receiver = Receiver::start(
+        &site,
+        free_port(),
+        "receiver",
+        &["--max-concurrent", "1", "--request-timeout", "1s"],
+    );
+    let url = receiver.url();
+    // Another run holds the inbox's write lock (the receiver waits up to its --busy-timeout).
+    let holder = rusqlite::Connection::open(site.db()).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let spawn = |sample: &str| {
+        let path = crate::common::samples().join(sample);
+        Command::new(&python)
+            .arg(SEND)
+            .arg("--certs")
+            .arg(format!("{FIXTURES}/certs"))
+            .args(["--url", &url, "--timeout", "90"])
+            .arg(path)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let mut senders = vec![spawn("valid/orders-d01b-no-una.edi")];
+    // The first in hand before the second comes (whichever gets the place, the other waits).
+    std::thread::sleep(Duration::from_millis(1500));
+    senders.push(spawn("valid/invoic-d96a-unoc-crlf.edi"));
+    // One is turned away while the lock is held; only then is the lock let go.
+    let until = Instant::now() + Duration::from_secs(60);
+    let mut turned_away = None;
+    while turned_away.is_none() {
+        assert!(
+            Instant::now() < until,
+            "no sender was turned away within 60 s"
+        );
+        turned_away = (0..2).find(|&k| senders[k].try_wait().unwrap().is_some());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    holder.execute_batch("ROLLBACK").unwrap();
+    let answers: Vec<serde_json::Value> = senders
+        .into_iter()
+        .map(|s| {
+            let out = s.wait_with_output().unwrap();
+            let lines = crate::common::json_lines(&out.stdout);
+            assert_eq!(lines.len(), 1, "{}", String::from_utf8_lossy(&out.stderr));
+            lines.into_iter().next().unwrap()
+        })
+        .collect();
+    let away = &answers[turned_away.unwrap()];
+    let taken = &answers[1 - turned_away.unwrap()];
+    assert_eq!(away["http"], 503, "{away}");
+    assert_eq!(taken["state"], "acknowledged", "{taken}");
+    assert_eq!(site.count("SELECT count(*) FROM interchanges"), 1);
+    assert_eq!(site.count("SELECT count(*) FROM transport_messages"), 1);
+    let run = receiver.stop();
+    run.code(3);
+    let lines = run.json();
+    // The refusal is reported by the deciding thread once it is free again: after the decision.
+    let statuses: Vec<&str> = lines.iter().filter_map(|l| l["status"].as_str()).collect();
+    assert_eq!(statuses, ["new", "refused"], "{lines:?}");
+}
+
 /// Altered and hostile messages: each refused with its ebMS error (a signal the sender reads as
 /// its message's rejection, but for a request cut short, whose id cannot be read), nothing of
 /// them recorded or applied.
