@@ -3,7 +3,7 @@
 //! mark exactly the confirmed events published in one short transaction. A crash between the
 //! confirmation and the mark sends those events again with the same ids.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -447,8 +447,9 @@ impl Run<'_> {
     /// Claims, sends and marks the messages' events, batch after batch while there are any (for
     /// [`PIPELINE_SPAN`] at most, or until a signal): while one batch is with the destination,
     /// the next is claimed (passing over the rows not marked yet) and made ready on a thread of
-    /// its own while the one before is marked. The destination is given one batch at a time,
-    /// in order, as before.
+    /// its own while the one before is marked. The destination is given the batches in order;
+    /// one that sends a batch on while the answers of the one before come (Kafka) has two in
+    /// flight, and is asked for the older one's answers once it has the newer.
     fn message_batches(
         &mut self,
         inbox: &mut dyn Inbox,
@@ -463,18 +464,41 @@ impl Run<'_> {
         };
         let mut sending = ready(events, raws, payload, &template);
         let mut claimed = 0;
-        // The batch sent before, with its answers: marked while the next one is sent.
-        let mut sent: Option<(Claimed, Vec<Answer>)> = None;
+        // Batches handed over whose answers have not come, oldest first.
+        let mut flying: VecDeque<Claimed> = VecDeque::new();
+        // Batches answered: marked while the next one is sent.
+        let mut answered: Vec<(Claimed, Vec<Answer>)> = Vec::new();
         loop {
             claimed += sending.claimed;
             let ahead = !publish::stopped(stop) && started.elapsed() < PIPELINE_SPAN;
             let batch = std::mem::take(&mut sending.ready);
-            let mut unmarked = sending.rows();
-            unmarked.extend(sent.iter().flat_map(|(b, _)| b.rows()));
-            let sink = &mut *sink;
+            let before = flying.len();
+            flying.push_back(sending);
+            let unmarked: Vec<i64> = flying
+                .iter()
+                .chain(answered.iter().map(|(b, _)| b))
+                .flat_map(Claimed::rows)
+                .collect();
+            let to_mark = std::mem::take(&mut answered);
+            let to = &mut *sink;
             let template = &template;
-            let (answered, marked, next) = std::thread::scope(|scope| {
-                let confirming = scope.spawn(move || sink.send(batch));
+            let (results, marked, next) = std::thread::scope(|scope| {
+                let confirming = scope.spawn(move || match to.hand_over(batch) {
+                    Some(answers) => vec![answers],
+                    // In flight: the batches handed over before it are answered.
+                    None => {
+                        let mut results = Vec::with_capacity(before);
+                        for _ in 0..before {
+                            let answers = to.answers();
+                            let lost = answers.1.is_some();
+                            results.push(answers);
+                            if lost {
+                                break;
+                            }
+                        }
+                        results
+                    }
+                });
                 let read = if ahead {
                     self.read_next(inbox, &unmarked)
                 } else {
@@ -485,32 +509,56 @@ impl Run<'_> {
                         scope.spawn(move || ready(events, raws, payload, template))
                     })
                 });
-                let marked = match sent.take() {
-                    Some((batch, answers)) => self.marked(inbox, batch, answers),
-                    None => Ok(()),
-                };
+                let marked = self.mark_all(inbox, to_mark);
                 let next = building
                     .map(|b| b.map(|b| b.join().unwrap_or_else(|p| std::panic::resume_unwind(p))));
-                let answered = confirming
+                let results = confirming
                     .join()
                     .unwrap_or_else(|p| std::panic::resume_unwind(p));
-                (answered, marked, next)
+                (results, marked, next)
             });
             crash_point!("publish-after-confirm");
             marked?;
-            let (answers, lost) = answered;
-            if let Some(lost) = lost {
-                self.marked(inbox, sending, answers)?;
-                return Err(BatchError::Destination(lost));
+            for (answers, lost) in results {
+                let Some(batch) = flying.pop_front() else {
+                    break;
+                };
+                answered.push((batch, answers));
+                if let Some(lost) = lost {
+                    // What came before the loss is marked; the batches still in flight are
+                    // not, and go out again with their ids.
+                    self.mark_all(inbox, answered)?;
+                    return Err(BatchError::Destination(lost));
+                }
             }
             match next.map_err(BatchError::Inbox)? {
-                Some(next) => sent = Some((std::mem::replace(&mut sending, next), answers)),
+                Some(next) => sending = next,
                 None => {
-                    self.marked(inbox, sending, answers)?;
+                    while let Some(batch) = flying.pop_front() {
+                        let (answers, lost) = sink.answers();
+                        answered.push((batch, answers));
+                        if let Some(lost) = lost {
+                            self.mark_all(inbox, answered)?;
+                            return Err(BatchError::Destination(lost));
+                        }
+                    }
+                    self.mark_all(inbox, answered)?;
                     return Ok(claimed);
                 }
             }
         }
+    }
+
+    /// Marks batches answered, in order (see [`Run::marked`]).
+    fn mark_all(
+        &mut self,
+        inbox: &mut dyn Inbox,
+        batches: Vec<(Claimed, Vec<Answer>)>,
+    ) -> Result<(), BatchError> {
+        for (batch, answers) in batches {
+            self.marked(inbox, batch, answers)?;
+        }
+        Ok(())
     }
 
     /// The next batch of the messages' events, leaving out `unmarked`, with their
@@ -848,4 +896,165 @@ fn metrics(
         last_success,
     );
     Ok(m)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use clap::Parser as _;
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+
+    /// A destination that keeps each batch in flight until its answers are asked for (as
+    /// Kafka's producer does) and logs what it was asked, in order; asked for the answers of
+    /// batch `lose`, it stores that batch's first record and is lost.
+    struct Flying {
+        log: Arc<Mutex<Vec<String>>>,
+        flights: VecDeque<(usize, usize)>,
+        handed: usize,
+        lose: Option<usize>,
+    }
+
+    impl publish::Sink for Flying {
+        fn send(&mut self, _: Vec<Outgoing>) -> (Vec<Answer>, Option<SinkError>) {
+            panic!("a destination that takes batches in flight is handed them, never sent one")
+        }
+
+        fn hand_over(&mut self, batch: Vec<Outgoing>) -> Option<(Vec<Answer>, Option<SinkError>)> {
+            self.handed += 1;
+            self.log
+                .lock()
+                .unwrap()
+                .push(format!("hand {}", self.handed));
+            self.flights.push_back((self.handed, batch.len()));
+            None
+        }
+
+        fn answers(&mut self) -> (Vec<Answer>, Option<SinkError>) {
+            let (n, len) = self
+                .flights
+                .pop_front()
+                .expect("answers of a batch in flight");
+            self.log.lock().unwrap().push(format!("answers {n}"));
+            if self.lose == Some(n) {
+                let lost = SinkError::Lost(anyhow::anyhow!("the destination went away"));
+                return (vec![Answer::Stored], Some(lost));
+            }
+            (vec![Answer::Stored; len], None)
+        }
+    }
+
+    /// An inbox holding the events of `samples/valid`, and how many there are.
+    fn inbox_of_the_samples(dir: &std::path::Path) -> (Box<dyn Inbox>, usize) {
+        let db = Location::Sqlite(dir.join("inbox.db"));
+        // A copy of its own: two runs reading the same files at once share them out.
+        let samples = dir.join("samples");
+        std::fs::create_dir(&samples).unwrap();
+        let valid = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/valid");
+        for file in std::fs::read_dir(valid).unwrap() {
+            let file = file.unwrap();
+            std::fs::copy(file.path(), samples.join(file.file_name())).unwrap();
+        }
+        let samples = samples.to_str().unwrap();
+        let cli = Cli::try_parse_from(["edi-inbox", "ingest", "-q", samples]).unwrap();
+        let Command::Ingest(args) = &cli.command else {
+            unreachable!()
+        };
+        super::super::ingest::run(&db, true, Duration::from_secs(5), args).unwrap();
+        let inbox = crate::inbox::open(&db, Access::Write, Duration::from_secs(5)).unwrap();
+        let events = pending(&*inbox);
+        (inbox, events)
+    }
+
+    fn pending(inbox: &dyn Inbox) -> usize {
+        inbox
+            .pending_events("a later pass", Duration::ZERO, 5000, false, &[])
+            .unwrap()
+            .len()
+    }
+
+    /// Publishes the inbox's events in batches of two to `sink`.
+    fn publish_to(inbox: &mut dyn Inbox, sink: &mut Flying) -> Result<usize, BatchError> {
+        let cli = Cli::try_parse_from([
+            "edi-inbox",
+            "publish",
+            "--to",
+            "dir:/nowhere",
+            "-q",
+            "--batch",
+            "2",
+        ])
+        .unwrap();
+        let Command::Publish(args) = &cli.command else {
+            unreachable!()
+        };
+        let mut run = Run {
+            args,
+            template: Template::parse(&args.subject, None).unwrap(),
+            out: Out::default(),
+            summary: Summary::default(),
+            pass: new_pass(),
+            started: Instant::now(),
+            last_success: None,
+            metrics_written: None,
+        };
+        run.message_batches(inbox, sink, &None)
+    }
+
+    fn flying(lose: Option<usize>) -> (Flying, Arc<Mutex<Vec<String>>>) {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let sink = Flying {
+            log: log.clone(),
+            flights: VecDeque::new(),
+            handed: 0,
+            lose,
+        };
+        (sink, log)
+    }
+
+    /// A destination that takes batches in flight is handed the next batch before it is asked
+    /// for the answers of the one before, never has more than two, and every event is marked
+    /// at the end.
+    #[test]
+    fn the_next_batch_is_handed_over_before_the_answers_of_the_one_before() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut inbox, events) = inbox_of_the_samples(dir.path());
+        assert!(events >= 5, "the samples hold {events} events");
+        let (mut sink, log) = flying(None);
+        let published = publish_to(&mut *inbox, &mut sink).unwrap_or_else(|_| panic!("failed"));
+        assert_eq!(published, events);
+        let batches = events.div_ceil(2);
+        let mut want = Vec::new();
+        for k in 1..=batches {
+            want.push(format!("hand {k}"));
+            if k > 1 {
+                want.push(format!("answers {}", k - 1));
+            }
+        }
+        want.push(format!("answers {batches}"));
+        assert_eq!(*log.lock().unwrap(), want);
+        assert_eq!(pending(&*inbox), 0, "every event marked");
+    }
+
+    /// Lost while the answers of batch 2 come: batch 1 is marked, batch 2 as far as its
+    /// answers go, and batch 3, in flight, not at all.
+    #[test]
+    fn a_lost_destination_leaves_the_batch_in_flight_after_it_unmarked() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut inbox, events) = inbox_of_the_samples(dir.path());
+        assert!(events >= 5, "the samples hold {events} events");
+        let (mut sink, log) = flying(Some(2));
+        let ended = publish_to(&mut *inbox, &mut sink);
+        assert!(matches!(
+            ended,
+            Err(BatchError::Destination(SinkError::Lost(_)))
+        ));
+        assert_eq!(
+            *log.lock().unwrap(),
+            ["hand 1", "hand 2", "answers 1", "hand 3", "answers 2"]
+        );
+        assert_eq!(pending(&*inbox), events - 3);
+    }
 }

@@ -161,10 +161,10 @@ async fn confirm(
     let mut pending = Vec::with_capacity(batch.len());
     for o in batch {
         let mut headers = FieldTable::default();
-        for (attr, value) in &o.attributes {
+        for (attr, value) in o.attributes.iter() {
             headers.insert(
-                property(*attr).into(),
-                AMQPValue::LongString(LongString::from(value.as_str())),
+                property(attr).into(),
+                AMQPValue::LongString(LongString::from(value)),
             );
         }
         let properties = BasicProperties::default()

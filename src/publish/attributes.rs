@@ -66,6 +66,74 @@ macro_rules! attr_binding {
     };
 }
 
+/// An event's attributes, in the order added: every value written into one string, so that an
+/// event's dozen attributes cost two allocations, not a dozen (malloc and free were a third of
+/// publish's time).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Attributes {
+    text: String,
+    /// Each attribute and where its value lies in `text`.
+    spans: Vec<(Attr, usize, usize)>,
+}
+
+impl Attributes {
+    /// Room for `n` attributes of `bytes` bytes in all.
+    pub fn with_capacity(n: usize, bytes: usize) -> Attributes {
+        Attributes {
+            text: String::with_capacity(bytes),
+            spans: Vec::with_capacity(n),
+        }
+    }
+
+    /// Adds `value` as it is.
+    pub fn push(&mut self, attr: Attr, value: &str) {
+        self.push_parts(attr, &[value], false);
+    }
+
+    /// Adds `value` as a header value ([`super::write_header_value`]).
+    pub fn push_header(&mut self, attr: Attr, value: &str) {
+        self.push_parts(attr, &[value], true);
+    }
+
+    /// Adds the value that `parts` make one after the other, each as a header value where
+    /// `header` says so.
+    pub fn push_parts(&mut self, attr: Attr, parts: &[&str], header: bool) {
+        let start = self.text.len();
+        for part in parts {
+            if header {
+                super::write_header_value(&mut self.text, part);
+            } else {
+                self.text.push_str(part);
+            }
+        }
+        self.spans.push((attr, start, self.text.len()));
+    }
+
+    /// The value of `attr`, where it has one.
+    pub fn get(&self, attr: Attr) -> Option<&str> {
+        self.iter().find(|(a, _)| *a == attr).map(|(_, v)| v)
+    }
+
+    /// Each attribute and its value, in the order added (an exact size, for a destination to
+    /// make room for them).
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = (Attr, &str)> {
+        self.spans
+            .iter()
+            .map(|&(a, start, end)| (a, self.text.get(start..end).unwrap_or_default()))
+    }
+}
+
+impl<'a> FromIterator<(Attr, &'a str)> for Attributes {
+    /// Values as they are.
+    fn from_iter<I: IntoIterator<Item = (Attr, &'a str)>>(iter: I) -> Attributes {
+        let mut attributes = Attributes::default();
+        for (a, v) in iter {
+            attributes.push(a, v);
+        }
+        attributes
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::Attr;
@@ -116,5 +184,30 @@ mod tests {
                 assert_eq!(amqp, format!("cloudEvents:{bare}"));
             }
         }
+    }
+
+    #[test]
+    fn attributes_keep_their_order_and_their_values_apart() {
+        use super::Attributes;
+        let mut a = Attributes::with_capacity(4, 16);
+        a.push(Attr::Id, "1");
+        a.push_header(Attr::EdiSender, "A\nB%");
+        a.push_parts(Attr::EdiSyntax, &["UNOC", ":", "3"], true);
+        a.push(Attr::EdiUna, "");
+        let all: Vec<(Attr, &str)> = a.iter().collect();
+        assert_eq!(
+            all,
+            [
+                (Attr::Id, "1"),
+                (Attr::EdiSender, "A%0AB%25"),
+                (Attr::EdiSyntax, "UNOC:3"),
+                (Attr::EdiUna, ""),
+            ]
+        );
+        assert_eq!(a.get(Attr::EdiSyntax), Some("UNOC:3"));
+        assert_eq!(a.get(Attr::Type), None);
+        assert_eq!(a.iter().len(), 4);
+        let b: Attributes = [(Attr::Id, "1")].into_iter().collect();
+        assert_eq!(b.get(Attr::Id), Some("1"));
     }
 }

@@ -5,7 +5,7 @@
 use anyhow::Context as _;
 use sha2::{Digest, Sha256};
 
-use super::{Answer, Attr, Destination, Outgoing, Sink, Stop, header_value};
+use super::{Answer, Attr, Attributes, Destination, Outgoing, Sink, Stop};
 
 /// The destinations `--dead-letter` takes.
 const DEAD_LETTERS: &[crate::broker::registry::Kind<dyn Destination>] = registry! {
@@ -79,12 +79,11 @@ impl DeadLetter {
         let batch: Vec<Outgoing> = rejected
             .iter()
             .map(|d| {
-                let mut attributes = vec![
-                    (Attr::DeadLetterReason, header_value(&d.reason)),
-                    (Attr::DeadLetterSource, header_value(d.source)),
-                ];
+                let mut attributes = Attributes::with_capacity(3, 256);
+                attributes.push_header(Attr::DeadLetterReason, &d.reason);
+                attributes.push_header(Attr::DeadLetterSource, d.source);
                 if let Some(f) = d.filename {
-                    attributes.push((Attr::DeadLetterFilename, header_value(f)));
+                    attributes.push_header(Attr::DeadLetterFilename, f);
                 }
                 Outgoing {
                     // The same whenever it is sent again: JetStream drops a second copy.

@@ -9,7 +9,8 @@
 //! Kafka does not drop a duplicate sent by a new producer session: a crash between the
 //! delivery and the mark sends that event again, under the same id.
 
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::collections::VecDeque;
+use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
@@ -95,9 +96,9 @@ impl Destination for KafkaDestination {
     }
 }
 
-/// The delivery reports of the batch in flight, by its index in the batch (the opaque's low 32
-/// bits; the high ones are the batch's number, so that a report of a batch given up on is
-/// never taken for one of the next).
+/// The delivery reports come and not yet filed with their batches, by the record's place (the
+/// opaque's low 32 bits; the high ones are the batch's number, so that a report of a batch given
+/// up on is never taken for one of another).
 struct Reports {
     done: Mutex<Vec<(usize, Result<(), KafkaError>)>>,
     /// Told of each report.
@@ -129,8 +130,24 @@ pub struct KafkaSink {
     producer: ThreadedProducer<Reports>,
     shown: String,
     stop: Stop,
-    /// The number of the batch being sent.
+    /// The number of the batch handed over last.
     batch: usize,
+    /// The batches handed over and not answered yet, oldest first: two at most as `publish`
+    /// hands them over, so that the producer sends the next while the reports of the one before
+    /// come.
+    flights: VecDeque<Flight>,
+}
+
+/// A batch handed to the producer, with what is known of its records so far.
+struct Flight {
+    /// The batch's number, in its records' opaques.
+    number: usize,
+    /// Per record, in order: its answer, once known.
+    answers: Vec<Option<Answer>>,
+    /// Records handed over whose report has not come.
+    awaited: usize,
+    /// Why the destination is taken for lost, where it is.
+    lost: Option<anyhow::Error>,
 }
 
 impl KafkaSink {
@@ -165,6 +182,7 @@ impl KafkaSink {
             shown,
             stop,
             batch: 0,
+            flights: VecDeque::new(),
         })
     }
 
@@ -172,22 +190,52 @@ impl KafkaSink {
         super::stopped(&self.stop)
     }
 
-    /// The reports so far, held (the polling thread waits to add one).
-    fn reports(&self) -> MutexGuard<'_, Vec<(usize, Result<(), KafkaError>)>> {
-        let done = &self.producer.context().done;
-        done.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    /// The reports come so far, or, where none has, those that come within [`WAIT`].
+    fn next_reports(&self) -> Vec<(usize, Result<(), KafkaError>)> {
+        let context = self.producer.context();
+        let mut done = context
+            .done
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if done.is_empty() {
+            done = match context.came.wait_timeout(done, WAIT) {
+                Ok((done, _)) => done,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
+        }
+        std::mem::take(&mut *done)
     }
 
-    /// Lets the polling thread add reports, and waits for one (for [`WAIT`] at most).
-    fn wait_for_reports<'a>(
-        &'a self,
-        done: MutexGuard<'a, Vec<(usize, Result<(), KafkaError>)>>,
-    ) -> MutexGuard<'a, Vec<(usize, Result<(), KafkaError>)>> {
-        let came = &self.producer.context().came;
-        match came.wait_timeout(done, WAIT) {
-            Ok((done, _)) => done,
-            Err(poisoned) => poisoned.into_inner().0,
+    /// Files delivery reports with the batches in flight they belong to (those of a batch given
+    /// up on are dropped); true where any came.
+    fn file(&mut self, reports: Vec<(usize, Result<(), KafkaError>)>) -> bool {
+        let came = !reports.is_empty();
+        for (opaque, r) in reports {
+            let Some(flight) = self.flights.iter_mut().find(|f| f.number == opaque >> 32) else {
+                continue;
+            };
+            let Some(slot) = flight
+                .answers
+                .get_mut(opaque & 0xffff_ffff)
+                .filter(|slot| slot.is_none())
+            else {
+                continue;
+            };
+            flight.awaited = flight.awaited.saturating_sub(1);
+            *slot = Some(match r {
+                Ok(()) => Answer::Stored,
+                Err(e) => match refusal(&e) {
+                    Some(why) => Answer::Refused(why),
+                    None => {
+                        flight.lost.get_or_insert_with(|| {
+                            anyhow!("{}: a record was not stored: {e}", self.shown)
+                        });
+                        continue;
+                    }
+                },
+            });
         }
+        came
     }
 }
 
@@ -221,98 +269,99 @@ fn refusal(e: &KafkaError) -> Option<String> {
 
 impl Sink for KafkaSink {
     fn send(&mut self, batch: Vec<Outgoing>) -> (Vec<Answer>, Option<SinkError>) {
-        let mut answers: Vec<Option<Answer>> = vec![None; batch.len()];
-        let mut deadline = Instant::now() + broker_kafka::TIMEOUT;
+        // Alone: a batch left in flight before (by a run that gave up on it) is not answered
+        // here; its events stay unmarked and go out again, with their ids.
+        self.flights.clear();
+        let _ = self.hand_over(batch);
+        self.answers()
+    }
+
+    /// Hands every record of `batch` to the producer and returns without waiting for their
+    /// reports, which [`Sink::answers`] waits for: the producer sends this batch while the
+    /// reports of the one before come (waiting for each batch's last report before handing over
+    /// the next left the producer idle for that time, a fifth of publish's).
+    fn hand_over(&mut self, batch: Vec<Outgoing>) -> Option<(Vec<Answer>, Option<SinkError>)> {
         self.batch = (self.batch + 1) & 0xffff_ffff;
         let tag = self.batch << 32;
-        // Records handed to the producer whose report has not come.
-        let mut awaited = 0usize;
-        let mut lost: Option<anyhow::Error> = None;
-        let keys: Vec<String> = batch.iter().map(super::partner_key).collect();
+        self.flights.push_back(Flight {
+            number: self.batch,
+            answers: vec![None; batch.len()],
+            awaited: 0,
+            lost: None,
+        });
+        // Within the timeout of the last sign of progress, while the producer's queue is full.
+        let mut deadline = Instant::now() + broker_kafka::TIMEOUT;
         'records: for (i, o) in batch.iter().enumerate() {
-            let mut headers =
-                OwnedHeaders::new_with_capacity(o.attributes.len() + 1).insert(Header {
+            let key = super::partner_key(o);
+            let mut headers = OwnedHeaders::new_with_capacity(o.attributes.iter().len() + 1)
+                .insert(Header {
                     key: "content-type",
                     value: Some(CONTENT_TYPE),
                 });
-            for (attr, value) in &o.attributes {
+            for (attr, value) in o.attributes.iter() {
                 headers = headers.insert(Header {
-                    key: header(*attr),
-                    value: Some(value.as_str()),
+                    key: header(attr),
+                    value: Some(value),
                 });
             }
             let mut record = BaseRecord::with_opaque_to(&o.subject, tag | i)
-                .key(keys[i].as_str())
+                .key(key.as_str())
                 .payload(&o.body[..])
                 .headers(headers);
-            loop {
+            let failed = loop {
                 match self.producer.send(record) {
-                    Ok(()) => {
-                        awaited += 1;
-                        break;
-                    }
+                    Ok(()) => break None,
                     // The producer's queue is full: its reports make room.
                     Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
                         record = back;
-                        drop(self.wait_for_reports(self.reports()));
+                        let reports = self.next_reports();
+                        if self.file(reports) {
+                            deadline = Instant::now() + broker_kafka::TIMEOUT;
+                        }
                         if self.stopped() {
                             break 'records;
                         }
                         if Instant::now() > deadline {
-                            lost = Some(anyhow!(
+                            break Some(Err(anyhow!(
                                 "{}: the producer's queue stayed full for {} s",
                                 self.shown,
                                 broker_kafka::TIMEOUT.as_secs()
-                            ));
-                            break 'records;
+                            )));
                         }
                     }
                     Err((e, _)) => {
-                        match refusal(&e) {
-                            Some(why) => answers[i] = Some(Answer::Refused(why)),
-                            None => {
-                                lost = Some(anyhow!("{}: cannot produce: {e}", self.shown));
-                                break 'records;
-                            }
-                        }
-                        break;
+                        break Some(match refusal(&e) {
+                            Some(why) => Ok(Answer::Refused(why)),
+                            None => Err(anyhow!("{}: cannot produce: {e}", self.shown)),
+                        });
                     }
+                }
+            };
+            let Some(flight) = self.flights.back_mut() else {
+                break;
+            };
+            match failed {
+                None => flight.awaited += 1,
+                Some(Ok(refused)) => flight.answers[i] = Some(refused),
+                Some(Err(lost)) => {
+                    flight.lost = Some(lost);
+                    break;
                 }
             }
         }
-        // The reports, each within the timeout of the last sign of progress.
-        let mut done = self.reports();
-        loop {
-            let reports = std::mem::take(&mut *done);
-            if !reports.is_empty() {
-                deadline = Instant::now() + broker_kafka::TIMEOUT;
-            }
-            for (opaque, r) in reports {
-                let Some(slot) = answers
-                    .get_mut(opaque & 0xffff_ffff)
-                    .filter(|slot| opaque >> 32 == self.batch && slot.is_none())
-                else {
-                    continue;
-                };
-                awaited = awaited.saturating_sub(1);
-                *slot = Some(match r {
-                    Ok(()) => Answer::Stored,
-                    Err(e) => match refusal(&e) {
-                        Some(why) => Answer::Refused(why),
-                        None => {
-                            lost.get_or_insert_with(|| {
-                                anyhow!("{}: a record was not stored: {e}", self.shown)
-                            });
-                            continue;
-                        }
-                    },
-                });
-            }
-            if awaited == 0 || self.stopped() {
+        None
+    }
+
+    /// The answers of the oldest batch in flight, each report waited for within the timeout
+    /// of the last sign of progress.
+    fn answers(&mut self) -> (Vec<Answer>, Option<SinkError>) {
+        let mut deadline = Instant::now() + broker_kafka::TIMEOUT;
+        while let Some(first) = self.flights.front_mut() {
+            if first.awaited == 0 || super::stopped(&self.stop) {
                 break;
             }
             if Instant::now() > deadline {
-                lost.get_or_insert_with(|| {
+                first.lost.get_or_insert_with(|| {
                     anyhow!(
                         "{}: no delivery report within {} s",
                         self.shown,
@@ -321,15 +370,27 @@ impl Sink for KafkaSink {
                 });
                 break;
             }
-            done = self.wait_for_reports(done);
+            let reports = self.next_reports();
+            if self.file(reports) {
+                deadline = Instant::now() + broker_kafka::TIMEOUT;
+            }
         }
-        drop(done);
+        let Some(flight) = self.flights.pop_front() else {
+            return (
+                Vec::new(),
+                Some(SinkError::Lost(anyhow!(
+                    "{}: no batch in flight",
+                    self.shown
+                ))),
+            );
+        };
+        let handed = flight.answers.len();
         // The answers known, in order, up to the first unknown one.
-        let known: Vec<Answer> = answers.into_iter().map_while(|a| a).collect();
-        if known.len() == batch.len() {
+        let known: Vec<Answer> = flight.answers.into_iter().map_while(|a| a).collect();
+        if known.len() == handed {
             return (known, None);
         }
-        let error = match lost {
+        let error = match flight.lost {
             Some(e) => Some(SinkError::Lost(e)),
             // Stopped: nothing unconfirmed is marked; it goes out again, with its ids.
             None if self.stopped() => None,
@@ -349,21 +410,21 @@ mod tests {
     #[test]
     fn the_key_keeps_a_partners_events_together() {
         use super::super::partner_key as key;
-        let o = |attributes: Vec<(Attr, String)>| Outgoing {
+        let o = |attributes: Vec<(Attr, &str)>| Outgoing {
             id: "id1".into(),
             subject: "t".into(),
-            attributes,
+            attributes: attributes.into_iter().collect(),
             body: bytes::Bytes::new(),
         };
         assert_eq!(
             key(&o(vec![
-                (Attr::EdiSender, "ACME".into()),
-                (Attr::EdiRecipient, "HUB".into())
+                (Attr::EdiSender, "ACME"),
+                (Attr::EdiRecipient, "HUB")
             ])),
             "ACME/HUB"
         );
         assert_eq!(
-            key(&o(vec![(Attr::DeadLetterSource, "kafka:t/0/9".into())])),
+            key(&o(vec![(Attr::DeadLetterSource, "kafka:t/0/9")])),
             "kafka:t/0/9"
         );
         assert_eq!(key(&o(vec![])), "id1");

@@ -24,7 +24,7 @@ mod sqs;
 
 pub use dead_letter::{DeadLetter, Rejected};
 
-pub use attributes::Attr;
+pub use attributes::{Attr, Attributes};
 
 use std::fmt::Write as _;
 
@@ -115,7 +115,7 @@ pub struct Outgoing {
     pub subject: String,
     /// CloudEvents attributes (`specversion`, `id`, `source`, `type`, `time`, and the `edi...`
     /// extensions), which each destination names in its binding.
-    pub attributes: Vec<(Attr, String)>,
+    pub attributes: Attributes,
     pub body: bytes::Bytes,
 }
 
@@ -141,6 +141,22 @@ pub trait Sink: Send {
     /// its order. An error means the connection failed: no answer is known for the messages
     /// without one, and none of them may be marked (`answers` holds those known before).
     fn send(&mut self, batch: Vec<Outgoing>) -> (Vec<Answer>, Option<SinkError>);
+
+    /// Hands `batch` over, and returns its answers as [`Sink::send`] does, or `None` where the
+    /// destination sends it on while the answers of a batch before come (Kafka): its answers
+    /// then come from [`Sink::answers`], batch after batch in the order handed over.
+    fn hand_over(&mut self, batch: Vec<Outgoing>) -> Option<(Vec<Answer>, Option<SinkError>)> {
+        Some(self.send(batch))
+    }
+
+    /// The answers of the oldest batch handed over and not answered, as [`Sink::send`] gives
+    /// them (a destination whose [`Sink::hand_over`] answers at once never has one).
+    fn answers(&mut self) -> (Vec<Answer>, Option<SinkError>) {
+        (
+            Vec::new(),
+            Some(SinkError::Lost(anyhow::anyhow!("no batch in flight"))),
+        )
+    }
 }
 
 /// Set by SIGTERM or SIGINT: a batch waiting on its destination gives up at once, with the
@@ -266,10 +282,10 @@ pub fn subject_token(value: &str) -> String {
     out
 }
 
-/// A header or property value: printable ASCII as it is, anything else (a line break would
-/// end a NATS header) percent-encoded, as the CloudEvents HTTP binding does.
-pub fn header_value(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
+/// Writes `value` at the end of `out` as a header or property value: printable ASCII as it
+/// is, anything else (a line break would end a NATS header) percent-encoded, as the CloudEvents
+/// HTTP binding does.
+pub fn write_header_value(out: &mut String, value: &str) {
     for b in value.bytes() {
         if (0x20..0x7f).contains(&b) && b != b'%' {
             out.push(b as char);
@@ -277,7 +293,6 @@ pub fn header_value(value: &str) -> String {
             let _ = write!(out, "%{b:02X}");
         }
     }
-    out
 }
 
 /// What keeps one partner's events together and in order where a destination partitions or
@@ -285,10 +300,10 @@ pub fn header_value(value: &str) -> String {
 /// sender and recipient (0004/0010, as `SENDER/RECIPIENT`); a dead letter's, where it came from;
 /// else the event's id.
 pub fn partner_key(o: &Outgoing) -> String {
-    let value = |a: Attr| o.attributes.iter().find(|(k, _)| *k == a).map(|(_, v)| v);
+    let value = |a: Attr| o.attributes.get(a);
     match (value(Attr::EdiSender), value(Attr::EdiRecipient)) {
         (Some(s), Some(r)) => format!("{s}/{r}"),
-        _ => value(Attr::DeadLetterSource).unwrap_or(&o.id).clone(),
+        _ => value(Attr::DeadLetterSource).unwrap_or(&o.id).to_string(),
     }
 }
 
@@ -323,10 +338,31 @@ pub fn event_id(e: &OutboxEvent, payload: Payload) -> String {
 }
 
 /// The UNA service string advice of an interchange's bytes (the six characters after `UNA`).
-fn una(raw: &[u8]) -> Option<String> {
+fn una(raw: &[u8]) -> Option<std::borrow::Cow<'_, str>> {
     raw.strip_prefix(b"UNA")
         .and_then(|r| r.get(..6))
-        .map(|s| String::from_utf8_lossy(s).into_owned())
+        .map(String::from_utf8_lossy)
+}
+
+/// The attributes every event starts with: the CloudEvents ones (its id `id`, its type `kind`,
+/// the time `created_at` it was written, and where it comes from), then `envelope`'s sender,
+/// recipient and control reference (0004, 0010, 0020).
+fn first_attributes(id: &str, kind: &str, created_at: &str, envelope: [&str; 3]) -> Attributes {
+    let [sender, recipient, control_ref] = envelope;
+    let mut attributes = Attributes::with_capacity(16, 256);
+    attributes.push(Attr::SpecVersion, "1.0");
+    attributes.push(Attr::Id, id);
+    attributes.push_parts(
+        Attr::Source,
+        &["/edi-inbox/", &subject_token(sender)],
+        false,
+    );
+    attributes.push_header(Attr::Type, kind);
+    attributes.push(Attr::Time, created_at);
+    attributes.push_header(Attr::EdiSender, sender);
+    attributes.push_header(Attr::EdiRecipient, recipient);
+    attributes.push_header(Attr::EdiControlRef, control_ref);
+    attributes
 }
 
 /// What goes out for one event (`events` of one message), or for one interchange (`events`
@@ -354,48 +390,43 @@ pub fn outgoing(
     };
     let id = event_id(e, payload);
     let kind = match payload {
-        Payload::Message => e.event_type.clone(),
-        Payload::Interchange => crate::inbox::names::received("interchange"),
+        Payload::Message => std::borrow::Cow::Borrowed(e.event_type.as_str()),
+        Payload::Interchange => crate::inbox::names::received("interchange").into(),
     };
-    let mut attributes = vec![
-        (Attr::SpecVersion, "1.0".to_string()),
-        (Attr::Id, id.clone()),
-        (
-            Attr::Source,
-            format!("/edi-inbox/{}", subject_token(&e.sender)),
-        ),
-        (Attr::Type, header_value(&kind)),
-        (Attr::Time, e.created_at.clone()),
-        (Attr::EdiSender, header_value(&e.sender)),
-        (Attr::EdiRecipient, header_value(&e.recipient)),
-        (Attr::EdiControlRef, header_value(&e.control_ref)),
-        (
-            Attr::EdiSyntax,
-            header_value(&format!("{}:{}", e.syntax_id, e.syntax_version)),
-        ),
-    ];
+    let mut attributes = first_attributes(
+        &id,
+        &kind,
+        &e.created_at,
+        [&e.sender, &e.recipient, &e.control_ref],
+    );
+    attributes.push_parts(
+        Attr::EdiSyntax,
+        &[&e.syntax_id, ":", &e.syntax_version],
+        true,
+    );
     if let Some(q) = &e.sender_qualifier {
-        attributes.push((Attr::EdiSenderQualifier, header_value(q)));
+        attributes.push_header(Attr::EdiSenderQualifier, q);
     }
     if let Some(q) = &e.recipient_qualifier {
-        attributes.push((Attr::EdiRecipientQualifier, header_value(q)));
+        attributes.push_header(Attr::EdiRecipientQualifier, q);
     }
     if payload == Payload::Message {
-        attributes.push((Attr::EdiMessageRef, header_value(&e.message_ref)));
-        attributes.push((Attr::EdiMessageType, header_value(&e.message_type)));
-        attributes.push((
+        attributes.push_header(Attr::EdiMessageRef, &e.message_ref);
+        attributes.push_header(Attr::EdiMessageType, &e.message_type);
+        attributes.push_parts(
             Attr::EdiMessageVersion,
-            header_value(&format!("{}:{}:{}", e.version, e.release, e.agency)),
-        ));
+            &[&e.version, ":", &e.release, ":", &e.agency],
+            true,
+        );
         if let Some(g) = &e.group_ref {
-            attributes.push((Attr::EdiGroupRef, header_value(g)));
+            attributes.push_header(Attr::EdiGroupRef, g);
         }
     } else {
         let refs: Vec<&str> = events.iter().map(|e| e.message_ref.as_str()).collect();
-        attributes.push((Attr::EdiMessageRefs, header_value(&refs.join(","))));
+        attributes.push_header(Attr::EdiMessageRefs, &refs.join(","));
     }
     if let Some(una) = una(raw) {
-        attributes.push((Attr::EdiUna, header_value(&una)));
+        attributes.push_header(Attr::EdiUna, &una);
     }
     Ok(Outgoing {
         id,
@@ -427,21 +458,14 @@ pub fn contrl_outgoing(e: &crate::inbox::ContrlEvent, subject: &Template) -> Out
     } else {
         ("D", "3")
     };
-    let attributes = vec![
-        (Attr::SpecVersion, "1.0".to_string()),
-        (Attr::Id, id.clone()),
-        (
-            Attr::Source,
-            format!("/edi-inbox/{}", subject_token(&e.sender)),
-        ),
-        (Attr::Type, header_value(&e.event_type)),
-        (Attr::Time, e.created_at.clone()),
-        (Attr::EdiSender, header_value(&e.sender)),
-        (Attr::EdiRecipient, header_value(&e.recipient)),
-        (Attr::EdiControlRef, header_value(&e.own_ref)),
-        (Attr::EdiMessageType, "CONTRL".to_string()),
-        (Attr::EdiAnsweredControlRef, header_value(&e.control_ref)),
-    ];
+    let mut attributes = first_attributes(
+        &id,
+        &e.event_type,
+        &e.created_at,
+        [&e.sender, &e.recipient, &e.own_ref],
+    );
+    attributes.push(Attr::EdiMessageType, "CONTRL");
+    attributes.push_header(Attr::EdiAnsweredControlRef, &e.control_ref);
     Outgoing {
         subject: subject.render_values(["CONTRL", &e.sender, &e.recipient, version, release]),
         id,
@@ -540,7 +564,7 @@ mod tests {
             o.attributes
                 .iter()
                 .find(|(a, _)| bare(*a) == k)
-                .map(|(_, v)| v.clone())
+                .map(|(_, v)| v.to_string())
         };
         // A line break in a value (a release character that is one) never reaches a header.
         let mut odd = event("S", "1");

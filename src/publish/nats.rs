@@ -283,7 +283,7 @@ async fn confirm(
         let mut headers = async_nats::HeaderMap::new();
         headers.insert(HeaderName::from_static("Nats-Msg-Id"), o.id);
         headers.insert(HeaderName::from_static("content-type"), CONTENT_TYPE);
-        for (attr, value) in o.attributes {
+        for (attr, value) in o.attributes.iter() {
             headers.insert(HeaderName::from_static(header(attr)), value);
         }
         pending.push(

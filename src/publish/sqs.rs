@@ -164,10 +164,10 @@ impl SqsSink {
             if attributes.len() == MAX_ATTRIBUTES {
                 break;
             }
-            if let Some((_, value)) = o.attributes.iter().find(|(a, _)| *a == attr)
+            if let Some(value) = o.attributes.get(attr)
                 && !value.is_empty()
             {
-                attributes.push((attr_binding!(attr, "ce-"), value.clone()));
+                attributes.push((attr_binding!(attr, "ce-"), value.to_string()));
             }
         }
         let mut builder = SendMessageBatchRequestEntry::builder()
