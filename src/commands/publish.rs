@@ -652,9 +652,9 @@ impl Run<'_> {
             id: &unit.id,
             subject: &unit.subject,
             event_type: &e.event_type,
-            sender: &e.sender,
-            recipient: &e.recipient,
-            control_ref: &e.control_ref,
+            sender: &e.envelope.sender,
+            recipient: &e.envelope.recipient,
+            control_ref: &e.envelope.control_ref,
             message_refs: unit.events.iter().map(|e| e.message_ref.as_str()).collect(),
             error: None,
             attempts: None,
@@ -1056,5 +1056,44 @@ mod tests {
             ["hand 1", "hand 2", "answers 1", "hand 3", "answers 2"]
         );
         assert_eq!(pending(&*inbox), events - 3);
+    }
+
+    /// The events of one interchange share its envelope, read once; each interchange has its
+    /// own, as it stands in its UNB.
+    #[test]
+    fn an_interchanges_events_share_its_envelope() {
+        let dir = tempfile::tempdir().unwrap();
+        let (inbox, _) = inbox_of_the_samples(dir.path());
+        let events = inbox
+            .pending_events("a pass", Duration::ZERO, 5000, false, &[])
+            .unwrap();
+        let mut seen: HashMap<i64, &OutboxEvent> = HashMap::new();
+        for e in &events {
+            match seen.get(&e.interchange_id) {
+                Some(first) => assert!(Arc::ptr_eq(&first.envelope, &e.envelope)),
+                None => {
+                    assert!(
+                        seen.values()
+                            .all(|o| !Arc::ptr_eq(&o.envelope, &e.envelope))
+                    );
+                    seen.insert(e.interchange_id, e);
+                }
+            }
+        }
+        let invoic = events
+            .iter()
+            .find(|e| e.message_type == "INVOIC")
+            .expect("the INVOIC sample's event");
+        let want = crate::inbox::EventEnvelope {
+            sender: "5412345000013".into(),
+            sender_qualifier: Some("14".into()),
+            recipient: "4012345000023".into(),
+            recipient_qualifier: Some("14".into()),
+            control_ref: "INV0001".into(),
+            syntax_id: "UNOC".into(),
+            syntax_version: "3".into(),
+        };
+        assert_eq!(*invoic.envelope, want);
+        assert!(seen.len() > 1, "{} interchanges", seen.len());
     }
 }

@@ -30,9 +30,9 @@ use crate::edifact::{EnvelopeError, Interchange};
 
 pub use location::{Location, open};
 pub use records::{
-    ContrlEvent, Decision, DeliveryRecord, Event, EventFilter, KeyHistory, NewAcknowledgement,
-    Outbox, OutboxEvent, OutboxFigures, OutboxKinds, PurgeTarget, RejectedFile, Resend, Sighting,
-    Stats, StoredAcknowledgement, StoredInterchange, StoredMessage,
+    ContrlEvent, Decision, DeliveryRecord, Event, EventEnvelope, EventFilter, KeyHistory,
+    NewAcknowledgement, Outbox, OutboxEvent, OutboxFigures, OutboxKinds, PurgeTarget, RejectedFile,
+    Resend, Sighting, Stats, StoredAcknowledgement, StoredInterchange, StoredMessage,
 };
 
 /// zstd level for stored interchanges: level 1 gave the same size as level 3 on EDIFACT text

@@ -285,6 +285,25 @@ pub struct DeliveryRecord<'a> {
     pub produced_at: Option<&'a str>,
 }
 
+/// What the events of one interchange share of its envelope (UNB).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EventEnvelope {
+    /// 0004
+    pub sender: String,
+    /// S002/0007
+    pub sender_qualifier: Option<String>,
+    /// 0010
+    pub recipient: String,
+    /// S003/0007
+    pub recipient_qualifier: Option<String>,
+    /// 0020
+    pub control_ref: String,
+    /// S001/0001
+    pub syntax_id: String,
+    /// S001/0002
+    pub syntax_version: String,
+}
+
 /// An outbox event as a publisher claims it: what identifies it, and its message's place in
 /// its interchange's bytes.
 #[derive(Debug, Clone)]
@@ -295,13 +314,8 @@ pub struct OutboxEvent {
     pub created_at: String,
     pub attempts: i64,
     pub interchange_id: i64,
-    pub sender: String,
-    pub sender_qualifier: Option<String>,
-    pub recipient: String,
-    pub recipient_qualifier: Option<String>,
-    pub control_ref: String,
-    pub syntax_id: String,
-    pub syntax_version: String,
+    /// Its interchange's, shared by the interchange's events (read once for them all).
+    pub envelope: std::sync::Arc<EventEnvelope>,
     pub group_ref: Option<String>,
     pub message_ref: String,
     pub message_type: String,

@@ -211,8 +211,8 @@ impl Template {
     pub fn render(&self, e: &OutboxEvent) -> String {
         self.render_values([
             &e.message_type,
-            &e.sender,
-            &e.recipient,
+            &e.envelope.sender,
+            &e.envelope.recipient,
             &e.version,
             &e.release,
         ])
@@ -316,17 +316,17 @@ pub fn event_id(e: &OutboxEvent, payload: Payload) -> String {
     let parts: Vec<&str> = match payload {
         Payload::Message => vec![
             "edi-inbox message",
-            &e.sender,
-            &e.recipient,
-            &e.control_ref,
+            &e.envelope.sender,
+            &e.envelope.recipient,
+            &e.envelope.control_ref,
             e.group_ref.as_deref().unwrap_or(""),
             &e.message_ref,
         ],
         Payload::Interchange => vec![
             "edi-inbox interchange",
-            &e.sender,
-            &e.recipient,
-            &e.control_ref,
+            &e.envelope.sender,
+            &e.envelope.recipient,
+            &e.envelope.control_ref,
         ],
     };
     for p in parts {
@@ -393,21 +393,22 @@ pub fn outgoing(
         Payload::Message => std::borrow::Cow::Borrowed(e.event_type.as_str()),
         Payload::Interchange => crate::inbox::names::received("interchange").into(),
     };
+    let envelope = &*e.envelope;
     let mut attributes = first_attributes(
         &id,
         &kind,
         &e.created_at,
-        [&e.sender, &e.recipient, &e.control_ref],
+        [&envelope.sender, &envelope.recipient, &envelope.control_ref],
     );
     attributes.push_parts(
         Attr::EdiSyntax,
-        &[&e.syntax_id, ":", &e.syntax_version],
+        &[&envelope.syntax_id, ":", &envelope.syntax_version],
         true,
     );
-    if let Some(q) = &e.sender_qualifier {
+    if let Some(q) = &envelope.sender_qualifier {
         attributes.push_header(Attr::EdiSenderQualifier, q);
     }
-    if let Some(q) = &e.recipient_qualifier {
+    if let Some(q) = &envelope.recipient_qualifier {
         attributes.push_header(Attr::EdiRecipientQualifier, q);
     }
     if payload == Payload::Message {
@@ -485,13 +486,15 @@ mod tests {
             created_at: "2026-01-02T03:04:05.678Z".into(),
             attempts: 0,
             interchange_id: 1,
-            sender: sender.into(),
-            sender_qualifier: Some("14".into()),
-            recipient: "HUB".into(),
-            recipient_qualifier: None,
-            control_ref: "42".into(),
-            syntax_id: "UNOC".into(),
-            syntax_version: "3".into(),
+            envelope: std::sync::Arc::new(crate::inbox::EventEnvelope {
+                sender: sender.into(),
+                sender_qualifier: Some("14".into()),
+                recipient: "HUB".into(),
+                recipient_qualifier: None,
+                control_ref: "42".into(),
+                syntax_id: "UNOC".into(),
+                syntax_version: "3".into(),
+            }),
             group_ref: None,
             message_ref: message_ref.into(),
             message_type: "INVOIC".into(),
@@ -545,8 +548,8 @@ mod tests {
         );
         // "AB" + "C" is not "A" + "BC".
         let (mut x, mut y) = (event("AB", "1"), event("A", "1"));
-        x.recipient = "C".into();
-        y.recipient = "BC".into();
+        std::sync::Arc::make_mut(&mut x.envelope).recipient = "C".into();
+        std::sync::Arc::make_mut(&mut y.envelope).recipient = "BC".into();
         assert_ne!(
             event_id(&x, Payload::Message),
             event_id(&y, Payload::Message)

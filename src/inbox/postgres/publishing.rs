@@ -7,9 +7,11 @@ use std::time::Duration;
 use postgres::GenericClient;
 
 use super::{PgInbox, storable};
+use std::sync::Arc;
+
 use crate::inbox::names::Counter;
 use crate::inbox::postgres::reports::add_counters;
-use crate::inbox::{InboxError, Outbox, OutboxEvent, Publishing};
+use crate::inbox::{EventEnvelope, InboxError, Outbox, OutboxEvent, Publishing};
 
 impl Publishing for PgInbox {
     /// A session-level advisory lock on this connection: the server gives it up when the
@@ -173,6 +175,8 @@ pub(super) fn pending_events(
         sql,
         &[&pass, &retry_after_seconds, &i64::from(limit), &leave_out],
     )?;
+    // The events of one interchange come one after the other: they share its envelope.
+    let mut last: Option<(i64, Arc<EventEnvelope>)> = None;
     Ok(rows
         .iter()
         .map(|r| OutboxEvent {
@@ -181,13 +185,22 @@ pub(super) fn pending_events(
             created_at: r.get(2),
             attempts: r.get(3),
             interchange_id: r.get(4),
-            sender: r.get(5),
-            sender_qualifier: r.get(6),
-            recipient: r.get(7),
-            recipient_qualifier: r.get(8),
-            control_ref: r.get(9),
-            syntax_id: r.get(10),
-            syntax_version: r.get(11),
+            envelope: match &last {
+                Some((id, envelope)) if *id == r.get::<_, i64>(4) => envelope.clone(),
+                _ => {
+                    let envelope = Arc::new(EventEnvelope {
+                        sender: r.get(5),
+                        sender_qualifier: r.get(6),
+                        recipient: r.get(7),
+                        recipient_qualifier: r.get(8),
+                        control_ref: r.get(9),
+                        syntax_id: r.get(10),
+                        syntax_version: r.get(11),
+                    });
+                    last = Some((r.get(4), envelope.clone()));
+                    envelope
+                }
+            },
             group_ref: r.get(12),
             message_ref: r.get(13),
             message_type: r.get(14),

@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
@@ -10,7 +11,7 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use super::SqliteInbox;
 use crate::inbox::names::Counter;
 use crate::inbox::sqlite::reports::add_counter;
-use crate::inbox::{InboxError, Outbox, OutboxEvent, Publishing};
+use crate::inbox::{EventEnvelope, InboxError, Outbox, OutboxEvent, Publishing};
 
 impl Publishing for SqliteInbox {
     /// An exclusive `flock` on `DB-publish.lock` beside the database: never a lock on the
@@ -117,12 +118,11 @@ impl Publishing for SqliteInbox {
     }
 }
 
-/// The columns of an outbox event as a publisher claims it, from `outbox o`, `messages m` and
-/// `interchanges i`.
-pub(super) const EVENT_COLUMNS: &str = "o.id, o.event_type, o.created_at, o.attempts, i.id,
-    i.sender, i.sender_qualifier, i.recipient, i.recipient_qualifier, i.control_ref,
-    i.syntax_id, i.syntax_version, m.group_ref, m.reference, m.message_type, m.version,
-    m.release, m.agency, m.raw_start, m.raw_end";
+/// The columns of an outbox event as a publisher claims it, from `outbox o` and `messages m`
+/// (its interchange's envelope is read once for all of the interchange's events).
+const EVENT_COLUMNS: &str = "o.id, o.event_type, o.created_at, o.attempts, m.interchange_id,
+    m.group_ref, m.reference, m.message_type, m.version, m.release, m.agency, m.raw_start,
+    m.raw_end";
 
 /// Up to `limit` events to publish, oldest first: not published, not parked, not tried in
 /// `pass`, not in `leave_out`, and not tried within the last `retry_after_seconds`. With
@@ -153,7 +153,6 @@ pub(super) fn pending_events(
              SELECT {EVENT_COLUMNS}
              FROM messages m
              JOIN outbox o ON o.message_id = m.id
-             JOIN interchanges i ON i.id = m.interchange_id
              WHERE m.interchange_id IN (SELECT iid FROM first) AND {PENDING}
              ORDER BY o.id"
         )
@@ -162,13 +161,16 @@ pub(super) fn pending_events(
             "SELECT {EVENT_COLUMNS}
              FROM outbox o
              JOIN messages m ON m.id = o.message_id
-             JOIN interchanges i ON i.id = m.interchange_id
              WHERE {PENDING}
              ORDER BY o.id
              LIMIT ?3"
         )
     };
-    let mut stmt = conn.prepare_cached(&sql)?;
+    // One snapshot for the events and their envelopes.
+    let read = conn.unchecked_transaction()?;
+    let mut stmt = read.prepare_cached(&sql)?;
+    // Filled in below, once the interchanges are known.
+    let unread = Arc::new(EventEnvelope::default());
     let rows = stmt.query_map(
         params![
             pass,
@@ -183,25 +185,70 @@ pub(super) fn pending_events(
                 created_at: r.get(2)?,
                 attempts: r.get(3)?,
                 interchange_id: r.get(4)?,
-                sender: r.get(5)?,
-                sender_qualifier: r.get(6)?,
-                recipient: r.get(7)?,
-                recipient_qualifier: r.get(8)?,
-                control_ref: r.get(9)?,
-                syntax_id: r.get(10)?,
-                syntax_version: r.get(11)?,
-                group_ref: r.get(12)?,
-                message_ref: r.get(13)?,
-                message_type: r.get(14)?,
-                version: r.get(15)?,
-                release: r.get(16)?,
-                agency: r.get(17)?,
-                raw_start: r.get::<_, i64>(18)?.max(0) as usize,
-                raw_end: r.get::<_, i64>(19)?.max(0) as usize,
+                envelope: unread.clone(),
+                group_ref: r.get(5)?,
+                message_ref: r.get(6)?,
+                message_type: r.get(7)?,
+                version: r.get(8)?,
+                release: r.get(9)?,
+                agency: r.get(10)?,
+                raw_start: r.get::<_, i64>(11)?.max(0) as usize,
+                raw_end: r.get::<_, i64>(12)?.max(0) as usize,
             })
         },
     )?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+    let mut events: Vec<OutboxEvent> = rows.collect::<rusqlite::Result<_>>()?;
+    let mut ids: Vec<i64> = events.iter().map(|e| e.interchange_id).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    drop(stmt);
+    let envelopes = envelopes(&read, &ids)?;
+    read.finish()?;
+    for e in &mut events {
+        // Every message has its interchange (a foreign key); an event without one would be
+        // sent with an empty envelope, so it is an error instead.
+        e.envelope = envelopes
+            .get(&e.interchange_id)
+            .ok_or_else(|| {
+                InboxError::Backend(
+                    format!(
+                        "outbox event {}: its interchange {} is missing",
+                        e.row, e.interchange_id
+                    )
+                    .into(),
+                )
+            })?
+            .clone();
+    }
+    Ok(events)
+}
+
+/// The envelopes of the interchanges `ids`, each read once for all of its events.
+fn envelopes(
+    conn: &Connection,
+    ids: &[i64],
+) -> Result<HashMap<i64, Arc<EventEnvelope>>, InboxError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT id, sender, sender_qualifier, recipient, recipient_qualifier, control_ref,
+                syntax_id, syntax_version
+         FROM interchanges WHERE id IN (SELECT value FROM json_each(?1))",
+    )?;
+    let list = serde_json::to_string(ids).unwrap_or_default();
+    let mut rows = stmt.query([list])?;
+    let mut out = HashMap::with_capacity(ids.len());
+    while let Some(r) = rows.next()? {
+        let envelope = EventEnvelope {
+            sender: r.get(1)?,
+            sender_qualifier: r.get(2)?,
+            recipient: r.get(3)?,
+            recipient_qualifier: r.get(4)?,
+            control_ref: r.get(5)?,
+            syntax_id: r.get(6)?,
+            syntax_version: r.get(7)?,
+        };
+        out.insert(r.get(0)?, Arc::new(envelope));
+    }
+    Ok(out)
 }
 
 /// Interchanges' bytes as received, for their events' payloads.
