@@ -483,21 +483,21 @@ impl Run<'_> {
             let to = &mut *sink;
             let template = &template;
             let (results, marked, next) = std::thread::scope(|scope| {
-                let confirming = scope.spawn(move || match to.hand_over(batch) {
-                    Some(answers) => vec![answers],
-                    // In flight: the batches handed over before it are answered.
-                    None => {
-                        let mut results = Vec::with_capacity(before);
-                        for _ in 0..before {
-                            let answers = to.answers();
-                            let lost = answers.1.is_some();
-                            results.push(answers);
-                            if lost {
-                                break;
-                            }
+                // The answers of the batches handed over before it, in order, and its own
+                // where the destination answers at once; Kafka's stays in flight.
+                let confirming = scope.spawn(move || {
+                    let handed = to.hand_over(batch);
+                    let mut results = Vec::with_capacity(before + 1);
+                    for _ in 0..before {
+                        let answers = to.answers();
+                        let lost = answers.1.is_some();
+                        results.push(answers);
+                        if lost {
+                            return results;
                         }
-                        results
                     }
+                    results.extend(handed);
+                    results
                 });
                 let read = if ahead {
                     self.read_next(inbox, &unmarked)
@@ -912,6 +912,8 @@ mod tests {
     /// batch `lose`, it stores that batch's first record and is lost.
     struct Flying {
         log: Arc<Mutex<Vec<String>>>,
+        /// The ids of each batch handed over, in order.
+        handed_ids: Vec<Vec<String>>,
         flights: VecDeque<(usize, usize)>,
         handed: usize,
         lose: Option<usize>,
@@ -928,6 +930,8 @@ mod tests {
                 .lock()
                 .unwrap()
                 .push(format!("hand {}", self.handed));
+            self.handed_ids
+                .push(batch.iter().map(|o| o.id.clone()).collect());
             self.flights.push_back((self.handed, batch.len()));
             None
         }
@@ -969,10 +973,17 @@ mod tests {
     }
 
     fn pending(inbox: &dyn Inbox) -> usize {
+        pending_ids(inbox).len()
+    }
+
+    /// The ids of the events not marked published.
+    fn pending_ids(inbox: &dyn Inbox) -> std::collections::BTreeSet<String> {
         inbox
             .pending_events("a later pass", Duration::ZERO, 5000, false, &[])
             .unwrap()
-            .len()
+            .iter()
+            .map(|e| publish::event_id(e, Payload::Message))
+            .collect()
     }
 
     /// Publishes the inbox's events in batches of two to `sink`.
@@ -1007,6 +1018,7 @@ mod tests {
         let log = Arc::new(Mutex::new(Vec::new()));
         let sink = Flying {
             log: log.clone(),
+            handed_ids: Vec::new(),
             flights: VecDeque::new(),
             handed: 0,
             lose,
@@ -1022,6 +1034,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (mut inbox, events) = inbox_of_the_samples(dir.path());
         assert!(events >= 5, "the samples hold {events} events");
+        let all = pending_ids(&*inbox);
         let (mut sink, log) = flying(None);
         let published = publish_to(&mut *inbox, &mut sink).unwrap_or_else(|_| panic!("failed"));
         assert_eq!(published, events);
@@ -1036,6 +1049,15 @@ mod tests {
         want.push(format!("answers {batches}"));
         assert_eq!(*log.lock().unwrap(), want);
         assert_eq!(pending(&*inbox), 0, "every event marked");
+        let handed: Vec<&String> = sink.handed_ids.iter().flatten().collect();
+        assert_eq!(handed.len(), events, "each event handed over once");
+        assert_eq!(
+            handed
+                .into_iter()
+                .cloned()
+                .collect::<std::collections::BTreeSet<_>>(),
+            all
+        );
     }
 
     /// Lost while the answers of batch 2 come: batch 1 is marked, batch 2 as far as its
@@ -1045,6 +1067,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (mut inbox, events) = inbox_of_the_samples(dir.path());
         assert!(events >= 5, "the samples hold {events} events");
+        let all = pending_ids(&*inbox);
         let (mut sink, log) = flying(Some(2));
         let ended = publish_to(&mut *inbox, &mut sink);
         assert!(matches!(
@@ -1055,7 +1078,13 @@ mod tests {
             *log.lock().unwrap(),
             ["hand 1", "hand 2", "answers 1", "hand 3", "answers 2"]
         );
-        assert_eq!(pending(&*inbox), events - 3);
+        // Exactly batch 1 and the first record of batch 2 are marked.
+        let mut left = all.clone();
+        for id in sink.handed_ids[0].iter().chain(&sink.handed_ids[1][..1]) {
+            assert!(left.remove(id), "{id} handed over once");
+        }
+        assert_eq!(pending_ids(&*inbox), left);
+        assert_eq!(left.len(), events - 3);
     }
 
     /// The events of one interchange share its envelope, read once; each interchange has its

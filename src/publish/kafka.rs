@@ -190,14 +190,15 @@ impl KafkaSink {
         super::stopped(&self.stop)
     }
 
-    /// The reports come so far, or, where none has, those that come within [`WAIT`].
-    fn next_reports(&self) -> Vec<(usize, Result<(), KafkaError>)> {
+    /// The reports come so far, or, where none has and `wait` says so, those that come within
+    /// [`WAIT`].
+    fn next_reports(&self, wait: bool) -> Vec<(usize, Result<(), KafkaError>)> {
         let context = self.producer.context();
         let mut done = context
             .done
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if done.is_empty() {
+        if wait && done.is_empty() {
             done = match context.came.wait_timeout(done, WAIT) {
                 Ok((done, _)) => done,
                 Err(poisoned) => poisoned.into_inner().0,
@@ -207,9 +208,9 @@ impl KafkaSink {
     }
 
     /// Files delivery reports with the batches in flight they belong to (those of a batch given
-    /// up on are dropped); true where any came.
+    /// up on are dropped); true where any was filed.
     fn file(&mut self, reports: Vec<(usize, Result<(), KafkaError>)>) -> bool {
-        let came = !reports.is_empty();
+        let mut filed = false;
         for (opaque, r) in reports {
             let Some(flight) = self.flights.iter_mut().find(|f| f.number == opaque >> 32) else {
                 continue;
@@ -222,6 +223,7 @@ impl KafkaSink {
                 continue;
             };
             flight.awaited = flight.awaited.saturating_sub(1);
+            filed = true;
             *slot = Some(match r {
                 Ok(()) => Answer::Stored,
                 Err(e) => match refusal(&e) {
@@ -235,7 +237,7 @@ impl KafkaSink {
                 },
             });
         }
-        came
+        filed
     }
 }
 
@@ -283,12 +285,24 @@ impl Sink for KafkaSink {
     fn hand_over(&mut self, batch: Vec<Outgoing>) -> Option<(Vec<Answer>, Option<SinkError>)> {
         self.batch = (self.batch + 1) & 0xffff_ffff;
         let tag = self.batch << 32;
+        // Nothing more goes to a destination already lost for a batch before (a record of a
+        // partner would be stored ahead of that partner's record left unstored), nor once
+        // stopped: the batch is answered with nothing.
+        let lost = self
+            .flights
+            .iter()
+            .any(|f| f.lost.is_some())
+            .then(|| anyhow!("{}: not sent, the batch before was not stored", self.shown));
+        let hold = lost.is_some() || self.stopped();
         self.flights.push_back(Flight {
             number: self.batch,
             answers: vec![None; batch.len()],
             awaited: 0,
-            lost: None,
+            lost,
         });
+        if hold {
+            return None;
+        }
         // Within the timeout of the last sign of progress, while the producer's queue is full.
         let mut deadline = Instant::now() + broker_kafka::TIMEOUT;
         'records: for (i, o) in batch.iter().enumerate() {
@@ -314,7 +328,7 @@ impl Sink for KafkaSink {
                     // The producer's queue is full: its reports make room.
                     Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
                         record = back;
-                        let reports = self.next_reports();
+                        let reports = self.next_reports(true);
                         if self.file(reports) {
                             deadline = Instant::now() + broker_kafka::TIMEOUT;
                         }
@@ -356,7 +370,17 @@ impl Sink for KafkaSink {
     /// of the last sign of progress.
     fn answers(&mut self) -> (Vec<Answer>, Option<SinkError>) {
         let mut deadline = Instant::now() + broker_kafka::TIMEOUT;
-        while let Some(first) = self.flights.front_mut() {
+        let mut wait = false;
+        loop {
+            // What has come is filed before the stop flag is looked at: a record stored is
+            // marked, also when the run is stopping.
+            let reports = self.next_reports(wait);
+            if self.file(reports) {
+                deadline = Instant::now() + broker_kafka::TIMEOUT;
+            }
+            let Some(first) = self.flights.front_mut() else {
+                break;
+            };
             if first.awaited == 0 || super::stopped(&self.stop) {
                 break;
             }
@@ -370,10 +394,7 @@ impl Sink for KafkaSink {
                 });
                 break;
             }
-            let reports = self.next_reports();
-            if self.file(reports) {
-                deadline = Instant::now() + broker_kafka::TIMEOUT;
-            }
+            wait = true;
         }
         let Some(flight) = self.flights.pop_front() else {
             return (

@@ -1,13 +1,13 @@
 //! The outboxes' relay: the publisher's advisory lock, its events claimed in order, marked
 //! published or failed.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::Duration;
 
 use postgres::GenericClient;
 
 use super::{PgInbox, storable};
-use std::sync::Arc;
 
 use crate::inbox::names::Counter;
 use crate::inbox::postgres::reports::add_counters;
@@ -175,8 +175,8 @@ pub(super) fn pending_events(
         sql,
         &[&pass, &retry_after_seconds, &i64::from(limit), &leave_out],
     )?;
-    // The events of one interchange come one after the other: they share its envelope.
-    let mut last: Option<(i64, Arc<EventEnvelope>)> = None;
+    // The events of one interchange share its envelope.
+    let mut envelopes: HashMap<i64, Arc<EventEnvelope>> = HashMap::new();
     Ok(rows
         .iter()
         .map(|r| OutboxEvent {
@@ -185,10 +185,10 @@ pub(super) fn pending_events(
             created_at: r.get(2),
             attempts: r.get(3),
             interchange_id: r.get(4),
-            envelope: match &last {
-                Some((id, envelope)) if *id == r.get::<_, i64>(4) => envelope.clone(),
-                _ => {
-                    let envelope = Arc::new(EventEnvelope {
+            envelope: envelopes
+                .entry(r.get(4))
+                .or_insert_with(|| {
+                    Arc::new(EventEnvelope {
                         sender: r.get(5),
                         sender_qualifier: r.get(6),
                         recipient: r.get(7),
@@ -196,11 +196,9 @@ pub(super) fn pending_events(
                         control_ref: r.get(9),
                         syntax_id: r.get(10),
                         syntax_version: r.get(11),
-                    });
-                    last = Some((r.get(4), envelope.clone()));
-                    envelope
-                }
-            },
+                    })
+                })
+                .clone(),
             group_ref: r.get(12),
             message_ref: r.get(13),
             message_type: r.get(14),
