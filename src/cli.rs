@@ -209,6 +209,21 @@ pub struct ConsumeArgs {
     )]
     pub group: Option<String>,
 
+    /// Where the inbox's position of a Kafka partition is not in the partition's log any more
+    /// (the topic emptied, truncated, or deleted and created again where the brokers keep no
+    /// topic ids): fail ends the run (exit 1) naming each position; earliest decides the
+    /// partition's records from the log's start (interchanges decided before are duplicates).
+    /// A topic created again under a new topic id is read from its beginning either way.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "RULE",
+        default_value = "fail",
+        env = "EDI_INBOX_ON_POSITION_LOST",
+        hide_env_values = true
+    )]
+    pub on_position_lost: PositionLostRule,
+
     #[command(flatten)]
     pub kafka: KafkaArgs,
 
@@ -407,6 +422,13 @@ pub enum ContrlWhen {
 pub enum ContrlDuplicates {
     Resend,
     Reject,
+}
+
+/// `consume --on-position-lost`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PositionLostRule {
+    Fail,
+    Earliest,
 }
 
 #[derive(Debug, clap::Args)]

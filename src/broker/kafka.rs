@@ -311,6 +311,193 @@ pub fn text_of(bytes: &[u8]) -> String {
     }
 }
 
+/// The low and high watermarks of a partition as the last fetch response gave them (librdkafka
+/// keeps them; no request is made), `None` where no fetch has answered with them yet. Right on
+/// brokers whose ListOffsets answer is not (the test broker's).
+pub fn cached_watermarks<C: rdkafka::ClientContext>(
+    client: &rdkafka::client::Client<C>,
+    topic: &str,
+    partition: i32,
+) -> Option<(i64, i64)> {
+    let name = std::ffi::CString::new(topic).ok()?;
+    let (mut low, mut high) = (-1i64, -1i64);
+    // SAFETY: the client is live, the name outlives the call, which only reads the
+    // partition's cached offsets into the two integers.
+    let err = unsafe {
+        rdkafka::bindings::rd_kafka_get_watermark_offsets(
+            client.native_ptr(),
+            name.as_ptr(),
+            partition,
+            &mut low,
+            &mut high,
+        )
+    };
+    (err == rdkafka::bindings::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR
+        && low >= 0
+        && high >= 0)
+        .then_some((low, high))
+}
+
+/// What the brokers say of a topic now ([`topic_ids`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TopicNow {
+    /// It exists, under this topic id (KIP-516, as Kafka shows it: URL-safe base64 of its
+    /// 16 bytes). A topic deleted and created again under the same name has another.
+    Id(String),
+    /// It exists, and the brokers give no id (Kafka before 2.8).
+    NoId,
+    /// The brokers do not know it (deleted, or never made).
+    Missing,
+}
+
+/// Each of `topics` as the brokers describe it now (librdkafka's DescribeTopics, a Metadata
+/// request, on the client's own connections), waiting `timeout` at most. The rdkafka crate does
+/// not offer the topic id, hence the C API: every object made here is destroyed here.
+pub fn topic_ids<C: rdkafka::ClientContext>(
+    client: &rdkafka::client::Client<C>,
+    topics: &[&str],
+    timeout: std::time::Duration,
+) -> Result<Vec<TopicNow>, String> {
+    use rdkafka::bindings as rd;
+    use std::ffi::{CStr, CString, c_char};
+
+    /// Destroys what it holds, on every way out.
+    struct Made {
+        collection: *mut rd::rd_kafka_TopicCollection_t,
+        options: *mut rd::rd_kafka_AdminOptions_t,
+        queue: *mut rd::rd_kafka_queue_t,
+        event: *mut rd::rd_kafka_event_t,
+    }
+    impl Drop for Made {
+        fn drop(&mut self) {
+            // SAFETY: each pointer is null or was made by librdkafka for this call alone.
+            unsafe {
+                if !self.event.is_null() {
+                    rd::rd_kafka_event_destroy(self.event);
+                }
+                if !self.queue.is_null() {
+                    rd::rd_kafka_queue_destroy(self.queue);
+                }
+                if !self.options.is_null() {
+                    rd::rd_kafka_AdminOptions_destroy(self.options);
+                }
+                if !self.collection.is_null() {
+                    rd::rd_kafka_TopicCollection_destroy(self.collection);
+                }
+            }
+        }
+    }
+
+    let names: Vec<CString> = topics
+        .iter()
+        .map(|t| CString::new(*t).map_err(|_| format!("{t:?} is not a topic name")))
+        .collect::<Result<_, _>>()?;
+    let mut pointers: Vec<*const c_char> = names.iter().map(|n| n.as_ptr()).collect();
+    let ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
+    let rk = client.native_ptr();
+    // SAFETY: `rk` is the live client `client` holds; `names` outlive the call that copies
+    // them; every object made is destroyed by `made` (the event's contents are read before).
+    unsafe {
+        let mut made = Made {
+            collection: rd::rd_kafka_TopicCollection_of_topic_names(
+                pointers.as_mut_ptr(),
+                pointers.len(),
+            ),
+            options: rd::rd_kafka_AdminOptions_new(
+                rk,
+                rd::rd_kafka_admin_op_t::RD_KAFKA_ADMIN_OP_DESCRIBETOPICS,
+            ),
+            queue: rd::rd_kafka_queue_new(rk),
+            event: std::ptr::null_mut(),
+        };
+        if made.collection.is_null() || made.options.is_null() || made.queue.is_null() {
+            return Err("librdkafka could not make a DescribeTopics request".into());
+        }
+        let mut errstr = [0 as c_char; 256];
+        rd::rd_kafka_AdminOptions_set_request_timeout(
+            made.options,
+            ms,
+            errstr.as_mut_ptr(),
+            errstr.len(),
+        );
+        rd::rd_kafka_DescribeTopics(rk, made.collection, made.options, made.queue);
+        // The request's own timeout answers first; the margin only bounds a lost answer.
+        made.event = rd::rd_kafka_queue_poll(made.queue, ms.saturating_add(1_000));
+        if made.event.is_null() {
+            return Err(format!(
+                "the brokers did not describe the topics within {} s",
+                timeout.as_secs()
+            ));
+        }
+        let err = rd::rd_kafka_event_error(made.event);
+        if err != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
+            let text = rd::rd_kafka_event_error_string(made.event);
+            return Err(if text.is_null() {
+                format!("{err:?}")
+            } else {
+                CStr::from_ptr(text).to_string_lossy().into_owned()
+            });
+        }
+        let result = rd::rd_kafka_event_DescribeTopics_result(made.event);
+        if result.is_null() {
+            return Err("librdkafka answered DescribeTopics with another event".into());
+        }
+        let mut n = 0usize;
+        let described = rd::rd_kafka_DescribeTopics_result_topics(result, &mut n);
+        let mut found: Vec<(String, TopicNow)> = Vec::with_capacity(n);
+        for i in 0..n {
+            let d = *described.add(i);
+            let name = CStr::from_ptr(rd::rd_kafka_TopicDescription_name(d))
+                .to_string_lossy()
+                .into_owned();
+            let error = rd::rd_kafka_TopicDescription_error(d);
+            let now = if !error.is_null()
+                && rd::rd_kafka_error_code(error)
+                    != rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR
+            {
+                match rd::rd_kafka_error_code(error) {
+                    rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART
+                    | rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_ID => {
+                        TopicNow::Missing
+                    }
+                    other => {
+                        let text = rd::rd_kafka_error_string(error);
+                        let text = if text.is_null() {
+                            format!("{other:?}")
+                        } else {
+                            CStr::from_ptr(text).to_string_lossy().into_owned()
+                        };
+                        return Err(format!("cannot describe the topic {name}: {text}"));
+                    }
+                }
+            } else {
+                let id = rd::rd_kafka_TopicDescription_topic_id(d);
+                let shown = if id.is_null() {
+                    None
+                } else {
+                    let text = rd::rd_kafka_Uuid_base64str(id);
+                    (!text.is_null()).then(|| CStr::from_ptr(text).to_string_lossy().into_owned())
+                };
+                match shown {
+                    // The zero id: the brokers keep none.
+                    Some(id) if id.bytes().any(|b| b != b'A') => TopicNow::Id(id),
+                    _ => TopicNow::NoId,
+                }
+            };
+            found.push((name, now));
+        }
+        Ok(topics
+            .iter()
+            .map(|t| {
+                found
+                    .iter()
+                    .find(|(name, _)| name == t)
+                    .map_or(TopicNow::Missing, |(_, now)| now.clone())
+            })
+            .collect())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

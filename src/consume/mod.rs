@@ -87,7 +87,46 @@ pub struct Position {
     pub topic: String,
     pub partition: i32,
     pub offset: i64,
+    /// The id of the topic it came from (KIP-516), where the brokers give one: a stored
+    /// position of another id is another topic's (deleted and created again under the name).
+    pub topic_id: Option<std::sync::Arc<str>>,
+    /// The partition's stored position was lost (the log no longer holds it) and its records
+    /// are decided from where the log starts now (`--on-position-lost earliest`): the stored
+    /// position is replaced by this batch's, not moved forward only.
+    pub restart: bool,
 }
+
+/// What `consume` does where the inbox's position of a partition is not in the partition's
+/// log any more (`--on-position-lost`): the topic was emptied, truncated, deleted and created
+/// again where the brokers keep no topic ids, or the records below the log's start were
+/// deleted before they were decided.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum OnPositionLost {
+    /// The run ends (exit 1) naming each position and what the log holds: nothing is decided
+    /// from such a partition until an operator looks.
+    #[default]
+    Fail,
+    /// The partition's records are decided from the log's start now (interchanges decided
+    /// before are duplicates); said on standard error and in the metrics.
+    Earliest,
+}
+
+/// Positions the inbox keeps that the log no longer holds, with `--on-position-lost fail`: the
+/// run's end, not a connection to make again.
+#[derive(Debug)]
+pub struct PositionsLost(pub Vec<String>);
+
+impl std::fmt::Display for PositionsLost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}; nothing of it was decided (--on-position-lost fail): see that the topic is the one meant, then run once with --on-position-lost earliest to decide its records from the log's start",
+            self.0.join("; ")
+        )
+    }
+}
+
+impl std::error::Error for PositionsLost {}
 
 /// What becomes of a delivery once its decisions are committed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -124,6 +163,13 @@ pub trait Feed {
     /// The commits of its positions to the broker that failed since it was last asked (Kafka's
     /// offsets, which lag tools read: the inbox keeps the positions that matter).
     fn take_commit_failures(&mut self) -> u64 {
+        0
+    }
+
+    /// The stored positions found outside their partition's log since it was last asked, and
+    /// decided again from the log's start (`--on-position-lost earliest`; with `fail`,
+    /// [`Feed::fetch`] fails with [`PositionsLost`] instead).
+    fn take_positions_lost(&mut self) -> u64 {
         0
     }
 
@@ -178,6 +224,8 @@ pub struct Options {
     pub group: Option<String>,
     /// The inbox's positions, for a source that keeps them there (Kafka).
     pub positions: Option<PositionLookup>,
+    /// `--on-position-lost`: where a stored position is not in its partition's log.
+    pub on_position_lost: OnPositionLost,
 }
 
 /// The header naming the file a delivery was (`edi-filename`).

@@ -259,14 +259,16 @@ pub trait Positions {
         &mut self,
         group: &str,
         partitions: &[(&str, i32)],
-    ) -> Result<Vec<Option<i64>>, InboxError>;
+    ) -> Result<Vec<Option<Stored>>, InboxError>;
 
-    /// Moves positions forward in the open batch (to the offset after the last record
-    /// decided), never back: a lower offset than the stored one leaves it.
+    /// Moves positions in the open batch to the offset after the last record decided: forward
+    /// only, a lower offset than the stored one leaves it; but a position of another topic id
+    /// (the topic deleted and created again), or one marked [`Advance::restart`], is replaced.
+    /// The topic id is stored where one is given.
     fn advance_positions(
         &mut self,
         group: &str,
-        positions: &[(&str, i32, i64)],
+        positions: &[Advance<'_>],
         at: &str,
     ) -> Result<(), InboxError>;
 
@@ -324,12 +326,48 @@ pub struct TransportMessage<'a> {
 
 /// The committed positions, read from another thread ([`Positions::position_reader`]).
 pub trait PositionReader {
-    /// Each partition's next offset, in order; `None` where none is stored.
+    /// Each partition's stored position, in order; `None` where none is stored.
     fn read(
         &mut self,
         group: &str,
         partitions: &[(&str, i32)],
-    ) -> Result<Vec<Option<i64>>, InboxError>;
+    ) -> Result<Vec<Option<Stored>>, InboxError>;
+}
+
+/// A partition's stored position: the offset of the next record to decide, in the topic of
+/// that id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stored {
+    pub next_offset: i64,
+    /// The topic id (KIP-516) the position belongs to; `None` where the brokers gave none, or
+    /// the position was stored before edi-inbox kept it.
+    pub topic_id: Option<String>,
+}
+
+impl Stored {
+    /// True where the position belongs to the topic of id `now`: the same id, or either unknown
+    /// (nothing says it is another topic).
+    pub fn is_of(&self, now: Option<&str>) -> bool {
+        match (self.topic_id.as_deref(), now) {
+            (Some(stored), Some(now)) => stored == now,
+            _ => true,
+        }
+    }
+}
+
+/// Where a batch leaves one partition ([`Positions::advance_positions`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Advance<'a> {
+    pub topic: &'a str,
+    pub partition: i32,
+    /// The offset after the last record decided.
+    pub next_offset: i64,
+    /// The topic id its records came from, where the brokers give one.
+    pub topic_id: Option<&'a str>,
+    /// The stored position was lost (outside the partition's records) and the records are
+    /// decided again from where the log starts now (`--on-position-lost earliest`): replaced,
+    /// not moved forward only.
+    pub restart: bool,
 }
 
 /// One stored position ([`Positions::positions`]).
@@ -340,6 +378,8 @@ pub struct StoredPosition {
     pub partition: i32,
     /// The offset of the next record to decide.
     pub next_offset: i64,
+    /// The topic id (KIP-516) the position belongs to, where known.
+    pub topic_id: Option<String>,
     pub updated_at: String,
 }
 

@@ -90,6 +90,11 @@ impl Consumer {
         drop(self.running.wait());
     }
 
+    /// How it ended, where it has (not waited for).
+    pub(crate) fn ended(&mut self) -> Option<std::process::ExitStatus> {
+        self.running.child().try_wait().ok().flatten()
+    }
+
     /// Sends it `signal`.
     pub(crate) fn signal(&self, signal: i32) {
         self.running.signal(signal);
@@ -172,7 +177,7 @@ pub(crate) fn interchanges(site: &Site) -> i64 {
 }
 
 /// Waits until `f` holds (or 60 s went by); whether it does.
-pub(crate) fn within(f: impl Fn() -> bool) -> bool {
+pub(crate) fn within(mut f: impl FnMut() -> bool) -> bool {
     let until = Instant::now() + Duration::from_secs(60);
     while !f() {
         if Instant::now() > until {

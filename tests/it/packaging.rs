@@ -419,7 +419,10 @@ fn the_units_command_lines_run_as_systemd_runs_them_and_write_every_metric_the_r
         }
         // Written for a Kafka source only (the unit consumes from NATS here): tests/it/kafka.rs
         // checks that consume writes them.
-        if name == "edi_inbox_consume_position" || name == "edi_inbox_consume_lag" {
+        if name == "edi_inbox_consume_position"
+            || name == "edi_inbox_consume_lag"
+            || name == "edi_inbox_consume_run_positions_lost"
+        {
             continue;
         }
         assert!(
@@ -636,6 +639,8 @@ fn no_value_from_the_environment_shows_in_help_man_pages_or_completions() {
         ("EDI_INBOX_TLS_KEY", format!("/etc/{secret}.key")),
         ("EDI_INBOX_NATS_CREDS", format!("/etc/{secret}.creds")),
         ("EDI_INBOX_NATS_NKEY", format!("/etc/{secret}.nk")),
+        // A rule, not a secret: taken (an unknown one would be refused), and hidden as well.
+        ("EDI_INBOX_ON_POSITION_LOST", "earliest".to_string()),
         // Not named by --help (every librdkafka setting is read as EDI_INBOX_KAFKA_<KEY>), and
         // never shown either.
         ("EDI_INBOX_KAFKA_SASL_PASSWORD", secret.to_string()),

@@ -143,8 +143,26 @@ pub(super) fn decide_and_commit(
     })
 }
 
-/// A partition's place after a batch: its topic, number and the offset after its last record.
-type Advance = (String, i32, i64);
+/// A partition's place after a batch: its topic, number, the offset after its last record, the
+/// topic id its records came from, and whether its stored position was lost and is replaced.
+struct Advance {
+    topic: String,
+    partition: i32,
+    next: i64,
+    topic_id: Option<std::sync::Arc<str>>,
+    restart: bool,
+}
+
+impl Advance {
+    /// Where the stored position of this partition is the one to judge the batch's records
+    /// against: the next offset to decide, `None` where none is stored, the stored one is of
+    /// another topic (deleted and created again), or it was lost and is replaced.
+    fn start(&self, stored: Option<crate::inbox::Stored>) -> Option<i64> {
+        stored
+            .filter(|s| !self.restart && s.is_of(self.topic_id.as_deref()))
+            .map(|s| s.next_offset)
+    }
+}
 
 /// Takes the inbox's positions of the batch's partitions (held until the commit) and says of
 /// each delivery whether it is below its partition's position (decided before, so only
@@ -158,21 +176,36 @@ fn positioned(
     for p in deliveries.iter().filter_map(|d| d.position.as_ref()) {
         match advance
             .iter_mut()
-            .find(|a| a.0 == p.topic && a.1 == p.partition)
+            .find(|a| a.topic == p.topic && a.partition == p.partition)
         {
-            Some(a) => a.2 = a.2.max(p.offset + 1),
-            None => advance.push((p.topic.clone(), p.partition, p.offset + 1)),
+            Some(a) => {
+                a.next = a.next.max(p.offset + 1);
+                a.restart |= p.restart;
+                if p.topic_id.is_some() {
+                    a.topic_id.clone_from(&p.topic_id);
+                }
+            }
+            None => advance.push(Advance {
+                topic: p.topic.clone(),
+                partition: p.partition,
+                next: p.offset + 1,
+                topic_id: p.topic_id.clone(),
+                restart: p.restart,
+            }),
         }
     }
-    advance.sort();
-    let partitions: Vec<(&str, i32)> = advance.iter().map(|a| (a.0.as_str(), a.1)).collect();
+    advance.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
+    let partitions: Vec<(&str, i32)> = advance
+        .iter()
+        .map(|a| (a.topic.as_str(), a.partition))
+        .collect();
     let stored = inbox
         .claim_positions(group, &partitions)
         .context("cannot read the consumer's positions from the inbox database")?;
-    let start: std::collections::HashMap<(&str, i32), i64> = partitions
+    let start: std::collections::HashMap<(&str, i32), i64> = advance
         .iter()
-        .zip(&stored)
-        .filter_map(|(p, s)| s.map(|s| (*p, s)))
+        .zip(stored)
+        .filter_map(|(a, s)| a.start(s).map(|s| ((a.topic.as_str(), a.partition), s)))
         .collect();
     let below = deliveries
         .iter()
@@ -199,29 +232,42 @@ fn advanced(
     when: &str,
     again: bool,
 ) -> anyhow::Result<()> {
-    let partitions: Vec<(&str, i32)> = advance.iter().map(|a| (a.0.as_str(), a.1)).collect();
+    let partitions: Vec<(&str, i32)> = advance
+        .iter()
+        .map(|a| (a.topic.as_str(), a.partition))
+        .collect();
     if again {
         let stored = inbox
             .claim_positions(group, &partitions)
             .context("cannot read the consumer's positions from the inbox database")?;
-        for ((topic, partition), stored) in partitions.iter().zip(stored) {
+        for (a, stored) in advance.iter().zip(stored) {
             let first = decided
                 .iter()
                 .filter_map(|d| d.position.as_ref())
-                .filter(|p| p.topic == *topic && p.partition == *partition)
+                .filter(|p| p.topic == a.topic && p.partition == a.partition)
                 .map(|p| p.offset)
                 .min();
-            if let (Some(first), Some(stored)) = (first, stored)
+            if let (Some(first), Some(stored)) = (first, a.start(stored))
                 && first < stored
             {
                 anyhow::bail!(
-                    "another consumer of group {group} decided {topic}/{partition} up to offset {stored} while this batch was made"
+                    "another consumer of group {group} decided {}/{} up to offset {stored} while this batch was made",
+                    a.topic,
+                    a.partition
                 );
             }
         }
     }
-    let positions: Vec<(&str, i32, i64)> =
-        advance.iter().map(|a| (a.0.as_str(), a.1, a.2)).collect();
+    let positions: Vec<crate::inbox::Advance<'_>> = advance
+        .iter()
+        .map(|a| crate::inbox::Advance {
+            topic: &a.topic,
+            partition: a.partition,
+            next_offset: a.next,
+            topic_id: a.topic_id.as_deref(),
+            restart: a.restart,
+        })
+        .collect();
     inbox
         .advance_positions(group, &positions, when)
         .context("cannot write the consumer's positions to the inbox database")?;
@@ -256,8 +302,28 @@ mod tests {
                 topic: "t".into(),
                 partition: 0,
                 offset,
+                topic_id: None,
+                restart: false,
             }),
         }
+    }
+
+    /// Partition t/0 moved to `next`.
+    fn to(next: i64) -> crate::inbox::Advance<'static> {
+        crate::inbox::Advance {
+            topic: "t",
+            partition: 0,
+            next_offset: next,
+            topic_id: None,
+            restart: false,
+        }
+    }
+
+    fn places(advance: &[Advance]) -> Vec<(&str, i32, i64)> {
+        advance
+            .iter()
+            .map(|a| (a.topic.as_str(), a.partition, a.next))
+            .collect()
     }
 
     #[test]
@@ -266,13 +332,13 @@ mod tests {
         let db = Location::Sqlite(dir.path().join("t.db"));
         let mut inbox = crate::inbox::open(&db, Access::Create, Duration::from_secs(5)).unwrap();
         let when = "2026-01-01T00:00:00.000Z";
-        inbox.advance_positions("g", &[("t", 0, 5)], when).unwrap();
+        inbox.advance_positions("g", &[to(5)], when).unwrap();
         inbox.commit().unwrap();
         // Offsets 3..8: 3 and 4 were decided before; the position goes to 8.
         let batch: Vec<Delivery> = (3..8).map(|o| record(o as u64, o)).collect();
         let (below, advance) = positioned(&mut *inbox, "g", &batch).unwrap();
         assert_eq!(below, [true, true, false, false, false]);
-        assert_eq!(advance, [("t".to_string(), 0, 8)]);
+        assert_eq!(places(&advance), [("t", 0, 8)]);
         let kept: Vec<Delivery> = batch.into_iter().skip(2).collect();
         advanced(&mut *inbox, "g", &kept, &advance, when, false).unwrap();
         inbox.commit().unwrap();
@@ -281,11 +347,79 @@ mod tests {
         // A batch made again while another consumer moved the position past it (a rebalance
         // while the inbox made the batch again) may not be committed.
         let late: Vec<Delivery> = (6..9).map(|o| record(o as u64, o)).collect();
-        assert!(advanced(&mut *inbox, "g", &late, &[("t".into(), 0, 9)], when, true).is_err());
+        let past = Advance {
+            topic: "t".into(),
+            partition: 0,
+            next: 9,
+            topic_id: None,
+            restart: false,
+        };
+        assert!(advanced(&mut *inbox, "g", &late, &[past], when, true).is_err());
         // Never moved back.
-        inbox.advance_positions("g", &[("t", 0, 2)], when).unwrap();
+        inbox.advance_positions("g", &[to(2)], when).unwrap();
         inbox.commit().unwrap();
         assert_eq!(inbox.positions(Some("g")).unwrap()[0].next_offset, 8);
+    }
+
+    /// Records of t/0 at `offsets`, from the topic of id `topic_id`.
+    fn of_topic(topic_id: &str, offsets: std::ops::Range<i64>, restart: bool) -> Vec<Delivery> {
+        offsets
+            .map(|o| {
+                let mut d = record(o as u64, o);
+                if let Some(p) = d.position.as_mut() {
+                    p.topic_id = Some(std::sync::Arc::from(topic_id));
+                    p.restart = restart;
+                }
+                d
+            })
+            .collect()
+    }
+
+    fn stored(inbox: &dyn Inbox) -> (i64, Option<String>) {
+        let p = &inbox.positions(Some("g")).unwrap()[0];
+        (p.next_offset, p.topic_id.clone())
+    }
+
+    #[test]
+    fn a_position_of_another_topic_id_or_a_restart_is_replaced_not_judged_by() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Location::Sqlite(dir.path().join("t.db"));
+        let mut inbox = crate::inbox::open(&db, Access::Create, Duration::from_secs(5)).unwrap();
+        let when = "2026-01-01T00:00:00.000Z";
+        // A position stored before topic ids were kept.
+        inbox.advance_positions("g", &[to(5)], when).unwrap();
+        inbox.commit().unwrap();
+        let mut decide = |batch: Vec<Delivery>| {
+            let (below, advance) = positioned(&mut *inbox, "g", &batch).unwrap();
+            let kept: Vec<Delivery> = batch
+                .into_iter()
+                .zip(&below)
+                .filter(|(_, b)| !**b)
+                .map(|(d, _)| d)
+                .collect();
+            advanced(&mut *inbox, "g", &kept, &advance, when, false).unwrap();
+            inbox.commit().unwrap();
+            (below, stored(&*inbox))
+        };
+        // It is the topic's own: judged by, and given the id.
+        let (below, now) = decide(of_topic("A", 3..7, false));
+        assert_eq!(below, [true, true, false, false]);
+        assert_eq!(now, (7, Some("A".into())));
+        // The topic deleted and created again (id B): its records are below the old
+        // position, and none of them was decided; the position is the new topic's.
+        let (below, now) = decide(of_topic("B", 0..3, false));
+        assert_eq!(
+            below,
+            [false, false, false],
+            "the old topic's position judged B"
+        );
+        assert_eq!(now, (3, Some("B".into())));
+        // Forward only within a topic.
+        let (below, now) = decide(of_topic("B", 1..2, false));
+        assert_eq!((below, now), (vec![true], (3, Some("B".into()))));
+        // A position lost and started again from the log's start: replaced, lower or not.
+        let (below, now) = decide(of_topic("B", 0..2, true));
+        assert_eq!((below, now), (vec![false, false], (2, Some("B".into()))));
     }
 
     #[test]
@@ -294,7 +428,7 @@ mod tests {
         let db = Location::Sqlite(dir.path().join("t.db"));
         let mut inbox = crate::inbox::open(&db, Access::Create, Duration::from_secs(5)).unwrap();
         let when = "2026-01-01T00:00:00.000Z";
-        inbox.advance_positions("g", &[("t", 0, 1)], when).unwrap();
+        inbox.advance_positions("g", &[to(1)], when).unwrap();
         inbox.commit().unwrap();
         let body = |r: &str| {
             bytes::Bytes::from(format!(

@@ -77,6 +77,8 @@ struct Run<'a> {
     watermarks: Vec<(String, i32, i64)>,
     /// Commits of the positions to the broker (Kafka's offsets) that failed this run.
     commit_failures: u64,
+    /// Stored positions found outside their partition's log this run (Kafka).
+    positions_lost: u64,
     watermarks_at: Option<Instant>,
 }
 
@@ -135,6 +137,10 @@ pub fn run(
         ack_wait: args.ack_wait,
         group: args.group.clone(),
         positions,
+        on_position_lost: match args.on_position_lost {
+            crate::cli::PositionLostRule::Fail => consume::OnPositionLost::Fail,
+            crate::cli::PositionLostRule::Earliest => consume::OnPositionLost::Earliest,
+        },
     };
     let mut run = Run {
         args,
@@ -151,6 +157,7 @@ pub fn run(
         watermarks: Vec::new(),
         watermarks_at: None,
         commit_failures: 0,
+        positions_lost: 0,
         probes: (0..std::thread::available_parallelism().map_or(1, |n| n.get().clamp(1, 4)))
             .map(|_| inbox.probe())
             .collect(),
@@ -177,6 +184,8 @@ pub fn run(
         Ok(_) => {}
         Err(Failure::Fatal(e)) => {
             run.out.flush();
+            // The figures up to the failure (a position lost among them) for the alerts.
+            run.metrics_now(&*inbox, Written::Failed);
             return Err(e);
         }
         // Idle because the broker is gone is not idle: that run failed.
@@ -218,7 +227,22 @@ impl Service for Consumer<'_, '_> {
             run, inbox, stop, ..
         } = self;
         let max = run.args.batch as usize;
-        let deliveries = feed.fetch(max, wait).map_err(Failure::lost)?;
+        // Known from the start, decided anything or not: the positions' series are written
+        // every time (also where the first fetch ends the run).
+        let group = feed.group().map(str::to_string);
+        if run.group.is_none() {
+            run.group.clone_from(&group);
+        }
+        let fetched = feed.fetch(max, wait);
+        run.positions_lost += feed.take_positions_lost();
+        let deliveries = match fetched {
+            Ok(deliveries) => deliveries,
+            Err(e) => {
+                // The lag too, for the metrics the failure writes.
+                run.look_at_watermarks(&**feed);
+                return Err(run.fetch_failed(e, false));
+            }
+        };
         run.last_fetch = unix_now();
         if deliveries.is_empty() {
             run.look_at_watermarks(&**feed);
@@ -228,10 +252,6 @@ impl Service for Consumer<'_, '_> {
             // An idle consumer's file stays fresh too (the heartbeat): its last-batch time
             // says it is alive, and the status of a run before it does not linger.
             return Ok(Step::Idle);
-        }
-        let group = feed.group().map(str::to_string);
-        if run.group.is_none() {
-            run.group.clone_from(&group);
         }
         let started = Instant::now();
         let mut next = Some(batch::prepare(deliveries, &mut run.probes));
@@ -260,6 +280,7 @@ impl Service for Consumer<'_, '_> {
             });
             let settled = run.settle(&mut **feed, committed?);
             run.commit_failures += feed.take_commit_failures();
+            run.positions_lost += feed.take_positions_lost();
             settled?;
             match fetched {
                 None | Some(Ok(None)) => {}
@@ -268,12 +289,7 @@ impl Service for Consumer<'_, '_> {
                     next = Some(prepared);
                 }
                 // Committed and settled so far: what was fetched ahead comes again.
-                Some(Err(e)) => {
-                    return Err(Failure::Lost {
-                        error: e,
-                        progressed: true,
-                    });
-                }
+                Some(Err(e)) => return Err(run.fetch_failed(e, true)),
             }
         }
         run.look_at_watermarks(&**feed);
@@ -281,7 +297,7 @@ impl Service for Consumer<'_, '_> {
     }
 
     fn heartbeat(&mut self) {
-        self.run.metrics_now(&*self.inbox, false);
+        self.run.metrics_now(&*self.inbox, Written::Progress);
     }
 
     fn problem(&mut self, text: &str) {
@@ -294,6 +310,15 @@ impl Service for Consumer<'_, '_> {
 }
 
 impl Run<'_> {
+    /// What a failed fetch means: positions the log no longer holds end the run
+    /// (`--on-position-lost fail`); anything else is a connection to make again.
+    fn fetch_failed(&mut self, error: anyhow::Error, progressed: bool) -> Failure {
+        if error.downcast_ref::<consume::PositionsLost>().is_some() {
+            return Failure::Fatal(error);
+        }
+        Failure::Lost { error, progressed }
+    }
+
     /// Asks the feed for its partitions' high watermarks, where a metrics file is written and
     /// the last answer is older than [`METRICS_EVERY`].
     fn look_at_watermarks(&mut self, feed: &dyn Feed) {
@@ -305,8 +330,9 @@ impl Run<'_> {
         {
             return;
         }
-        self.watermarks_at = Some(Instant::now());
         self.watermarks = feed.high_watermarks();
+        // None known yet (the partitions not given, no fetch answered): asked again at once.
+        self.watermarks_at = (!self.watermarks.is_empty()).then(Instant::now);
     }
 
     /// Waits for the batch being decided; when the inbox is slow, the feed keeps its consumer
@@ -402,12 +428,12 @@ impl Run<'_> {
     }
 
     /// Writes the metrics file where one is asked for: after a batch at most every
-    /// [`METRICS_EVERY`], and at the end (`last`).
-    fn metrics_now(&mut self, inbox: &dyn Inbox, last: bool) {
+    /// [`METRICS_EVERY`], and at the end.
+    fn metrics_now(&mut self, inbox: &dyn Inbox, when: Written) {
         let Some(path) = &self.args.metrics_file else {
             return;
         };
-        if !last
+        if when == Written::Progress
             && self
                 .metrics_written
                 .is_some_and(|t| t.elapsed() < METRICS_EVERY)
@@ -421,7 +447,9 @@ impl Run<'_> {
             group: self.group.as_deref(),
             watermarks: &self.watermarks,
             commit_failures: self.commit_failures,
+            positions_lost: self.positions_lost,
         };
+        let last = when == Written::Last;
         if let Err(e) = write_metrics(path, inbox, &self.summary, self.started, state, last) {
             self.other_problems += usize::from(last);
             problem(
@@ -434,7 +462,7 @@ impl Run<'_> {
     /// The summary and metrics; the status: 3 where anything was rejected or drifted, else 0
     /// (also when a signal stopped the run).
     fn finish(mut self, inbox: &dyn Inbox) -> ExitStatus {
-        self.metrics_now(inbox, true);
+        self.metrics_now(inbox, Written::Last);
         let s = &self.summary;
         if self.args.json {
             self.out.json_summary(s);
@@ -461,6 +489,17 @@ impl Run<'_> {
     }
 }
 
+/// When the metrics file is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Written {
+    /// After a batch, or while idle: at most every [`METRICS_EVERY`].
+    Progress,
+    /// At the end of a run that did not fail (its success time with it).
+    Last,
+    /// As a fatal failure ends the run.
+    Failed,
+}
+
 /// Whether the feed is subscribed, when a fetch last worked, and the consumer group whose
 /// positions the inbox keeps.
 #[derive(Clone, Copy)]
@@ -472,6 +511,8 @@ struct FeedState<'a> {
     watermarks: &'a [(String, i32, i64)],
     /// Commits of the positions to the broker that failed this run.
     commit_failures: u64,
+    /// Stored positions found outside their partition's log this run.
+    positions_lost: u64,
 }
 
 /// The run's figures for Prometheus: the inbox's cumulative delivery counters, this run's
@@ -513,14 +554,15 @@ fn write_metrics(
                     .watermarks
                     .iter()
                     .find(|w| w.0 == p.topic && w.1 == p.partition)
-                    .map(|w| (p, (w.2 - p.next_offset).max(0)))
+                    // Below zero where the position is past the log's end: never shown as 0.
+                    .map(|w| (p, w.2 - p.next_offset))
             })
             .collect();
         if !lags.is_empty() {
             m.family(
                 "edi_inbox_consume_lag",
                 "gauge",
-                "Records past the inbox's position, per partition this consumer reads: the broker's high watermark minus the position (as right as the broker's answer).",
+                "Records past the inbox's position, per partition this consumer reads: the high watermark of the last fetch minus the position. Below zero where the position is past the partition's end (the topic emptied, truncated, or created again).",
             );
             for (p, lag) in lags {
                 let partition = p.partition.to_string();
@@ -540,6 +582,12 @@ fn write_metrics(
             "gauge",
             "Commits of the positions to the broker (Kafka's offsets, which lag tools read) that failed in the current (or last) consume run: the inbox keeps the positions that matter; Kafka's trail until the next commit.",
             state.commit_failures as f64,
+        );
+        m.single(
+            "edi_inbox_consume_run_positions_lost",
+            "gauge",
+            "Stored positions the current (or last) consume run found outside their partition's log (Kafka: the topic emptied, truncated, or deleted and created again without a topic id; records deleted before they were decided): --on-position-lost fail ended the run, earliest decided the records from the log's start.",
+            state.positions_lost as f64,
         );
         m.single(
             "edi_inbox_consume_run_skipped",

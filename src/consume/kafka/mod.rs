@@ -13,7 +13,7 @@
 mod rebalance;
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
@@ -22,8 +22,11 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Headers as _, Message as _};
 use rdkafka::{Offset, TopicPartitionList};
 
-use super::{Delivery, FILENAME_HEADER, Feed, Options, Position, Settle, Source};
-use crate::broker::kafka::{self as broker_kafka, Settings, Target};
+use super::{
+    Delivery, FILENAME_HEADER, Feed, OnPositionLost, Options, Position, PositionsLost, Settle,
+    Source,
+};
+use crate::broker::kafka::{self as broker_kafka, Settings, Target, TopicNow};
 
 use rebalance::{Context, Seen};
 
@@ -37,6 +40,10 @@ const MAX_GATHER: Duration = Duration::from_secs(1);
 /// joining, not idle (`--until-idle` waits that long on top): the first rebalance of a group
 /// takes a few seconds, and a member a group has no partition for must still end such a run.
 const JOIN_WAIT: Duration = Duration::from_secs(60);
+
+/// How often a running consumer asks whether its topics are still the ones it was given (a
+/// topic deleted, or deleted and created again under its name, has no or another topic id).
+const TOPIC_CHECK_EVERY: Duration = Duration::from_secs(10);
 
 /// The form of the URL, for errors.
 const FORM: &str = "kafka://HOST:PORT[,HOST:PORT...]/TOPIC[,TOPIC...]?group=NAME";
@@ -105,20 +112,31 @@ pub struct KafkaFeed {
     held: Vec<Delivery>,
     /// Whether the partitions are paused ([`Feed::hold`]).
     paused: bool,
+    /// `--on-position-lost`.
+    on_position_lost: OnPositionLost,
+    /// Positions found outside their partition's log and decided again from its start.
+    positions_lost: u64,
+    /// When the topics' ids were last asked while running.
+    topics_checked: Instant,
 }
 
 impl KafkaFeed {
     fn connect(target: &Target, settings: &Settings, options: Options) -> anyhow::Result<Self> {
-        let shown = broker_kafka::shown(target);
         let group = options
             .group
             .clone()
             .or_else(|| target.group.clone())
             .ok_or_else(|| {
                 anyhow!(
-                    "{shown}: a Kafka source needs a consumer group: --group NAME or ?group=NAME"
+                    "{}: a Kafka source needs a consumer group: --group NAME or ?group=NAME",
+                    broker_kafka::shown(target)
                 )
             })?;
+        // Named with its group, however it was given (--group or ?group=).
+        let shown = broker_kafka::shown(&Target {
+            group: Some(group.clone()),
+            ..target.clone()
+        });
         let config = settings
             .client(
                 &target.servers,
@@ -147,21 +165,40 @@ impl KafkaFeed {
             positions: options.positions.clone(),
             seen: Mutex::new(Seen::default()),
         };
+        let on_position_lost = options.on_position_lost;
         let consumer: BaseConsumer<Context> = config
             .create_with_context(context)
             .map_err(|e| anyhow!("{shown}: {}", settings.scrub(&e.to_string())))?;
-        // The topics must exist: a consumer of a topic that is not there would wait for ever.
+        // The topics must exist: a consumer of a topic that is not there would wait for ever;
+        // so must the partitions given by hand, or the consumer would wait on nothing.
         for topic in &target.topics {
             let metadata = consumer
                 .fetch_metadata(Some(topic), broker_kafka::TIMEOUT)
                 .map_err(|e| anyhow!("{shown}: the brokers did not answer: {e}"))?;
-            let missing = metadata
+            let found = metadata
                 .topics()
                 .iter()
                 .find(|t| t.name() == topic)
-                .is_none_or(|t| t.error().is_some() || t.partitions().is_empty());
-            if missing {
+                .filter(|t| t.error().is_none() && !t.partitions().is_empty());
+            let Some(found) = found else {
                 return Err(anyhow!("{shown}: there is no topic {topic}"));
+            };
+            let has: Vec<i32> = found.partitions().iter().map(|p| p.id()).collect();
+            if let Some(absent) = target
+                .partitions
+                .iter()
+                .flatten()
+                .find(|p| !has.contains(p))
+            {
+                return Err(anyhow!(
+                    "{shown}: the topic {topic} has no partition {absent} (it has {} partition{}: {})",
+                    has.len(),
+                    if has.len() == 1 { "" } else { "s" },
+                    has.iter()
+                        .map(i32::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
             }
         }
         match &target.partitions {
@@ -176,10 +213,12 @@ impl KafkaFeed {
                 for p in partitions {
                     tpl.add_partition(&target.topics[0], *p);
                 }
-                consumer.context().place(&mut tpl);
+                consumer.context().place(consumer.client(), &mut tpl);
+                let done = consumer.assign(&tpl);
                 consumer
-                    .assign(&tpl)
-                    .map_err(|e| anyhow!("{shown}: cannot assign the partitions: {e}"))?;
+                    .context()
+                    .note("given (by hand)", &tpl, done.clone());
+                done.map_err(|e| anyhow!("{shown}: cannot assign the partitions: {e}"))?;
             }
         }
         Ok(KafkaFeed {
@@ -193,6 +232,9 @@ impl KafkaFeed {
             committed: HashMap::new(),
             held: Vec::new(),
             paused: false,
+            on_position_lost,
+            positions_lost: 0,
+            topics_checked: Instant::now(),
         })
     }
 
@@ -211,10 +253,8 @@ impl KafkaFeed {
         if let Some(e) = seen.failed.take() {
             return Err(anyhow!("{}: {e}", self.shown));
         }
-        for change in seen.changes.drain(..) {
-            crate::output::warn(&format!("{}: {change}", self.shown));
-        }
         let revoked = std::mem::take(&mut seen.revoked);
+        let mut looked_before = fresh;
         // Kafka's offsets are brought up to the inbox's positions at the end, even where this
         // run decides nothing (a run after a crash that found everything decided); never for a
         // partition another consumer has now.
@@ -227,31 +267,94 @@ impl KafkaFeed {
             // Another consumer has them now: Kafka's offsets for them are its to commit.
             self.in_flight
                 .retain(|_, (topic, partition, _)| !revoked.contains(&(topic.clone(), *partition)));
-        }
-        let in_flight = &mut self.in_flight;
-        let mut n = 0;
-        taken.retain(|d| {
-            n += 1;
-            if n <= fresh && revoked.is_empty() {
-                return true;
-            }
-            let keep = d.position.as_ref().is_none_or(|p| {
-                let partition = (p.topic.clone(), p.partition);
-                // Another consumer has it now, from the inbox's position: not decided here.
-                !revoked.contains(&partition)
-                    // A record below where its partition started was decided before (looked
-                    // at once, as it came).
-                    && (n <= fresh
-                        || seen
-                            .started_at
-                            .get(&partition)
-                            .is_none_or(|&start| p.offset >= start))
+            // Another consumer has it now, from the inbox's position: not decided here.
+            let in_flight = &mut self.in_flight;
+            let mut n = 0;
+            taken.retain(|d| {
+                n += 1;
+                let gone = d
+                    .position
+                    .as_ref()
+                    .is_some_and(|p| revoked.contains(&(p.topic.clone(), p.partition)));
+                if gone {
+                    in_flight.remove(&d.tag);
+                    // One fewer of those looked at before.
+                    looked_before -= usize::from(n <= fresh);
+                }
+                !gone
             });
-            if !keep {
+        }
+        let fresh = looked_before.min(taken.len());
+        let lost = judge(
+            &self.consumer,
+            self.on_position_lost,
+            &mut self.positions_lost,
+            &mut seen,
+            &mut taken[fresh..],
+        );
+        // Records of a partition lost or started again: they come again, from the log's start.
+        let in_flight = &mut self.in_flight;
+        taken.retain(|d| {
+            let dropped = d.position.as_ref().is_some_and(|p| p.offset < 0);
+            if dropped {
                 in_flight.remove(&d.tag);
             }
-            keep
+            !dropped
         });
+        for change in seen.changes.drain(..) {
+            crate::output::warn(&format!("{}: {change}", self.shown));
+        }
+        drop(seen);
+        if !lost.is_empty() {
+            return Err(anyhow::Error::new(PositionsLost(lost)).context(self.shown.clone()));
+        }
+        Ok(())
+    }
+
+    /// Every [`TOPIC_CHECK_EVERY`]: whether the topics read are still there under the ids they
+    /// had when their partitions were given. A topic deleted, or deleted and created again,
+    /// fails the feed: the consumer connects again (once the topic is there), and a topic of
+    /// another id is read from its beginning.
+    fn check_topics(&mut self) -> anyhow::Result<()> {
+        if self.topics_checked.elapsed() < TOPIC_CHECK_EVERY {
+            return Ok(());
+        }
+        self.topics_checked = Instant::now();
+        let known: Vec<(String, Option<Arc<str>>)> = match self.consumer.context().seen.lock() {
+            Ok(seen) => seen
+                .topic_ids
+                .iter()
+                .map(|(t, id)| (t.clone(), id.clone()))
+                .collect(),
+            Err(_) => return Err(anyhow!("{}: the consumer's state was lost", self.shown)),
+        };
+        if known.is_empty() {
+            return Ok(());
+        }
+        let topics: Vec<&str> = known.iter().map(|(t, _)| t.as_str()).collect();
+        // A broker slow to answer is no news: asked again at the next check.
+        let Ok(now) =
+            broker_kafka::topic_ids(self.consumer.client(), &topics, Duration::from_secs(5))
+        else {
+            return Ok(());
+        };
+        for ((topic, was), now) in known.iter().zip(now) {
+            match (was, now) {
+                (_, TopicNow::Missing) => {
+                    return Err(anyhow!(
+                        "{}: the topic {topic} was deleted; the consumer connects again once it is there",
+                        self.shown
+                    ));
+                }
+                (Some(was), TopicNow::Id(now)) if **was != *now => {
+                    return Err(anyhow!(
+                        "{}: the topic {topic} was deleted and created again (its topic id is {now}, was {was}); the consumer connects again and reads the new topic from its beginning",
+                        self.shown
+                    ));
+                }
+                _ => {}
+            }
+        }
         Ok(())
     }
 
@@ -259,6 +362,7 @@ impl KafkaFeed {
     fn take(
         in_flight: &mut HashMap<u64, (String, i32, i64)>,
         next_tag: &mut u64,
+        context: &Context,
         m: &rdkafka::message::BorrowedMessage<'_>,
     ) -> Delivery {
         let topic = m.topic().to_string();
@@ -285,9 +389,15 @@ impl KafkaFeed {
             key: m.key().map(broker_kafka::text_of),
             produced_at,
             position: Some(Position {
+                topic_id: context
+                    .seen
+                    .lock()
+                    .ok()
+                    .and_then(|seen| seen.topic_ids.get(&topic).cloned().flatten()),
                 topic,
                 partition,
                 offset,
+                restart: false,
             }),
         }
     }
@@ -316,6 +426,7 @@ fn is_lost(e: &KafkaError) -> bool {
 
 impl Feed for KafkaFeed {
     fn fetch(&mut self, max: usize, wait: Duration) -> anyhow::Result<Vec<Delivery>> {
+        self.check_topics()?;
         // What came while the partitions were paused first (looked at as it came).
         let mut taken = std::mem::take(&mut self.held);
         let started = Instant::now();
@@ -339,7 +450,12 @@ impl Feed for KafkaFeed {
                     break;
                 }
                 Some(Ok(m)) => {
-                    taken.push(Self::take(&mut self.in_flight, &mut self.next_tag, &m));
+                    taken.push(Self::take(
+                        &mut self.in_flight,
+                        &mut self.next_tag,
+                        self.consumer.context(),
+                        &m,
+                    ));
                 }
                 Some(Err(e)) if is_lost(&e) => {
                     return Err(anyhow!("{}: {e}", self.shown));
@@ -410,7 +526,12 @@ impl Feed for KafkaFeed {
         let mut held = std::mem::take(&mut self.held);
         let looked = held.len();
         match self.consumer.poll(wait) {
-            Some(Ok(m)) => held.push(Self::take(&mut self.in_flight, &mut self.next_tag, &m)),
+            Some(Ok(m)) => held.push(Self::take(
+                &mut self.in_flight,
+                &mut self.next_tag,
+                self.consumer.context(),
+                &m,
+            )),
             Some(Err(e)) if is_lost(&e) => return Err(anyhow!("{}: {e}", self.shown)),
             _ => {}
         }
@@ -449,24 +570,156 @@ impl Feed for KafkaFeed {
         !self.assigned && self.connected_at.elapsed() < JOIN_WAIT
     }
 
-    /// What the broker reports (ListOffsets "latest"), partition by partition, a second each at
-    /// most; the first that does not answer ends the list.
+    /// The high watermark of each partition given, as the last fetch response gave it (no
+    /// request: ListOffsets is not asked, and the test broker answers it wrongly).
     fn high_watermarks(&self) -> Vec<(String, i32, i64)> {
         let Ok(assignment) = self.consumer.assignment() else {
             return Vec::new();
         };
-        let mut marks = Vec::new();
-        for e in assignment.elements() {
-            match self
-                .consumer
-                .fetch_watermarks(e.topic(), e.partition(), Duration::from_secs(1))
-            {
-                Ok((_, high)) => marks.push((e.topic().to_string(), e.partition(), high)),
-                Err(_) => break,
+        assignment
+            .elements()
+            .iter()
+            .filter_map(|e| {
+                broker_kafka::cached_watermarks(self.consumer.client(), e.topic(), e.partition())
+                    .map(|(_, high)| (e.topic().to_string(), e.partition(), high))
+            })
+            .collect()
+    }
+
+    fn take_positions_lost(&mut self) -> u64 {
+        std::mem::take(&mut self.positions_lost)
+    }
+}
+
+/// Whether each partition's log still holds the position the inbox keeps for it: judged by
+/// the `fresh` records as they come (one below the position, or past a gap the log's start
+/// has moved beyond), and by the watermarks of the fetches since the partition was given
+/// (its end below the position). A position lost fails the feed with
+/// `--on-position-lost fail` (returned, each said); with `earliest` the partition is read
+/// again from the log's start and its next records replace the position. A record to drop
+/// (it comes again) is given the offset -1.
+fn judge(
+    consumer: &BaseConsumer<Context>,
+    on_position_lost: OnPositionLost,
+    positions_lost: &mut u64,
+    seen: &mut Seen,
+    fresh: &mut [Delivery],
+) -> Vec<String> {
+    let client = consumer.client();
+    seen.restarted_now.clear();
+    let mut lost_now: Vec<((String, i32), String)> = Vec::new();
+    for d in fresh.iter_mut() {
+        let Some(p) = d.position.as_mut() else {
+            continue;
+        };
+        let key = (p.topic.clone(), p.partition);
+        if lost_now.iter().any(|(k, _)| *k == key) {
+            p.offset = -1;
+            continue;
+        }
+        // The first records after it went back to the log's start replace the position;
+        // the batches after theirs move it forward from there.
+        if seen.restarting.remove(&key) {
+            p.restart = true;
+            seen.restarted_now.insert(key);
+            continue;
+        }
+        if seen.restarted_now.contains(&key) {
+            p.restart = true;
+            continue;
+        }
+        let Some(want) = seen.expected.get_mut(&key) else {
+            continue;
+        };
+        let log = broker_kafka::cached_watermarks(client, &p.topic, p.partition);
+        let gap_lost = matches!(log, Some((low, _)) if p.offset > *want && low > *want);
+        if p.offset < *want || gap_lost {
+            let said = lost_position(&p.topic, p.partition, *want, Some(p.offset), log);
+            p.offset = -1;
+            lost_now.push((key, said));
+        } else {
+            *want = p.offset + 1;
+        }
+    }
+    // Where nothing came: a log whose end is below the position (the test broker answers
+    // such a fetch with nothing, Kafka with OFFSET_OUT_OF_RANGE), or whose start is past it.
+    // Only watermarks that changed since the partition was given are judged: those the
+    // client kept from before may be older than the position.
+    for (key, want) in &seen.expected {
+        if lost_now.iter().any(|(k, _)| k == key) {
+            continue;
+        }
+        let log = broker_kafka::cached_watermarks(client, &key.0, key.1);
+        let given = seen.marks_given.get(key).copied().flatten();
+        if let Some((low, high)) = log
+            && log != given
+            && (high < *want || low > *want)
+        {
+            lost_now.push((key.clone(), lost_position(&key.0, key.1, *want, None, log)));
+        }
+    }
+    let mut lost = Vec::new();
+    for (key, said) in lost_now {
+        seen.expected.remove(&key);
+        *positions_lost += 1;
+        match on_position_lost {
+            OnPositionLost::Fail => lost.push(said),
+            OnPositionLost::Earliest => {
+                // From the log's start: the client may not have gone back by itself (it
+                // does only where the broker says the offset is out of range).
+                let seek = consumer.seek(&key.0, key.1, Offset::Beginning, Duration::from_secs(5));
+                match seek {
+                    Ok(()) => seen.changes.push(format!(
+                        "{said}; its records are decided from the log's start (--on-position-lost earliest)"
+                    )),
+                    Err(e) => {
+                        seen.failed = Some(format!(
+                            "{said}; it could not be read again from the log's start ({e}); the consumer connects again"
+                        ))
+                    }
+                }
+                seen.restarting.insert(key);
             }
         }
-        marks
     }
+    lost
+}
+
+/// What is said of a partition whose stored position `want` its log no longer holds: the
+/// record that came instead, and the log's bounds where the client knows them.
+fn lost_position(
+    topic: &str,
+    partition: i32,
+    want: i64,
+    came: Option<i64>,
+    log: Option<(i64, i64)>,
+) -> String {
+    let bounds = match log {
+        Some((low, high)) if high > low => format!("the log holds offsets {low} to {}", high - 1),
+        Some((low, _)) => format!("the log is empty, its next offset {low}"),
+        None => "the log's bounds are not known".to_string(),
+    };
+    let (what, why) = match (came, log) {
+        (Some(came), _) if came < want => (
+            format!("the next record came at offset {came}"),
+            "the topic was emptied, truncated, or deleted and created again without a topic id",
+        ),
+        (Some(came), _) => (
+            format!("the next record came at offset {came}"),
+            "the records between were deleted before they were decided",
+        ),
+        (None, Some((low, _))) if low > want => (
+            "nothing came".to_string(),
+            "the records from the position on were deleted before they were decided",
+        ),
+        (None, _) => (
+            "nothing came".to_string(),
+            "the position is past the log's end: the topic was emptied, truncated, or deleted and created again without a topic id",
+        ),
+    };
+    format!(
+        "kafka:{topic}/{partition}: the inbox's position {want} is not in the partition's log ({what}; {bounds}): {why}"
+    )
 }
 
 impl Drop for KafkaFeed {

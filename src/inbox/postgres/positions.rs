@@ -6,14 +6,14 @@
 use postgres::Client;
 
 use super::PgInbox;
-use crate::inbox::{InboxError, PositionReader, Positions, StoredPosition};
+use crate::inbox::{Advance, InboxError, PositionReader, Positions, Stored, StoredPosition};
 
 impl Positions for PgInbox {
     fn claim_positions(
         &mut self,
         group: &str,
         partitions: &[(&str, i32)],
-    ) -> Result<Vec<Option<i64>>, InboxError> {
+    ) -> Result<Vec<Option<Stored>>, InboxError> {
         self.begin()?;
         let client = self.client.get_mut();
         let (topics, numbers) = columns(partitions);
@@ -27,7 +27,7 @@ impl Positions for PgInbox {
             &[&group, &topics, &numbers],
         )?;
         let rows = client.query(
-            "SELECT topic, partition, next_offset FROM consumer_positions
+            "SELECT topic, partition, next_offset, topic_id FROM consumer_positions
              WHERE consumer_group = $1
                AND (topic, partition) IN (SELECT * FROM unnest($2::text[], $3::int[]))
              ORDER BY topic, partition
@@ -40,23 +40,37 @@ impl Positions for PgInbox {
     fn advance_positions(
         &mut self,
         group: &str,
-        positions: &[(&str, i32, i64)],
+        positions: &[Advance<'_>],
         _at: &str,
     ) -> Result<(), InboxError> {
         self.begin()?;
-        let topics: Vec<&str> = positions.iter().map(|p| p.0).collect();
-        let numbers: Vec<i32> = positions.iter().map(|p| p.1).collect();
-        let next: Vec<i64> = positions.iter().map(|p| p.2).collect();
+        let topics: Vec<&str> = positions.iter().map(|p| p.topic).collect();
+        let numbers: Vec<i32> = positions.iter().map(|p| p.partition).collect();
+        let next: Vec<i64> = positions.iter().map(|p| p.next_offset).collect();
+        let ids: Vec<Option<&str>> = positions.iter().map(|p| p.topic_id).collect();
+        let restart: Vec<bool> = positions.iter().map(|p| p.restart).collect();
+        // Forward only, but for a position of another topic (its id known on both sides and
+        // not the same) or one restarted: those are replaced.
         self.client.get_mut().execute(
-            "INSERT INTO consumer_positions (consumer_group, topic, partition, next_offset)
-             SELECT $1, t, p, n FROM unnest($2::text[], $3::int[], $4::bigint[]) AS x (t, p, n)
+            "INSERT INTO consumer_positions
+                 (consumer_group, topic, partition, next_offset, topic_id)
+             SELECT $1, t, p, n, i
+             FROM unnest($2::text[], $3::int[], $4::bigint[], $5::text[]) AS x (t, p, n, i)
              ORDER BY t, p
              ON CONFLICT (consumer_group, topic, partition) DO UPDATE
-             SET next_offset = GREATEST(consumer_positions.next_offset, EXCLUDED.next_offset),
-                 updated_at = now()
-             WHERE consumer_positions.next_offset IS NULL
-                OR EXCLUDED.next_offset > consumer_positions.next_offset",
-            &[&group, &topics, &numbers, &next],
+             SET next_offset = CASE
+                     WHEN consumer_positions.next_offset IS NULL
+                       OR (consumer_positions.topic_id IS NOT NULL
+                           AND EXCLUDED.topic_id IS NOT NULL
+                           AND consumer_positions.topic_id <> EXCLUDED.topic_id)
+                       OR (EXCLUDED.topic, EXCLUDED.partition) IN
+                          (SELECT t, p FROM unnest($2::text[], $3::int[], $6::bool[]) AS r (t, p, y)
+                           WHERE y)
+                     THEN EXCLUDED.next_offset
+                     ELSE GREATEST(consumer_positions.next_offset, EXCLUDED.next_offset) END,
+                 topic_id = COALESCE(EXCLUDED.topic_id, consumer_positions.topic_id),
+                 updated_at = now()",
+            &[&group, &topics, &numbers, &next, &ids, &restart],
         )?;
         Ok(())
     }
@@ -64,7 +78,7 @@ impl Positions for PgInbox {
     fn positions(&self, group: Option<&str>) -> Result<Vec<StoredPosition>, InboxError> {
         let rows = self.client.borrow_mut().query(
             concat!(
-                "SELECT consumer_group, topic, partition, next_offset, ",
+                "SELECT consumer_group, topic, partition, next_offset, topic_id, ",
                 ts!("updated_at"),
                 " FROM consumer_positions
                  WHERE next_offset IS NOT NULL AND ($1::text IS NULL OR consumer_group = $1)
@@ -79,7 +93,8 @@ impl Positions for PgInbox {
                 topic: r.get(1),
                 partition: r.get(2),
                 next_offset: r.get(3),
-                updated_at: r.get(4),
+                topic_id: r.get(4),
+                updated_at: r.get(5),
             })
             .collect())
     }
@@ -101,15 +116,27 @@ fn columns<'a>(partitions: &[(&'a str, i32)]) -> (Vec<&'a str>, Vec<i32>) {
     partitions.iter().copied().unzip()
 }
 
-/// The offsets of `rows` (topic, partition, next offset) in the order of `partitions`.
-fn in_order(partitions: &[(&str, i32)], rows: Vec<postgres::Row>) -> Vec<Option<i64>> {
-    let found: std::collections::HashMap<(String, i32), Option<i64>> = rows
+/// The positions of `rows` (topic, partition, next offset, topic id) in the order of
+/// `partitions`; `None` where none is stored (or only the row of a batch's lock).
+fn in_order(partitions: &[(&str, i32)], rows: Vec<postgres::Row>) -> Vec<Option<Stored>> {
+    let mut found: std::collections::HashMap<(String, i32), Stored> = rows
         .iter()
-        .map(|r| ((r.get(0), r.get(1)), r.get(2)))
+        .filter_map(|r| {
+            let next_offset: Option<i64> = r.get(2);
+            next_offset.map(|next_offset| {
+                (
+                    (r.get(0), r.get(1)),
+                    Stored {
+                        next_offset,
+                        topic_id: r.get(3),
+                    },
+                )
+            })
+        })
         .collect();
     partitions
         .iter()
-        .map(|(t, p)| found.get(&(t.to_string(), *p)).copied().flatten())
+        .map(|(t, p)| found.remove(&(t.to_string(), *p)))
         .collect()
 }
 
@@ -123,10 +150,10 @@ impl PositionReader for Reader {
         &mut self,
         group: &str,
         partitions: &[(&str, i32)],
-    ) -> Result<Vec<Option<i64>>, InboxError> {
+    ) -> Result<Vec<Option<Stored>>, InboxError> {
         let (topics, numbers) = columns(partitions);
         let rows = self.client.query(
-            "SELECT topic, partition, next_offset FROM consumer_positions
+            "SELECT topic, partition, next_offset, topic_id FROM consumer_positions
              WHERE consumer_group = $1
                AND (topic, partition) IN (SELECT * FROM unnest($2::text[], $3::int[]))",
             &[&group, &topics, &numbers],

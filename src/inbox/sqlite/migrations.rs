@@ -31,6 +31,7 @@ pub(super) const MIGRATIONS: &[Migration] = &[
     Migration::Sql(include_str!("migrations/0012_positions.sql")),
     Migration::Sql(include_str!("migrations/0013_transport_messages.sql")),
     Migration::Sql(include_str!("migrations/0014_transport_message_sender.sql")),
+    Migration::Sql(include_str!("migrations/0015_position_topic_ids.sql")),
 ];
 
 impl SqliteInbox {

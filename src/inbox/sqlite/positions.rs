@@ -8,14 +8,14 @@ use std::time::Duration;
 use rusqlite::{Connection, OpenFlags, OptionalExtension as _, params};
 
 use super::SqliteInbox;
-use crate::inbox::{InboxError, PositionReader, Positions, StoredPosition};
+use crate::inbox::{Advance, InboxError, PositionReader, Positions, Stored, StoredPosition};
 
 impl Positions for SqliteInbox {
     fn claim_positions(
         &mut self,
         group: &str,
         partitions: &[(&str, i32)],
-    ) -> Result<Vec<Option<i64>>, InboxError> {
+    ) -> Result<Vec<Option<Stored>>, InboxError> {
         self.begin()?;
         read(&self.conn, group, partitions)
     }
@@ -23,28 +23,44 @@ impl Positions for SqliteInbox {
     fn advance_positions(
         &mut self,
         group: &str,
-        positions: &[(&str, i32, i64)],
+        positions: &[Advance<'_>],
         at: &str,
     ) -> Result<(), InboxError> {
         self.begin()?;
+        // Forward only, but for a position of another topic (its id known on both sides and
+        // not the same) or one restarted: those are replaced.
         let mut advance = self.conn.prepare_cached(
             "INSERT INTO consumer_positions
-                 (consumer_group, topic, partition, next_offset, updated_at)
-             VALUES (?1, ?2, ?3, ?4, ?5)
+                 (consumer_group, topic, partition, next_offset, updated_at, topic_id)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
              ON CONFLICT (consumer_group, topic, partition) DO UPDATE
-             SET next_offset = max(next_offset, excluded.next_offset),
+             SET next_offset = CASE
+                     WHEN ?7 OR (topic_id IS NOT NULL AND excluded.topic_id IS NOT NULL
+                                 AND topic_id <> excluded.topic_id)
+                     THEN excluded.next_offset
+                     ELSE max(next_offset, excluded.next_offset) END,
+                 topic_id = coalesce(excluded.topic_id, topic_id),
                  updated_at = excluded.updated_at
-             WHERE excluded.next_offset > next_offset",
+             WHERE ?7 OR excluded.next_offset > next_offset
+                OR (excluded.topic_id IS NOT NULL AND topic_id IS NOT excluded.topic_id)",
         )?;
-        for (topic, partition, next) in positions {
-            advance.execute(params![group, topic, partition, next, at])?;
+        for a in positions {
+            advance.execute(params![
+                group,
+                a.topic,
+                a.partition,
+                a.next_offset,
+                at,
+                a.topic_id,
+                a.restart
+            ])?;
         }
         Ok(())
     }
 
     fn positions(&self, group: Option<&str>) -> Result<Vec<StoredPosition>, InboxError> {
         let mut select = self.conn.prepare_cached(
-            "SELECT consumer_group, topic, partition, next_offset, updated_at
+            "SELECT consumer_group, topic, partition, next_offset, updated_at, topic_id
              FROM consumer_positions WHERE ?1 IS NULL OR consumer_group = ?1
              ORDER BY consumer_group, topic, partition",
         )?;
@@ -55,6 +71,7 @@ impl Positions for SqliteInbox {
                 partition: r.get(2)?,
                 next_offset: r.get(3)?,
                 updated_at: r.get(4)?,
+                topic_id: r.get(5)?,
             })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
@@ -71,16 +88,21 @@ fn read(
     conn: &Connection,
     group: &str,
     partitions: &[(&str, i32)],
-) -> Result<Vec<Option<i64>>, InboxError> {
+) -> Result<Vec<Option<Stored>>, InboxError> {
     let mut select = conn.prepare_cached(
-        "SELECT next_offset FROM consumer_positions
+        "SELECT next_offset, topic_id FROM consumer_positions
          WHERE consumer_group = ?1 AND topic = ?2 AND partition = ?3",
     )?;
     let mut found = Vec::with_capacity(partitions.len());
     for (topic, partition) in partitions {
         found.push(
             select
-                .query_row(params![group, topic, partition], |r| r.get(0))
+                .query_row(params![group, topic, partition], |r| {
+                    Ok(Stored {
+                        next_offset: r.get(0)?,
+                        topic_id: r.get(1)?,
+                    })
+                })
                 .optional()?,
         );
     }
@@ -109,7 +131,7 @@ impl PositionReader for Reader {
         &mut self,
         group: &str,
         partitions: &[(&str, i32)],
-    ) -> Result<Vec<Option<i64>>, InboxError> {
+    ) -> Result<Vec<Option<Stored>>, InboxError> {
         read(&self.conn, group, partitions)
     }
 }

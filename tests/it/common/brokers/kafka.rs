@@ -244,6 +244,54 @@ impl Kafka {
     }
 }
 
+impl Kafka {
+    /// Deletes the topic and creates it again under its name, with as many partitions: another
+    /// topic (a new topic id), empty, whose records start again at offset 0.
+    pub fn recreate(&self) {
+        let admin = &self.admin;
+        let deleted = self.rt.block_on(async {
+            tokio::time::timeout(
+                Duration::from_secs(10),
+                admin.delete_topics(&[&self.topic], &AdminOptions::new()),
+            )
+            .await
+        });
+        assert!(
+            matches!(&deleted, Ok(Ok(r)) if r.iter().all(Result::is_ok)),
+            "cannot delete the topic {}: {deleted:?}",
+            self.topic
+        );
+        let start = Instant::now();
+        loop {
+            let created = self.rt.block_on(async {
+                tokio::time::timeout(
+                    Duration::from_secs(10),
+                    admin.create_topics(
+                        &[NewTopic::new(
+                            &self.topic,
+                            self.partitions,
+                            TopicReplication::Fixed(1),
+                        )],
+                        &AdminOptions::new().operation_timeout(Some(Duration::from_secs(10))),
+                    ),
+                )
+                .await
+            });
+            match created {
+                Ok(Ok(r)) if r.iter().all(Result::is_ok) => break,
+                // The deletion may take a moment to be done with.
+                other => assert!(
+                    start.elapsed() < Duration::from_secs(30),
+                    "cannot create the topic {} again: {other:?}",
+                    self.topic
+                ),
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        self.sent.lock().unwrap().clear();
+    }
+}
+
 impl Drop for Kafka {
     fn drop(&mut self) {
         self.delete(&self.topic.clone());
