@@ -131,6 +131,20 @@ pub fn count<N: Into<u64> + Copy>(n: N, singular: &str, plural: &str) -> String 
     }
 }
 
+/// How many characters of a name (a delivery's `edi-filename`, a group reference) a human line
+/// shows: a sender may send a name of any length, and a log line of 100 KB helps nobody. JSON
+/// and the database keep the name whole.
+pub const SHOWN_NAME_CHARS: usize = 200;
+
+/// `text` as a human line shows it: whole where it has at most `max` characters, otherwise its
+/// first `max` and how long it is in all (`abc... (100000 bytes in all)`).
+pub fn shortened(text: &str, max: usize) -> Cow<'_, str> {
+    match text.char_indices().nth(max) {
+        None => Cow::Borrowed(text),
+        Some((cut, _)) => Cow::Owned(format!("{}... ({} bytes in all)", &text[..cut], text.len())),
+    }
+}
+
 /// Text for a terminal or a log: control characters (C0, DEL, C1), the Unicode line and
 /// paragraph separators, and the Unicode controls that reorder what is shown become `\xNN` or `\u{NNNN}`, so that a file name or a partner's
 /// identifier can neither start a new line (forging an outcome in a cron log) nor send an
@@ -208,6 +222,19 @@ mod tests {
         let back: serde_json::Value = serde_json::from_str(&escaped).unwrap();
         assert_eq!(back["f"], "a\u{85}b\u{9B}c\u{202E}d\u{7F}\n");
         assert_eq!(json_escaped(r#"{"plain":"ünï"}"#), r#"{"plain":"ünï"}"#);
+    }
+
+    #[test]
+    fn long_names_are_shortened_on_a_char_boundary() {
+        assert_eq!(shortened("abc", 3), "abc");
+        assert_eq!(shortened("abcd", 3), "abc... (4 bytes in all)");
+        assert_eq!(shortened("ééé", 2), "éé... (6 bytes in all)");
+        let long = "x".repeat(100_000);
+        let shown = shortened(&long, SHOWN_NAME_CHARS);
+        assert_eq!(
+            shown.len(),
+            SHOWN_NAME_CHARS + "... (100000 bytes in all)".len()
+        );
     }
 
     #[test]

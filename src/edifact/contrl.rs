@@ -11,7 +11,7 @@ use compact_str::CompactString;
 
 use super::charset::Charset;
 use super::error::{ErrorKind, Tag};
-use super::model::Unb;
+use super::model::{Group, Unb};
 use super::syntax::Separators;
 
 /// When `--contrl` answers.
@@ -154,6 +154,11 @@ pub struct Detail<'a> {
     pub group_parties: [&'a [CompactString]; 2],
     /// UNH 0062 and S009 (0065, 0052, 0054, 0051, 0057), for a UCM.
     pub message: Option<(&'a str, [&'a str; 5])>,
+    /// The groups of an accepted interchange that hold no message: each reported on a UCF of
+    /// its own, rejected with 0085 `32` (lower level empty), where the UCI acknowledges (`7`:
+    /// every group not reported rejected is acknowledged). A receipt (`8`) reports nothing
+    /// below the interchange, and a rejection (`4`) rejects them with the rest.
+    pub empty_groups: Vec<&'a Group>,
 }
 
 /// The time a CONTRL is prepared (UNB S004), in UTC.
@@ -270,18 +275,12 @@ pub fn build(
     // UCF: the group's S006 and S007 whole, and its action: rejected (4), with the error where
     // the group is what is wrong; a message's error is nested under its group's UCF (the D.3
     // and 4:1 CONTRLs have UCM within the UCF's group where groups are used).
-    let ucf = |error: Option<&SyntaxError>| {
+    let ucf = |reference: &str, parties: [&[CompactString]; 2], error: Option<&SyntaxError>| {
         let mut ucf = vec![
             vec!["UCF".into()],
-            vec![detail.group_ref.unwrap_or("").to_string()],
-            detail.group_parties[0]
-                .iter()
-                .map(|c| c.to_string())
-                .collect(),
-            detail.group_parties[1]
-                .iter()
-                .map(|c| c.to_string())
-                .collect(),
+            vec![reference.to_string()],
+            parties[0].iter().map(|c| c.to_string()).collect(),
+            parties[1].iter().map(|c| c.to_string()).collect(),
             vec![Action::Rejected.code().into()],
         ];
         if let Some(e) = error {
@@ -289,13 +288,24 @@ pub fn build(
         }
         ucf
     };
+    let group_ref = detail.group_ref.unwrap_or("");
+    // An accepted interchange's empty groups, each rejected on its own UCF (0085 32 at its
+    // UNE), so that the partner knows which groups went unacknowledged: under UCI 7 every group
+    // not reported is acknowledged.
+    if action == Action::Acknowledged && error.is_none() {
+        let empty = syntax_error(&ErrorKind::LowerLevelEmpty { what: "group" }, None);
+        for g in &detail.empty_groups {
+            let [sender, recipient] = g.parties();
+            segments.push(ucf(&g.reference, [&sender, &recipient], empty.as_ref()));
+        }
+    }
     if let Some(e) = error.as_ref() {
         match level {
             Level::Interchange => {}
-            Level::Group => segments.push(ucf(Some(e))),
+            Level::Group => segments.push(ucf(group_ref, detail.group_parties, Some(e))),
             Level::Message => {
                 if detail.group_ref.is_some() {
-                    segments.push(ucf(None));
+                    segments.push(ucf(group_ref, detail.group_parties, None));
                 }
                 let (reference, s009) = detail.message.unwrap_or(("", [""; 5]));
                 let mut ucm = vec![
@@ -683,6 +693,7 @@ mod tests {
             group_ref: Some("G1"),
             group_parties: [&parties[0], &parties[1]],
             message: Some(("M1", ["INVOIC", "D", "96A", "UN", "EAN008"])),
+            empty_groups: Vec::new(),
         };
         let text = String::from_utf8(build(
             &s.unb,
@@ -727,6 +738,69 @@ mod tests {
             ),
             "{text}"
         );
+    }
+
+    /// An accepted interchange with an empty group: UCI 7 (every group not reported rejected is
+    /// acknowledged) and a UCF rejecting the empty group, 0085 32 at its UNE, S006 and S007
+    /// whole. A receipt (8) and a rejection (4) carry no such UCF.
+    #[test]
+    fn an_empty_group_of_an_accepted_interchange_is_reported_on_its_ucf() {
+        let grouped = |version: &str, ack: &str| {
+            subject(&format!(
+                "UNB+UNOC:{version}+S:14+R:14+240101:1200+G++++{ack}'\
+UNG+ORDERS+S+R+240101:1200+G1+UN+D:96A'UNH+1+ORDERS:D:96A:UN'UNT+2+1'UNE+1+G1'\
+UNG+INVOIC+APPSEND:ZZ+APPRECV:14+240101:1200+G2+UN+D:96A'UNE+0+G2'\
+UNG+ORDERS+S+R+240101:1200+G3+UN+D:96A'UNH+1+ORDERS:D:96A:UN'UNT+2+1'UNE+1+G3'UNZ+3+G'"
+            ))
+        };
+        let answer = |s: &crate::edifact::Interchange<'_>, action, error| {
+            let detail = Detail {
+                error,
+                empty_groups: s.empty_groups().collect(),
+                ..Detail::default()
+            };
+            let bytes = build(
+                &s.unb,
+                &s.separators,
+                s.has_una,
+                action,
+                &detail,
+                "C5",
+                WHEN,
+            );
+            String::from_utf8(bytes).unwrap()
+        };
+        let s = grouped("3", "1");
+        assert_eq!(
+            wanted(Mode::Requested, &s.unb, &["ORDERS"]),
+            Some(Action::Acknowledged)
+        );
+        assert_eq!(
+            answer(&s, Action::Acknowledged, None),
+            "UNB+UNOC:3+R:14+S:14+261130:0905+C5'UNH+1+CONTRL:D:3:UN'UCI+G+S:14+R:14+7'UCF+G2+APPSEND:ZZ+APPRECV:14+4+32+UNE'UNT+4+1'UNZ+1+C5'"
+        );
+        let back = subject(&answer(&s, Action::Acknowledged, None));
+        assert_eq!(back.messages[0].segments, 4);
+        // Syntax 4: the same UCF under CONTRL 4:1.
+        let v4 = grouped("4", "1");
+        assert!(
+            answer(&v4, Action::Acknowledged, None)
+                .contains("'UCI+G+S:14+R:14+7'UCF+G2+APPSEND:ZZ+APPRECV:14+4+32+UNE'UNT+4+1'"),
+        );
+        // A receipt reports the interchange alone.
+        let receipt = grouped("4", "2");
+        assert_eq!(
+            wanted(Mode::Requested, &receipt.unb, &["ORDERS"]),
+            Some(Action::Received)
+        );
+        assert!(answer(&receipt, Action::Received, None).contains("'UCI+G+S:14+R:14+8'UNT+3+1'"),);
+        // A drift rejects the interchange, its groups with it.
+        let drift = Some(SyntaxError {
+            code: DUPLICATE_DETECTED,
+            level: Level::Interchange,
+            tag: None,
+        });
+        assert!(answer(&s, Action::Rejected, drift).contains("'UCI+G+S:14+R:14+4+26'UNT+3+1'"),);
     }
 
     #[test]

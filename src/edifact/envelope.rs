@@ -38,19 +38,16 @@ pub(super) struct Builder {
     pub(super) first_error: Option<EnvelopeError>,
     /// What surrounded the first error, for an answer to the interchange (a CONTRL).
     pub(super) context: Option<Box<RejectedContext>>,
+    /// The first group closed without a message (UNE 0060 `0`), and what surrounded it: an
+    /// error only where the interchange holds no message at all, which only its UNZ can tell.
+    /// An empty group beside groups that hold messages puts nothing at risk: the interchange
+    /// is accepted, and the group reported (its CONTRL has a UCF with 0085 32 for it).
+    empty_group: Option<(EnvelopeError, Box<RejectedContext>)>,
 }
 
 struct OpenMessage {
     message: Message,
     offset: usize,
-}
-
-/// A UNG party (S006 or S007) as its components stand: the identification, and its qualifier
-/// (0007) where given.
-fn party(id: &Option<CompactString>, qualifier: &Option<CompactString>) -> Vec<CompactString> {
-    let mut c = vec![id.clone().unwrap_or_default()];
-    c.extend(qualifier.clone());
-    c
 }
 
 /// True where a value holds a NUL byte, which no EDIFACT repertoire allows, and which a text
@@ -146,6 +143,7 @@ impl Builder {
             hasher: SegmentHasher::new(hash_buf),
             first_error: None,
             context: None,
+            empty_group: None,
         };
         // The same bytes under other service characters decode to other values (a `?+` is a
         // released `+` under `?`, data and a separator under `!`), so the characters in force
@@ -225,10 +223,7 @@ impl Builder {
             separators: self.seps,
             has_una: self.has_una,
             group_ref: group.map(|g| g.reference.clone()),
-            group_parties: [
-                group.map_or_else(Vec::new, |g| party(&g.sender, &g.sender_qualifier)),
-                group.map_or_else(Vec::new, |g| party(&g.recipient, &g.recipient_qualifier)),
-            ],
+            group_parties: group.map(Group::parties).unwrap_or_default(),
             message: message.map(|m| {
                 (
                     m.reference.clone(),
@@ -450,8 +445,9 @@ impl Builder {
         let actual = self.groups[open].messages;
         let t = segments::une(seg.body, self.seps);
         let v = self.values();
-        if actual == 0 {
-            self.fail(seg.error(ErrorKind::LowerLevelEmpty { what: "group" }));
+        if actual == 0 && self.empty_group.is_none() {
+            let e = seg.error(ErrorKind::LowerLevelEmpty { what: "group" });
+            self.empty_group = Some((e, self.context_in(None)));
         }
         match v.count(t.count) {
             Ok(n) if n == actual as u64 => {}
@@ -475,6 +471,19 @@ impl Builder {
 
     pub(super) fn unz(&mut self, seg: &RawSegment<'_>) {
         self.close_open_message(seg);
+        // Groups, and not one message in any of them: the first empty group is the error,
+        // unless one stands before it (an error after it, recorded while the group's fate was
+        // open, is not the first).
+        if self.messages.is_empty()
+            && let Some((e, context)) = self.empty_group.take()
+            && self
+                .first_error
+                .as_ref()
+                .is_none_or(|f| f.offset > e.offset)
+        {
+            self.first_error = Some(e);
+            self.context = Some(context);
+        }
         if let Some(open) = self.open_group.take() {
             let open = self.groups[open].reference.clone();
             self.fail(seg.error(ErrorKind::GroupNotClosed { open: open.into() }));
@@ -818,6 +827,72 @@ UNG+ORDERS+S+R+240101:1200+G2+UN+D:96A'UNH+3+ORDERS:D:96A:UN'UNT+2+3'UNE+1+G2'UN
             "UNT+3+1'UNG+O+S+R+1:1+G1+UN+D:96A'UNH+2+ORDERS:D:96A:UN'UNT+2+2'UNE+1+G1'",
         ));
         assert_eq!(e.code(), "mixed-groups", "{e}");
+    }
+
+    /// An empty group (UNE 0060 `0`) beside groups that hold messages puts nothing at risk: the
+    /// interchange is accepted with the group in it, which `empty_groups` names. Groups without
+    /// any message in the interchange are rejected at the first empty group's UNE (0085 32 on
+    /// its UCF), unless an error stands before it.
+    #[test]
+    fn an_empty_group_beside_groups_with_messages_is_accepted() {
+        let three = b"UNB+UNOC:3+S+R+240101:1200+G'\
+UNG+ORDERS+S+R+240101:1200+G1+UN+D:96A'UNH+1+ORDERS:D:96A:UN'UNT+2+1'UNH+2+ORDERS:D:96A:UN'UNT+2+2'UNE+2+G1'\
+UNG+INVOIC+A:ZZ+B:14+240101:1200+G2+UN+D:96A'UNE+0+G2'\
+UNG+ORDERS+S+R+240101:1200+G3+UN+D:96A'UNH+1+ORDERS:D:96A:UN'UNT+2+1'UNE+1+G3'UNZ+3+G'";
+        let i = one(three);
+        assert_eq!(i.groups.len(), 3);
+        assert_eq!(i.messages.len(), 3);
+        let empty: Vec<_> = i.empty_groups().map(|g| g.reference.as_str()).collect();
+        assert_eq!(empty, ["G2"]);
+        assert_eq!(i.messages[2].group, Some(2));
+        // First or last, the same.
+        let first = replace(three, "UNE+1+G3'", "UNE+1+G3'UNG+X+S+R+1:1+G4'UNE+0+G4'");
+        let first = replace(&first, "UNZ+3", "UNZ+4");
+        let empty: Vec<_> = one(&first)
+            .empty_groups()
+            .map(|g| g.reference.to_string())
+            .collect();
+        assert_eq!(empty, ["G2", "G4"]);
+        // Its UNE is still checked.
+        assert_eq!(
+            err(&replace(three, "UNE+0+G2", "UNE+1+G2")).code(),
+            "une-count"
+        );
+        assert_eq!(
+            err(&replace(three, "UNE+0+G2", "UNE+0+GX")).code(),
+            "une-reference"
+        );
+        assert_eq!(err(&replace(three, "UNZ+3", "UNZ+2")).code(), "unz-count");
+
+        // No message in any group: rejected at the first empty group's UNE.
+        let none = b"UNB+UNOC:3+S+R+240101:1200+G'\
+UNG+ORDERS+S+R+240101:1200+G1+UN+D:96A'UNE+0+G1'UNG+ORDERS+S+R+240101:1200+G2+UN+D:96A'UNE+0+G2'UNZ+2+G'";
+        let at = |data: &[u8], needle: &str| {
+            data.windows(needle.len())
+                .position(|w| w == needle.as_bytes())
+                .unwrap()
+        };
+        let e = err(none);
+        assert_eq!(
+            (e.code(), e.offset),
+            ("lower-level-empty", at(none, "UNE+0+G1"))
+        );
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "UNE at byte {} (segment 3) closes a group that holds no message",
+                e.offset
+            )
+        );
+        // What answers it names that group, for its UCF.
+        let contexts = crate::edifact::rejected_contexts(none);
+        assert_eq!(contexts[&e.offset].group_ref.as_deref(), Some("G1"));
+        // An error after it (found first, the UNZ counting wrong) does not take its place; one
+        // before it does.
+        let e = err(&replace(none, "UNZ+2", "UNZ+5"));
+        assert_eq!(e.code(), "lower-level-empty");
+        let e = err(&replace(none, "+G1+UN+D:96A'", "+G1+UN+D:96A'FTX+X'"));
+        assert_eq!(e.code(), "outside-message");
     }
 
     /// ISO 9735: with groups, a message reference is unique within its group; each group may

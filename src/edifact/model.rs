@@ -86,8 +86,26 @@ pub struct Group {
     /// S007/0007 its identification code qualifier.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub recipient_qualifier: Option<CompactString>,
-    /// The number of messages in the group (UNE 0060 was checked against it).
+    /// The number of messages in the group (UNE 0060 was checked against it). `0` for an
+    /// empty group, which an interchange may hold beside groups that hold messages (see
+    /// [`Interchange::empty_groups`]).
     pub messages: usize,
+}
+
+impl Group {
+    /// S006 and S007, the application sender and recipient, each as its components stand: the
+    /// identification, and its qualifier (0007) where given (what a CONTRL's UCF copies).
+    pub fn parties(&self) -> [Vec<CompactString>; 2] {
+        let party = |id: &Option<CompactString>, qualifier: &Option<CompactString>| {
+            let mut c = vec![id.clone().unwrap_or_default()];
+            c.extend(qualifier.clone());
+            c
+        };
+        [
+            party(&self.sender, &self.sender_qualifier),
+            party(&self.recipient, &self.recipient_qualifier),
+        ]
+    }
 }
 
 /// UNH..UNT, one message.
@@ -164,6 +182,13 @@ impl Interchange<'_> {
             raw: Cow::Borrowed(data.get(span).unwrap_or_default()),
             ..self
         }
+    }
+
+    /// Its groups that hold no message (UNE 0060 `0`), in their order: accepted beside the
+    /// groups that hold messages (an interchange with no message at all is rejected), and
+    /// reported (ISO 9735 0085 `32`, lower level empty).
+    pub fn empty_groups(&self) -> impl Iterator<Item = &Group> {
+        self.groups.iter().filter(|g| g.messages == 0)
     }
 
     /// The SHA-256 as 64 lower-case hex digits.

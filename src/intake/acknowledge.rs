@@ -94,8 +94,10 @@ impl AckPolicy {
             }
             Decision::Refused { .. } => return Ok(None),
         };
+        // Its empty groups are reported where the answer acknowledges it (see `Detail`).
         let detail = Detail {
             error,
+            empty_groups: i.empty_groups().collect(),
             ..Detail::default()
         };
         let prepared = prepared_at(when);
@@ -136,6 +138,7 @@ impl AckPolicy {
             group_ref: c.group_ref.as_deref(),
             group_parties: [&c.group_parties[0], &c.group_parties[1]],
             message: s009,
+            empty_groups: Vec::new(),
         };
         let u = &c.unb;
         let prepared = prepared_at(when);

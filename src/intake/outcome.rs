@@ -5,7 +5,7 @@ use serde::ser::{Serialize, SerializeMap, Serializer};
 
 use crate::edifact::Interchange;
 use crate::inbox::Decision;
-use crate::output::count;
+use crate::output::{SHOWN_NAME_CHARS, count, shortened};
 use crate::status::Status;
 
 /// Where an input came from.
@@ -43,6 +43,9 @@ pub struct Decided {
     pub sha256: String,
     /// For drift: the hash of the copy accepted first.
     pub stored_sha256: Option<String>,
+    /// UNG 0048 of each group that holds no message (accepted beside groups that do, and
+    /// answered 0085 32 on a UCF of its own where a CONTRL acknowledges the interchange).
+    pub empty_groups: Vec<String>,
 }
 
 /// What happened.
@@ -102,6 +105,7 @@ impl Outcome {
                 messages: i.messages.len(),
                 sha256: i.sha256_hex(),
                 stored_sha256,
+                empty_groups: i.empty_groups().map(|g| g.reference.to_string()).collect(),
             }),
         )
     }
@@ -150,6 +154,9 @@ impl Outcome {
                 if let Some(r) = &self.contrl {
                     key = format!("{key}  CONTRL {r}");
                 }
+                if let Some(groups) = empty_groups(&d.empty_groups) {
+                    key = format!("{key}  ({groups})");
+                }
                 match d.status {
                     Status::Drift => format!(
                         "{}  {file}  {key}: same key, other content (sha256 {}, first accepted {}); NOT applied, kept for review",
@@ -183,7 +190,8 @@ impl Outcome {
 }
 
 /// The JSON line: `file`, `status`, then what the event has (`sender`, `recipient`,
-/// `control_ref`, `messages`, `sha256`, `stored_sha256`; or `error` and `offset`), then a
+/// `control_ref`, `messages`, `sha256`, `stored_sha256`, `empty_groups`; or `error` and
+/// `offset`), then a
 /// delivery's `filename` and `delivery_count`, and `contrl`: in that order, the absent left out.
 impl Serialize for Outcome {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
@@ -199,6 +207,9 @@ impl Serialize for Outcome {
                 m.serialize_entry("sha256", &d.sha256)?;
                 if let Some(s) = &d.stored_sha256 {
                     m.serialize_entry("stored_sha256", s)?;
+                }
+                if !d.empty_groups.is_empty() {
+                    m.serialize_entry("empty_groups", &d.empty_groups)?;
                 }
             }
             Event::Rejected { error, offset } => {
@@ -225,6 +236,29 @@ impl Serialize for Outcome {
         }
         m.end()
     }
+}
+
+/// How many empty groups a human line names; a count says the rest.
+const SHOWN_GROUPS: usize = 5;
+
+/// The empty groups of an interchange as its human line says them (`empty group G2: lower level
+/// empty, 0085 32`), the first few by name; `None` where it has none.
+fn empty_groups(groups: &[String]) -> Option<String> {
+    let (first, rest) = groups.split_at(groups.len().min(SHOWN_GROUPS));
+    let mut names: Vec<_> = first
+        .iter()
+        .map(|g| shortened(g, SHOWN_NAME_CHARS))
+        .collect();
+    if !rest.is_empty() {
+        names.push(format!("and {} more", rest.len()).into());
+    }
+    let noun = if groups.len() == 1 { "group" } else { "groups" };
+    (!groups.is_empty()).then(|| {
+        format!(
+            "empty {noun} {}: lower level empty, 0085 32",
+            names.join(", ")
+        )
+    })
 }
 
 /// The counts of a run's summary line.
@@ -263,6 +297,7 @@ mod tests {
             messages: 2,
             sha256: "ab".into(),
             stored_sha256: stored.map(String::from),
+            empty_groups: Vec::new(),
         })
     }
 
@@ -334,5 +369,38 @@ mod tests {
         let o = Outcome::rejected(Source::File("a".into()), "bad".into(), Some(4));
         assert_eq!(o.human(), "rejected   a  bad");
         assert_eq!(o.rejection().as_deref(), Some("bad (byte 4)"));
+    }
+
+    /// An accepted interchange's empty groups are named on its line, the first five of them,
+    /// and listed whole in its JSON.
+    #[test]
+    fn empty_groups_are_named() {
+        let with = |groups: &[&str]| {
+            let mut event = decided(Status::New, None);
+            if let Event::Decided(d) = &mut event {
+                d.empty_groups = groups.iter().map(|g| g.to_string()).collect();
+            }
+            let mut o = Outcome::new(Source::File("a.edi".into()), event);
+            o.contrl = Some("00000000000001".into());
+            o
+        };
+        let o = with(&["G2"]);
+        assert_eq!(
+            o.human(),
+            "new        a.edi  S -> R  ref C1  2 messages  CONTRL 00000000000001  (empty group G2: lower level empty, 0085 32)"
+        );
+        assert_eq!(
+            serde_json::to_string(&o).unwrap(),
+            r#"{"file":"a.edi","status":"new","sender":"S","recipient":"R","control_ref":"C1","messages":2,"sha256":"ab","empty_groups":["G2"],"contrl":"00000000000001"}"#
+        );
+        let names: Vec<String> = (1..=7).map(|n| format!("E{n}")).collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        assert!(
+            with(&names).human().ends_with(
+                "(empty groups E1, E2, E3, E4, E5, and 2 more: lower level empty, 0085 32)"
+            ),
+            "{}",
+            with(&names).human()
+        );
     }
 }

@@ -279,6 +279,99 @@ per_backend! {
 }
 
 per_backend! {
+    /// An interchange of two groups that hold messages and one that holds none (`UNE+0`, as a
+    /// real file of a public EDIFACT library's test suite has): applied (its three messages
+    /// written, their events queued, the file archived, exit 0); its human line and its JSON
+    /// name the empty group; its CONTRL acknowledges it (UCI 7) and rejects the empty group
+    /// alone, on a UCF of its own with 0085 32 at its UNE (S006 and S007 as its UNG has them).
+    /// An interchange whose only group is empty is still rejected, at that group's UNE.
+    fn an_empty_group_is_reported_and_its_interchange_applied(site) {
+        let subject = "UNA:+.? 'UNB+UNOC:3+GROUPSENDER:14+HUB:14+240101:1200+EG1++++1'\
+UNG+ORDERS+APP1:ZZ+HUBAPP:14+240101:1200+G1+UN+D:96A'UNH+1+ORDERS:D:96A:UN'BGM+220+PO1+9'UNT+3+1'\
+UNH+2+ORDERS:D:96A:UN'BGM+220+PO2+9'UNT+3+2'UNE+2+G1'\
+UNG+INVOIC+APP2:ZZ+HUBAPP:14+240101:1200+G2+UN+D:96A'UNE+0+G2'\
+UNG+DESADV+APP3:ZZ+HUBAPP:14+240101:1200+G3+UN+D:96A'UNH+1+DESADV:D:96A:UN'BGM+351+D1+9'UNT+3+1'UNE+1+G3'\
+UNZ+3+EG1'";
+        site.put("grouped.edi", subject.as_bytes());
+        let (archive, failed) = (site.path("archive"), site.path("failed"));
+        let run = site
+            .cmd()
+            .arg("ingest")
+            .arg("--archive")
+            .arg(&archive)
+            .arg("--quarantine")
+            .arg(&failed)
+            .arg(site.drop())
+            .run();
+        run.code(0);
+        let line = run.out().lines().next().unwrap_or_default().to_string();
+        assert!(line.starts_with("new "), "{line}");
+        assert!(
+            line.contains("ref EG1  3 messages  CONTRL 00000000000001  (empty group G2: lower level empty, 0085 32)"),
+            "the outcome line names the empty group: {line}"
+        );
+        assert_eq!(site.files_in("archive"), ["grouped.edi"]);
+        assert!(site.files_in("failed").is_empty(), "{:?}", site.files_in("failed"));
+        assert_eq!(site.count("SELECT count(*) FROM messages"), 3);
+        assert_eq!(site.count("SELECT count(*) FROM messages WHERE group_ref = 'G2'"), 0);
+        assert_eq!(site.unpublished(), 3);
+        // The CONTRL: UCI 7, one UCF, for G2.
+        let bytes = contrl_of(&site, "GROUPSENDER", "HUB", "EG1");
+        let c = check(&bytes, subject.as_bytes(), "7");
+        let ucfs: Vec<_> = c.iter().filter(|seg| seg[0][0] == "UCF").collect();
+        assert_eq!(ucfs.len(), 1, "{}", String::from_utf8_lossy(&bytes));
+        let ucf = ucfs[0];
+        assert_eq!(
+            (at(ucf, 1, 0), at(ucf, 4, 0), at(ucf, 5, 0), at(ucf, 6, 0)),
+            ("G2", "4", "32", "UNE"),
+            "{}",
+            String::from_utf8_lossy(&bytes)
+        );
+        let s = segments(subject.as_bytes());
+        let ung = s.iter().find(|seg| seg[0][0] == "UNG" && at(seg, 5, 0) == "G2").unwrap();
+        assert_eq!((&ucf[2], &ucf[3]), (&ung[2], &ung[3]));
+        let file = site.path("contrl-eg1.edi");
+        fs::write(&file, &bytes).unwrap();
+        let inspected = crate::common::inspect_json(&[&file]).code(0).json();
+        assert_eq!(inspected[0]["messages"][0]["type"], "CONTRL", "{inspected:?}");
+        // Its JSON line names the group too (the partner sending it again: a duplicate).
+        site.put("again.edi", subject.as_bytes());
+        let lines = site.ingest_json(&[]).code(0).json();
+        assert_eq!(lines[0]["status"], "duplicate", "{lines:?}");
+        assert_eq!(lines[0]["empty_groups"], serde_json::json!(["G2"]), "{lines:?}");
+        fs::remove_file(site.drop().join("again.edi")).unwrap();
+
+        // No message in any group: rejected at the empty group's UNE, 0085 32 on its UCF.
+        let empty = "UNB+UNOC:3+GROUPSENDER:14+HUB:14+240101:1200+EG2++++1'\
+UNG+INVOIC+APP2:ZZ+HUBAPP:14+240101:1200+G2+UN+D:96A'UNE+0+G2'UNZ+1+EG2'";
+        site.put("empty.edi", empty.as_bytes());
+        let lines = site.ingest_json(&[]).code(3).json();
+        let l = &lines[0];
+        assert_eq!(
+            (l["status"].as_str(), l["offset"].as_u64()),
+            (Some("rejected"), Some(empty.find("UNE+0").unwrap() as u64)),
+            "{l}"
+        );
+        let own_ref = l["contrl"].as_str().unwrap();
+        let bytes_sql = if site.is_postgres() {
+            "convert_from(bytes, 'LATIN1')"
+        } else {
+            "CAST(bytes AS TEXT)"
+        };
+        let rows = site.rows(&format!(
+            "SELECT {bytes_sql} FROM acknowledgements WHERE own_ref = '{own_ref}'"
+        ));
+        let bytes = rows[0][0].clone().unwrap().into_bytes();
+        let c = check(&bytes, empty.as_bytes(), "4");
+        let ucf = c.iter().find(|seg| seg[0][0] == "UCF").unwrap();
+        assert_eq!(
+            (at(ucf, 1, 0), at(ucf, 4, 0), at(ucf, 5, 0), at(ucf, 6, 0)),
+            ("G2", "4", "32", "UNE")
+        );
+    }
+}
+
+per_backend! {
     /// 10,000 acknowledgements to one partner (in 50 files of 200 interchanges): 10,000
     /// control references, none repeated, 1 to 10,000 in the order decided.
     fn control_references_never_repeat_for_a_partner(site) {
