@@ -179,7 +179,10 @@ impl Outcome {
         } = &self.source
         {
             if let Some(f) = filename {
-                line.push_str(&format!("  (edi-filename {f})"));
+                line.push_str(&format!(
+                    "  (edi-filename {})",
+                    shortened(f, SHOWN_NAME_CHARS)
+                ));
             }
             if *delivery_count > 1 {
                 line.push_str(&format!("  (delivery {delivery_count})"));
@@ -402,5 +405,31 @@ mod tests {
             "{}",
             with(&names).human()
         );
+    }
+
+    /// A name of any length (a delivery's edi-filename) is shortened on the human line, and
+    /// kept whole in the JSON.
+    #[test]
+    fn a_long_file_name_is_shortened_on_the_human_line_only() {
+        let name = format!("{}.edi", "n".repeat(100_000));
+        let o = Outcome::new(
+            Source::Delivery {
+                name: "nats:EDI/7".into(),
+                filename: Some(name.clone()),
+                delivery_count: 1,
+            },
+            decided(Status::New, None),
+        );
+        let line = o.human();
+        assert!(line.len() < 400, "{} bytes: {}", line.len(), &line[..400]);
+        assert!(
+            line.ends_with(&format!(
+                "  (edi-filename {}... (100004 bytes in all))",
+                "n".repeat(SHOWN_NAME_CHARS)
+            )),
+            "{line}"
+        );
+        let json: serde_json::Value = serde_json::to_value(&o).unwrap();
+        assert_eq!(json["filename"], name.as_str());
     }
 }

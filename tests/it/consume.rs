@@ -263,6 +263,40 @@ per_broker! {
 }
 
 per_broker! {
+    /// A delivery whose edi-filename is 60,000 bytes long (a sender may put any name there; the
+    /// issue saw 100,000, more than JetStream's 64 KiB of headers): its human outcome line shows
+    /// the name's first 200 characters and its length, not a 60 KB log line; the JSON line and
+    /// the inbox's record of the delivery keep it whole.
+    fn a_long_file_name_is_shortened_on_the_human_line_only(site, broker) {
+        let body = fs::read(crate::common::samples().join("valid/orders-d01b-no-una.edi")).unwrap();
+        let name = format!("{}.edi", "n".repeat(59_996));
+        broker.send(&[Put::new(&body, "long1").named(name.clone())]);
+        let from = broker.source_url();
+        let run = site.cmd().args(["consume", "--until-idle", "1s", "--from", &from]).run();
+        run.code(0);
+        let out = run.out();
+        let line = out.lines().find(|l| l.starts_with("new ")).unwrap_or_default();
+        assert!(
+            line.ends_with(&format!("  (edi-filename {}... (60000 bytes in all))", "n".repeat(200))),
+            "the name shortened on the human line ({} bytes): {}",
+            line.len(),
+            &line[..line.len().min(300)]
+        );
+        assert!(out.len() < 2_000, "{} bytes of output", out.len());
+        assert_eq!(
+            site.rows("SELECT filename FROM deliveries")[0][0].as_deref(),
+            Some(name.as_str()),
+            "the inbox keeps the name whole"
+        );
+        // The partner sending it again: the JSON line has the name whole.
+        broker.send(&[Put::new(&body, "long2").named(name.clone())]);
+        let lines = consume(&site, "1s", &["--from", &from]).code(0).json();
+        assert_eq!(statuses(&lines), ["duplicate"]);
+        assert_eq!(lines[0]["filename"].as_str(), Some(name.as_str()));
+    }
+}
+
+per_broker! {
     /// A poison delivery: recorded with its bytes, refused for good (JetStream terminates it,
     /// as the server's advisory says; RabbitMQ rejects it without requeue, so the queue's own
     /// dead-letter exchange gets it), never redelivered, and with --dead-letter published to
