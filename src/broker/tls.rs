@@ -120,6 +120,16 @@ impl Settings {
                         cert.display()
                     ));
                 }
+                // rustls takes X.509 v3 only, and says of a v1 certificate (what `openssl x509
+                // -req` without extensions writes) that it and its key do not go together.
+                if let Some(version @ 1..=2) = x509_version(&chain[0]) {
+                    return Err(format!(
+                        "--tls-cert: {} is an X.509 v{version} certificate, which rustls (the TLS \
+                         library here) does not accept: issue a v3 certificate (one with \
+                         extensions, such as extendedKeyUsage = clientAuth)",
+                        cert.display()
+                    ));
+                }
                 // The key's error never quotes the key.
                 let key_der = PrivateKeyDer::from_pem_file(key).map_err(|e| {
                     format!(
@@ -210,6 +220,39 @@ impl Settings {
             ));
         }
         Ok(Some(text))
+    }
+}
+
+/// The X.509 version (1, 2 or 3) of a DER certificate, read from the first field of its
+/// TBSCertificate (`[0] EXPLICIT Version DEFAULT v1`: absent in a v1 certificate); `None` where
+/// the bytes are no certificate (rustls says what is wrong with those).
+fn x509_version(der: &[u8]) -> Option<u8> {
+    // The contents of the DER value at the start of `der`, where it has tag `tag`.
+    fn contents(der: &[u8], tag: u8) -> Option<&[u8]> {
+        let (&found, rest) = der.split_first()?;
+        let (&first, rest) = rest.split_first()?;
+        if found != tag {
+            return None;
+        }
+        let (len, rest) = match first {
+            0..=0x7F => (usize::from(first), rest),
+            0x81..=0x84 => {
+                let n = usize::from(first & 0x7F);
+                let len = rest.get(..n)?;
+                let len = len.iter().fold(0, |a, b| a << 8 | usize::from(*b));
+                (len, &rest[n..])
+            }
+            _ => return None,
+        };
+        rest.get(..len)
+    }
+    let tbs = contents(contents(der, 0x30)?, 0x30)?;
+    if tbs.first() != Some(&0xA0) {
+        return Some(1);
+    }
+    match contents(contents(tbs, 0xA0)?, 0x02)? {
+        [v @ 0..=2] => Some(v + 1),
+        _ => None,
     }
 }
 
@@ -308,6 +351,35 @@ mod tests {
                 .unwrap()
                 .contains("the system's roots")
         );
+    }
+
+    /// The version of a certificate, where a v1 certificate (no version field) is what rustls
+    /// refuses; rcgen's (and most) are v3.
+    #[test]
+    fn a_certificates_x509_version_is_read() {
+        // Certificate { TBSCertificate { [version], serial ... } ... }, lengths as they stand.
+        let v1 = [0x30, 0x06, 0x30, 0x03, 0x02, 0x01, 0x07, 0x00];
+        let v3 = [
+            0x30, 0x0A, 0x30, 0x08, 0xA0, 0x03, 0x02, 0x01, 0x02, 0x02, 0x01, 0x07,
+        ];
+        assert_eq!(x509_version(&v1), Some(1));
+        assert_eq!(x509_version(&v3[..]), Some(3));
+        let mut v2 = v3;
+        v2[8] = 0x01;
+        assert_eq!(x509_version(&v2), Some(2));
+        // Long-form lengths, as every real certificate has.
+        let key = rcgen::KeyPair::generate().unwrap();
+        let params = rcgen::CertificateParams::new(vec!["edi-inbox".to_string()]).unwrap();
+        let made = params.self_signed(&key).unwrap();
+        assert_eq!(x509_version(made.der()), Some(3));
+        for broken in [
+            &[][..],
+            &[0x30],
+            &[0x31, 0x00],
+            &[0x30, 0x85, 0, 0, 0, 0, 1],
+        ] {
+            assert_eq!(x509_version(broken), None, "{broken:?}");
+        }
     }
 
     #[test]

@@ -881,3 +881,85 @@ fn tls_settings_are_checked_before_connecting() {
         );
     }
 }
+
+/// A self-signed X.509 v1 certificate for `edi-inbox` and its key, in `dir` (`cli.pem`,
+/// `cli.key`): what `openssl x509 -req` without extensions writes. Made with OpenSSL (the `as4`
+/// feature's), as rcgen writes v3 only.
+#[cfg(all(feature = "nats", feature = "as4"))]
+fn v1_certificate(dir: &std::path::Path) -> (String, String) {
+    use openssl::asn1::Asn1Time;
+    use openssl::bn::BigNum;
+    use openssl::ec::{EcGroup, EcKey};
+    use openssl::hash::MessageDigest;
+    use openssl::nid::Nid;
+    use openssl::pkey::PKey;
+    use openssl::x509::{X509Builder, X509NameBuilder};
+    let group = EcGroup::from_curve_name(Nid::X9_62_PRIME256V1).unwrap();
+    let key = PKey::from_ec_key(EcKey::generate(&group).unwrap()).unwrap();
+    let mut name = X509NameBuilder::new().unwrap();
+    name.append_entry_by_text("CN", "edi-inbox").unwrap();
+    let name = name.build();
+    let mut b = X509Builder::new().unwrap();
+    b.set_version(0).unwrap();
+    let serial = BigNum::from_u32(1).unwrap().to_asn1_integer().unwrap();
+    b.set_serial_number(&serial).unwrap();
+    b.set_subject_name(&name).unwrap();
+    b.set_issuer_name(&name).unwrap();
+    b.set_pubkey(&key).unwrap();
+    b.set_not_before(&Asn1Time::days_from_now(0).unwrap())
+        .unwrap();
+    b.set_not_after(&Asn1Time::days_from_now(30).unwrap())
+        .unwrap();
+    b.sign(&key, MessageDigest::sha256()).unwrap();
+    let cert = b.build();
+    assert_eq!(cert.version(), 0, "an X.509 v1 certificate");
+    let (pem, key_file) = (dir.join("cli.pem"), dir.join("cli.key"));
+    std::fs::write(&pem, cert.to_pem().unwrap()).unwrap();
+    std::fs::write(&key_file, key.private_key_to_pem_pkcs8().unwrap()).unwrap();
+    (pem.display().to_string(), key_file.display().to_string())
+}
+
+/// An X.509 v1 client certificate, which rustls does not accept, is said to be one, with what
+/// to do (a usage error before anything connects), not "cert and key do not go together"; a
+/// v3 certificate with another certificate's key still is.
+#[cfg(all(feature = "nats", feature = "as4"))]
+#[test]
+fn a_v1_client_certificate_is_said_to_be_one() {
+    let certs = Certs::make();
+    let (cert, key) = v1_certificate(certs.dir.path());
+    let site = Site::new();
+    let run = site.run(&[
+        "publish",
+        "--to",
+        "nats://127.0.0.1:1/edi",
+        "--tls-cert",
+        &cert,
+        "--tls-key",
+        &key,
+    ]);
+    run.code(2);
+    let err = run.err();
+    assert!(
+        err.contains(&format!(
+            "--tls-cert: {cert} is an X.509 v1 certificate, which rustls (the TLS library here) does not accept: issue a v3 certificate"
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("do not go together"), "{err}");
+    let secret = std::fs::read_to_string(&key).unwrap();
+    assert!(!err.contains(secret.lines().nth(1).unwrap()), "{err}");
+    // A v3 certificate whose key is another's: that is what does not go together.
+    let (client, other_key) = (certs.arg("client.pem"), certs.arg("server.key"));
+    let run = site.run(&[
+        "publish",
+        "--to",
+        "nats://127.0.0.1:1/edi",
+        "--tls-cert",
+        &client,
+        "--tls-key",
+        &other_key,
+    ]);
+    run.code(2);
+    assert!(run.err().contains("do not go together"), "{}", run.err());
+    assert!(!run.err().contains("X.509 v"), "{}", run.err());
+}
