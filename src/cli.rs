@@ -87,24 +87,26 @@ pub enum Command {
     /// One interchange: its envelope, messages and every sighting. Exit 3 for an unknown key.
     Show(ShowArgs),
 
-    /// Deliver the outbox: publish each event to NATS JetStream, RabbitMQ or a folder, and mark
-    /// it published only once the destination confirmed it.
+    /// Deliver the outbox: publish each event to NATS JetStream, RabbitMQ, Kafka, Amazon SQS or
+    /// a folder, and mark it published only once the destination confirmed it.
     ///
     /// Events go out in the order their interchanges were decided, each with a stable id
     /// (the same from any host, at any time), so that a republish after a crash is dropped by
-    /// JetStream, found by the folder writer, and can be dropped by an AMQP consumer. Exit 3
-    /// when an event failed this run; 0 with a notice when another publish holds the inbox.
+    /// JetStream and by an SQS FIFO queue, found by the folder writer, and can be dropped by an
+    /// AMQP, Kafka or SQS consumer. Exit 3 when an event failed this run; 0 with a notice when
+    /// another publish holds the inbox.
     Publish(PublishArgs),
 
     /// Take interchanges from a broker and decide each exactly as ingest decides a file;
     /// acknowledge each delivery only after its decisions are committed.
     ///
-    /// From a JetStream pull consumer (durable, explicit acknowledgements; made where missing)
-    /// a RabbitMQ queue (manual acknowledgements, a prefetch of one batch) or Kafka topics (a
+    /// From a JetStream pull consumer (durable, explicit acknowledgements; made where missing),
+    /// a RabbitMQ queue (manual acknowledgements, a prefetch of one batch), Kafka topics (a
     /// consumer group whose positions the inbox keeps, moved in the decisions' transaction, so
-    /// that no record is decided twice). Each delivery is the bytes of one file, recorded under
-    /// the broker's identity for it (nats:STREAM/SEQUENCE, amqp:QUEUE/MESSAGE-ID,
-    /// kafka:TOPIC/PARTITION/OFFSET) with its edi-filename header and how often it was delivered. A
+    /// that no record is decided twice) or an Amazon SQS queue (each message deleted after the
+    /// commit). Each delivery is the bytes of one file, recorded under the broker's identity for
+    /// it (nats:STREAM/SEQUENCE, amqp:QUEUE/MESSAGE-ID, kafka:TOPIC/PARTITION/OFFSET,
+    /// sqs:QUEUE/MESSAGE-ID) with its edi-filename header and how often it was delivered. A
     /// crash before the acknowledgement has the broker deliver again, and the inbox decides
     /// those as duplicates. A rejected delivery is recorded with its bytes, then terminated
     /// (JetStream) or rejected without requeue (RabbitMQ: to the queue's dead-letter exchange),

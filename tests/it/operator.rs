@@ -725,3 +725,49 @@ fn man_writes_one_page_per_command_that_groff_renders_cleanly() {
         );
     }
 }
+
+/// `--help` names every kind of destination `publish` delivers to (Kafka and SQS were missing
+/// from its line), and `publish --help` and `consume --help` every broker they take.
+#[test]
+fn help_names_every_broker_publish_and_consume_take() {
+    let words = |args: &[&str]| {
+        let out = edi_inbox().args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}");
+        // Wrapped to the terminal's width: one line of words.
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let top = words(&["--help"]);
+    let publish = top
+        .split_once(" publish ")
+        .map(|(_, rest)| rest)
+        .and_then(|rest| rest.split(" consume ").next())
+        .unwrap_or_else(|| panic!("no publish line in --help: {top}"));
+    let brokers = [
+        "NATS JetStream",
+        "RabbitMQ",
+        "Kafka",
+        "Amazon SQS",
+        "a folder",
+    ];
+    for broker in brokers {
+        assert!(
+            publish.contains(broker),
+            "--help on publish: {broker}: {publish}"
+        );
+    }
+    let publish = words(&["publish", "--help"]);
+    let consume = words(&["consume", "--help"]);
+    for broker in ["JetStream", "RabbitMQ", "Kafka", "Amazon SQS"] {
+        assert!(
+            publish.contains(broker),
+            "publish --help: {broker}: {publish}"
+        );
+        assert!(
+            consume.contains(broker),
+            "consume --help: {broker}: {consume}"
+        );
+    }
+}
