@@ -131,6 +131,13 @@ pub enum Command {
     #[cfg(feature = "as4")]
     Receive(ReceiveArgs),
 
+    /// `receive` in a build without the `as4` feature: taken with whatever follows it, so that it
+    /// is answered "not available in this build" (exit 2) as every part left out is, rather than
+    /// with clap's "unrecognized subcommand". Hidden from --help and the manual pages.
+    #[cfg(not(feature = "as4"))]
+    #[command(hide = true, disable_help_flag = true)]
+    Receive(NotBuiltArgs),
+
     /// Print a shell completion script.
     Completions(CompletionsArgs),
 
@@ -250,6 +257,14 @@ pub struct ConsumeArgs {
 
     #[command(flatten)]
     pub acks: AckArgs,
+}
+
+/// The arguments of a command this build does not have: whatever they are, unread.
+#[cfg(not(feature = "as4"))]
+#[derive(Debug, clap::Args)]
+pub struct NotBuiltArgs {
+    #[arg(num_args = 0.., trailing_var_arg = true, allow_hyphen_values = true)]
+    _unread: Vec<std::ffi::OsString>,
 }
 
 #[cfg(feature = "as4")]

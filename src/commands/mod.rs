@@ -210,6 +210,10 @@ pub fn main() -> ExitCode {
         cli::Command::Consume(args) => consume::run(&db, named, cli.busy_timeout, args),
         #[cfg(feature = "as4")]
         cli::Command::Receive(args) => receive::run(&db, named, cli.busy_timeout, args),
+        #[cfg(not(feature = "as4"))]
+        cli::Command::Receive(_) => {
+            usage("receive is not available in this build (it was built without the `as4` feature)")
+        }
         cli::Command::Completions(args) => completions(args),
         cli::Command::Man(args) => man(args),
     };
