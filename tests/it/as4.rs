@@ -71,6 +71,17 @@ impl Receiver {
         env: &[(&str, &str)],
     ) -> Receiver {
         let out = site.path(&format!("{name}.jsonl"));
+        // Ready once it says so (its inbox open, its listener served), not once its port takes
+        // a connection: the port is bound before the inbox is made. The file gathers the
+        // lines of each start under this name.
+        let ready = "receiving AS4 messages";
+        let said = || {
+            fs::read_to_string(out.with_extension("err"))
+                .unwrap_or_default()
+                .matches(ready)
+                .count()
+        };
+        let before = said();
         let running = site
             .command()
             .envs(env.iter().copied())
@@ -95,10 +106,11 @@ impl Receiver {
             )
             .start();
         let until = Instant::now() + Duration::from_secs(30);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        while said() == before {
             assert!(
                 Instant::now() < until,
-                "the receiver did not listen on {port}"
+                "the receiver did not say it listens on {port} within 30 s: {}",
+                fs::read_to_string(out.with_extension("err")).unwrap_or_default()
             );
             std::thread::sleep(Duration::from_millis(50));
         }
