@@ -291,8 +291,9 @@ pub struct ReceiveArgs {
     )]
     pub as4_config: PathBuf,
 
-    /// The largest request taken (larger: refused with HTTP 413, read no further), from 1KiB
-    /// to 4GiB, e.g. 50MiB.
+    /// The largest request taken (larger: refused with HTTP 413, nothing more of it kept; from
+    /// its Content-Length before its body is read), from 1KiB to 4GiB, e.g. 50MiB. The bodies
+    /// being read take at most --max-concurrent times this together.
     #[arg(long, value_name = "SIZE", default_value = "50MiB", value_parser = parse_request_size)]
     pub max_size: usize,
 
@@ -301,12 +302,12 @@ pub struct ReceiveArgs {
     #[arg(long, value_name = "SIZE", default_value = "200MiB", value_parser = parse_request_size)]
     pub max_inflated: usize,
 
-    /// How many requests are in hand at once, at most: read, checked, or waiting for their
-    /// decision (more wait for their turn).
+    /// How many requests are in hand at once, at most: checked, or waiting for their decision.
+    /// A request takes its place once its body is whole (more wait for their turn).
     #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub max_concurrent: u32,
 
-    /// How long a request may wait for its turn and take to arrive, whole (a slow sender is cut
+    /// How long a request may take to arrive, whole, and wait for its turn (a slow sender is cut
     /// off), from 1s to 1h.
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_request_timeout)]
     pub request_timeout: Duration,

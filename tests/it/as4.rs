@@ -601,6 +601,264 @@ fn requests_beyond_max_concurrent_are_turned_away_while_the_inbox_is_held() {
     assert_eq!(statuses, ["new", "refused"], "{lines:?}");
 }
 
+/// The head of a POST to the receiver of `length` bytes (a multipart/related body, as an AS4
+/// message's), without its body; `more` headers before its end.
+fn post_head(length: usize, more: &str) -> String {
+    format!(
+        "POST /as4 HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: multipart/related; type=\"application/soap+xml\"; boundary=\"b\"\r\nContent-Length: {length}\r\n{more}\r\n"
+    )
+}
+
+/// What came back on `stream` until it closed or `wait` went by: the bytes, whether it closed,
+/// and when the first byte came.
+fn answer_on(stream: &mut std::net::TcpStream, wait: Duration) -> (String, bool, Option<Instant>) {
+    use std::io::Read as _;
+    let until = Instant::now() + wait;
+    let mut got = Vec::new();
+    let mut first = None;
+    let mut buf = [0u8; 8192];
+    let closed = loop {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break false;
+        }
+        stream.set_read_timeout(Some(left)).unwrap();
+        match stream.read(&mut buf) {
+            Ok(0) => break true,
+            Ok(n) => {
+                first.get_or_insert_with(Instant::now);
+                got.extend_from_slice(&buf[..n]);
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                break false;
+            }
+            // Closed with a reset: what came before it is the answer.
+            Err(_) => break true,
+        }
+    };
+    (String::from_utf8_lossy(&got).into_owned(), closed, first)
+}
+
+/// A partner's message (a valid sample) sent to `receiver` by the independent sender, which
+/// gives up after 30 s: its answer, and how long it took.
+fn partners_message(python: &str, receiver: &Receiver) -> (serde_json::Value, Duration) {
+    let sample = crate::common::samples().join("valid/orders-d01b-no-una.edi");
+    let url = receiver.url();
+    let sending = Instant::now();
+    let answers = send(
+        python,
+        &["--url", &url, "--timeout", "30", sample.to_str().unwrap()],
+    );
+    (answers[0].clone(), sending.elapsed())
+}
+
+/// The reasons of the refusals among a run's `lines`.
+fn refusals(lines: &[serde_json::Value]) -> Vec<&str> {
+    lines
+        .iter()
+        .filter(|l| l["status"] == "refused")
+        .map(|l| l["reason"].as_str().unwrap())
+        .collect()
+}
+
+/// A request whose Content-Length is above `--max-size` is answered 413 from its head, before
+/// its body comes (a sender that never sends it holds nothing until `--request-timeout`), and
+/// the connection closed: nothing more of it is kept. A chunked body (no length given) is cut
+/// off with 413 as soon as it passes `--max-size`.
+#[test]
+fn a_request_declared_larger_than_max_size_is_answered_413_at_once() {
+    use std::io::Write as _;
+    if python().is_none() {
+        return;
+    }
+    let site = Site::new();
+    let timeout = Duration::from_secs(20);
+    let receiver = Receiver::start(
+        &site,
+        free_port(),
+        "receiver",
+        &["--max-size", "1MiB", "--request-timeout", "20s"],
+    );
+    let started = Instant::now();
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", receiver.port)).unwrap();
+    stream
+        .write_all(post_head(4_000_000, "").as_bytes())
+        .unwrap();
+    stream.write_all(b"--b\r\n").unwrap();
+    // The rest of the body never comes; the answer must not wait for it.
+    let (answer, closed, first) = answer_on(&mut stream, timeout + Duration::from_secs(10));
+    let took = first.map(|t| t - started);
+    assert!(
+        answer.starts_with("HTTP/1.1 413") && took.is_some_and(|t| t < timeout),
+        "a Content-Length of 4,000,000 bytes over --max-size 1MiB: not answered 413 before --request-timeout ({} s) went by; after {took:?}: {answer}",
+        timeout.as_secs()
+    );
+    assert!(answer.contains("EBMS:0004"), "{answer}");
+    assert!(
+        closed,
+        "the connection was not closed after the 413: {answer}"
+    );
+    // Chunked, without a length: 413 once it passes --max-size.
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", receiver.port)).unwrap();
+    stream
+        .write_all(b"POST /as4 HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: multipart/related; boundary=\"b\"\r\nTransfer-Encoding: chunked\r\n\r\n")
+        .unwrap();
+    let chunk = vec![b'x'; 64 * 1024];
+    for _ in 0..20 {
+        if stream
+            .write_all(format!("{:x}\r\n", chunk.len()).as_bytes())
+            .and_then(|()| stream.write_all(&chunk))
+            .and_then(|()| stream.write_all(b"\r\n"))
+            .is_err()
+        {
+            // Cut off: the answer is waiting.
+            break;
+        }
+    }
+    let (answer, ..) = answer_on(&mut stream, timeout);
+    assert!(
+        answer.starts_with("HTTP/1.1 413"),
+        "a chunked body of 1.25 MiB: {answer}"
+    );
+    let run = receiver.stop();
+    let lines = run.json();
+    let refused = refusals(&lines);
+    assert_eq!(refused.len(), 2, "{lines:?}");
+    assert!(
+        refused.iter().all(|r| r.contains("--max-size")),
+        "{lines:?}"
+    );
+}
+
+/// 20 uploads from someone who sends a few bytes now and then (more than `--max-concurrent`
+/// 16), holding their bodies open: a partner's message sent meanwhile is answered with its
+/// receipt while they are all still open, well before `--request-timeout`; each of them is
+/// still read, and answered once it is whole.
+#[test]
+fn slow_uploads_do_not_hold_up_a_partners_message() {
+    use std::io::Write as _;
+    let Some(python) = python() else { return };
+    let site = Site::new();
+    let receiver = Receiver::start(
+        &site,
+        free_port(),
+        "receiver",
+        &["--max-concurrent", "16", "--request-timeout", "60s"],
+    );
+    let length = 100_000;
+    let mut uploads: Vec<std::net::TcpStream> = (0..20)
+        .map(|_| {
+            let mut s = std::net::TcpStream::connect(("127.0.0.1", receiver.port)).unwrap();
+            // Closed after its answer, which is then read whole.
+            s.write_all(post_head(length, "Connection: close\r\n").as_bytes())
+                .unwrap();
+            s.write_all(b"--b\r\n").unwrap();
+            s
+        })
+        .collect();
+    let mut sent = 5;
+    // A few bytes to each, now and then, while the partner sends.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let trickle = {
+        let stop = stop.clone();
+        let mut streams: Vec<_> = uploads.iter().map(|s| s.try_clone().unwrap()).collect();
+        std::thread::spawn(move || {
+            let mut rounds = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                for s in &mut streams {
+                    let _ = s.write_all(b"x");
+                }
+                rounds += 1;
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            rounds
+        })
+    };
+    std::thread::sleep(Duration::from_secs(1));
+    // The sender gives up after 30 s, half the request timeout the slow uploads may take.
+    let (answer, took) = partners_message(&python, &receiver);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    sent += trickle.join().unwrap();
+    assert_eq!(
+        answer["state"], "acknowledged",
+        "a partner's message behind 20 slow uploads, after {took:?}: {answer}"
+    );
+    for (k, s) in uploads.iter_mut().enumerate() {
+        let (answer, closed, _) = answer_on(s, Duration::from_millis(100));
+        assert!(
+            answer.is_empty() && !closed,
+            "slow upload {k} was answered or closed before its body was whole: {answer}"
+        );
+    }
+    // Each still read: whole, each is answered (an ebMS error: its body is no message).
+    for s in &mut uploads {
+        s.write_all(&vec![b'x'; length - sent]).unwrap();
+    }
+    for (k, s) in uploads.iter_mut().enumerate() {
+        let (answer, ..) = answer_on(s, Duration::from_secs(30));
+        assert!(
+            answer.starts_with("HTTP/1.1 200") && answer.contains("EBMS:"),
+            "slow upload {k}, whole (the partner's message answered after {took:?}): {answer}"
+        );
+    }
+    assert_eq!(site.count("SELECT count(*) FROM transport_messages"), 1);
+    receiver.stop().code(3);
+}
+
+/// More connections than the receiver keeps open (512), each sending nothing, half a request
+/// head, or a head and the start of a body: a partner's message is still answered with its
+/// receipt, well before `--request-timeout` (the connections that went longest without a place
+/// are closed to make room for it).
+#[test]
+fn idle_connections_do_not_hold_up_a_partners_message() {
+    use std::io::Write as _;
+    let Some(python) = python() else { return };
+    let site = Site::new();
+    let receiver = Receiver::start(
+        &site,
+        free_port(),
+        "receiver",
+        &["--request-timeout", "60s"],
+    );
+    let idle: Vec<std::net::TcpStream> = (0..530)
+        .map(|k| {
+            let mut s = std::net::TcpStream::connect(("127.0.0.1", receiver.port)).unwrap();
+            match k % 3 {
+                0 => {}
+                1 => s
+                    .write_all(b"POST /as4 HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+                    .unwrap(),
+                _ => s
+                    .write_all(format!("{}--b\r\n", post_head(100_000, "")).as_bytes())
+                    .unwrap(),
+            }
+            s
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(1));
+    let (answer, took) = partners_message(&python, &receiver);
+    assert_eq!(
+        answer["state"], "acknowledged",
+        "a partner's message behind 530 idle connections, after {took:?}: {answer}"
+    );
+    drop(idle);
+    assert_eq!(site.count("SELECT count(*) FROM transport_messages"), 1);
+    let run = receiver.stop();
+    // The bodies begun and cut off by their senders are refused (400, unreadable).
+    run.code(3);
+    let lines = run.json();
+    let refused = refusals(&lines);
+    assert!(
+        refused.len() < 530 / 3 + 1 && refused.iter().all(|r| r.contains("could not be read")),
+        "{lines:?}"
+    );
+}
+
 /// Altered and hostile messages: each refused with its ebMS error (a signal the sender reads as
 /// its message's rejection, but for a request cut short, whose id cannot be read), nothing of
 /// them recorded or applied.
@@ -654,7 +912,7 @@ fn altered_messages_are_refused_with_their_errors_and_nothing_is_applied() {
     fs::write(&bomb, &text).unwrap();
     let a = &send(&python, &["--url", &url, bomb.to_str().unwrap()])[0];
     assert_eq!(a["error_code"], "EBMS:0303", "{a}");
-    // Larger than --max-size (text that does not compress): 413, read no further.
+    // Larger than --max-size (text that does not compress): 413 from its Content-Length.
     let large = site.path("large.edi");
     let mut rng = Synth::new(3);
     let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
