@@ -203,8 +203,9 @@ pub struct ConsumeArgs {
     pub dead_letter: Option<String>,
 
     /// How long a delivery fetched by a consume that died waits before it is delivered again:
-    /// the ack wait of a JetStream consumer made where missing (default 2m), the visibility
-    /// timeout of each SQS receive (default: the queue's own). Longer than a batch takes.
+    /// the ack wait of a JetStream consumer made where missing (default 2m; longer than a batch
+    /// takes), the visibility timeout of each SQS receive (default: the queue's own; 2s or
+    /// more, extended while a message is held).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub ack_wait: Option<Duration>,
 

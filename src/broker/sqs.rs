@@ -220,8 +220,10 @@ pub async fn reach(queue: &Queue) -> anyhow::Result<Reached> {
 
 /// The SDK's client for `queue`: the standard credential chain, the region of the URL (else of
 /// the environment or profile, else `us-east-1` for a local endpoint), the endpoint of
-/// `--sqs-endpoint` or the queue URL's, rustls with the CA file of `--tls-ca` where given.
-async fn client(queue: &Queue) -> Result<Client, String> {
+/// `--sqs-endpoint` or the queue URL's, rustls with the CA file of `--tls-ca` where given. Each
+/// client has connections (and credential providers) of its own: a pooled connection is served
+/// by the runtime that opened it, so a client used on another thread's runtime is made anew.
+pub async fn client(queue: &Queue) -> Result<Client, String> {
     let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
         .http_client(http_client()?)
         .timeout_config(

@@ -6,17 +6,25 @@
 //! `--ack-wait`); deleted, ten a call, only once its batch is committed. A message not deleted
 //! (a crash, a database failure, a delete that failed) comes again once its visibility timeout
 //! is over, and is decided as a duplicate; the queue's own redrive policy moves a message that
-//! keeps coming back. While a batch waits on a slow inbox, the visibility of the messages held is
-//! extended, so that no other consumer takes them meanwhile.
+//! keeps coming back.
+//!
+//! From the moment a message is received until it is deleted, a thread of the feed's own keeps
+//! it invisible: each time half of its visibility timeout has gone by, the timeout is set
+//! again, whatever the consume loop is doing meanwhile (gathering a batch, reading the next one
+//! ahead, waiting on the inbox, deleting, sending dead letters). A message is received again
+//! only after a crash or a failure, never because this consumer was slow: a redelivery counted
+//! is one the partner's side (or a crash) caused.
 //!
 //! A FIFO queue gives a message group's messages in order and holds back the rest of a group
 //! while one of its messages is held: a batch decides them in the order they came.
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, mpsc};
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 use aws_sdk_sqs::Client;
+use aws_sdk_sqs::operation::change_message_visibility_batch::ChangeMessageVisibilityBatchOutput;
 use aws_sdk_sqs::types::{
     ChangeMessageVisibilityBatchRequestEntry, DeleteMessageBatchRequestEntry, Message,
     MessageSystemAttributeName,
@@ -30,6 +38,9 @@ const MAX_GATHER: Duration = Duration::from_secs(1);
 
 /// The longest long poll SQS takes.
 const MAX_LONG_POLL: u64 = 20;
+
+/// The longest visibility timeout SQS takes, in seconds (12 hours).
+const MAX_VISIBILITY: u64 = 43_200;
 
 /// `--from sqs://...`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,10 +68,23 @@ impl Source for SqsSource {
 /// A message received and not yet deleted.
 struct Held {
     receipt: String,
-    /// Its name, for a delete that failed.
+    /// Its name, for a delete or an extension that failed.
     source: String,
-    /// When its visibility was last set (received, or extended).
+    /// When its visibility was last set: the moment before the receive (or the extension) was
+    /// asked for, so never later than SQS's own start of it.
     visible_from: Instant,
+    /// Whether an extension that failed was said (once a message).
+    said: bool,
+}
+
+/// The messages received and not yet deleted, by tag: the feed adds and removes them, its
+/// keeper extends their visibility.
+type HeldMessages = Arc<Mutex<HashMap<u64, Held>>>;
+
+/// The messages held, locked (a thread that panicked holding them left nothing half-written
+/// that matters: at worst a visibility set twice).
+fn lock(held: &HeldMessages) -> MutexGuard<'_, HashMap<u64, Held>> {
+    held.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 pub struct SqsFeed {
@@ -71,10 +95,12 @@ pub struct SqsFeed {
     shown: String,
     /// How long a message received stays invisible: what each receive and each extension asks.
     visibility: Duration,
-    held: HashMap<u64, Held>,
+    held: HeldMessages,
     next_tag: u64,
-    /// Whether the extension of the visibility was said (once per slow batch).
+    /// Whether the slow inbox was said (once per slow batch).
     extending: bool,
+    /// Dropped with the feed: its keeper then ends.
+    _keeper: mpsc::Sender<()>,
 }
 
 impl SqsFeed {
@@ -85,7 +111,9 @@ impl SqsFeed {
         let visibility = options
             .ack_wait
             .unwrap_or(reached.visibility)
-            .max(Duration::from_secs(1));
+            .clamp(Duration::from_secs(1), Duration::from_secs(MAX_VISIBILITY));
+        let held: HeldMessages = Arc::default();
+        let keeper = Keeper::start(queue, &reached.url, visibility, held.clone())?;
         Ok(SqsFeed {
             runtime,
             client: reached.client,
@@ -93,9 +121,10 @@ impl SqsFeed {
             name: queue.name.clone(),
             shown: queue.shown(),
             visibility,
-            held: HashMap::new(),
+            held,
             next_tag: 1,
             extending: false,
+            _keeper: keeper,
         })
     }
 
@@ -107,7 +136,7 @@ impl SqsFeed {
             .queue_url(&self.url)
             .max_number_of_messages(n.clamp(1, BATCH) as i32)
             .wait_time_seconds(wait_secs.min(MAX_LONG_POLL) as i32)
-            .visibility_timeout(self.visibility.as_secs().min(43_200) as i32)
+            .visibility_timeout(self.visibility.as_secs() as i32)
             .message_system_attribute_names(MessageSystemAttributeName::ApproximateReceiveCount)
             .message_system_attribute_names(MessageSystemAttributeName::SentTimestamp)
             .message_system_attribute_names(MessageSystemAttributeName::MessageGroupId)
@@ -122,8 +151,8 @@ impl SqsFeed {
         Ok(answer.messages.unwrap_or_default())
     }
 
-    /// The delivery of a message, under the next tag.
-    fn take(&mut self, m: Message) -> Delivery {
+    /// The delivery of a message received by a receive asked for at `asked`, under the next tag.
+    fn take(&mut self, m: Message, asked: Instant) -> Delivery {
         let tag = self.next_tag;
         self.next_tag += 1;
         let id = m.message_id.clone().unwrap_or_default();
@@ -151,13 +180,15 @@ impl SqsFeed {
             .get(&MessageSystemAttributeName::SentTimestamp)
             .and_then(|v| v.parse::<u64>().ok())
             .map(|ms| crate::clock::rfc3339(std::time::UNIX_EPOCH + Duration::from_millis(ms)));
+        let filename = text(FILENAME_HEADER);
         if let Some(receipt) = m.receipt_handle {
-            self.held.insert(
+            lock(&self.held).insert(
                 tag,
                 Held {
                     receipt,
                     source: source.clone(),
-                    visible_from: Instant::now(),
+                    visible_from: asked,
+                    said: false,
                 },
             );
         }
@@ -165,7 +196,7 @@ impl SqsFeed {
             tag,
             source,
             subject: self.name.clone(),
-            filename: text(FILENAME_HEADER),
+            filename,
             delivery_count: count.max(1),
             body: bytes::Bytes::from(body),
             key: system
@@ -174,50 +205,6 @@ impl SqsFeed {
             produced_at,
             position: None,
         }
-    }
-
-    /// Sets the visibility of the messages held that have had half of it to the whole again.
-    fn extend(&mut self) -> anyhow::Result<usize> {
-        let due: Vec<u64> = self
-            .held
-            .iter()
-            .filter(|(_, h)| h.visible_from.elapsed() * 2 >= self.visibility)
-            .map(|(tag, _)| *tag)
-            .collect();
-        let seconds = self.visibility.as_secs().min(43_200) as i32;
-        for chunk in due.chunks(BATCH) {
-            let mut entries = Vec::with_capacity(chunk.len());
-            for (k, tag) in chunk.iter().enumerate() {
-                if let Some(h) = self.held.get(tag) {
-                    entries.push(
-                        ChangeMessageVisibilityBatchRequestEntry::builder()
-                            .id(k.to_string())
-                            .receipt_handle(&h.receipt)
-                            .visibility_timeout(seconds)
-                            .build()
-                            .map_err(|e| anyhow!("{}: {e}", self.shown))?,
-                    );
-                }
-            }
-            let call = self
-                .client
-                .change_message_visibility_batch()
-                .queue_url(&self.url)
-                .set_entries(Some(entries));
-            let shown = &self.shown;
-            self.runtime
-                .block_on(crate::broker::within(TIMEOUT, async {
-                    call.send()
-                        .await
-                        .map_err(|e| anyhow!("{shown}: {}", broker_sqs::explain(&e)))
-                }))?;
-            for tag in chunk {
-                if let Some(h) = self.held.get_mut(tag) {
-                    h.visible_from = Instant::now();
-                }
-            }
-        }
-        Ok(due.len())
     }
 }
 
@@ -228,12 +215,13 @@ impl Feed for SqsFeed {
         let mut wait_secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
         let started = Instant::now();
         while taken.len() < max {
+            let asked = Instant::now();
             let messages = self.receive(max - taken.len(), wait_secs)?;
             if messages.is_empty() {
                 break;
             }
             for m in messages {
-                taken.push(self.take(m));
+                taken.push(self.take(m, asked));
             }
             wait_secs = 0;
             if started.elapsed() > MAX_GATHER + wait {
@@ -245,11 +233,15 @@ impl Feed for SqsFeed {
 
     fn settle(&mut self, settled: &[(u64, Settle)]) -> anyhow::Result<()> {
         // A rejected message was recorded with its bytes (and dead-lettered where asked):
-        // deleted too, so that it never comes again.
-        let held: Vec<Held> = settled
-            .iter()
-            .filter_map(|(tag, _)| self.held.remove(tag))
-            .collect();
+        // deleted too, so that it never comes again. Taken from the keeper first, so that it
+        // does not extend a message being deleted.
+        let held: Vec<Held> = {
+            let mut held = lock(&self.held);
+            settled
+                .iter()
+                .filter_map(|(tag, _)| held.remove(tag))
+                .collect()
+        };
         self.extending = false;
         for chunk in held.chunks(BATCH) {
             let entries: Vec<DeleteMessageBatchRequestEntry> = chunk
@@ -296,24 +288,219 @@ impl Feed for SqsFeed {
         Ok(())
     }
 
-    /// Extends the visibility of the messages held (those of the batch waiting on the inbox,
-    /// and those fetched for the next), so that no other consumer takes them meanwhile.
+    /// The messages held are kept invisible by the keeper all along: this only says, once per
+    /// slow batch, that a batch waits on the inbox while they are.
     fn hold(&mut self, wait: Duration) -> anyhow::Result<Option<String>> {
-        let started = Instant::now();
-        let extended = self.extend()?;
-        let said = (extended > 0 && !self.extending).then(|| {
+        std::thread::sleep(wait);
+        let said = (!self.extending && !lock(&self.held).is_empty()).then(|| {
             format!(
                 "{}: the inbox is slow; the visibility of the messages held is extended ({} s at a time) while a batch waits on it",
                 self.shown,
                 self.visibility.as_secs()
             )
         });
-        if extended > 0 {
+        if said.is_some() {
             self.extending = true;
         }
-        std::thread::sleep(wait.saturating_sub(started.elapsed()));
         Ok(said)
     }
+}
+
+/// The thread that keeps the messages held invisible, from the moment each is received until it
+/// is deleted: every tick it sets the visibility of those that have had half of it to the whole
+/// again (`ChangeMessageVisibilityBatch`). A thread of its own, so that it keeps to its ticks
+/// whatever the consume loop does (a batch gathered, the next read ahead, a wait on the inbox,
+/// deletes, dead letters), on a runtime and a client of its own (a connection of the feed's
+/// pool is served by the feed's runtime, which runs only while the consume thread waits on it).
+struct Keeper {
+    runtime: tokio::runtime::Runtime,
+    client: Client,
+    url: String,
+    shown: String,
+    visibility: Duration,
+    held: HeldMessages,
+}
+
+impl Keeper {
+    /// Starts the keeper of `held`; it ends once the sender returned is dropped (with the feed),
+    /// after the call it may be in.
+    fn start(
+        queue: &Queue,
+        url: &str,
+        visibility: Duration,
+        held: HeldMessages,
+    ) -> anyhow::Result<mpsc::Sender<()>> {
+        let runtime = crate::broker::runtime()?;
+        let shown = queue.shown();
+        let client = runtime
+            .block_on(broker_sqs::client(queue))
+            .map_err(|e| anyhow!("cannot connect to {shown}: {e}"))?;
+        let keeper = Keeper {
+            runtime,
+            client,
+            url: url.to_string(),
+            shown,
+            visibility,
+            held,
+        };
+        let (stop, stopped) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("sqs-visibility".into())
+            .spawn(move || keeper.run(&stopped))?;
+        Ok(stop)
+    }
+
+    /// How often it looks: a tenth of the timeout (between 50 ms and a second), so that a
+    /// message is extended well before its timeout is over, the calls' own time included.
+    fn tick(&self) -> Duration {
+        (self.visibility / 10).clamp(Duration::from_millis(50), Duration::from_secs(1))
+    }
+
+    fn run(self, stopped: &mpsc::Receiver<()>) {
+        let mut failing = false;
+        while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(self.tick()) {
+            let due: Vec<(u64, String)> = lock(&self.held)
+                .iter()
+                .filter(|(_, h)| h.visible_from.elapsed() * 2 >= self.visibility)
+                .map(|(tag, h)| (*tag, h.receipt.clone()))
+                .collect();
+            if due.is_empty() {
+                continue;
+            }
+            let answers = self.extend(&due);
+            let mut held = lock(&self.held);
+            for (chunk, asked, answer) in answers {
+                match answer {
+                    Ok(answer) => {
+                        failing = false;
+                        self.extended(&mut held, &chunk, asked, &answer);
+                    }
+                    // Said once until a call works again; the messages stay due meanwhile.
+                    Err(e) if !failing => {
+                        failing = true;
+                        crate::output::warn(&format!(
+                            "{e}; the messages held may come again to another consumer meanwhile, and are then decided as duplicates"
+                        ));
+                    }
+                    Err(_) => {}
+                }
+            }
+        }
+    }
+
+    /// Sets the visibility of the messages `due` names to the whole timeout, ten a call and a
+    /// few calls at once (a batch's thousand messages in a tenth of the timeout): each chunk
+    /// with the moment before its call was made, and SQS's answer.
+    fn extend(&self, due: &[(u64, String)]) -> Vec<Extension> {
+        /// The calls in flight at once.
+        const AT_ONCE: usize = 8;
+        let seconds = self.visibility.as_secs() as i32;
+        self.runtime.block_on(async {
+            let mut calls = tokio::task::JoinSet::new();
+            let mut answers = Vec::with_capacity(due.len().div_ceil(BATCH));
+            for chunk in due.chunks(BATCH) {
+                if calls.len() >= AT_ONCE
+                    && let Some(Ok(done)) = calls.join_next().await
+                {
+                    answers.push(done);
+                }
+                let client = self.client.clone();
+                let url = self.url.clone();
+                let shown = self.shown.clone();
+                let chunk = chunk.to_vec();
+                calls.spawn(async move {
+                    let asked = Instant::now();
+                    let answer = extension(&client, &url, &shown, seconds, &chunk).await;
+                    (chunk, asked, answer)
+                });
+            }
+            while let Some(done) = calls.join_next().await {
+                // A call that panicked extended nothing: its messages stay due.
+                if let Ok(done) = done {
+                    answers.push(done);
+                }
+            }
+            answers
+        })
+    }
+
+    /// Notes the extensions SQS made, and says (once a message) each one that failed for a
+    /// message still held (not one deleted meanwhile).
+    fn extended(
+        &self,
+        held: &mut HashMap<u64, Held>,
+        chunk: &[(u64, String)],
+        asked: Instant,
+        answer: &ChangeMessageVisibilityBatchOutput,
+    ) {
+        let tag = |id: &str| {
+            id.parse::<usize>()
+                .ok()
+                .and_then(|k| chunk.get(k))
+                .map(|c| c.0)
+        };
+        for ok in &answer.successful {
+            if let Some(h) = tag(&ok.id).and_then(|t| held.get_mut(&t)) {
+                h.visible_from = asked;
+            }
+        }
+        for failed in &answer.failed {
+            if let Some(h) = tag(&failed.id).and_then(|t| held.get_mut(&t))
+                && !h.said
+            {
+                h.said = true;
+                crate::output::warn(&format!(
+                    "{}: the visibility of {} was not extended ({}: {}); it may come again to another consumer, and is then decided as a duplicate",
+                    self.shown,
+                    h.source,
+                    failed.code,
+                    failed.message.as_deref().unwrap_or_default()
+                ));
+            }
+        }
+    }
+}
+
+/// A chunk of messages to extend, when its call was made, and SQS's answer.
+type Extension = (
+    Vec<(u64, String)>,
+    Instant,
+    anyhow::Result<ChangeMessageVisibilityBatchOutput>,
+);
+
+/// One `ChangeMessageVisibilityBatch` of up to ten messages (tag, receipt handle), bounded.
+async fn extension(
+    client: &Client,
+    url: &str,
+    shown: &str,
+    seconds: i32,
+    chunk: &[(u64, String)],
+) -> anyhow::Result<ChangeMessageVisibilityBatchOutput> {
+    let entries = chunk
+        .iter()
+        .enumerate()
+        .map(|(k, (_, receipt))| {
+            ChangeMessageVisibilityBatchRequestEntry::builder()
+                .id(k.to_string())
+                .receipt_handle(receipt)
+                .visibility_timeout(seconds)
+                .build()
+                .map_err(|e| anyhow!("{shown}: {e}"))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let call = client
+        .change_message_visibility_batch()
+        .queue_url(url)
+        .set_entries(Some(entries));
+    crate::broker::within(TIMEOUT, async {
+        call.send().await.map_err(|e| {
+            anyhow!(
+                "{shown}: cannot extend the visibility of the messages held: {}",
+                broker_sqs::explain(&e)
+            )
+        })
+    })
+    .await
 }
 
 #[cfg(test)]

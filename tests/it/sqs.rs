@@ -2,9 +2,10 @@
 //! contracts every broker meets (`consume.rs`): publishing to standard and FIFO queues (the
 //! attributes, the FIFO group and deduplication ids, an event too large parked, a FIFO publish
 //! killed with SIGKILL), a FIFO queue's order per message group kept by `consume`, the
-//! visibility of a batch waiting on a locked inbox extended so that no other consumer takes
-//! it, and end to end into a second inbox. moto slows down with every message a queue holds,
-//! FIFO queues most: each test here keeps its queues small.
+//! visibility of the messages held kept from their receipt to their delete (a batch waiting on
+//! a locked inbox not taken by another consumer; no message of an undisturbed run received
+//! twice on a 2-second timeout), and end to end into a second inbox. moto slows down with every
+//! message a queue holds, FIFO queues most: each test here keeps its queues small.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -16,6 +17,23 @@ use crate::common::site::Site;
 use crate::common::synth::{Layout, Synth};
 use crate::consume::{Consumer, consume, within};
 use crate::publish::{publish, samples_ingested};
+
+/// A queue whose visibility timeout is 2 seconds, the shortest the documents allow.
+fn short_visibility() -> Option<Sqs> {
+    Sqs::with(Made {
+        visibility: 2,
+        ..Made::default()
+    })
+}
+
+/// `n` distinct interchanges as messages `m0`, `m1`, ...
+fn synthetic_puts(n: usize, seed: u64) -> Vec<Put> {
+    crate::consume::synthetic(n, seed)
+        .iter()
+        .enumerate()
+        .map(|(k, body)| Put::new(body, format!("m{k}")))
+        .collect()
+}
 
 /// `publish --to` a standard queue: every event a message, with its CloudEvents attributes
 /// (`ce-id` the event's id, `ce-type`, the partners, `content-type`), a body SQS cannot carry
@@ -243,10 +261,7 @@ fn consume_keeps_the_order_of_each_message_group_of_a_fifo_queue() {
 /// once.
 #[test]
 fn a_batch_waiting_on_a_locked_inbox_keeps_its_messages_from_another_consumer() {
-    let Some(sqs) = Sqs::with(Made {
-        visibility: 2,
-        ..Made::default()
-    }) else {
+    let Some(sqs) = short_visibility() else {
         return;
     };
     let site = Site::new();
@@ -296,6 +311,36 @@ fn a_batch_waiting_on_a_locked_inbox_keeps_its_messages_from_another_consumer() 
         10,
         "each message received once"
     );
+    assert_eq!(sqs.unacknowledged(), Some(0));
+}
+
+/// 200 messages on a queue whose visibility timeout is 2 s (the shortest the documents allow),
+/// taken by one undisturbed run with the default `--batch`: every message held, while a batch
+/// is gathered, while the next is read ahead and while one is decided, is kept invisible, so
+/// that none is received twice, and none is counted as a duplicate or a redelivery (which
+/// would report our own lateness as the partner's).
+#[test]
+fn an_undisturbed_run_receives_each_message_once_with_a_short_visibility_timeout() {
+    let Some(sqs) = short_visibility() else {
+        return;
+    };
+    let site = Site::new();
+    sqs.send(&synthetic_puts(200, 83));
+    let run = consume(&site, "3s", &["--from", &sqs.url]);
+    let lines = run.code(0).json();
+    let summary = &lines.last().unwrap()["summary"];
+    let twice = site.count("SELECT count(*) FROM deliveries WHERE delivery_count > 1");
+    assert_eq!(
+        (
+            twice,
+            summary["redelivered"].as_u64(),
+            summary["duplicate"].as_u64()
+        ),
+        (0, Some(0), Some(0)),
+        "messages received twice in an undisturbed run: {summary}"
+    );
+    assert_eq!(summary["deliveries"], 200, "{summary}");
+    assert_eq!(summary["new"], 200, "{summary}");
     assert_eq!(sqs.unacknowledged(), Some(0));
 }
 
