@@ -295,7 +295,7 @@ where
                     "the queue does not exist".to_string()
                 }
                 _ if message.is_empty() => format!("SQS answered {code}"),
-                _ => format!("SQS answered {code}: {message}"),
+                _ => format!("SQS answered {code}: {}", without_receipt_handles(message)),
             }
         }
         SdkError::TimeoutError(_) => format!("no answer from SQS within {} s", TIMEOUT.as_secs()),
@@ -308,6 +308,40 @@ where
             }
         }
     }
+}
+
+/// The length from which a token of a message's text is taken for a receipt handle (SQS's are
+/// 200 characters and more; moto's 185): message ids, queue names and ARNs are shorter, or cut
+/// by their colons and slashes.
+const RECEIPT_HANDLE_LENGTH: usize = 64;
+
+/// `text` with each receipt handle in it (a long run of base64 or letters) in its short form
+/// ([`short_receipt_handle`]): SQS names the handle in some of its errors, and a handle is a
+/// capability to delete the message or hide it, for hours, that no log should hold.
+pub fn without_receipt_handles(text: &str) -> String {
+    let in_handle = |c: char| c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '=' | '-' | '_');
+    let mut out = String::with_capacity(text.len().min(256));
+    let mut rest = text;
+    while let Some(start) = rest.find(in_handle) {
+        out.push_str(&rest[..start]);
+        let token = &rest[start..];
+        let len = token.find(|c: char| !in_handle(c)).unwrap_or(token.len());
+        if len >= RECEIPT_HANDLE_LENGTH {
+            out.push_str(&short_receipt_handle(&token[..len]));
+        } else {
+            out.push_str(&token[..len]);
+        }
+        rest = &token[len..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// A receipt handle's first eight characters, enough to tell two apart in a log, and its
+/// length: never the whole handle.
+pub fn short_receipt_handle(handle: &str) -> String {
+    let head: String = handle.chars().take(8).collect();
+    format!("{head}... ({} characters)", handle.chars().count())
 }
 
 /// True where a failed call's error is the queue's own (it does not exist, access denied): a
@@ -377,5 +411,22 @@ mod tests {
         assert!(!is_queue_name(".fifo"));
         assert!(!is_queue_name("edi.in"));
         assert!(!is_queue_name(&"q".repeat(81)));
+    }
+
+    #[test]
+    fn a_receipt_handle_is_shown_short() {
+        let handle = "AQEB".to_string() + &"xY9+/z".repeat(40) + "==";
+        let text = format!(
+            "The input receipt handle \"{handle}\" is not a valid receipt handle. (sqs:q/0c6b2a5e-9f5e-4e3a-8d59-2f2b1c7a6e11, arn:aws:sqs:eu-west-1:123456789012:edi-in)"
+        );
+        let shown = without_receipt_handles(&text);
+        assert_eq!(
+            shown,
+            "The input receipt handle \"AQEBxY9+... (246 characters)\" is not a valid receipt handle. (sqs:q/0c6b2a5e-9f5e-4e3a-8d59-2f2b1c7a6e11, arn:aws:sqs:eu-west-1:123456789012:edi-in)"
+        );
+        assert_eq!(
+            without_receipt_handles("no handle: é, 42"),
+            "no handle: é, 42"
+        );
     }
 }

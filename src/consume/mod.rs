@@ -128,6 +128,16 @@ impl std::fmt::Display for PositionsLost {
 
 impl std::error::Error for PositionsLost {}
 
+/// Why a delivery's body cannot be read as its broker's metadata says it is written (an SQS
+/// message marked `edi-body-encoding: base64` whose body is not base64): the delivery is
+/// rejected with this reason, its bytes kept as they came, never taken for something else.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unreadable {
+    pub reason: String,
+    /// The byte of the body as it came where the reading failed, where one is concerned.
+    pub offset: Option<usize>,
+}
+
 /// What becomes of a delivery once its decisions are committed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Settle {
@@ -150,6 +160,13 @@ pub trait Feed {
     /// with the connection, means the broker delivers those again, and the inbox decides them
     /// as duplicates.
     fn settle(&mut self, settled: &[(u64, Settle)]) -> anyhow::Result<()>;
+
+    /// Why the body of a delivery of the last fetches (by its tag) cannot be read as its
+    /// broker's metadata says it is written; `None` for one that can (and for every delivery
+    /// of a broker whose bodies are bytes as they are).
+    fn unreadable(&self, _tag: u64) -> Option<Unreadable> {
+        None
+    }
 
     /// Called again and again while a batch waits on a slow inbox, for up to `wait` each: keeps
     /// the consumer's place with the broker without taking deliveries (a Kafka consumer not

@@ -27,11 +27,14 @@ use aws_sdk_sqs::Client;
 use aws_sdk_sqs::operation::change_message_visibility_batch::ChangeMessageVisibilityBatchOutput;
 use aws_sdk_sqs::types::{
     ChangeMessageVisibilityBatchRequestEntry, DeleteMessageBatchRequestEntry, Message,
-    MessageSystemAttributeName,
+    MessageAttributeValue, MessageSystemAttributeName,
 };
 
-use super::{Delivery, FILENAME_HEADER, Feed, Options, Settle, Source};
-use crate::broker::sqs::{self as broker_sqs, BATCH, ENCODING_ATTRIBUTE, FORM, Queue, TIMEOUT};
+use super::{Delivery, FILENAME_HEADER, Feed, Options, Settle, Source, Unreadable};
+use crate::broker::sqs::{
+    self as broker_sqs, BATCH, ENCODING_ATTRIBUTE, FORM, Queue, TIMEOUT, short_receipt_handle,
+    without_receipt_handles,
+};
 
 /// How long a batch gathers at most, once its first receive gave something.
 const MAX_GATHER: Duration = Duration::from_secs(1);
@@ -96,6 +99,8 @@ pub struct SqsFeed {
     /// How long a message received stays invisible: what each receive and each extension asks.
     visibility: Duration,
     held: HeldMessages,
+    /// Why the bodies of deliveries not yet settled cannot be read, by tag.
+    unreadable: HashMap<u64, Unreadable>,
     next_tag: u64,
     /// Whether the slow inbox was said (once per slow batch).
     extending: bool,
@@ -122,6 +127,7 @@ impl SqsFeed {
             shown: queue.shown(),
             visibility,
             held,
+            unreadable: HashMap::new(),
             next_tag: 1,
             extending: false,
             _keeper: keeper,
@@ -159,16 +165,21 @@ impl SqsFeed {
         let source = format!("sqs:{}/{id}", self.name);
         let system = m.attributes.unwrap_or_default();
         let attributes = m.message_attributes.unwrap_or_default();
-        let text = |name: &str| attributes.get(name).and_then(|v| v.string_value.clone());
+        let text = |name: &str| attribute_text(&source, name, attributes.get(name));
         let body = m.body.unwrap_or_default();
         let body = match text(ENCODING_ATTRIBUTE).as_deref() {
             // Bytes SQS cannot carry as text: decoded. A body that is not base64 after all is
-            // taken as it is, and the parser says what is wrong with it.
+            // not taken for text (which it may well parse as): it is rejected for what it is,
+            // its bytes kept as they came.
             Some("base64") => {
                 use base64::Engine as _;
-                base64::engine::general_purpose::STANDARD
-                    .decode(body.as_bytes())
-                    .unwrap_or_else(|_| body.into_bytes())
+                match base64::engine::general_purpose::STANDARD.decode(body.as_bytes()) {
+                    Ok(decoded) => decoded,
+                    Err(e) => {
+                        self.unreadable.insert(tag, not_base64(body.as_bytes(), &e));
+                        body.into_bytes()
+                    }
+                }
             }
             _ => body.into_bytes(),
         };
@@ -208,6 +219,60 @@ impl SqsFeed {
     }
 }
 
+/// A message attribute's text: a `String` (or `Number`) attribute's value, or a `Binary` one's
+/// bytes where they are UTF-8 (an SDK that sends every attribute as bytes). Binary bytes that
+/// are not UTF-8 are said, naming the delivery, and not taken.
+fn attribute_text(
+    source: &str,
+    name: &str,
+    value: Option<&MessageAttributeValue>,
+) -> Option<String> {
+    let value = value?;
+    if let Some(text) = &value.string_value {
+        return Some(text.clone());
+    }
+    let bytes = value.binary_value.as_ref()?.as_ref();
+    match std::str::from_utf8(bytes) {
+        Ok(text) => Some(text.to_string()),
+        Err(e) => {
+            crate::output::warn(&format!(
+                "{source}: its {name} attribute is {} bytes of {} that are not UTF-8 (at byte {}): not taken",
+                bytes.len(),
+                value.data_type,
+                e.valid_up_to()
+            ));
+            None
+        }
+    }
+}
+
+/// Why `body`, marked base64, is not, and where: the first byte outside base64's alphabet (the
+/// decoder's own offset is that of the block it was decoding), else what the decoder found.
+fn not_base64(body: &[u8], e: &base64::DecodeError) -> Unreadable {
+    use base64::DecodeError as E;
+    let foreign = body
+        .iter()
+        .position(|&b| !(b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=')));
+    let (what, offset) = match (foreign, e) {
+        (Some(at), _) => (
+            format!("byte 0x{:02x} is not a base64 character", body[at]),
+            Some(at),
+        ),
+        (None, E::InvalidByte(at, _)) => ("a padding `=` within it".to_string(), Some(*at)),
+        (None, E::InvalidLastSymbol(at, _)) => {
+            ("its last character leaves bits over".to_string(), Some(*at))
+        }
+        (None, E::InvalidLength(len)) => (format!("its length {len} is not one base64 has"), None),
+        (None, E::InvalidPadding) => ("its padding is wrong".to_string(), None),
+    };
+    Unreadable {
+        reason: format!(
+            "the body is marked {ENCODING_ATTRIBUTE}: base64 but is not base64: {what}"
+        ),
+        offset,
+    }
+}
+
 impl Feed for SqsFeed {
     fn fetch(&mut self, max: usize, wait: Duration) -> anyhow::Result<Vec<Delivery>> {
         let mut taken = Vec::new();
@@ -231,6 +296,10 @@ impl Feed for SqsFeed {
         Ok(taken)
     }
 
+    fn unreadable(&self, tag: u64) -> Option<Unreadable> {
+        self.unreadable.get(&tag).cloned()
+    }
+
     fn settle(&mut self, settled: &[(u64, Settle)]) -> anyhow::Result<()> {
         // A rejected message was recorded with its bytes (and dead-lettered where asked):
         // deleted too, so that it never comes again. Taken from the keeper first, so that it
@@ -242,6 +311,9 @@ impl Feed for SqsFeed {
                 .filter_map(|(tag, _)| held.remove(tag))
                 .collect()
         };
+        for (tag, _) in settled {
+            self.unreadable.remove(tag);
+        }
         self.extending = false;
         for chunk in held.chunks(BATCH) {
             let entries: Vec<DeleteMessageBatchRequestEntry> = chunk
@@ -271,17 +343,20 @@ impl Feed for SqsFeed {
             // Each delete that failed (a receipt handle too old, say): that message comes again
             // and is decided as a duplicate.
             for failed in answer.failed {
-                let which = failed
-                    .id
-                    .parse::<usize>()
-                    .ok()
-                    .and_then(|k| chunk.get(k))
-                    .map_or("a message", |h| h.source.as_str());
+                let which = failed.id.parse::<usize>().ok().and_then(|k| chunk.get(k));
                 crate::output::warn(&format!(
-                    "{}: {which} was not deleted ({}: {}); it comes again and is decided as a duplicate",
+                    "{}: {} was not deleted ({}: {}); it comes again and is decided as a duplicate",
                     self.shown,
+                    which.map_or_else(
+                        || "a message".to_string(),
+                        |h| format!(
+                            "{} (receipt handle {})",
+                            h.source,
+                            short_receipt_handle(&h.receipt)
+                        )
+                    ),
                     failed.code,
-                    failed.message.unwrap_or_default()
+                    without_receipt_handles(&failed.message.unwrap_or_default())
                 ));
             }
         }
@@ -450,11 +525,12 @@ impl Keeper {
             {
                 h.said = true;
                 crate::output::warn(&format!(
-                    "{}: the visibility of {} was not extended ({}: {}); it may come again to another consumer, and is then decided as a duplicate",
+                    "{}: the visibility of {} (receipt handle {}) was not extended ({}: {}); it may come again to another consumer, and is then decided as a duplicate",
                     self.shown,
                     h.source,
+                    short_receipt_handle(&h.receipt),
                     failed.code,
-                    failed.message.as_deref().unwrap_or_default()
+                    without_receipt_handles(failed.message.as_deref().unwrap_or_default())
                 ));
             }
         }
@@ -513,5 +589,54 @@ mod tests {
         assert_eq!(s.shown(), "sqs://eu-west-1/123456789012/edi-in");
         let e = parse("sqs://eu-west-1/edi-in").unwrap_err();
         assert!(e.starts_with("--from takes sqs://"), "{e}");
+    }
+
+    fn decoded(body: &str) -> Result<Vec<u8>, Unreadable> {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD
+            .decode(body)
+            .map_err(|e| not_base64(body.as_bytes(), &e))
+    }
+
+    #[test]
+    fn a_body_that_is_not_base64_is_said_at_its_first_foreign_byte() {
+        assert_eq!(decoded("VU5CKw==").unwrap(), b"UNB+");
+        // The decoder itself names the apostrophe at 48, the start of a block it decoded.
+        let text = "UNB+UNOC:3+GATEWAY:14+HUB:14+240301:1200+X'UNH+1'";
+        let e = decoded(text).unwrap_err();
+        assert_eq!(
+            e.reason,
+            "the body is marked edi-body-encoding: base64 but is not base64: byte 0x3a is not a base64 character"
+        );
+        assert_eq!(e.offset, Some(8));
+        assert_eq!(decoded("VU5CK").unwrap_err().offset, None);
+        assert!(
+            decoded("VU5CK")
+                .unwrap_err()
+                .reason
+                .ends_with("its length 5 is not one base64 has")
+        );
+        assert_eq!(decoded("VU=CKw==").unwrap_err().offset, Some(2));
+    }
+
+    #[test]
+    fn a_binary_attribute_is_taken_where_it_is_utf8() {
+        let binary = |b: &[u8]| {
+            MessageAttributeValue::builder()
+                .data_type("Binary")
+                .binary_value(aws_sdk_sqs::primitives::Blob::new(b.to_vec()))
+                .build()
+                .unwrap()
+        };
+        let text = MessageAttributeValue::builder()
+            .data_type("String")
+            .string_value("a.edi")
+            .build()
+            .unwrap();
+        let name = |v: &MessageAttributeValue| attribute_text("sqs:q/1", "edi-filename", Some(v));
+        assert_eq!(name(&text).as_deref(), Some("a.edi"));
+        assert_eq!(name(&binary(b"b.edi")).as_deref(), Some("b.edi"));
+        assert_eq!(name(&binary(&[b'c', 0xff])), None);
+        assert_eq!(attribute_text("sqs:q/1", "edi-filename", None), None);
     }
 }

@@ -4,14 +4,16 @@
 //! killed with SIGKILL), a FIFO queue's order per message group kept by `consume`, the
 //! visibility of the messages held kept from their receipt to their delete (a batch waiting on
 //! a locked inbox not taken by another consumer; no message of an undisturbed run received
-//! twice on a 2-second timeout), and end to end into a second inbox. moto slows down with every
-//! message a queue holds, FIFO queues most: each test here keeps its queues small.
+//! twice on a 2-second timeout), what a sender other than edi-inbox may send (a `Binary` file
+//! name, a body marked base64 that is not), a failed delete said without its receipt handle,
+//! and end to end into a second inbox. moto slows down with every message a queue holds, FIFO
+//! queues most: each test here keeps its queues small.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use crate::common::StartExt;
-use crate::common::brokers::sqs::{Made, Sqs};
+use crate::common::brokers::sqs::{Attribute, Made, Sqs};
 use crate::common::brokers::{Put, TestBroker as _};
 use crate::common::site::Site;
 use crate::common::synth::{Layout, Synth};
@@ -342,6 +344,153 @@ fn an_undisturbed_run_receives_each_message_once_with_a_short_visibility_timeout
     assert_eq!(summary["deliveries"], 200, "{summary}");
     assert_eq!(summary["new"], 200, "{summary}");
     assert_eq!(sqs.unacknowledged(), Some(0));
+}
+
+/// The longest run of receipt-handle characters (base64, letters) in `text`: a receipt handle
+/// shown whole is 185 of them on moto, 200 and more on AWS.
+fn longest_handle_like(text: &str) -> usize {
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || "+/=-_".contains(c)))
+        .map(str::len)
+        .max()
+        .unwrap_or(0)
+}
+
+/// A batch's messages purged from the queue while the batch waits on a locked inbox: each
+/// delete then fails (`ReceiptHandleIsInvalid`), and each failure is said naming the message,
+/// with its receipt handle (a capability to delete the message or hide it) only in a short
+/// form, never whole.
+#[test]
+fn a_delete_that_fails_names_the_message_and_shows_no_receipt_handle_whole() {
+    let Some(sqs) = Sqs::create() else { return };
+    let site = Site::new();
+    consume(&site, "1s", &["--from", &sqs.url]).code(0);
+    let lock = rusqlite::Connection::open(site.db()).unwrap();
+    lock.execute_batch("BEGIN IMMEDIATE").unwrap();
+    sqs.send(&synthetic_puts(3, 89));
+    let out = site.path("purged.jsonl");
+    let held = Consumer::start(&site, &["--from", &sqs.url], &out);
+    assert!(
+        within(|| sqs.counts() == Some((0, 3))),
+        "the consumer did not receive the three messages: {:?} {}",
+        sqs.counts(),
+        held.stderr()
+    );
+    sqs.purge();
+    lock.execute_batch("ROLLBACK").unwrap();
+    drop(lock);
+    assert!(
+        within(|| held.stderr().matches("was not deleted").count() >= 3),
+        "the failed deletes were not said: {}",
+        held.stderr()
+    );
+    held.signal(libc::SIGTERM);
+    let run = held.wait();
+    run.code(0);
+    let stderr = run.err();
+    let failed: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("was not deleted"))
+        .collect();
+    assert_eq!(failed.len(), 3, "{stderr}");
+    let prefix = format!("sqs:{}/", sqs.name);
+    for line in failed {
+        assert!(line.contains(&prefix), "the message is named: {line}");
+        assert!(line.contains("(ReceiptHandleIsInvalid: "), "{line}");
+        assert!(line.contains("(receipt handle "), "{line}");
+    }
+    assert!(
+        longest_handle_like(&stderr) < 64,
+        "a receipt handle shown whole: {stderr}"
+    );
+    assert_eq!(site.stats()["interchanges"], 3, "decided once all the same");
+}
+
+/// An `edi-filename` sent as a `Binary` message attribute (as some SDKs send every attribute)
+/// is taken where its bytes are UTF-8; bytes that are not are said, naming the delivery and the
+/// byte, and not taken; both messages are decided.
+#[test]
+fn a_binary_filename_attribute_is_taken_as_text_or_said() {
+    let Some(sqs) = Sqs::create() else { return };
+    let site = Site::new();
+    let bodies: Vec<String> = crate::consume::synthetic(2, 97)
+        .into_iter()
+        .map(|b| String::from_utf8(b).unwrap())
+        .collect();
+    let named = sqs.send_with(
+        &bodies[0],
+        &[("edi-filename", Attribute::Binary(b"orders-1.edi"))],
+    );
+    let garbled = sqs.send_with(
+        &bodies[1],
+        &[("edi-filename", Attribute::Binary(&[b'o', 0xff, 0xfe]))],
+    );
+    let run = consume(&site, "1s", &["--from", &sqs.url]);
+    let lines = run.code(0).json();
+    let line = |id: &str| {
+        lines
+            .iter()
+            .find(|l| l["file"] == format!("sqs:{}/{id}", sqs.name))
+            .unwrap_or_else(|| panic!("no line for {id}: {lines:?}"))
+            .clone()
+    };
+    assert_eq!(line(&named)["status"], "new");
+    assert_eq!(line(&named)["filename"], "orders-1.edi", "{lines:?}");
+    assert_eq!(line(&garbled)["status"], "new");
+    assert!(line(&garbled).get("filename").is_none(), "{lines:?}");
+    let stderr = run.err();
+    let said = format!(
+        "sqs:{}/{garbled}: its edi-filename attribute is 3 bytes of Binary that are not UTF-8 (at byte 1): not taken",
+        sqs.name
+    );
+    assert!(stderr.contains(&said), "{said} in {stderr}");
+}
+
+/// A message marked `edi-body-encoding: base64` whose body is not base64 (here an interchange
+/// as text, which would parse) is not taken for text: it is rejected with the reason and the
+/// byte where the body stops being base64, its bytes recorded as they came, and deleted.
+#[test]
+fn a_body_marked_base64_that_is_not_is_rejected_for_it() {
+    let Some(sqs) = Sqs::create() else { return };
+    let site = Site::new();
+    let text = String::from_utf8(crate::consume::synthetic(1, 101).remove(0)).unwrap();
+    let id = sqs.send_with(
+        &text,
+        &[
+            ("edi-body-encoding", Attribute::Text("base64")),
+            ("edi-filename", Attribute::Text("marked.edi")),
+        ],
+    );
+    let run = consume(&site, "1s", &["--from", &sqs.url]);
+    let lines = run.code(3).json();
+    let first = &lines[0];
+    assert_eq!(first["file"], format!("sqs:{}/{id}", sqs.name), "{lines:?}");
+    assert_eq!(first["status"], "rejected", "decided as text: {lines:?}");
+    let error = first["error"].as_str().unwrap();
+    assert!(
+        error.starts_with("the body is marked edi-body-encoding: base64 but is not base64: "),
+        "{error}"
+    );
+    // "UNB+UNOA:" : the colon is the first byte base64 has no place for.
+    let at = text.find(':').unwrap();
+    assert_eq!(first["offset"], at, "{first}");
+    assert_eq!(first["filename"], "marked.edi");
+    let stats = site.stats();
+    assert_eq!(
+        (stats["interchanges"].as_i64(), stats["rejected"].as_i64()),
+        (Some(0), Some(1))
+    );
+    // Its bytes as they came, under its name.
+    let kept = format!(
+        "SELECT count(*) FROM rejected_files WHERE source_file = 'sqs:{}/{id}' AND file_size = {}",
+        sqs.name,
+        text.len()
+    );
+    assert_eq!(site.count(&kept), 1);
+    assert_eq!(
+        sqs.unacknowledged(),
+        Some(0),
+        "deleted: it does not come again"
+    );
 }
 
 /// End to end: files ingested into one inbox, published whole to SQS, consumed into a second

@@ -6,7 +6,7 @@
 
 use anyhow::Context as _;
 
-use crate::consume::Delivery;
+use crate::consume::{Delivery, Unreadable};
 use crate::inbox::{DeliveryRecord, Inbox, KeyProbe};
 use crate::intake::{self, AckPolicy, Detached, Outcome, Parsed};
 
@@ -19,16 +19,33 @@ pub(super) struct Prepared {
     items: Vec<Vec<Detached>>,
     /// The SHA-256 of each delivery holding rejected input (its record is keyed by it).
     hashes: Vec<Option<String>>,
+    /// Why a delivery's body cannot be read as its broker says it is written, where it cannot:
+    /// not parsed, rejected for that.
+    unreadable: Vec<Option<Unreadable>>,
 }
 
 /// Parses (and compresses, where the inbox does not hold the key yet) each delivery's
-/// interchanges on a few threads, one per look at the inbox in `probes`.
+/// interchanges on a few threads, one per look at the inbox in `probes`; a delivery whose body
+/// `unreadable` says cannot be read (by its tag) is not parsed: what its bytes hold is not what
+/// its sender meant.
 pub(super) fn prepare(
     deliveries: Vec<Delivery>,
+    unreadable: impl Fn(u64) -> Option<Unreadable>,
     probes: &mut Vec<Option<Box<dyn KeyProbe + Send>>>,
 ) -> Prepared {
-    let bodies: Vec<&[u8]> = deliveries.iter().map(|d| &d.body[..]).collect();
-    let items = intake::prepare::in_parallel(&bodies, probes);
+    let unreadable: Vec<Option<Unreadable>> =
+        deliveries.iter().map(|d| unreadable(d.tag)).collect();
+    let bodies: Vec<&[u8]> = deliveries
+        .iter()
+        .zip(&unreadable)
+        .map(|(d, u)| if u.is_some() { &[][..] } else { &d.body[..] })
+        .collect();
+    let mut items = intake::prepare::in_parallel(&bodies, probes);
+    for (items, u) in items.iter_mut().zip(&unreadable) {
+        if u.is_some() {
+            items.clear();
+        }
+    }
     let hashes = bodies
         .iter()
         .zip(&items)
@@ -43,6 +60,7 @@ pub(super) fn prepare(
         deliveries,
         items,
         hashes,
+        unreadable,
     }
 }
 
@@ -70,6 +88,7 @@ pub(super) fn decide_and_commit(
         deliveries,
         items,
         hashes,
+        unreadable,
     } = batch;
     let rollbacks = inbox.rollbacks();
     let (below, advance) = match group {
@@ -80,13 +99,21 @@ pub(super) fn decide_and_commit(
     let mut kept = Vec::with_capacity(deliveries.len());
     let mut kept_items = Vec::with_capacity(deliveries.len());
     let mut kept_hashes = Vec::with_capacity(deliveries.len());
-    for (((d, items), hash), below) in deliveries.into_iter().zip(items).zip(hashes).zip(below) {
+    let mut kept_unreadable = Vec::with_capacity(deliveries.len());
+    for ((((d, items), hash), below), unreadable) in deliveries
+        .into_iter()
+        .zip(items)
+        .zip(hashes)
+        .zip(below)
+        .zip(unreadable)
+    {
         if below {
             skipped.push(d.tag);
         } else {
             kept.push(d);
             kept_items.push(items);
             kept_hashes.push(hash);
+            kept_unreadable.push(unreadable);
         }
     }
     let sources: Vec<Parsed<'_>> = kept
@@ -107,7 +134,15 @@ pub(super) fn decide_and_commit(
             sha256: sha256.as_deref(),
         })
         .collect();
-    let outcomes = intake::decide(inbox, &sources, &when, acks).map_err(not_committed)?;
+    let mut outcomes = intake::decide(inbox, &sources, &when, acks).map_err(not_committed)?;
+    // An unreadable body, given no interchange to decide, is rejected for what is wrong with
+    // it, and its bytes recorded as they came (below, as for any rejection the parser did not
+    // find).
+    for ((o, u), p) in outcomes.iter_mut().zip(kept_unreadable).zip(&sources) {
+        if let Some(Unreadable { reason, offset }) = u {
+            *o = vec![Outcome::rejected(p.source.clone(), reason, offset)];
+        }
+    }
     // A delivery's bytes are kept nowhere but in the inbox.
     intake::keep_refused(inbox, &sources, &outcomes, &when).map_err(not_committed)?;
     drop(sources);
@@ -326,11 +361,25 @@ mod tests {
             .collect()
     }
 
-    #[test]
-    fn records_below_the_stored_position_are_only_settled_and_a_late_batch_commits_nothing() {
+    /// An SQLite inbox of its own, in a folder that goes with the first.
+    fn fresh_inbox() -> (tempfile::TempDir, Box<dyn Inbox>) {
         let dir = tempfile::tempdir().unwrap();
         let db = Location::Sqlite(dir.path().join("t.db"));
-        let mut inbox = crate::inbox::open(&db, Access::Create, Duration::from_secs(5)).unwrap();
+        let inbox = crate::inbox::open(&db, Access::Create, Duration::from_secs(5)).unwrap();
+        (dir, inbox)
+    }
+
+    /// No CONTRL for anything.
+    fn no_contrl() -> AckPolicy {
+        AckPolicy::from(&crate::cli::AckArgs {
+            contrl: crate::cli::ContrlWhen::Never,
+            contrl_duplicates: crate::cli::ContrlDuplicates::Resend,
+        })
+    }
+
+    #[test]
+    fn records_below_the_stored_position_are_only_settled_and_a_late_batch_commits_nothing() {
+        let (_dir, mut inbox) = fresh_inbox();
         let when = "2026-01-01T00:00:00.000Z";
         inbox.advance_positions("g", &[to(5)], when).unwrap();
         inbox.commit().unwrap();
@@ -382,9 +431,7 @@ mod tests {
 
     #[test]
     fn a_position_of_another_topic_id_or_a_restart_is_replaced_not_judged_by() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Location::Sqlite(dir.path().join("t.db"));
-        let mut inbox = crate::inbox::open(&db, Access::Create, Duration::from_secs(5)).unwrap();
+        let (_dir, mut inbox) = fresh_inbox();
         let when = "2026-01-01T00:00:00.000Z";
         // A position stored before topic ids were kept.
         inbox.advance_positions("g", &[to(5)], when).unwrap();
@@ -424,9 +471,7 @@ mod tests {
 
     #[test]
     fn a_batch_decided_on_its_thread_skips_what_was_decided_before() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Location::Sqlite(dir.path().join("t.db"));
-        let mut inbox = crate::inbox::open(&db, Access::Create, Duration::from_secs(5)).unwrap();
+        let (_dir, mut inbox) = fresh_inbox();
         let when = "2026-01-01T00:00:00.000Z";
         inbox.advance_positions("g", &[to(1)], when).unwrap();
         inbox.commit().unwrap();
@@ -441,12 +486,9 @@ mod tests {
                 ..record(o as u64 + 10, o)
             })
             .collect();
-        let acks = AckPolicy::from(&crate::cli::AckArgs {
-            contrl: crate::cli::ContrlWhen::Never,
-            contrl_duplicates: crate::cli::ContrlDuplicates::Resend,
-        });
+        let acks = no_contrl();
         let mut probes = vec![inbox.probe(), None];
-        let prepared = prepare(batch, &mut probes);
+        let prepared = prepare(batch, |_| None, &mut probes);
         assert_eq!(probes.len(), 2, "the probes are given back");
         let committed = std::thread::scope(|s| {
             s.spawn(|| decide_and_commit(&mut *inbox, acks, Some("g"), prepared))
@@ -465,5 +507,42 @@ mod tests {
         assert_eq!(refs.len(), 2, "{refs:?}");
         assert!(refs[0].contains("R1") && refs[1].contains("R2"), "{refs:?}");
         assert_eq!(inbox.positions(Some("g")).unwrap()[0].next_offset, 3);
+    }
+
+    #[test]
+    fn an_unreadable_delivery_is_rejected_for_it_with_its_bytes_and_never_parsed() {
+        let (_dir, mut inbox) = fresh_inbox();
+        // Valid EDIFACT, but not what its sender said it was: never decided as it stands.
+        let text = "UNB+UNOA:2+S+R+260101:1200+R9'UNH+1+ORDERS:D:96A:UN'UNT+2+1'UNZ+1+R9'";
+        let batch: Vec<Delivery> = [(1, text), (2, text.replace("R9", "R8").as_str())]
+            .iter()
+            .map(|(tag, body)| Delivery {
+                source: format!("sqs:q/m{tag}"),
+                body: bytes::Bytes::from(body.to_string()),
+                position: None,
+                ..record(*tag, 0)
+            })
+            .collect();
+        let acks = no_contrl();
+        let mut probes = vec![None];
+        let unreadable = |tag| {
+            (tag == 1).then(|| Unreadable {
+                reason: "not base64".into(),
+                offset: Some(3),
+            })
+        };
+        let prepared = prepare(batch, unreadable, &mut probes);
+        let Ok(committed) = decide_and_commit(&mut *inbox, acks, None, prepared) else {
+            panic!("the batch was not committed");
+        };
+        let outcomes: Vec<&Vec<Outcome>> = committed.decided.iter().map(|(_, o)| o).collect();
+        assert_eq!(outcomes[0].len(), 1);
+        assert_eq!(
+            outcomes[0][0].rejection().as_deref(),
+            Some("not base64 (byte 3)")
+        );
+        assert_eq!(outcomes[1][0].status(), crate::status::Status::New);
+        let stats = inbox.stats().unwrap();
+        assert_eq!((stats.interchanges, stats.rejected), (1, 1), "{stats:?}");
     }
 }

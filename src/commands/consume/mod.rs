@@ -254,7 +254,11 @@ impl Service for Consumer<'_, '_> {
             return Ok(Step::Idle);
         }
         let started = Instant::now();
-        let mut next = Some(batch::prepare(deliveries, &mut run.probes));
+        let mut next = Some(batch::prepare(
+            deliveries,
+            |tag| feed.unreadable(tag),
+            &mut run.probes,
+        ));
         while let Some(current) = next.take() {
             let ahead = !stop.load(Ordering::Relaxed) && started.elapsed() < PIPELINE_SPAN;
             let acks = run.acks;
@@ -266,7 +270,10 @@ impl Service for Consumer<'_, '_> {
                 // Only what is there already: the batch being decided is not kept waiting.
                 let fetched = ahead.then(|| feed.fetch(max, Duration::ZERO));
                 let fetched = fetched.map(|f| {
-                    f.map(|d| (!d.is_empty()).then(|| batch::prepare(d, &mut run.probes)))
+                    f.map(|d| {
+                        (!d.is_empty())
+                            .then(|| batch::prepare(d, |tag| feed.unreadable(tag), &mut run.probes))
+                    })
                 });
                 if let Err(e) = run.wait_for(&mut **feed, &deciding) {
                     // The feed failed while it only kept the consumer alive: the batch is

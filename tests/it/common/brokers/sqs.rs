@@ -51,6 +51,13 @@ impl Default for Made {
     }
 }
 
+/// A message attribute as a sender sets it.
+#[derive(Debug, Clone, Copy)]
+pub enum Attribute<'a> {
+    Text(&'a str),
+    Binary(&'a [u8]),
+}
+
 /// A queue of a test's own.
 pub struct Sqs {
     rt: tokio::runtime::Runtime,
@@ -212,6 +219,46 @@ impl Sqs {
             ids.extend(by_id.into_iter().map(|(_, id)| id));
         }
         self.sent.lock().unwrap().extend(ids);
+    }
+
+    /// Sends one message whose body is `body` as it stands, with the message attributes
+    /// `attributes` (a `String` attribute's text, or a `Binary` one's bytes), as a sender other
+    /// than edi-inbox may; its message id.
+    pub fn send_with(&self, body: &str, attributes: &[(&str, Attribute<'_>)]) -> String {
+        let mut send = self
+            .client
+            .send_message()
+            .queue_url(&self.url)
+            .message_body(body);
+        for (name, value) in attributes {
+            let value = match value {
+                Attribute::Text(t) => MessageAttributeValue::builder()
+                    .data_type("String")
+                    .string_value(*t),
+                Attribute::Binary(b) => MessageAttributeValue::builder()
+                    .data_type("Binary")
+                    .binary_value(aws_sdk_sqs::primitives::Blob::new(b.to_vec())),
+            };
+            send = send.message_attributes(*name, value.build().unwrap());
+        }
+        let out = self.rt.block_on(send.send()).unwrap_or_else(|e| {
+            panic!(
+                "cannot send to {}: {}",
+                self.name,
+                aws_sdk_sqs::error::DisplayErrorContext(e)
+            )
+        });
+        let id = out.message_id.unwrap();
+        self.sent.lock().unwrap().push(id.clone());
+        id
+    }
+
+    /// Deletes every message of the queue, those in flight too (`PurgeQueue`): a receipt
+    /// handle a consumer holds is then invalid.
+    pub fn purge(&self) {
+        self.rt
+            .block_on(self.client.purge_queue().queue_url(&self.url).send())
+            .unwrap();
     }
 
     /// What the queue holds now, visible and in flight.
