@@ -1,7 +1,7 @@
 //! Amazon SQS's own, against the test server (moto; see `common/brokers/sqs.rs`), beside the
 //! contracts every broker meets (`consume.rs`): publishing to standard and FIFO queues (the
 //! attributes, the FIFO group and deduplication ids, an event too large parked, a FIFO publish
-//! killed with SIGKILL), a FIFO queue's order per message group kept by `consume`, the
+//! killed with SIGKILL mid-work), a FIFO queue's order per message group kept by `consume`, the
 //! visibility of the messages held kept from their receipt to their delete (a batch waiting on
 //! a locked inbox not taken by another consumer; no message of an undisturbed run received
 //! twice on a 2-second timeout), what a sender other than edi-inbox may send (a `Binary` file
@@ -172,7 +172,9 @@ fn an_event_larger_than_the_queue_takes_is_parked() {
 
 /// `publish --to` a FIFO queue killed with SIGKILL at random moments, then run to the end:
 /// every event in the queue once (a republish within five minutes is dropped by its
-/// deduplication id), each partner's in the order decided.
+/// deduplication id), each partner's in the order decided. Each kill falls once the run has
+/// published something, and counts as landing mid-work where the run was still going (killed
+/// by the signal) with events left: at least two must.
 #[test]
 fn publish_to_fifo_under_kill_9_leaves_each_event_once_in_order() {
     let Some(sqs) = Sqs::fifo() else { return };
@@ -184,16 +186,33 @@ fn publish_to_fifo_under_kill_9_leaves_each_event_once_in_order() {
         site.put(&format!("f{k:03}.edi"), &body);
     }
     site.ingest_quietly(&[]).code(0);
+    let events = site.unpublished();
+    assert_eq!(events, 60);
     let mut rng = Synth::new(9);
-    for _ in 0..3 {
+    let mut mid_work = 0;
+    for _ in 0..4 {
+        let before = site.unpublished();
+        if before == 0 {
+            break;
+        }
         let child = site
             .command()
-            .args(["publish", "-q", "--batch", "10", "--to", &sqs.url])
+            .args(["publish", "-q", "--batch", "5", "--to", &sqs.url])
             .start();
-        std::thread::sleep(Duration::from_millis(200 + rng.below(400)));
+        within(|| site.unpublished() < before);
+        std::thread::sleep(Duration::from_millis(rng.below(100)));
         child.signal(libc::SIGKILL);
-        drop(child.wait());
+        let run = child.wait();
+        let left = site.unpublished();
+        let killed =
+            std::os::unix::process::ExitStatusExt::signal(&run.status) == Some(libc::SIGKILL);
+        eprintln!("killed: {killed}, {left} of {events} events left");
+        mid_work += usize::from(killed && left > 0 && left < events);
     }
+    assert!(
+        mid_work >= 2,
+        "the kills must fall in the middle of the work: {mid_work} of 4 did"
+    );
     publish(&site, &["-q", "--to", &sqs.url]).code(0);
     let held = sqs.drain();
     let refs: Vec<String> = held

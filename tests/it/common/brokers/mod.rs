@@ -108,6 +108,11 @@ pub trait TestBroker: Sized {
     /// failed meanwhile depends on timing.
     const SAYS_RECONNECTING: bool;
 
+    /// Whether the broker drops an acknowledged delivery for good just as it drops a refused
+    /// one (SQS deletes both), so that [`TestBroker::watch_refused`] counts the acknowledged
+    /// too.
+    const DROPS_THE_ACKNOWLEDGED: bool = false;
+
     /// A source of its own; `None` (with a notice) where the broker does not answer, unless
     /// `EDI_INBOX_REQUIRE_NATS` / `EDI_INBOX_REQUIRE_RABBITMQ` is set: then it panics.
     fn create() -> Option<Self>;

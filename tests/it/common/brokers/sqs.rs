@@ -406,9 +406,21 @@ impl TestBroker for Sqs {
         self.drain()
     }
 
-    /// SQS is told nothing of a rejected message: it is deleted once recorded.
+    /// SQS is told to delete a rejected message once it is recorded, as it is told to delete
+    /// an accepted one: what it dropped for good is what the queue no longer holds, neither
+    /// visible nor in flight, of what it held when the watch began (counted: SQS keeps nothing
+    /// of a deleted message). A message merely left alone is still in flight, and would come
+    /// again after its visibility timeout.
+    const DROPS_THE_ACKNOWLEDGED: bool = true;
+
     fn watch_refused(&self) -> Option<super::Watch<'_>> {
-        None
+        let mut held = self.unacknowledged().expect("the queue's counts");
+        Some(Box::new(move || {
+            let now = self.unacknowledged().expect("the queue's counts");
+            let dropped = held.saturating_sub(now);
+            held = now;
+            vec![None; dropped as usize]
+        }))
     }
 
     /// moto's queues take longer with every message they hold (1,000 messages: 8 s to send and
