@@ -103,11 +103,24 @@ struct Reports {
     done: Mutex<Vec<(usize, Result<(), KafkaError>)>>,
     /// Told of each report.
     came: Condvar,
+    /// Why every broker was found down, where librdkafka said so (each connection refused, or
+    /// not set up within `socket.connection.setup.timeout.ms`).
+    down: Mutex<Option<String>>,
 }
 
 impl ClientContext for Reports {
     fn log(&self, level: rdkafka::config::RDKafkaLogLevel, facility: &str, text: &str) {
         broker_kafka::log(level, facility, text);
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        if matches!(
+            error,
+            KafkaError::Global(rdkafka::types::RDKafkaErrorCode::AllBrokersDown)
+        ) && let Ok(mut down) = self.down.lock()
+        {
+            *down = Some(reason.to_string());
+        }
     }
 }
 
@@ -171,12 +184,32 @@ impl KafkaSink {
             .create_with_context(Reports {
                 done: Mutex::new(Vec::new()),
                 came: Condvar::new(),
+                down: Mutex::new(None),
             })
             .map_err(|e| anyhow!("{shown}: {}", settings.scrub(&e.to_string())))?;
-        producer
-            .client()
-            .fetch_metadata(None, broker_kafka::TIMEOUT)
-            .map_err(|e| anyhow!("cannot connect to {shown}: {e}"))?;
+        // Asked in short waits, so that brokers that all refused the connection are known at
+        // once (librdkafka says so by its error callback), not after the whole timeout.
+        let started = std::time::Instant::now();
+        loop {
+            match producer
+                .client()
+                .fetch_metadata(None, std::time::Duration::from_millis(500))
+            {
+                Ok(_) => break,
+                Err(e) => {
+                    let down = producer.context().down.lock().ok().and_then(|d| d.clone());
+                    if let Some(why) = down {
+                        return Err(anyhow!(
+                            "cannot connect to {shown}: no broker answered ({})",
+                            settings.scrub(&why)
+                        ));
+                    }
+                    if started.elapsed() >= broker_kafka::TIMEOUT || super::stopped(&stop) {
+                        return Err(anyhow!("cannot connect to {shown}: {e}"));
+                    }
+                }
+            }
+        }
         Ok(KafkaSink {
             producer,
             shown,

@@ -48,7 +48,7 @@ const DESTINATIONS: &[crate::broker::registry::Kind<dyn Destination>] = registry
 
 /// Where `publish --to` (or `consume --dead-letter`) sends, read by its module, with what that
 /// kind of destination alone is given.
-pub trait Destination: std::fmt::Debug {
+pub trait Destination: std::fmt::Debug + Send {
     /// For messages: never the password.
     fn shown(&self) -> String;
 

@@ -272,6 +272,68 @@ per_backend! {
 }
 
 per_backend! {
+    /// Issue 36, item 3: a `--dead-letter kafka://` that fails. For Kafka the inbox's position
+    /// is the acknowledgement, so the dead letters go out before the commit: where they cannot
+    /// (a broker that refuses the connection, known at once, not after librdkafka's 30 s),
+    /// nothing of the batch is committed and no position moves, and the run says so (it said
+    /// the broker would deliver them again while the positions had moved past them, and the
+    /// dead letters were lost for good). The next run, its dead-letter broker back, takes the
+    /// records again: the poison one dead-lettered once, the position past all of them.
+    fn a_dead_letter_that_fails_leaves_its_records_to_the_next_run(site) {
+        let Some(kafka) = Kafka::create() else { return };
+        let Some(dead) = Kafka::create() else { return };
+        let poison = fs::read(crate::common::samples().join("broken/unz-count-wrong.edi")).unwrap();
+        let good = synthetic(2, 364);
+        kafka.send(&[
+            Put::new(&good[0], "a".to_string()),
+            Put::new(&poison, "b".to_string()).named("unz-count-wrong.edi".to_string()),
+            Put::new(&good[1], "c".to_string()),
+        ]);
+        let refused = format!(
+            "kafka://127.0.0.1:{}/edi-dead-letters",
+            crate::common::free_port()
+        );
+        let started = std::time::Instant::now();
+        let run = consume(
+            &site,
+            "3s",
+            &["--from", &kafka.by_hand_url(), "--dead-letter", &refused],
+        );
+        let took = started.elapsed();
+        run.code(1);
+        let err = run.err();
+        assert!(
+            err.contains("nothing of the batch was committed and no position moved")
+                && !err.contains("delivers them again"),
+            "{err}"
+        );
+        // A bound on the wait, not a speed: librdkafka alone would have waited 30 s for the
+        // metadata, and the run as long again for the group.
+        assert!(took < Duration::from_secs(25), "the refused broker was waited on for {took:?}");
+        assert!(positions(&site, &kafka.group).is_empty(), "a position moved");
+        assert_eq!(site.count("SELECT count(*) FROM deliveries"), 0);
+        let run = consume(
+            &site,
+            "3s",
+            &["--from", &kafka.by_hand_url(), "--dead-letter", &dead.to()],
+        );
+        run.code(3);
+        assert_eq!(
+            positions(&site, &kafka.group),
+            [(format!("{}/0", kafka.topic), 3)].into()
+        );
+        let held = dead.records();
+        assert_eq!(held.len(), 1, "the dead letters: one, the poison record");
+        assert_eq!(held[0].body, poison);
+        assert!(
+            held[0].headers.get("edi-inbox-reason").is_some_and(|r| !r.is_empty()),
+            "{:?}",
+            held[0].headers
+        );
+    }
+}
+
+per_backend! {
     /// A group's consumers killed with SIGKILL at random moments (each kill in the middle of the
     /// work), over three partitions, then a run to the end (taking the partitions by hand: the
     /// test broker may never evict a killed member): each interchange applied once, **no record

@@ -9,6 +9,7 @@ use anyhow::Context as _;
 use crate::consume::{Delivery, Unreadable};
 use crate::inbox::{DeliveryRecord, Inbox, KeyProbe};
 use crate::intake::{self, AckPolicy, Detached, Outcome, Parsed};
+use crate::publish::{DeadLetter, Rejected};
 
 use super::super::service::Failure;
 
@@ -82,6 +83,7 @@ pub(super) fn decide_and_commit(
     acks: AckPolicy,
     group: Option<&str>,
     batch: Prepared,
+    dead_letter: Option<&mut DeadLetter>,
 ) -> Result<Committed, Failure> {
     let when = crate::clock::now();
     let Prepared {
@@ -167,15 +169,47 @@ pub(super) fn decide_and_commit(
         let again = inbox.rollbacks() != rollbacks;
         advanced(inbox, group, &kept, &advance, &when, again).map_err(not_committed)?;
     }
+    let decided: Vec<(Delivery, Vec<Outcome>)> = kept.into_iter().zip(outcomes).collect();
+    // Where the positions move in this transaction (Kafka), they are the acknowledgement: a
+    // rejected record must be in the dead letters before its position moves past it, or a
+    // dead-letter destination that fails loses it (no run would take it again). Sent before
+    // the commit, under ids that are the same every time: a crash between the two sends one
+    // again, never none.
+    if let Some(dl) = dead_letter {
+        let rejected = rejected_of(&decided);
+        if !rejected.is_empty()
+            && let Err(e) = dl.send(&rejected)
+        {
+            inbox.abandon();
+            return Err(Failure::Fatal(e.context(
+                "the rejected records could not be dead-lettered, so nothing of the batch was committed and no position moved; the next run takes its records again from the inbox's positions",
+            )));
+        }
+    }
     inbox
         .commit()
         .context("cannot commit to the inbox database")
         .map_err(not_committed)?;
     crash_point!("consume-after-commit");
-    Ok(Committed {
-        decided: kept.into_iter().zip(outcomes).collect(),
-        skipped,
-    })
+    Ok(Committed { decided, skipped })
+}
+
+/// The rejected deliveries of a batch decided, each with its reasons, as they go to the dead
+/// letters.
+pub(super) fn rejected_of(decided: &[(Delivery, Vec<Outcome>)]) -> Vec<Rejected<'_>> {
+    decided
+        .iter()
+        .filter_map(|(d, outcomes)| {
+            let reasons: Vec<String> = outcomes.iter().filter_map(Outcome::rejection).collect();
+            (!reasons.is_empty()).then(|| Rejected {
+                source: &d.source,
+                subject: &d.subject,
+                filename: d.filename.as_deref(),
+                body: &d.body,
+                reason: reasons.join("; "),
+            })
+        })
+        .collect()
 }
 
 /// A partition's place after a batch: its topic, number, the offset after its last record, the
@@ -491,7 +525,7 @@ mod tests {
         let prepared = prepare(batch, |_| None, &mut probes);
         assert_eq!(probes.len(), 2, "the probes are given back");
         let committed = std::thread::scope(|s| {
-            s.spawn(|| decide_and_commit(&mut *inbox, acks, Some("g"), prepared))
+            s.spawn(|| decide_and_commit(&mut *inbox, acks, Some("g"), prepared, None))
                 .join()
                 .unwrap()
         });
@@ -532,7 +566,7 @@ mod tests {
             })
         };
         let prepared = prepare(batch, unreadable, &mut probes);
-        let Ok(committed) = decide_and_commit(&mut *inbox, acks, None, prepared) else {
+        let Ok(committed) = decide_and_commit(&mut *inbox, acks, None, prepared, None) else {
             panic!("the batch was not committed");
         };
         let outcomes: Vec<&Vec<Outcome>> = committed.decided.iter().map(|(_, o)| o).collect();

@@ -19,7 +19,7 @@ use crate::inbox::{Access, Inbox, KeyProbe, Location};
 use crate::intake::{self, AckPolicy, Outcome};
 use crate::metrics::{Metrics, unix_now};
 use crate::output::{Out, count, problem};
-use crate::publish::{DeadLetter, Rejected};
+use crate::publish::DeadLetter;
 use crate::status::Status;
 
 use super::service::{self, Failure, Service, Step};
@@ -264,9 +264,17 @@ impl Service for Consumer<'_, '_> {
             let acks = run.acks;
             let inbox: &mut dyn Inbox = &mut **inbox;
             let group = group.as_deref();
+            // Where the inbox keeps the positions, the dead letters go out before the commit
+            // (`batch::decide_and_commit`); elsewhere after it, before the acknowledgements.
+            let mut early = match group {
+                Some(_) => run.dead_letter.take(),
+                None => None,
+            };
             let (committed, fetched) = std::thread::scope(|scope| {
-                let deciding =
-                    scope.spawn(move || batch::decide_and_commit(inbox, acks, group, current));
+                let dead_letter = early.as_mut();
+                let deciding = scope.spawn(move || {
+                    batch::decide_and_commit(inbox, acks, group, current, dead_letter)
+                });
                 // Only what is there already: the batch being decided is not kept waiting.
                 let fetched = ahead.then(|| feed.fetch(max, Duration::ZERO));
                 let fetched = fetched.map(|f| {
@@ -285,7 +293,11 @@ impl Service for Consumer<'_, '_> {
                     .unwrap_or_else(|p| std::panic::resume_unwind(p));
                 (committed, fetched)
             });
-            let settled = run.settle(&mut **feed, committed?);
+            let dead_lettered = early.is_some();
+            if early.is_some() {
+                run.dead_letter = early;
+            }
+            let settled = run.settle(&mut **feed, committed?, dead_lettered);
             run.commit_failures += feed.take_commit_failures();
             run.positions_lost += feed.take_positions_lost();
             settled?;
@@ -368,36 +380,37 @@ impl Run<'_> {
 
     /// Reports a committed batch, dead-letters its rejected deliveries (with `--dead-letter`),
     /// then acknowledges them all.
-    fn settle(&mut self, feed: &mut dyn Feed, committed: batch::Committed) -> Result<(), Failure> {
+    fn settle(
+        &mut self,
+        feed: &mut dyn Feed,
+        committed: batch::Committed,
+        dead_lettered: bool,
+    ) -> Result<(), Failure> {
         let batch::Committed { decided, skipped } = committed;
         let mut settled = Vec::with_capacity(decided.len() + skipped.len());
         self.summary.skipped += skipped.len();
         settled.extend(skipped.iter().map(|tag| (*tag, Settle::Ack)));
-        let mut rejected = Vec::new();
         let mut rejected_tags = Vec::new();
         for (d, outcomes) in &decided {
             self.summary.deliveries += 1;
             if d.delivery_count > 1 {
                 self.summary.redelivered += 1;
             }
-            let reasons: Vec<String> = outcomes.iter().filter_map(Outcome::rejection).collect();
             for o in outcomes {
                 self.report(o);
             }
-            if reasons.is_empty() {
-                settled.push((d.tag, Settle::Ack));
-            } else {
-                rejected.push(Rejected {
-                    source: &d.source,
-                    subject: &d.subject,
-                    filename: d.filename.as_deref(),
-                    body: &d.body,
-                    reason: reasons.join("; "),
-                });
+            if outcomes.iter().any(|o| o.rejection().is_some()) {
                 rejected_tags.push(d.tag);
+            } else {
+                settled.push((d.tag, Settle::Ack));
             }
         }
         self.out.flush();
+        let rejected = if dead_lettered {
+            Vec::new()
+        } else {
+            batch::rejected_of(&decided)
+        };
         if let Some(dl) = &mut self.dead_letter
             && !rejected.is_empty()
             && let Err(e) = dl.send(&rejected)
