@@ -316,11 +316,12 @@ per_broker! {
             &["--from", &broker.source_url(), "--dead-letter", &dead.dead_letter_to()],
         );
         // Refused for good, not merely acknowledged: the broker says so (Kafka is told
-        // nothing: the position moved past it, as the run to the end below shows).
+        // nothing of a refusal: its committed offset, after the inbox's position, passed it).
         if let Some(refused) = refused.as_mut() {
             let refused = refused();
             if B::DROPS_THE_ACKNOWLEDGED {
-                // SQS: deleted for good, the poison as the good one beside it.
+                // SQS: deleted for good, the poison as the good one beside it; Kafka: both
+                // below the group's committed offset.
                 assert_eq!(refused.len(), 2, "deleted for good, the poison and the good one");
             } else {
                 assert_eq!(refused.len(), 1, "refused for good");

@@ -235,6 +235,8 @@ impl Service for Consumer<'_, '_> {
         }
         let fetched = feed.fetch(max, wait);
         run.positions_lost += feed.take_positions_lost();
+        // The answers to the commits after earlier batches come while later fetches poll.
+        run.commit_failures += feed.take_commit_failures();
         let deliveries = match fetched {
             Ok(deliveries) => deliveries,
             Err(e) => {

@@ -112,10 +112,10 @@ impl ConsumerContext for Context {
         }
     }
 
-    fn commit_callback(&self, result: KafkaResult<()>, _offsets: &TopicPartitionList) {
-        if result.is_err()
-            && let Ok(mut seen) = self.seen.lock()
-        {
+    /// A commit refused as a whole, or for one of its partitions, counts as failed.
+    fn commit_callback(&self, result: KafkaResult<()>, offsets: &TopicPartitionList) {
+        let refused = result.is_err() || offsets.elements().iter().any(|e| e.error().is_err());
+        if refused && let Ok(mut seen) = self.seen.lock() {
             seen.commit_failures += 1;
         }
     }

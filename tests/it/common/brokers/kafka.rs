@@ -165,6 +165,25 @@ impl Kafka {
         )
     }
 
+    /// How many members the broker lists in the group now (`None` where it does not answer).
+    pub fn members(&self) -> Option<usize> {
+        let c: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &self.servers)
+            .create()
+            .ok()?;
+        let groups = c
+            .fetch_group_list(Some(&self.group), Duration::from_secs(10))
+            .ok()?;
+        Some(
+            groups
+                .groups()
+                .iter()
+                .filter(|g| g.name() == self.group)
+                .map(|g| g.members().len())
+                .sum(),
+        )
+    }
+
     /// Every record the topic holds, in each partition's order (partition 0 first): read until
     /// nothing more came for 3 s (the broker's high watermark is not to be trusted).
     pub fn records(&self) -> Vec<Held> {
@@ -173,6 +192,11 @@ impl Kafka {
 
     /// The same of another topic on the broker (one that a publish made, say).
     pub fn records_of(&self, topic: &str) -> Vec<Held> {
+        self.placed_records_of(topic).into_values().collect()
+    }
+
+    /// Every record of `topic`, by partition and offset.
+    fn placed_records_of(&self, topic: &str) -> BTreeMap<(i32, i64), Held> {
         // A group id of its own (librdkafka may ask for one to assign by hand), never joined.
         let c: BaseConsumer = ClientConfig::new()
             .set("bootstrap.servers", &self.servers)
@@ -226,7 +250,7 @@ impl Kafka {
                 );
             }
         }
-        by_partition.into_values().collect()
+        by_partition
     }
 }
 
@@ -319,6 +343,7 @@ impl ProducerContext for Reports {
 
 impl TestBroker for Kafka {
     const SAYS_RECONNECTING: bool = false;
+    const DROPS_THE_ACKNOWLEDGED: bool = true;
 
     fn create() -> Option<Kafka> {
         Kafka::with_partitions(1)
@@ -433,8 +458,23 @@ impl TestBroker for Kafka {
 
     /// Kafka is told nothing of a rejected record: it is decided, and its partition's position
     /// moves past it.
+    /// Kafka is told nothing of a refusal: what it holds for done with, for good, is what lies
+    /// below the group's committed offsets (which follow the inbox's positions), the
+    /// acknowledged as the refused.
     fn watch_refused(&self) -> Option<super::Watch<'_>> {
-        None
+        let mut told = 0;
+        Some(Box::new(move || {
+            let committed = self.committed().unwrap_or_default();
+            let below: Vec<Option<Vec<u8>>> = self
+                .placed_records_of(&self.topic)
+                .into_iter()
+                .filter(|((p, o), _)| committed.get(*p as usize).is_some_and(|c| o < c))
+                .map(|(_, h)| Some(h.body))
+                .collect();
+            let new = below[told.min(below.len())..].to_vec();
+            told = below.len();
+            new
+        }))
     }
 
     /// Kills its own broker (SIGKILL) and starts it again on its S3 store.
