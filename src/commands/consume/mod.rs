@@ -73,13 +73,12 @@ struct Run<'a> {
     acks: AckPolicy,
     /// The consumer group whose positions the inbox keeps (Kafka), once a feed named it.
     group: Option<String>,
-    /// The broker's high watermark of each partition, for the lag, and when it was asked.
+    /// The high watermark of each partition, for the lag, as the feed last knew it.
     watermarks: Vec<(String, i32, i64)>,
     /// Commits of the positions to the broker (Kafka's offsets) that failed this run.
     commit_failures: u64,
     /// Stored positions found outside their partition's log this run (Kafka).
     positions_lost: u64,
-    watermarks_at: Option<Instant>,
 }
 
 /// Runs `consume`.
@@ -155,7 +154,6 @@ pub fn run(
         acks: AckPolicy::from(&args.acks),
         group: None,
         watermarks: Vec::new(),
-        watermarks_at: None,
         commit_failures: 0,
         positions_lost: 0,
         probes: (0..std::thread::available_parallelism().map_or(1, |n| n.get().clamp(1, 4)))
@@ -340,20 +338,23 @@ impl Run<'_> {
         Failure::Lost { error, progressed }
     }
 
-    /// Asks the feed for its partitions' high watermarks, where a metrics file is written and
-    /// the last answer is older than [`METRICS_EVERY`].
+    /// Takes the feed's high watermarks of its partitions, where a metrics file is written: kept
+    /// per partition, a partition the feed knows none of now keeping the last (the feed answers
+    /// from what its fetches said, without a request, so this is asked after every step).
     fn look_at_watermarks(&mut self, feed: &dyn Feed) {
-        if self.args.metrics_file.is_none()
-            || self.group.is_none()
-            || self
-                .watermarks_at
-                .is_some_and(|t| t.elapsed() < METRICS_EVERY)
-        {
+        if self.args.metrics_file.is_none() || self.group.is_none() {
             return;
         }
-        self.watermarks = feed.high_watermarks();
-        // None known yet (the partitions not given, no fetch answered): asked again at once.
-        self.watermarks_at = (!self.watermarks.is_empty()).then(Instant::now);
+        for (topic, partition, high) in feed.high_watermarks() {
+            match self
+                .watermarks
+                .iter_mut()
+                .find(|w| w.0 == topic && w.1 == partition)
+            {
+                Some(w) => w.2 = high,
+                None => self.watermarks.push((topic, partition, high)),
+            }
+        }
     }
 
     /// Waits for the batch being decided; when the inbox is slow, the feed keeps its consumer
