@@ -285,14 +285,20 @@ fn a_consumer_stopped_between_commit_and_ack_applies_nothing_twice() {
             let summary = &lines.last().unwrap()["summary"];
             assert_eq!(summary["duplicate"], 3, "{point} {from}: {summary}");
             assert_eq!(summary["new"], 6, "{point} {from}: {summary}");
-            // The batch after it may have been fetched ahead (JetStream gives what is there
-            // while a batch is decided; RabbitMQ's prefetch of --batch does not) before the
-            // crash: then it comes again too, redelivered, and is new.
+            // RabbitMQ: exactly the batch, 3. Its prefetch is --batch, so nothing past the
+            // batch not yet acknowledged was delivered before the crash. JetStream alone may
+            // say 6: a pull made while a batch is decided (consume's read-ahead) is given what
+            // the stream holds, so the batch after it may have been fetched before the crash,
+            // and comes again too, redelivered, and new.
             let redelivered = summary["redelivered"].as_i64().unwrap();
-            assert!(
-                redelivered == 3 || redelivered == 6,
-                "{point} {from}: {summary}"
-            );
+            if from.starts_with("amqp") {
+                assert_eq!(redelivered, 3, "{point} {from}: {summary}");
+            } else {
+                assert!(
+                    redelivered == 3 || redelivered == 6,
+                    "{point} {from}: {summary}"
+                );
+            }
             assert_eq!(site.count("SELECT count(*) FROM interchanges"), 12);
             assert_eq!(
                 site.count("SELECT count(*) FROM deliveries WHERE delivery_count = 2"),
