@@ -84,10 +84,12 @@ impl Consumer {
         fs::read_to_string(self.out.with_extension("err")).unwrap_or_default()
     }
 
-    /// Kills it (SIGKILL) and reaps it.
-    pub(crate) fn kill(self) {
+    /// Kills it (SIGKILL) and reaps it: whether the signal is what ended it (it was still
+    /// running, not ended on its own before).
+    pub(crate) fn kill(self) -> bool {
         self.running.signal(libc::SIGKILL);
-        drop(self.running.wait());
+        let run = self.running.wait();
+        std::os::unix::process::ExitStatusExt::signal(&run.status) == Some(libc::SIGKILL)
     }
 
     /// How it ended, where it has (not waited for).
@@ -350,7 +352,10 @@ per_broker! {
     /// Thousands of deliveries (each payload twice, under two ids), a consumer killed with
     /// SIGKILL at random moments, then a run to the end: every interchange applied exactly
     /// once, and every delivery acknowledged (nothing pending: what a killed one held came
-    /// again, after JetStream's ack wait, at once on RabbitMQ).
+    /// again, after JetStream's ack wait, at once on RabbitMQ). Each kill falls at a random
+    /// point once the run has decided something, and counts as landing mid-work where the
+    /// signal ended it and the broker still held deliveries not acknowledged: at least three
+    /// of the four must.
     per_backend fn after_random_kills_each_interchange_is_applied_once(site, broker) {
         let n = B::many(1500);
         let bodies = synthetic(n, 7);
@@ -374,16 +379,31 @@ per_broker! {
         for round in 0..4 {
             let out = site.path(&format!("run{round}.jsonl"));
             let child = Consumer::start(&site, &args, &out);
-            // Until it decided something (or a while), then at a random moment.
-            within(|| child.lines() > 0);
-            std::thread::sleep(Duration::from_millis(rng.below(300)));
+            // At a random point of the work: once it decided a random number of deliveries (up
+            // to a tenth of them), then a random few milliseconds on, so that each kill falls
+            // at another moment of a batch and leaves work to the runs after it, however fast
+            // the broker (Kafka's one partition takes a hundred a batch in milliseconds).
+            let target = 1 + rng.below(2 * n as u64 / 10) as usize;
+            let until = Instant::now() + Duration::from_secs(60);
+            while child.lines() < target && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            std::thread::sleep(Duration::from_millis(rng.below(30)));
             let before = child.lines();
-            child.kill();
-            if before > 0 && before < 2 * n {
+            let killed = child.kill();
+            let left = broker.unacknowledged();
+            eprintln!(
+                "round {round}: killed by the signal: {killed}, {before} lines, {left:?} of {} deliveries unacknowledged",
+                2 * n
+            );
+            if killed && before > 0 && left != Some(0) {
                 killed_mid_work += 1;
             }
         }
-        assert!(killed_mid_work > 0, "no kill fell in the middle of the work");
+        assert!(
+            killed_mid_work >= 3,
+            "the kills must fall in the middle of the work: {killed_mid_work} of 4 did"
+        );
         // Longer than the ack wait: what the killed ones held comes again.
         let lines = consume(&site, "5s", &args).code(0).json();
         assert!(statuses(&lines).iter().all(|s| *s == "new" || *s == "duplicate"));
@@ -451,8 +471,10 @@ per_broker! {
 per_broker! {
     /// Three consume processes (as three hosts) on one source (a JetStream consumer, a
     /// RabbitMQ queue), sharing one PostgreSQL inbox, one of them killed mid-run: the
-    /// deliveries are spread across them, and every interchange is applied exactly once. (Kafka
-    /// consumers share by partitions: their test is in kafka.rs.)
+    /// deliveries are spread across them, and every interchange is applied exactly once. The
+    /// kill is shown to land mid-work: once the first host has decided something, at a random
+    /// moment after, the signal ending it while the broker still holds deliveries not
+    /// acknowledged. (Kafka consumers share by partitions: their test is in kafka.rs.)
     shared fn three_consumers_share_the_work_and_apply_each_interchange_once(_site, broker) {
         let Some(site) = Site::postgres() else { return };
         let n = B::many(1500);
@@ -469,19 +491,19 @@ per_broker! {
         let args = [
             "--from", from.as_str(), "--batch", "50", "--ack-wait", "2s", "--until-idle", "5s",
         ];
-        let children: Vec<_> = outs.iter().map(|o| Consumer::start(&site, &args, o)).collect();
-        std::thread::sleep(Duration::from_millis(400));
-        children[0].signal(libc::SIGKILL);
+        let mut children: Vec<_> = outs.iter().map(|o| Consumer::start(&site, &args, o)).collect();
+        let first = children.remove(0);
+        assert!(within(|| first.lines() > 0), "host 0 decided nothing: {}", first.stderr());
+        std::thread::sleep(Duration::from_millis(Synth::new(3).below(200)));
+        let before = first.lines();
+        let killed = first.kill();
+        let left = broker.unacknowledged();
+        assert!(
+            killed && left != Some(0),
+            "the kill of host 0 did not land mid-work: ended by the signal: {killed}, after {before} lines, {left:?} deliveries unacknowledged"
+        );
         for (k, c) in children.into_iter().enumerate() {
-            let run = c.wait().note(format!("host {k}"));
-            if k == 0 {
-                // The one killed ended by its signal (or, had it finished first, with 0).
-                if run.status.code().is_some() {
-                    run.code(0);
-                }
-            } else {
-                run.code(0);
-            }
+            c.wait().note(format!("host {}", k + 1)).code(0);
         }
         let took: Vec<usize> = outs
             .iter()

@@ -667,7 +667,10 @@ per_backend! {
     /// Exactly once under kill -9: ingest with --contrl always killed at random moments, then run
     /// to the end; then publish --kind contrl killed at random, then run to the end. Every
     /// interchange has one CONTRL, their control references are 1 to N with no gap and no
-    /// repeat, and each CONTRL is one file.
+    /// repeat, and each CONTRL is one file. Each kill falls once the run has done something
+    /// (a file archived, a CONTRL written), and counts as landing mid-work where the signal
+    /// ended it and work was left (files in the drop folder, CONTRLs unpublished): at least
+    /// three of the four kills of ingest and two of the three of publish must.
     fn contrls_survive_kill_9_once_each(site) {
         let mut synth = Synth::new(17);
         for f in 0..300 {
@@ -677,18 +680,33 @@ per_backend! {
             }
             site.put(&format!("k{f:03}.edi"), &file);
         }
-        let kill_after = |args: &[&str], millis: u64| {
-            let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("edi-inbox"))
+        // Started, killed `millis` after it has done something (`done` went up), reaped:
+        // whether that landed mid-work (the signal ended it, and `left` is above zero after).
+        let kill_after = |args: &[&str],
+                          millis: u64,
+                          done: &dyn Fn() -> usize,
+                          left: &dyn Fn() -> i64| {
+            use crate::common::StartExt;
+            let before = done();
+            let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("edi-inbox"))
                 .arg("--db")
                 .arg(site.db_arg())
                 .args(args)
                 .stdout(std::process::Stdio::null())
                 .stderr(std::process::Stdio::null())
-                .spawn()
-                .unwrap();
+                .start();
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            while done() == before && std::time::Instant::now() < until {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
             std::thread::sleep(std::time::Duration::from_millis(millis));
-            let _ = child.kill();
-            let _ = child.wait();
+            child.signal(libc::SIGKILL);
+            let run = child.wait();
+            let killed =
+                std::os::unix::process::ExitStatusExt::signal(&run.status) == Some(libc::SIGKILL);
+            let left = left();
+            eprintln!("{}: killed by the signal: {killed}, {left} left", args[0]);
+            killed && done() > before && left > 0
         };
         let drop = site.drop().to_string_lossy().into_owned();
         let archive = site.path("archive").to_string_lossy().into_owned();
@@ -696,9 +714,16 @@ per_backend! {
             "ingest", "-q", "--batch", "50", "--contrl", "always", "--archive", &archive, &drop,
         ];
         let mut rng = Synth::new(5);
+        let in_drop = || site.files_in("drop").len() as i64;
+        let archived = || 300 - in_drop() as usize;
+        let mut mid_work = 0;
         for _ in 0..4 {
-            kill_after(&ingest, 100 + rng.below(400));
+            mid_work += usize::from(kill_after(&ingest, rng.below(300), &archived, &in_drop));
         }
+        assert!(
+            mid_work >= 3,
+            "the kills of ingest must fall in the middle of the work: {mid_work} of 4 did"
+        );
         site.cmd().args(ingest).assert().code(0);
         let n = site.stat("interchanges");
         assert_eq!(n, 1500);
@@ -720,9 +745,23 @@ per_backend! {
         let out = site.path("contrl-out");
         let to = format!("dir:{}", out.display());
         let publish = ["publish", "-q", "--kind", "contrl", "--batch", "20", "--to", to.as_str()];
+        // Its files, not the hidden temporary ones being written.
+        let written = || {
+            site.files_in("contrl-out")
+                .iter()
+                .filter(|f| !f.starts_with('.'))
+                .count()
+        };
+        let unpublished =
+            || site.count("SELECT count(*) FROM contrl_outbox WHERE published_at IS NULL");
+        let mut mid_work = 0;
         for _ in 0..3 {
-            kill_after(&publish, 50 + rng.below(300));
+            mid_work += usize::from(kill_after(&publish, rng.below(200), &written, &unpublished));
         }
+        assert!(
+            mid_work >= 2,
+            "the kills of publish must fall in the middle of the work: {mid_work} of 3 did"
+        );
         site.cmd().args(publish).assert().code(0);
         // A publisher killed mid-write left its hidden temporary file; the next run removed it.
         let files: Vec<String> = site.files_in("contrl-out");

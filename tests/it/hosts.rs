@@ -65,7 +65,8 @@ const MESSAGES_PER_KEY: &str = "SELECT i.sender, i.recipient, i.control_ref, cou
 /// Three hosts, each with its own copy of the drop folder (host 1's with other line breaks,
 /// host 2's with some interchanges drifted), two of them killed once at random moments, then
 /// every host run again: every key applied once, the inbox and the business tables agree, the
-/// drift reported, and every file of every host placed.
+/// drift reported, and every file of every host placed. Each kill falls once its host has
+/// placed a file, and must land mid-work: the signal ends it, with files left in its drop.
 #[test]
 fn three_hosts_with_their_own_copies_apply_each_interchange_once() {
     let Some(inbox) = Site::postgres() else {
@@ -96,15 +97,27 @@ fn three_hosts_with_their_own_copies_apply_each_interchange_once() {
     }
     assert!(drifted > 0);
     let mut rng = crate::common::synth::Synth::new(5);
-    let mut runs: Vec<Running> = hosts.iter().map(|h| h.spawn(&inbox, 10)).collect();
-    for run in runs.iter_mut().take(2) {
-        std::thread::sleep(Duration::from_millis(50 + rng.below(400)));
-        let _ = run.child().kill();
-    }
-    for run in runs {
-        let out = run.wait();
+    let files = master.files_in("drop").len();
+    let runs: Vec<Running> = hosts.iter().map(|h| h.spawn(&inbox, 10)).collect();
+    for (k, (run, host)) in runs.into_iter().zip(&hosts).enumerate() {
+        if k < 2 {
+            let started = std::time::Instant::now();
+            while host.left() == files && started.elapsed() < Duration::from_secs(60) {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            std::thread::sleep(Duration::from_millis(rng.below(200)));
+            run.signal(libc::SIGKILL);
+        }
+        let out = run.wait().note(format!("host {k}"));
         let stderr = out.err();
         assert!(!stderr.contains("deadlock"), "{stderr}");
+        if k < 2 {
+            let left = host.left();
+            assert!(
+                out.status.code().is_none() && left > 0 && left < files,
+                "the kill of host {k} did not land mid-work: {left} of {files} files left\n{out}"
+            );
+        }
     }
     for host in &hosts {
         let out = host.spawn(&inbox, 10).wait();

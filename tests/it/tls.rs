@@ -710,7 +710,9 @@ mod amqp {
     }
 
     /// `kill -9` of consumers over amqps:// at random moments, then a run to the end: each
-    /// interchange applied once, the queue empty (what a killed one held came again).
+    /// interchange applied once, the queue empty (what a killed one held came again). Each kill
+    /// falls once the consumer has decided something; two of the three must land mid-work
+    /// (the signal ending it, deliveries left in the queue).
     #[test]
     fn amqps_consumers_killed_at_random_apply_each_interchange_once() {
         use crate::common::synth::Synth;
@@ -733,15 +735,28 @@ mod amqp {
         for round in 0..3 {
             let out = other.path(&format!("run{round}.jsonl"));
             let child = Consumer::start(&other, &args, &out);
-            std::thread::sleep(Duration::from_millis(200 + rng.below(400)));
-            child.kill();
-            if std::fs::metadata(&out).map_or(0, |m| m.len()) > 0 {
+            // Once it has decided a random number of deliveries (up to a tenth), a random few
+            // milliseconds on; mid-work where the signal ended it and the queue still held
+            // deliveries (after a fixed sleep, all 600 were often decided by the second kill).
+            let target = 1 + rng.below(60) as usize;
+            let until = std::time::Instant::now() + Duration::from_secs(60);
+            while child.lines() < target && std::time::Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            std::thread::sleep(Duration::from_millis(rng.below(30)));
+            let before = child.lines();
+            let killed = child.kill();
+            let left = c.rabbit.ready();
+            eprintln!(
+                "round {round}: killed by the signal: {killed}, {before} lines, {left} ready"
+            );
+            if killed && before > 0 && left > 0 {
                 killed_mid_work += 1;
             }
         }
         assert!(
-            killed_mid_work > 0,
-            "no kill fell in the middle of the work"
+            killed_mid_work >= 2,
+            "the kills must fall in the middle of the work: {killed_mid_work} of 3 did"
         );
         consume(&other, &c.from, &["--tls-ca", &ca]).code(0);
         let (keys, rows) = applied(&other);
