@@ -421,7 +421,11 @@ per_broker! {
     /// The connection dropped under a running consume (a NATS server of the test's own killed
     /// with SIGKILL and started again; RabbitMQ closing the connection, as a broker restart
     /// does): it reconnects, and every delivery, those sent after the drop too, is applied once
-    /// and acknowledged; SIGTERM then ends it with exit 0, the password never shown.
+    /// and acknowledged; SIGTERM then ends it with exit 0, the password never shown. The cut
+    /// is checked to have happened, whatever consume says of it: every connection consume held
+    /// to the broker's port before it is closed after it (the kernel's tables); and on SQS,
+    /// whose connections to moto last a request each (so that they come and go anyway), the
+    /// relay in front of it must have cut one that was open.
     fn consume_survives_its_connection_dropped(site, broker) {
         let Some(mut broker) = broker.droppable(&site.path("nats-store")) else {
             return;
@@ -440,7 +444,24 @@ per_broker! {
             &out,
         );
         assert!(within(|| child.lines() >= n / 2), "the first half was not consumed");
+        // The cut is seen to happen: the connections consume holds to the broker (or the
+        // relay in front of it) before, from the kernel's tables, none of them open after.
+        // (SQS's relay also fails the cut where it had no open connection to cut.)
+        let port = crate::common::port_of(&from).expect("a port in the source URL");
+        let mut held = Default::default();
+        assert!(
+            within(|| {
+                held = crate::common::connections_to(child.id(), port);
+                !held.is_empty()
+            }),
+            "consume holds no connection to port {port}"
+        );
         broker.drop_connection_of(child.id());
+        assert!(
+            within(|| crate::common::connections_to(child.id(), port).is_disjoint(&held)),
+            "the connection was not cut: consume still holds {:?} of {held:?} to port {port}",
+            crate::common::connections_to(child.id(), port)
+        );
         broker.send(&part(n / 2..n));
         assert!(
             within(|| site.count("SELECT count(*) FROM interchanges") == n as i64),

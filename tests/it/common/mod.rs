@@ -238,3 +238,55 @@ pub const UNDO_PUBLISH_COLUMNS: &str = "
     ALTER TABLE outbox DROP COLUMN last_attempt_pass;
     ALTER TABLE outbox DROP COLUMN failed_at;
     CREATE INDEX outbox_unpublished ON outbox (id) WHERE published_at IS NULL;";
+
+/// The TCP connections process `pid` holds open (established) to `port` on this machine, by
+/// their sockets' inodes: what a test that cuts a connection checks it did cut (each of them
+/// gone afterwards), from the kernel's own tables (`/proc/PID/fd`, `/proc/net/tcp` and `tcp6`).
+pub fn connections_to(pid: u32, port: u16) -> std::collections::BTreeSet<u64> {
+    let held: std::collections::BTreeSet<u64> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+        .filter_map(|link| {
+            let link = link.to_string_lossy().into_owned();
+            link.strip_prefix("socket:[")?
+                .strip_suffix(']')?
+                .parse()
+                .ok()
+        })
+        .collect();
+    let mut open = std::collections::BTreeSet::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let text = std::fs::read_to_string(table).unwrap_or_default();
+        for line in text.lines().skip(1) {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            // sl, local address, remote address (HEX-IP:HEX-PORT), state (01: established),
+            // ..., inode (the tenth).
+            let (Some(remote), Some(state), Some(inode)) =
+                (fields.get(2), fields.get(3), fields.get(9))
+            else {
+                continue;
+            };
+            let remote_port = remote
+                .rsplit(':')
+                .next()
+                .and_then(|p| u16::from_str_radix(p, 16).ok());
+            if let (Some(p), "01", Ok(inode)) = (remote_port, *state, inode.parse::<u64>())
+                && p == port
+                && held.contains(&inode)
+            {
+                open.insert(inode);
+            }
+        }
+    }
+    open
+}
+
+/// The port of a broker URL (`scheme://[user[:password]@]host:port/...`), where it names one.
+pub fn port_of(url: &str) -> Option<u16> {
+    let rest = url.split_once("://")?.1;
+    let authority = rest.split(['/', '?']).next()?;
+    let host_port = authority.rsplit('@').next()?;
+    host_port.rsplit_once(':')?.1.parse().ok()
+}

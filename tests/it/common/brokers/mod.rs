@@ -154,7 +154,8 @@ pub trait TestBroker: Sized {
     /// the record is decided, and its partition's position moves past it).
     fn watch_refused(&self) -> Option<Watch<'_>>;
 
-    /// Drops the connection of the consume process `pid` under it, as a broker restart does.
+    /// Drops the connection of the consume process `pid` under it, as a broker restart does
+    /// (RabbitMQ's and SQS's fail where they found no connection to drop).
     fn drop_connection_of(&mut self, pid: u32);
 
     /// How many of `n` messages a contract sends through this broker: all of them, but for a

@@ -450,7 +450,8 @@ pub struct Relay {
 struct RelayState {
     closed: AtomicBool,
     refusing: AtomicBool,
-    streams: Mutex<Vec<TcpStream>>,
+    /// Each connection relayed: its two sockets, and whether it has ended (either way).
+    streams: Mutex<Vec<(TcpStream, TcpStream, Arc<AtomicBool>)>>,
 }
 
 impl Relay {
@@ -478,17 +479,18 @@ impl Relay {
                 let Ok(server) = TcpStream::connect(&upstream) else {
                     continue;
                 };
-                {
-                    let mut streams = shared.streams.lock().unwrap();
-                    streams.extend(client.try_clone().ok());
-                    streams.extend(server.try_clone().ok());
+                let ended = Arc::new(AtomicBool::new(false));
+                if let (Ok(c), Ok(s)) = (client.try_clone(), server.try_clone()) {
+                    shared.streams.lock().unwrap().push((c, s, ended.clone()));
                 }
                 for (mut from, mut to) in [
                     (client.try_clone().unwrap(), server.try_clone().unwrap()),
                     (server, client),
                 ] {
+                    let ended = ended.clone();
                     std::thread::spawn(move || {
                         let _ = std::io::copy(&mut from, &mut to);
+                        ended.store(true, Ordering::Relaxed);
                         let _ = to.shutdown(std::net::Shutdown::Both);
                     });
                 }
@@ -497,12 +499,31 @@ impl Relay {
         Relay { port, state }
     }
 
-    /// Closes every connection, and refuses new ones for `refuse`.
+    /// Closes every connection, and refuses new ones for `refuse`. The cut must cut something:
+    /// it waits (at most 30 s) until a connection is open through the relay (moto closes each
+    /// after its answer, so one is open while a request is), and fails where none came.
     pub fn drop_all(&self, refuse: Duration) {
-        self.state.refusing.store(true, Ordering::Relaxed);
-        for s in self.state.streams.lock().unwrap().drain(..) {
-            let _ = s.shutdown(std::net::Shutdown::Both);
+        let open = |streams: &[(TcpStream, TcpStream, Arc<AtomicBool>)]| {
+            streams
+                .iter()
+                .filter(|(_, _, ended)| !ended.load(Ordering::Relaxed))
+                .count()
+        };
+        let until = Instant::now() + Duration::from_secs(30);
+        while open(&self.state.streams.lock().unwrap()) == 0 && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
         }
+        self.state.refusing.store(true, Ordering::Relaxed);
+        // Those open when shut down: the connections this cut (consume's: nothing else goes
+        // through the relay).
+        let mut cut = 0;
+        for (client, server, ended) in self.state.streams.lock().unwrap().drain(..) {
+            let open = !ended.load(Ordering::Relaxed);
+            let _ = client.shutdown(std::net::Shutdown::Both);
+            let _ = server.shutdown(std::net::Shutdown::Both);
+            cut += usize::from(open);
+        }
+        assert!(cut > 0, "no connection was open through the relay to cut");
         std::thread::sleep(refuse);
         self.state.refusing.store(false, Ordering::Relaxed);
     }
@@ -513,8 +534,9 @@ impl Drop for Relay {
         self.state.closed.store(true, Ordering::Relaxed);
         // Wakes the accepting thread, which then ends.
         let _ = TcpStream::connect(("127.0.0.1", self.port));
-        for s in self.state.streams.lock().unwrap().drain(..) {
-            let _ = s.shutdown(std::net::Shutdown::Both);
+        for (client, server, _) in self.state.streams.lock().unwrap().drain(..) {
+            let _ = client.shutdown(std::net::Shutdown::Both);
+            let _ = server.shutdown(std::net::Shutdown::Both);
         }
     }
 }
