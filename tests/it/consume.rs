@@ -883,8 +883,36 @@ fn consume_subscribes_again_when_its_queue_comes_back() {
         "the metrics never said it was not subscribed: {}",
         prom()
     );
-    // Still not subscribed a while later: the tries go on.
-    std::thread::sleep(Duration::from_secs(3));
+    // Still not subscribed a while later: once the metrics are written again (at most every
+    // 10 s: a file merely not rewritten would say nothing), they still say so, the last fetch
+    // as stale as it was, and the tries went on meanwhile (each said).
+    let metric = |prom: &str, name: &str| -> Option<f64> {
+        prom.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+    };
+    let duration = "edi_inbox_consume_run_duration_seconds";
+    let (gone, tries) = (prom(), child.stderr().matches("trying again in").count());
+    assert!(
+        within(|| metric(&prom(), duration) > metric(&gone, duration)),
+        "the metrics were not written again: {gone} then {}",
+        prom()
+    );
+    let (later, tries_later) = (prom(), child.stderr().matches("trying again in").count());
+    assert!(
+        later.contains("\nedi_inbox_consume_subscribed 0\n"),
+        "still not subscribed, yet the metrics say it is: {later}"
+    );
+    let fetched = "edi_inbox_consume_last_batch_timestamp_seconds";
+    assert_eq!(
+        metric(&later, fetched),
+        metric(&gone, fetched),
+        "a fetch said to work while not subscribed: {gone} then {later}"
+    );
+    assert!(
+        tries_later > tries,
+        "no try while the metrics were written again ({tries} before): {}",
+        child.stderr()
+    );
     rabbit.restore_queue();
     put(10..20);
     assert!(
