@@ -165,7 +165,8 @@ per_backend! {
     /// Every valid sample with --contrl always: one CONTRL each, valid for `inspect` (one
     /// CONTRL message) and for the reader above, field by field; a rerun of the same files
     /// (our own redelivery: a crash before their move) queues nothing; the partner sending
-    /// them again under other names is answered with the same CONTRL once, nothing new stored;
+    /// them again under other names is answered with the same CONTRL once, nothing new stored,
+    /// and what `publish` sends for that second sending is byte for byte what it sent first;
     /// with --contrl-duplicates reject, with a CONTRL of its own rejecting it (4, 26).
     fn every_new_interchange_gets_one_contrl_and_a_redelivery_the_same(site) {
         for entry in fs::read_dir(crate::common::samples().join("valid")).unwrap() {
@@ -203,6 +204,27 @@ per_backend! {
                 contrl_of(&site, &v("sender"), &v("recipient"), &v("control_ref"))
             })
             .collect();
+        // What goes out to the partner: each sending's CONTRLs published to a folder of its
+        // own, the files' bytes in order.
+        let sent = |folder: &str| -> Vec<Vec<u8>> {
+            let out = site.path(folder);
+            site.cmd()
+                .args(["publish", "-q", "--kind", "contrl", "--to"])
+                .arg(format!("dir:{}", out.display()))
+                .run()
+                .code(0);
+            let mut bodies: Vec<Vec<u8>> = site
+                .files_in(folder)
+                .iter()
+                .map(|f| fs::read(out.join(f)).unwrap())
+                .collect();
+            bodies.sort();
+            bodies
+        };
+        let first_sent = sent("sent-first");
+        let mut want = before.clone();
+        want.sort();
+        assert_eq!(first_sent, want, "the CONTRLs sent are the ones stored");
         let again = site.ingest_json(&["--contrl", "always"]).json();
         let duplicates: Vec<_> = again.iter().filter(|l| l["status"] == "duplicate").collect();
         assert_eq!(duplicates.len(), 7);
@@ -221,13 +243,21 @@ per_backend! {
             assert_eq!(first["contrl"], second["contrl"], "the same CONTRL again");
         }
         assert_eq!(site.count("SELECT count(*) FROM acknowledgements"), 7);
-        // Queued again for delivery, the same bytes; once per sending.
+        // Queued again for delivery; once per sending.
         assert_eq!(site.count("SELECT count(*) FROM contrl_outbox"), 14);
         site.ingest_json(&["--contrl", "always"]);
         assert_eq!(site.count("SELECT count(*) FROM contrl_outbox"), 14, "once per sending");
-        for (l, bytes) in new.iter().zip(&before) {
-            let v = |k: &str| l[k].as_str().unwrap().to_string();
-            assert_eq!(&contrl_of(&site, &v("sender"), &v("recipient"), &v("control_ref")), bytes);
+        // Resent identically: what goes out for the second sending, byte for byte, is what
+        // went out for the first (not merely what the inbox stored).
+        let resent = sent("sent-again");
+        assert_eq!(resent.len(), 7, "each answered again once");
+        for (again, first) in resent.iter().zip(&first_sent) {
+            assert!(
+                again == first,
+                "resent otherwise:\n{}\nfirst sent:\n{}",
+                String::from_utf8_lossy(again),
+                String::from_utf8_lossy(first)
+            );
         }
         let rejected = site.ingest_json(&["--contrl", "always", "--contrl-duplicates", "reject"]).json();
         assert_eq!(rejected.iter().filter(|l| l["contrl"].is_string()).count(), 7);
