@@ -3,8 +3,9 @@
 //! `inspect` must accept every file whose envelope verdict is `valid`, with the manifest's
 //! interchange and message counts and the UNB fields of INTERCHANGES.tsv, and reject every other
 //! file. The corpus lives outside the repository: set `EDI_INBOX_CORPUS` to its folder (`.ci/run`
-//! does when it exists); without it the test looks beside the checkout and passes over a machine
-//! that has none.
+//! always does, to `../shared/corpus` beside the checkout, so that CI fails where the corpus is
+//! missing); without it the test looks beside the checkout and, on a machine that has none, says
+//! so and passes.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -16,7 +17,8 @@ pub fn corpus() -> Option<PathBuf> {
         let dir = PathBuf::from(dir);
         assert!(
             dir.join("real/MANIFEST.tsv").is_file(),
-            "EDI_INBOX_CORPUS={} has no real/MANIFEST.tsv",
+            "EDI_INBOX_CORPUS={} has no real/MANIFEST.tsv: the shared corpus of real files is \
+             missing there, and the conformance tests over it (corpus.rs, contrl.rs) cannot run",
             dir.display()
         );
         return Some(dir);
