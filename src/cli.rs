@@ -443,6 +443,15 @@ pub enum ContrlDuplicates {
     Reject,
 }
 
+/// `publish --payload`: what one published message holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PayloadArg {
+    /// One EDIFACT message (UNH..UNT) per event.
+    Message,
+    /// A whole interchange (UNA/UNB..UNZ), once for its events.
+    Interchange,
+}
+
 /// `consume --on-position-lost`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum PositionLostRule {
@@ -487,7 +496,7 @@ pub struct PublishArgs {
     /// What one published message holds: one EDIFACT message (UNH..UNT), or a whole
     /// interchange once.
     #[arg(long, value_enum, default_value = "message")]
-    pub payload: crate::publish::Payload,
+    pub payload: PayloadArg,
 
     /// Which events: all, message (the received messages' events), or contrl (only the CONTRL
     /// acknowledgements, edifact.CONTRL.outbound, e.g. as files a partner connector picks up).

@@ -120,6 +120,19 @@ fn use_tls(args: &crate::cli::TlsArgs, urls: &[&str]) -> Result<(), String> {
     }
 }
 
+/// The CONTRL answering policy of `--contrl` and `--contrl-duplicates`.
+fn ack_policy(args: &cli::AckArgs) -> crate::intake::AckPolicy {
+    use crate::edifact::contrl::Mode;
+    crate::intake::AckPolicy::new(
+        match args.contrl {
+            cli::ContrlWhen::Requested => Mode::Requested,
+            cli::ContrlWhen::Always => Mode::Always,
+            cli::ContrlWhen::Never => Mode::Never,
+        },
+        args.contrl_duplicates == cli::ContrlDuplicates::Reject,
+    )
+}
+
 /// Sleeps `d`, waking early when `stop` is set.
 fn sleep_unless(stop: &std::sync::atomic::AtomicBool, d: std::time::Duration) {
     use std::sync::atomic::Ordering;

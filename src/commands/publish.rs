@@ -87,9 +87,19 @@ pub fn run(
     // A second signal, while a batch is stuck on a broker that does not answer, ends the
     // process: nothing unconfirmed is marked.
     let stop = super::stop_on_signals()?;
-    destination.configure(args, &template);
+    destination.configure(
+        &publish::DestinationSettings {
+            create_stream: args.create_stream.clone(),
+            exchange: args.exchange.clone(),
+        },
+        &template,
+    );
     let mut run = Run {
         args,
+        payload: match args.payload {
+            crate::cli::PayloadArg::Message => Payload::Message,
+            crate::cli::PayloadArg::Interchange => Payload::Interchange,
+        },
         template,
         out: Out::default(),
         summary: Summary::default(),
@@ -249,6 +259,8 @@ enum BatchError {
 
 struct Run<'a> {
     args: &'a PublishArgs,
+    /// `--payload`.
+    payload: Payload,
     template: Template,
     out: Out,
     summary: Summary,
@@ -457,7 +469,7 @@ impl Run<'_> {
         stop: &publish::Stop,
     ) -> Result<usize, BatchError> {
         let started = Instant::now();
-        let payload = self.args.payload;
+        let payload = self.payload;
         let template = self.template.clone();
         let Some((events, raws)) = self.read_next(inbox, &[]).map_err(BatchError::Inbox)? else {
             return Ok(0);
@@ -639,7 +651,7 @@ impl Run<'_> {
                 &self.pass,
                 self.args.retry_after,
                 self.args.batch,
-                self.args.payload == Payload::Interchange,
+                self.payload == Payload::Interchange,
                 in_flight,
             )
             .context("cannot read the outbox")
@@ -1003,6 +1015,7 @@ mod tests {
         };
         let mut run = Run {
             args,
+            payload: Payload::Message,
             template: Template::parse(&args.subject, None).unwrap(),
             out: Out::default(),
             summary: Summary::default(),

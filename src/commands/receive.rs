@@ -123,7 +123,7 @@ pub fn run(
         config: &config,
         out: Out::default(),
         summary: Summary::default(),
-        acks: AckPolicy::from(&args.acks),
+        acks: super::ack_policy(&args.acks),
         started: Instant::now(),
         metrics_written: None,
         errors: BTreeMap::new(),

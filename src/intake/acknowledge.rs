@@ -2,7 +2,6 @@
 //! `--contrl-duplicates`): which interchanges are answered, with what, and the answer stored in
 //! the decision's transaction. The CONTRL's bytes are [`crate::edifact::contrl`]'s.
 
-use crate::cli::{AckArgs, ContrlDuplicates, ContrlWhen};
 use crate::edifact::contrl::{self, Action, Detail, Level, Mode, SyntaxError};
 use crate::edifact::{EnvelopeError, Interchange, RejectedContext, Unb};
 use crate::inbox::{Decision, Inbox, InboxError, NewAcknowledgement, Resend};
@@ -16,20 +15,16 @@ pub struct AckPolicy {
     reject_duplicates: bool,
 }
 
-impl From<&AckArgs> for AckPolicy {
-    fn from(a: &AckArgs) -> AckPolicy {
+impl AckPolicy {
+    /// Who is answered (`--contrl`), and whether an exact duplicate is answered with a CONTRL
+    /// rejecting it instead of its first one again (`--contrl-duplicates reject`).
+    pub fn new(mode: Mode, reject_duplicates: bool) -> AckPolicy {
         AckPolicy {
-            mode: match a.contrl {
-                ContrlWhen::Requested => Mode::Requested,
-                ContrlWhen::Always => Mode::Always,
-                ContrlWhen::Never => Mode::Never,
-            },
-            reject_duplicates: a.contrl_duplicates == ContrlDuplicates::Reject,
+            mode,
+            reject_duplicates,
         }
     }
-}
 
-impl AckPolicy {
     /// True where nothing is ever answered (a rejected input need not be parsed again).
     pub fn never(&self) -> bool {
         self.mode == Mode::Never

@@ -61,8 +61,8 @@ impl Destination for AmqpDestination {
         }
     }
 
-    fn configure(&mut self, args: &crate::cli::PublishArgs, _: &Template) {
-        self.exchange.clone_from(&args.exchange);
+    fn configure(&mut self, settings: &super::DestinationSettings, _: &Template) {
+        self.exchange.clone_from(&settings.exchange);
     }
 
     fn connect(&self, stop: &Stop) -> anyhow::Result<Box<dyn Sink>> {

@@ -64,11 +64,21 @@ pub trait Destination: std::fmt::Debug + Send {
         None
     }
 
-    /// Takes what `publish`'s command line says to destinations of its kind.
-    fn configure(&mut self, _args: &crate::cli::PublishArgs, _subjects: &Template) {}
+    /// Takes what the run says to destinations of its kind.
+    fn configure(&mut self, _settings: &DestinationSettings, _subjects: &Template) {}
 
     /// Connects (each wait bounded, and ended by `stop`).
     fn connect(&self, stop: &Stop) -> anyhow::Result<Box<dyn Sink>>;
+}
+
+/// What a run of `publish` says to the destinations of one kind, beside their URL (the command
+/// makes it from its flags).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DestinationSettings {
+    /// NATS: the stream to create where none captures the subjects (`--create-stream`).
+    pub create_stream: Option<String>,
+    /// RabbitMQ: the durable topic exchange to publish to (`--exchange`).
+    pub exchange: String,
 }
 
 /// Reads `--to`; the error says what is accepted (never the text, which may hold a password).
@@ -100,7 +110,7 @@ impl SinkError {
 }
 
 /// What is sent per event: each message (UNH..UNT), or each interchange once (UNA/UNB..UNZ).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Payload {
     Message,
     Interchange,

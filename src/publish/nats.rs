@@ -88,8 +88,8 @@ impl Destination for NatsDestination {
         self.prefix.as_deref()
     }
 
-    fn configure(&mut self, args: &crate::cli::PublishArgs, subjects: &Template) {
-        self.create_stream.clone_from(&args.create_stream);
+    fn configure(&mut self, settings: &super::DestinationSettings, subjects: &Template) {
+        self.create_stream.clone_from(&settings.create_stream);
         self.stream_subjects = vec![subjects.wildcard()];
     }
 

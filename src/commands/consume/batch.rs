@@ -405,10 +405,7 @@ mod tests {
 
     /// No CONTRL for anything.
     fn no_contrl() -> AckPolicy {
-        AckPolicy::from(&crate::cli::AckArgs {
-            contrl: crate::cli::ContrlWhen::Never,
-            contrl_duplicates: crate::cli::ContrlDuplicates::Resend,
-        })
+        AckPolicy::new(crate::edifact::contrl::Mode::Never, false)
     }
 
     #[test]

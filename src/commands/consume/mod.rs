@@ -151,7 +151,7 @@ pub fn run(
         subscribed: false,
         last_fetch: unix_now(),
         other_problems: 0,
-        acks: AckPolicy::from(&args.acks),
+        acks: super::ack_policy(&args.acks),
         group: None,
         watermarks: Vec::new(),
         commit_failures: 0,

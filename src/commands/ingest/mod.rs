@@ -231,7 +231,7 @@ impl<'a> Run<'a> {
             summary: Summary::default(),
             other_problems: 0,
             progress,
-            acks: AckPolicy::from(&args.acks),
+            acks: super::ack_policy(&args.acks),
         }
     }
 

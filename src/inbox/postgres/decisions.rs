@@ -9,9 +9,7 @@ use postgres::{Client, GenericClient};
 use super::{PgInbox, storable};
 use crate::edifact::{EnvelopeError, Interchange};
 use crate::inbox::names::{Counter, RECEIVED, delivery_counts};
-use crate::inbox::postgres::error::describe;
-use crate::inbox::postgres::error::refusable;
-use crate::inbox::postgres::error::retryable;
+use crate::inbox::postgres::error::{KeyVanished, describe, refusable, retryable};
 use crate::inbox::postgres::reports::add_counters;
 use crate::inbox::{
     Candidate, Decision, Decisions, DeliveryRecord, InboxError, KeyProbe, REJECTED_BYTES_LIMIT,
@@ -345,19 +343,6 @@ pub(super) fn decide(
     write_sightings(client, batch, &decisions, &hashes)?;
     Ok(decisions)
 }
-
-/// A key neither taken by this batch nor found stored: its holder was purged between the two
-/// statements. Not a failure of the data: the batch is rolled back and tried again, whole.
-#[derive(Debug)]
-pub(super) struct KeyVanished;
-
-impl std::fmt::Display for KeyVanished {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("a key was neither taken nor found (purged meanwhile)")
-    }
-}
-
-impl std::error::Error for KeyVanished {}
 
 /// One column of rows `rows`, for an array parameter.
 pub(super) fn column<'a, T>(rows: &[usize], f: impl Fn(usize) -> T + 'a) -> Vec<T> {

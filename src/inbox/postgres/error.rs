@@ -6,7 +6,19 @@ use std::fmt;
 use postgres::error::SqlState;
 
 use crate::inbox::InboxError;
-use crate::inbox::postgres::decisions::KeyVanished;
+
+/// A key neither taken by this batch nor found stored: its holder was purged between the two
+/// statements. Not a failure of the data: the batch is rolled back and tried again, whole.
+#[derive(Debug)]
+pub(super) struct KeyVanished;
+
+impl fmt::Display for KeyVanished {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a key was neither taken nor found (purged meanwhile)")
+    }
+}
+
+impl std::error::Error for KeyVanished {}
 
 /// A failure of the server or the connection, told in one line with the server's own words
 /// (the driver's own `Display` says only "db error" and keeps the reason in its source).
