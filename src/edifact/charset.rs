@@ -65,6 +65,65 @@ impl Charset {
 }
 
 impl Charset {
+    /// Decodes unescaped bytes replacing nothing: a message's values (`super::message`), which
+    /// must give back the bytes they were read from. Text in the repertoire reads as
+    /// [`Charset::decode`] reads it; each byte the repertoire does not define (above 0x7F under
+    /// UNOA and UNOB, a byte ISO 8859-3, -6, -7 or -8 leaves undefined, a byte of no UTF-8
+    /// sequence under UNOW and UNOY) reads as the ISO 8859-1 character of its number, and is
+    /// counted: the second value. (Under UNOJ, ISO 8859-8, the undefined 0xD7 so reads as `×`,
+    /// which the repertoire has at 0xAA: the count tells them apart.) Where `decode` differs: it reads an undefined byte of ISO
+    /// 8859-3, -6, -7 or -8 as U+FFFD, and a value with a stray byte under UTF-8 wholly as ISO
+    /// 8859-1 (envelope values, whose keys are stored so and must stay so).
+    ///
+    /// Borrows where the bytes are ASCII or, under UNOW and UNOY, UTF-8, which is nearly always.
+    pub fn decode_exact<'a>(&self, bytes: &'a [u8]) -> (Cow<'a, str>, usize) {
+        if bytes.is_ascii()
+            && let Ok(text) = std::str::from_utf8(bytes)
+        {
+            return (Cow::Borrowed(text), 0);
+        }
+        let latin1 = |bytes: &[u8]| bytes.iter().map(|&b| b as char).collect::<String>();
+        match self {
+            Charset::Latin1 => (Cow::Owned(latin1(bytes)), 0),
+            Charset::Ascii => {
+                let outside = bytes.iter().filter(|b| !b.is_ascii()).count();
+                (Cow::Owned(latin1(bytes)), outside)
+            }
+            Charset::Utf8 => match std::str::from_utf8(bytes) {
+                Ok(text) => (Cow::Borrowed(text), 0),
+                Err(_) => {
+                    let mut text = String::with_capacity(bytes.len() + 8);
+                    let mut outside = 0;
+                    for chunk in bytes.utf8_chunks() {
+                        text.push_str(chunk.valid());
+                        for &b in chunk.invalid() {
+                            text.push(b as char);
+                            outside += 1;
+                        }
+                    }
+                    (Cow::Owned(text), outside)
+                }
+            },
+            Charset::Iso8859(enc) => {
+                if let Some(text) = enc.decode_without_bom_handling_and_without_replacement(bytes) {
+                    return (Cow::Owned(text.into_owned()), 0);
+                }
+                let mut text = String::with_capacity(bytes.len() + 8);
+                let mut outside = 0;
+                for &b in bytes {
+                    match enc.decode_without_bom_handling_and_without_replacement(&[b]) {
+                        Some(c) => text.push_str(&c),
+                        None => {
+                            text.push(b as char);
+                            outside += 1;
+                        }
+                    }
+                }
+                (Cow::Owned(text), outside)
+            }
+        }
+    }
+
     /// Encodes text in this repertoire, the inverse of [`Charset::decode`]: a value read from an
     /// interchange is written back as the bytes it was read from (a CONTRL copying a partner's
     /// identification, say: `MÜLLER` under UNOC is 0xDC, not UTF-8's 0xC3 0x9C). A character
@@ -153,6 +212,64 @@ mod tests {
             Charset::for_syntax("UNOY").encode("Ü").as_ref(),
             "Ü".as_bytes()
         );
+    }
+
+    /// A message's values replace no byte: every byte of every repertoire reads as a character
+    /// that encoding gives back as that byte (but one), under UTF-8 as every valid sequence
+    /// does; the bytes the repertoire does not define are counted.
+    #[test]
+    fn exact_decoding_replaces_nothing_and_counts_what_is_foreign() {
+        let ids = [
+            "UNOA", "UNOB", "UNOC", "UNOD", "UNOE", "UNOF", "UNOG", "UNOH", "UNOI", "UNOJ", "UNOK",
+            "IATA",
+        ];
+        for id in ids {
+            let cs = Charset::for_syntax(id);
+            for b in 0..=255u8 {
+                let byte = [b];
+                let (text, outside) = cs.decode_exact(&byte);
+                assert!(!text.contains('\u{FFFD}'), "{id} {b:#04x}");
+                // The one foreign byte whose ISO 8859-1 character the repertoire has elsewhere:
+                // ISO 8859-8 leaves 0xD7 undefined and has × at 0xAA (counted, so never silent).
+                let back: &[u8] = if (id, b) == ("UNOJ", 0xd7) {
+                    &[0xaa]
+                } else {
+                    &byte
+                };
+                assert_eq!(cs.encode(&text).as_ref(), back, "{id} {b:#04x}: {text}");
+                let defined = match cs {
+                    Charset::Ascii => b.is_ascii(),
+                    Charset::Iso8859(enc) => enc
+                        .decode_without_bom_handling_and_without_replacement(&[b])
+                        .is_some(),
+                    _ => true,
+                };
+                assert_eq!(outside, usize::from(!defined), "{id} {b:#04x}");
+            }
+        }
+        // ISO 8859-7 leaves 0xAE undefined: `decode` reads U+FFFD, `decode_exact` 0xAE's Latin-1.
+        let greek = Charset::for_syntax("UNOF");
+        assert_eq!(greek.decode(b"\xe1\xae"), "α\u{FFFD}");
+        assert_eq!(greek.decode_exact(b"\xe1\xae"), ("α®".into(), 1));
+        // UTF-8: the valid sequences as UTF-8, each stray byte as ISO 8859-1.
+        let utf8 = Charset::for_syntax("UNOY");
+        assert_eq!(
+            utf8.decode_exact("Müller \u{1F600}".as_bytes()),
+            ("Müller \u{1F600}".into(), 0)
+        );
+        assert_eq!(
+            utf8.decode_exact(b"M\xc3\xbcller\xff\xe2\x82"),
+            ("Müllerÿâ\u{82}".into(), 3)
+        );
+        assert_eq!(utf8.decode(b"M\xc3\xbcller\xff"), "MÃ¼llerÿ");
+        assert_eq!(
+            Charset::for_syntax("UNOA").decode_exact(b"K\xf6ln"),
+            ("Köln".into(), 1)
+        );
+        assert!(matches!(
+            Charset::for_syntax("UNOC").decode_exact(b"plain"),
+            (Cow::Borrowed("plain"), 0)
+        ));
     }
 
     #[test]

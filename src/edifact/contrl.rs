@@ -83,6 +83,8 @@ pub fn syntax_error(kind: &ErrorKind, at: Option<Tag>) -> Option<SyntaxError> {
     let (code, level, tag) = match kind {
         // No interchange to answer: the rejection stays in the inbox's own report.
         K::Empty | K::NoInterchange | K::TruncatedUna { .. } | K::BadUna { .. } => return None,
+        // The segment reader's, of a message already accepted: never an interchange's answer.
+        K::MessageOutside { .. } | K::NotMessageBound { .. } => return None,
         // 29: control count does not match the number of instances received.
         K::UntCount { .. } => ("29", Message, Some(Tag::UNT)),
         K::UneCount { .. } => ("29", Group, Some(Tag::UNE)),

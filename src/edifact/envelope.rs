@@ -326,6 +326,7 @@ impl Builder {
             segments: 1,
             group: self.open_group,
             span: 0..0,
+            number: seg.number,
         };
         let m = &message;
         if [

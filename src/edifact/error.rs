@@ -152,6 +152,22 @@ pub enum ErrorKind {
         /// `interchange` or `group`.
         what: &'static str,
     },
+    /// A message handed to the segment reader (`super::message_segments`) whose span is not
+    /// within its interchange's bytes: a detached interchange, or one the parser did not make.
+    #[error("message {reference} spans bytes {start}..{end} of its interchange, which has {len}")]
+    MessageOutside {
+        reference: String,
+        start: usize,
+        end: usize,
+        len: usize,
+    },
+    /// A message handed to the segment reader whose bytes do not run from a UNH to a UNT.
+    #[error("stands where message {reference}'s {expected} must")]
+    NotMessageBound {
+        reference: String,
+        /// `UNH` or `UNT`.
+        expected: &'static str,
+    },
 }
 
 /// An envelope error at a place in the file.
@@ -230,6 +246,8 @@ impl EnvelopeError {
             ErrorKind::UnzCount { .. } => "unz-count",
             ErrorKind::UnzReference { .. } => "unz-reference",
             ErrorKind::LowerLevelEmpty { .. } => "lower-level-empty",
+            ErrorKind::MessageOutside { .. } => "message-outside",
+            ErrorKind::NotMessageBound { .. } => "not-message-bound",
         }
     }
 }

@@ -306,6 +306,18 @@ fn is_tag(tag: &[u8; 3]) -> bool {
             .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit())
 }
 
+/// Index just past the byte that the release character at `i` of `raw` makes literal: line
+/// breaks a transport put after the release character do not end its reach. Where `raw` ends
+/// first, `raw.len()` or one past it.
+#[inline]
+pub fn past_released(raw: &[u8], mut i: usize, seps: &Separators) -> usize {
+    i += 1;
+    while raw.get(i).is_some_and(|&b| seps.is_line_break(b)) {
+        i += 1;
+    }
+    i + 1
+}
+
 /// The value of a raw component: release characters removed, line breaks left out.
 ///
 /// Borrows where there is nothing to remove, which is nearly always.

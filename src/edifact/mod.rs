@@ -2,7 +2,8 @@
 //!
 //! Pure functions over `&[u8]`: nothing here knows of files, databases or output. [`syntax`] reads
 //! the UNA, [`lexer`] finds segments, `interchanges` walks a file's interchanges, `envelope`
-//! checks UNB..UNZ, `hash` hashes each interchange, `model` is what comes out.
+//! checks UNB..UNZ, `hash` hashes each interchange, `model` is what comes out, [`message`] reads
+//! a message's own segments whole (the JSON form of docs/parser.md).
 //!
 //! Where a new thing goes: a check of the envelope, `envelope.rs`, with its error kind in
 //! `error.rs`; a character repertoire (0001), `charset.rs`; what an answer is built of,
@@ -15,6 +16,7 @@ pub mod error;
 mod hash;
 mod interchanges;
 pub mod lexer;
+pub mod message;
 mod model;
 mod segments;
 pub mod syntax;
@@ -23,5 +25,6 @@ pub use charset::Charset;
 pub use error::{EnvelopeError, ErrorKind, Tag};
 pub use interchanges::rejected_contexts;
 pub use interchanges::{Interchanges, interchanges};
+pub use message::{MessageSegments, message_segments};
 pub use model::{Group, Interchange, Message, RejectedContext, Unb};
 pub use syntax::Separators;

@@ -129,6 +129,11 @@ pub struct Message {
     pub group: Option<usize>,
     /// Where UNH..UNT stand within [`Interchange::raw`], terminator of UNT included.
     pub span: Range<usize>,
+    /// The number of its UNH in the bytes read (1-based, UNA not counted), so that what is
+    /// said later of one of its segments (`super::message_segments`) names it as the envelope's
+    /// errors do.
+    #[serde(skip)]
+    pub number: usize,
 }
 
 /// One interchange, valid in every rule of its envelope.

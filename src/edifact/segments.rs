@@ -15,7 +15,7 @@ use nom::combinator::opt;
 use nom::sequence::preceded;
 use nom::{IResult, Parser};
 
-use super::lexer::unescape;
+use super::lexer::{past_released, unescape};
 use super::syntax::Separators;
 
 /// A component as it stands in the segment: release characters and line breaks still in it.
@@ -31,11 +31,7 @@ fn component<'a>(seps: Separators) -> impl Fn(Raw<'a>) -> IResult<Raw<'a>, Raw<'
         let mut i = 0;
         while let Some(&b) = input.get(i) {
             if Some(b) == seps.release {
-                i += 1;
-                while input.get(i).is_some_and(|&b| seps.is_line_break(b)) {
-                    i += 1;
-                }
-                i += 1;
+                i = past_released(input, i, &seps);
                 continue;
             }
             if b == seps.component || b == seps.element {
