@@ -554,6 +554,12 @@ pub struct InspectArgs {
     #[arg(long)]
     pub json: bool,
 
+    /// Print each message's segments, UNH through UNT, every data element and component,
+    /// instead of the envelope; with --json one object per message, its `segments` in the JSON
+    /// form of docs/parser.md ("A message as JSON").
+    #[arg(long)]
+    pub segments: bool,
+
     /// Files or folders to read.
     #[arg(required = true, value_name = "PATH")]
     pub paths: Vec<PathBuf>,
@@ -681,6 +687,12 @@ pub struct ShowArgs {
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
+
+    /// Print each message's segments, UNH through UNT, from the stored bytes (the copy the
+    /// inbox holds, else the latest), as `inspect --segments` does; with --json one object per
+    /// message.
+    #[arg(long, conflicts_with_all = ["raw", "contrl"])]
+    pub segments: bool,
 }
 
 /// Shells `completions` writes for.

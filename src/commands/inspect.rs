@@ -3,7 +3,8 @@
 use serde::Serialize;
 
 use crate::cli::InspectArgs;
-use crate::edifact::{self, EnvelopeError, Interchange};
+use crate::edifact::message::{OutsideRepertoire, Segment};
+use crate::edifact::{self, EnvelopeError, Interchange, MessageSegments};
 use crate::exit::ExitStatus;
 use crate::output::{Out, count, problem};
 use crate::walk::{self, InputFile};
@@ -82,6 +83,145 @@ impl<'a> InterchangeJson<'a> {
     }
 }
 
+/// One message's segments, as `inspect --segments --json` and `show --segments --json` print
+/// it: its envelope's key, group, reference and type, and its segments in the JSON form of
+/// docs/parser.md ("A message as JSON").
+#[derive(Debug, Serialize)]
+pub struct SegmentsJson<'a> {
+    pub file: &'a str,
+    /// Byte offset of its interchange in the file.
+    pub offset: usize,
+    pub sender: &'a str,
+    pub recipient: &'a str,
+    pub control_ref: &'a str,
+    pub group: Option<&'a str>,
+    #[serde(rename = "ref")]
+    pub reference: &'a str,
+    #[serde(rename = "type")]
+    pub message_type: &'a str,
+    /// The bytes its repertoire does not define, read as ISO 8859-1 (never replaced).
+    pub outside_repertoire: Option<OutsideJson>,
+    pub segments: &'a MessageSegments<'a>,
+}
+
+/// [`OutsideRepertoire`] in JSON: how many bytes, and the first segment holding one.
+#[derive(Debug, Serialize)]
+pub struct OutsideJson {
+    pub bytes: usize,
+    pub offset: usize,
+    pub segment: usize,
+    pub tag: String,
+}
+
+impl From<OutsideRepertoire> for OutsideJson {
+    fn from(o: OutsideRepertoire) -> Self {
+        OutsideJson {
+            bytes: o.bytes,
+            offset: o.offset,
+            segment: o.segment,
+            tag: o.tag.to_string(),
+        }
+    }
+}
+
+/// Prints each message of `i` with its segments: JSON Lines with `json`, a line per segment
+/// otherwise. Returns how many of its messages could not be read (each said, with its byte).
+pub fn print_segments(out: &mut Out, file: &str, i: &Interchange<'_>, json: bool) -> usize {
+    let mut failed = 0;
+    for m in &i.messages {
+        let group = m
+            .group
+            .and_then(|g| i.groups.get(g))
+            .map(|g| g.reference.as_str());
+        let segments = match edifact::message_segments(i, m) {
+            Ok(s) => s,
+            Err(e) => {
+                failed += 1;
+                if json {
+                    out.json(&ErrorJson::envelope(file, &e));
+                } else {
+                    problem(out, &format!("{file}: message {}: {e}", m.reference));
+                }
+                continue;
+            }
+        };
+        let outside = segments.outside_repertoire();
+        if json {
+            out.json(&SegmentsJson {
+                file,
+                offset: i.offset,
+                sender: &i.unb.sender,
+                recipient: &i.unb.recipient,
+                control_ref: &i.unb.control_ref,
+                group,
+                reference: &m.reference,
+                message_type: &m.message_type,
+                outside_repertoire: outside.map(OutsideJson::from),
+                segments: &segments,
+            });
+            continue;
+        }
+        out.line(&format!(
+            "{file}: interchange {} at byte {}, message {} ({} {}:{}:{}){}, {}",
+            i.unb.control_ref,
+            i.offset,
+            m.reference,
+            m.message_type,
+            m.version,
+            m.release,
+            m.agency,
+            group.map(|g| format!(" in group {g}")).unwrap_or_default(),
+            count(segments.len() as u64, "segment", "segments"),
+        ));
+        if let Some(o) = outside {
+            out.line(&format!(
+                "  {} outside {}, read as ISO 8859-1: the first in {} at byte {} (segment {})",
+                count(o.bytes as u64, "byte", "bytes"),
+                i.unb.syntax_id,
+                o.tag,
+                o.offset,
+                o.segment
+            ));
+        }
+        let repeats = segments.reading().repetition.is_some();
+        for seg in segments.iter() {
+            out.line(&format!("  {}", segment_text(&seg, repeats)));
+        }
+    }
+    failed
+}
+
+/// A segment for a person: as EDIFACT writes it with the level A characters (`+` between
+/// elements, `:` between components, `*` between repetitions, `?` before any of them in a
+/// value), whatever the interchange's own, its values decoded, without its terminator.
+fn segment_text(seg: &Segment<'_>, repeats: bool) -> String {
+    let mut text = String::new();
+    let tag = seg.tag_element();
+    let elements = std::iter::once(tag).chain(seg.elements());
+    for (k, e) in elements.enumerate() {
+        if k > 0 {
+            text.push('+');
+        }
+        for (r, rep) in e.repetitions().enumerate() {
+            if r > 0 {
+                text.push('*');
+            }
+            for (c, component) in rep.components().enumerate() {
+                if c > 0 {
+                    text.push(':');
+                }
+                for ch in component.chars() {
+                    if matches!(ch, '+' | ':' | '\'' | '?') || (repeats && ch == '*') {
+                        text.push('?');
+                    }
+                    text.push(ch);
+                }
+            }
+        }
+    }
+    text
+}
+
 /// Input that cannot be parsed, as `inspect --json` prints it.
 #[derive(Debug, Serialize)]
 pub struct ErrorJson<'a> {
@@ -137,7 +277,7 @@ pub fn run(args: &InspectArgs) -> anyhow::Result<ExitStatus> {
         }
     }
     for f in &files {
-        inspect_file(f, args.json, &mut out, &mut tally)?;
+        inspect_file(f, args, &mut out, &mut tally)?;
     }
     if !args.json {
         out.line(&format!(
@@ -154,7 +294,13 @@ pub fn run(args: &InspectArgs) -> anyhow::Result<ExitStatus> {
     ))
 }
 
-fn inspect_file(f: &InputFile, json: bool, out: &mut Out, tally: &mut Tally) -> anyhow::Result<()> {
+fn inspect_file(
+    f: &InputFile,
+    args: &InspectArgs,
+    out: &mut Out,
+    tally: &mut Tally,
+) -> anyhow::Result<()> {
+    let json = args.json;
     let file = walk::display(&f.path);
     let data = match walk::read(f) {
         Ok(Some(d)) => d,
@@ -177,7 +323,9 @@ fn inspect_file(f: &InputFile, json: bool, out: &mut Out, tally: &mut Tally) -> 
             Ok(i) => {
                 tally.interchanges += 1;
                 tally.messages += i.messages.len();
-                if json {
+                if args.segments {
+                    rejected |= print_segments(out, &file, &i, json) > 0;
+                } else if json {
                     out.json(&InterchangeJson::new(&file, &i));
                 } else {
                     print_human(out, &file, &i)?;

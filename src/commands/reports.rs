@@ -5,6 +5,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::cli::{ListArgs, ShowArgs, StatsArgs};
+use crate::commands::inspect::print_segments;
 use crate::exit::ExitStatus;
 use crate::inbox::{Access, EventFilter, Location};
 use crate::output::{Out, problem};
@@ -161,6 +162,9 @@ pub fn show(db: &Location, busy_timeout: Duration, args: &ShowArgs) -> anyhow::R
         out.flush();
         return Ok(reported(&out));
     }
+    if args.segments {
+        return show_segments(&mut out, &h.interchanges, args.json);
+    }
     if args.json {
         #[derive(serde::Serialize)]
         struct Shown<'a> {
@@ -245,6 +249,44 @@ pub fn show(db: &Location, busy_timeout: Duration, args: &ShowArgs) -> anyhow::R
     }
     out.flush();
     Ok(reported(&out))
+}
+
+/// `show --segments`: each message's segments, from the stored bytes of the copy the inbox
+/// holds (else the latest), read again as `inspect --segments` reads a file; offsets are within
+/// those bytes, and `file` names the file the copy came from.
+fn show_segments(
+    out: &mut Out,
+    copies: &[crate::inbox::StoredInterchange],
+    json: bool,
+) -> anyhow::Result<ExitStatus> {
+    let Some(copy) = copies.iter().find(|i| i.in_inbox).or(copies.last()) else {
+        problem(out, "the inbox keeps no bytes of this interchange");
+        return Ok(ExitStatus::Problems);
+    };
+    let mut failed = 0;
+    for item in crate::edifact::interchanges(&copy.raw) {
+        match item {
+            Ok(i) => failed += print_segments(out, &copy.source_file, &i, json),
+            Err(e) => {
+                // The inbox stored only what the parser accepted: bytes that no longer parse
+                // were changed after.
+                failed += 1;
+                problem(
+                    out,
+                    &format!(
+                        "the stored bytes of interchange #{} do not parse: {e}",
+                        copy.id
+                    ),
+                );
+            }
+        }
+    }
+    out.flush();
+    Ok(if failed > 0 {
+        ExitStatus::Problems
+    } else {
+        reported(out)
+    })
 }
 
 /// The status of a report: its output is its whole work, so output that could not be written

@@ -236,6 +236,15 @@ impl<'a> Segment<'a> {
         self.raw.number
     }
 
+    /// The element that holds the tag: its first component is the tag, and where there are
+    /// more, they are the explicit nesting indicator of syntax versions 1 to 3 (`LIN:1:1`).
+    pub fn tag_element(&self) -> Element<'a> {
+        self.all_elements().next().unwrap_or(Element {
+            raw: b"",
+            reading: self.reading,
+        })
+    }
+
     /// The element that holds the tag, and its data elements.
     fn all_elements(&self) -> impl Iterator<Item = Element<'a>> + use<'a> {
         let reading = self.reading;
@@ -250,10 +259,9 @@ impl<'a> Segment<'a> {
 
     /// True where the tag's element holds more than the tag: components after it (the explicit
     /// nesting indicator of syntax versions 1 to 3, `LIN:1:1`) or a repetition.
-    fn tag_has_more(&self) -> bool {
-        self.all_elements().next().is_some_and(|e| {
-            e.is_repeated() || e.repetitions().any(|r| r.raw_components().nth(1).is_some())
-        })
+    pub fn tag_has_more(&self) -> bool {
+        let e = self.tag_element();
+        e.is_repeated() || e.repetitions().any(|r| r.raw_components().nth(1).is_some())
     }
 }
 

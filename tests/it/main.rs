@@ -38,6 +38,7 @@ mod parser_props;
 mod postgres;
 mod publish;
 mod samples;
+mod segments;
 #[cfg(feature = "sqs")]
 mod sqs;
 #[cfg(any(feature = "nats", feature = "amqp"))]
