@@ -1,5 +1,6 @@
 //! Any bytes: the envelope parser must neither panic nor loop, and what it reports must point
-//! inside the input.
+//! inside the input; every message it accepts reads whole (`edifact::message_segments`) and
+//! renders as JSON, segment for segment.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -14,6 +15,11 @@ fuzz_target!(|data: &[u8]| {
                 assert!(i.offset + i.raw.len() <= data.len());
                 for m in &i.messages {
                     assert!(m.span.end <= i.raw.len());
+                    // A message the envelope accepted reads whole, and renders as JSON.
+                    let segments = edi_inbox::edifact::message_segments(&i, m)
+                        .unwrap_or_else(|e| panic!("an accepted message: {e}"));
+                    let json = serde_json::to_value(&segments).expect("renders");
+                    assert_eq!(json.as_array().map(Vec::len), Some(m.segments));
                 }
             }
             Err(e) => {

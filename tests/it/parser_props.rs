@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use crate::common::synth::{Layout, Synth};
-use edi_inbox::edifact::{Interchange, interchanges};
+use edi_inbox::edifact::{Interchange, interchanges, message_segments};
 use proptest::prelude::*;
 
 /// Reads every interchange and error of `data`, checking what must hold for any input.
@@ -18,6 +18,13 @@ fn read_all(data: &[u8]) -> Vec<Result<Interchange<'_>, String>> {
                 assert!(i.offset + i.raw.len() <= data.len());
                 for m in &i.messages {
                     assert!(m.span.end <= i.raw.len());
+                    // The whole message reads too: what the envelope accepted, the segment
+                    // reader splits and renders, segment for segment, without a panic.
+                    let segments = message_segments(&i, m).unwrap_or_else(|e| {
+                        panic!("message {} of an accepted interchange: {e}", m.reference)
+                    });
+                    let json = serde_json::to_value(&segments).unwrap();
+                    assert_eq!(json.as_array().map(Vec::len), Some(m.segments));
                 }
                 out.push(Ok(i));
             }
