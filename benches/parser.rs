@@ -1,19 +1,127 @@
-//! Parser throughput: one large interchange, and many small ones each parsed on its own.
+//! Parser throughput: one large interchange, and many small ones each parsed on its own; and
+//! every message of the large one rendered as JSON (`edifact::message_segments` through
+//! serde_json, as `inspect --segments --json` renders it) beside the envelope parse of the same
+//! bytes.
 //!
 //! `cargo bench --bench parser`; criterion prints the throughput in MiB/s (README, "Performance").
+//! Before criterion runs, the rendering's peak heap beside the parsed interchange is measured
+//! once and printed (`message_json: peak heap ...`): it must stay the size of one message, not
+//! of the file.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use edi_inbox::edifact::interchanges;
+use edi_inbox::edifact::{Interchange, interchanges, message_segments};
 #[path = "../tests/it/common/synth.rs"]
 #[allow(dead_code)] // each uses a part of it
 mod synth;
 
 use synth::parser_bench_inputs;
 
+/// The system allocator, counting the bytes live and their peak while `COUNTING` is set (only
+/// for the one measurement before criterion, so the timed runs pay a relaxed load per
+/// allocation and nothing more).
+struct Counting;
+
+static COUNTING: AtomicBool = AtomicBool::new(false);
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: every call is passed on to the system allocator unchanged; the counters only watch.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if COUNTING.load(Ordering::Relaxed) {
+            let live = LIVE.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
+            PEAK.fetch_max(live, Ordering::Relaxed);
+        }
+        // SAFETY: the caller's layout, as GlobalAlloc::alloc requires.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        if COUNTING.load(Ordering::Relaxed) {
+            LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        }
+        // SAFETY: `ptr` was allocated by `alloc` above with this layout.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if COUNTING.load(Ordering::Relaxed) {
+            if new_size >= layout.size() {
+                let grown = new_size - layout.size();
+                let live = LIVE.fetch_add(grown, Ordering::Relaxed) + grown;
+                PEAK.fetch_max(live, Ordering::Relaxed);
+            } else {
+                LIVE.fetch_sub(layout.size() - new_size, Ordering::Relaxed);
+            }
+        }
+        // SAFETY: as GlobalAlloc::realloc requires, passed on.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
 fn parse_all(data: &[u8]) -> usize {
     interchanges(data)
         .map(|i| i.map(|i| i.messages.len()).unwrap_or(0))
         .sum()
+}
+
+/// Every message of `i` rendered as JSON into one buffer, emptied between messages as a
+/// writer of JSON Lines empties its line: the bytes rendered in all.
+fn render_all(i: &Interchange<'_>, line: &mut Vec<u8>) -> usize {
+    let mut total = 0;
+    for m in &i.messages {
+        line.clear();
+        let segments = message_segments(i, m).expect("a message the parser accepted");
+        serde_json::to_writer(&mut *line, &segments).expect("renders");
+        total += line.len();
+    }
+    total
+}
+
+/// The envelope parse of `data`, then every message rendered: the bytes rendered.
+fn parse_and_render(data: &[u8]) -> usize {
+    let mut line = Vec::new();
+    interchanges(data)
+        .filter_map(Result::ok)
+        .map(|i| render_all(&i, &mut line))
+        .sum()
+}
+
+/// Peak heap of rendering every message, beyond the parsed interchange, against the largest
+/// message and its JSON; printed once.
+fn measure_memory(large: &[u8]) {
+    let i = interchanges(large)
+        .next()
+        .expect("an interchange")
+        .expect("a valid one");
+    let largest = i.messages.iter().map(|m| m.span.len()).max().unwrap_or(0);
+    let mut line = Vec::new();
+    let mut largest_json = 0;
+    for m in &i.messages {
+        line.clear();
+        serde_json::to_writer(&mut line, &message_segments(&i, m).unwrap()).unwrap();
+        largest_json = largest_json.max(line.len());
+    }
+    drop(line);
+    let before = LIVE.load(Ordering::Relaxed);
+    PEAK.store(before, Ordering::Relaxed);
+    COUNTING.store(true, Ordering::Relaxed);
+    let rendered = render_all(&i, &mut Vec::new());
+    COUNTING.store(false, Ordering::Relaxed);
+    let peak = PEAK.load(Ordering::Relaxed) - before;
+    println!(
+        "message_json: {} messages, {rendered} bytes of JSON from {} bytes; peak heap beyond the \
+         parsed interchange {peak} bytes (the largest message {largest} bytes, its JSON \
+         {largest_json} bytes)",
+        i.messages.len(),
+        large.len()
+    );
 }
 
 fn bench(c: &mut Criterion) {
@@ -39,6 +147,20 @@ fn bench(c: &mut Criterion) {
             })
         },
     );
+    group.finish();
+
+    // The same bytes both ways, side by side: the envelope parse alone, and the parse with
+    // every message rendered as JSON.
+    measure_memory(&large);
+    let mut group = c.benchmark_group("message_json");
+    group.sample_size(10);
+    group.throughput(Throughput::Bytes(large.len() as u64));
+    group.bench_function("envelope_parse", |b| {
+        b.iter(|| parse_all(std::hint::black_box(&large)))
+    });
+    group.bench_function("parse_and_render_every_message", |b| {
+        b.iter(|| parse_and_render(std::hint::black_box(&large)))
+    });
     group.finish();
 }
 
