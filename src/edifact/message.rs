@@ -8,11 +8,12 @@
 //! ([`Charset::decode_exact`]). Nothing is looked up in a directory: elements are known by their
 //! position alone, which stays the same across directory versions where names do not.
 //!
-//! The JSON form is this module's [`Serialize`] implementation, written once here for any
-//! serde format: serde is the parser's dependency already, while serde_json is the program's (a
-//! build without the `cli` feature has none), and an implementation rather than a writer of our
-//! own leaves JSON's string escapes to serde_json. It reads the bytes as it goes: what a
-//! message takes in memory beside its bytes is its segments' places, never a tree of strings.
+//! The JSON form is this module's [`Serialize`] implementation, written once here: serde is the
+//! parser's dependency already, while serde_json is the program's (a build without the `cli`
+//! feature has none), and an implementation rather than a writer of our own leaves JSON's string
+//! escapes to serde_json. It reads the bytes as it goes: what a message takes in memory beside
+//! its bytes is its segments' places, never a tree of strings. (Its sequences do not state their
+//! lengths before they are read, which JSON and the other self-describing formats do not need.)
 
 use std::borrow::Cow;
 
