@@ -111,18 +111,18 @@ pub fn message_segments<'a>(
     };
     let reading = Reading::of(interchange);
     let seps = reading.separators;
-    let at = base + span.start;
+    let at = base.saturating_add(span.start);
     let mut segments = Vec::with_capacity(message.segments.min(data.len() / 4 + 1));
     let mut pos = skip_padding(data, 0, &seps);
     while pos < data.len() {
-        let number = message.number + segments.len();
+        let number = message.number.saturating_add(segments.len());
         let seg = read_segment(data, pos, number, &seps).map_err(|mut e| {
-            e.offset += at;
+            e.offset = e.offset.saturating_add(at);
             e
         })?;
         pos = skip_padding(data, seg.end(), &seps);
         segments.push(RawSegment {
-            offset: seg.offset + at,
+            offset: seg.offset.saturating_add(at),
             ..seg
         });
     }
@@ -643,6 +643,17 @@ mod tests {
         assert_eq!(
             message_segments(&i, &empty).unwrap_err().code(),
             "not-message-bound"
+        );
+        // Offsets past the end of memory (an interchange the parser did not make) saturate.
+        let mut far = i.clone();
+        far.offset = usize::MAX - 4;
+        let read = message_segments(&far, m).unwrap();
+        assert!(read.iter().all(|s| s.offset() == usize::MAX));
+        let mut far_short = short.clone();
+        far_short.number = usize::MAX;
+        assert_eq!(
+            message_segments(&far, &far_short).unwrap_err().offset,
+            usize::MAX
         );
         let (detached, _) = i.clone().detach();
         let e = message_segments(&detached, m).unwrap_err();
