@@ -234,7 +234,18 @@ per_backend! {
                 .stderr(Stdio::null())
                 .spawn()
                 .unwrap();
-            std::thread::sleep(Duration::from_millis(20 + g.below(120)));
+            // Once it has published something (a fixed sleep came before its first batch on a
+            // loaded machine: six kills, nothing published), then at a random moment.
+            let before = unpublished();
+            let started = std::time::Instant::now();
+            while unpublished() == before
+                && before > 0
+                && child.try_wait().ok().flatten().is_none()
+                && started.elapsed() < Duration::from_secs(60)
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            std::thread::sleep(Duration::from_millis(g.below(60)));
             let _ = child.kill();
             let _ = child.wait();
             let left = unpublished();
