@@ -87,8 +87,8 @@ pub enum Command {
     /// One interchange: its envelope, messages and every sighting. Exit 3 for an unknown key.
     Show(ShowArgs),
 
-    /// Deliver the outbox: publish each event to NATS JetStream, RabbitMQ, Kafka, Amazon SQS or
-    /// a folder, and mark it published only once the destination confirmed it.
+    /// Deliver the outbox: publish each event to a broker or a folder, and mark it published
+    /// only once the destination confirmed it.
     ///
     /// Events go out in the order their interchanges were decided, each with a stable id
     /// (the same from any host, at any time), so that a republish after a crash is dropped by
@@ -164,13 +164,7 @@ impl Command {
 
 #[derive(Debug, clap::Args)]
 pub struct ConsumeArgs {
-    /// Where from: nats://HOST:PORT/STREAM/CONSUMER (a JetStream pull consumer; tls:// for TLS),
-    /// amqp://USER:PASS@HOST:PORT/VHOST/QUEUE (RabbitMQ; %2f for the vhost /; amqps:// for
-    /// TLS) or
-    /// kafka://HOST:PORT[,HOST:PORT...]/TOPIC[,TOPIC...]?group=NAME (Kafka; the group's
-    /// positions kept in the inbox; &partitions=0,1 assigns those by hand) or
-    /// sqs://REGION/ACCOUNT/QUEUE (Amazon SQS; or the queue's URL). Read from the environment
-    /// where not given, so that a password stays out of the process list.
+    /// Where from (the brokers' forms are listed by `cli::command`, from the broker table).
     #[arg(
         long,
         value_name = "SOURCE",
@@ -190,10 +184,7 @@ pub struct ConsumeArgs {
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub until_idle: Option<Duration>,
 
-    /// Publish each rejected delivery here too, with the reason in the edi-inbox-reason
-    /// header: nats://HOST:PORT/SUBJECT (a JetStream stream must capture it),
-    /// amqp://USER:PASS@HOST:PORT/VHOST/EXCHANGE (a topic exchange, declared if missing;
-    /// the delivery's routing key kept), kafka://HOST:PORT/TOPIC or sqs://REGION/ACCOUNT/QUEUE.
+    /// Where rejected deliveries go too (the forms are listed by `cli::command`).
     #[arg(
         long,
         value_name = "DEST",
@@ -443,6 +434,43 @@ pub enum ContrlDuplicates {
     Reject,
 }
 
+/// The command line as clap reads it, with what the broker table says filled in: the forms of
+/// `--from`, `--to` and `--dead-letter`, and the brokers publish delivers to (so that no list
+/// of brokers is kept by hand). `--help`, the manual pages and the completions all come from it.
+pub fn command() -> clap::Command {
+    use crate::brokers::{Flag, help, names};
+    use clap::CommandFactory as _;
+    let environment = " Read from the environment where not given, so that a password stays out of the process list.";
+    Cli::command()
+        .mut_subcommand("consume", |c| {
+            c.mut_arg("from", |a| {
+                a.help(format!("Where from: {}.{environment}", help(Flag::From)))
+            })
+            .mut_arg("dead_letter", |a| {
+                a.help(format!(
+                    "Publish each rejected delivery here too, with the reason in the edi-inbox-reason header: {}.",
+                    help(Flag::DeadLetter)
+                ))
+            })
+        })
+        .mut_subcommand("publish", |c| {
+            let about = format!(
+                "Deliver the outbox: publish each event to {}, and mark it published only once the destination confirmed it.",
+                names(Flag::To)
+            );
+            let rest = c
+                .get_long_about()
+                .map(|l| l.to_string())
+                .and_then(|l| l.split_once("\n\n").map(|(_, rest)| rest.to_string()))
+                .unwrap_or_default();
+            c.about(about.clone())
+                .long_about(format!("{about}\n\n{rest}"))
+                .mut_arg("to", |a| {
+                    a.help(format!("Where to: {}.{environment}", help(Flag::To)))
+                })
+        })
+}
+
 /// `publish --payload`: what one published message holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum PayloadArg {
@@ -461,11 +489,7 @@ pub enum PositionLostRule {
 
 #[derive(Debug, clap::Args)]
 pub struct PublishArgs {
-    /// Where to: nats://HOST:PORT[/SUBJECT-PREFIX] (JetStream; tls:// for TLS),
-    /// amqp://USER:PASS@HOST:PORT/VHOST (RabbitMQ; amqps:// for TLS), kafka://HOST:PORT[,HOST:PORT...]/TOPIC (Kafka; TOPIC a template like
-    /// --subject, which it replaces), sqs://REGION/ACCOUNT/QUEUE (Amazon SQS; or the queue's
-    /// URL), or dir:PATH (one file per event). Read from the environment where not given, so
-    /// that a password stays out of the process list.
+    /// Where to (the forms are listed by `cli::command`, from the broker table).
     #[arg(
         long,
         value_name = "DEST",
@@ -796,7 +820,6 @@ mod tests {
 
     #[test]
     fn clap_definition_is_consistent() {
-        use clap::CommandFactory;
-        Cli::command().debug_assert();
+        command().debug_assert();
     }
 }

@@ -49,6 +49,8 @@ mod as4;
 #[macro_use]
 mod broker;
 #[cfg(feature = "cli")]
+mod brokers;
+#[cfg(feature = "cli")]
 mod cli;
 #[cfg(feature = "cli")]
 mod clock;

@@ -10,11 +10,15 @@ pub const SETUP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20
 /// Connects to `url` under the name of `role` (see [`super::connection_name`]); an error
 /// never holds the password. Bounded by the caller, with the rest of its setup
 /// ([`super::within`] and [`SETUP_TIMEOUT`]).
-pub async fn connect(url: &str, role: &str) -> anyhow::Result<Connection> {
+pub async fn connect(
+    url: &str,
+    role: &str,
+    settings: &super::tls::Settings,
+) -> anyhow::Result<Connection> {
     let properties =
         ConnectionProperties::default().with_connection_name(super::connection_name(role).into());
     let connected = if is_tls(url) {
-        connect_tls(url, properties).await
+        connect_tls(url, properties, settings).await
     } else {
         Connection::connect(url, properties).await
     };
@@ -22,7 +26,7 @@ pub async fn connect(url: &str, role: &str) -> anyhow::Result<Connection> {
     connected.map_err(|e| {
         let text = scrub(&e.to_string(), url);
         let host = super::host_of_url(url);
-        match super::tls::explain(&text, &super::tls::this_run(), &host) {
+        match super::tls::explain(&text, settings, &host) {
             Some(why) => anyhow::anyhow!(why),
             None => anyhow::anyhow!(text),
         }
@@ -36,8 +40,11 @@ pub fn is_tls(url: &str) -> bool {
 
 /// `amqps://`: rustls with this run's roots and client certificate (`broker/tls.rs`), the
 /// broker's certificate checked against the URL's host.
-async fn connect_tls(url: &str, properties: ConnectionProperties) -> lapin::Result<Connection> {
-    let settings = super::tls::this_run();
+async fn connect_tls(
+    url: &str,
+    properties: ConnectionProperties,
+    settings: &super::tls::Settings,
+) -> lapin::Result<Connection> {
     let invalid = |e: String| {
         lapin::Error::from(lapin::ErrorKind::IOError(std::sync::Arc::new(
             std::io::Error::other(e),

@@ -4,9 +4,6 @@
 //! their secrets, which no message, `Debug` or error shows. librdkafka's clients are
 //! synchronous with threads of their own: no runtime here.
 
-use std::path::PathBuf;
-use std::sync::OnceLock;
-
 use rdkafka::ClientConfig;
 
 /// How long a side's setup and each wait on a broker's answer may take (metadata, a commit, the
@@ -94,14 +91,6 @@ pub fn is_topic_name(t: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
-/// `--kafka-config FILE`, set once by the command before any URL is read.
-static CONFIG_FILE: OnceLock<Option<PathBuf>> = OnceLock::new();
-
-/// Names the `--kafka-config` file (or none) for every Kafka client of this run.
-pub fn use_config_file(path: Option<PathBuf>) {
-    let _ = CONFIG_FILE.set(path);
-}
-
 /// The variables that set a librdkafka property: `EDI_INBOX_KAFKA_SASL_PASSWORD` sets
 /// `sasl.password` (the rest of the name in lower case, `_` for `.`).
 pub const ENV_PREFIX: &str = "EDI_INBOX_KAFKA_";
@@ -125,9 +114,10 @@ impl std::fmt::Debug for Settings {
 }
 
 impl Settings {
-    /// The settings of this run: the `--kafka-config` file's, then `EDI_INBOX_KAFKA_*`.
-    pub fn of_this_run() -> Result<Settings, String> {
-        let mut s = match CONFIG_FILE.get().cloned().flatten() {
+    /// The settings of the run `run`: its `--kafka-config` file's, then `EDI_INBOX_KAFKA_*`,
+    /// then its TLS files where no setting names them.
+    pub fn of(run: &super::Settings) -> Result<Settings, String> {
+        let mut s = match run.kafka_config.clone() {
             Some(path) => {
                 let text = std::fs::read_to_string(&path)
                     .map_err(|e| format!("--kafka-config: cannot read {}: {e}", path.display()))?;
@@ -147,7 +137,7 @@ impl Settings {
         for (k, v) in vars {
             s.set(k, v);
         }
-        s.take_tls(&super::tls::this_run())?;
+        s.take_tls(&run.tls)?;
         Ok(s)
     }
 

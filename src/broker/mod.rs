@@ -8,18 +8,19 @@
 //! Where a new thing goes: a new broker's connection, naming and display in a file of its
 //! name here; its source in `consume/`, its sink in `publish/`, each one file.
 
-#[macro_use]
-pub mod registry;
 #[cfg(feature = "amqp")]
 pub mod amqp;
 #[cfg(feature = "kafka")]
 pub mod kafka;
 #[cfg(feature = "nats")]
 pub mod nats;
+pub mod settings;
 #[cfg(feature = "sqs")]
 pub mod sqs;
 #[cfg(feature = "broker")]
 pub mod tls;
+
+pub use settings::Settings;
 
 #[cfg(feature = "broker")]
 use std::sync::Arc;

@@ -28,8 +28,8 @@ pub fn authorised(
     mut options: async_nats::ConnectOptions,
     url: &str,
     tls: bool,
+    settings: &super::tls::Settings,
 ) -> Result<async_nats::ConnectOptions, String> {
-    let settings = super::tls::this_run();
     if let Some(userinfo) = userinfo(url) {
         options = match userinfo.split_once(':') {
             Some((user, pass)) => options.user_and_password(user.to_string(), pass.to_string()),
@@ -91,10 +91,10 @@ pub fn without_credentials(url: &str) -> String {
 
 /// A failure to connect to `url`, in an operator's words: TLS refused (see
 /// [`super::tls::explain`]) or the credentials refused.
-pub fn explained(e: &dyn std::fmt::Display, url: &str) -> String {
+pub fn explained(e: &dyn std::fmt::Display, url: &str, settings: &super::tls::Settings) -> String {
     let text = format!("{e:#}");
     let host = super::host_of_url(url);
-    if let Some(why) = super::tls::explain(&text, &super::tls::this_run(), &host) {
+    if let Some(why) = super::tls::explain(&text, settings, &host) {
         return why;
     }
     if text

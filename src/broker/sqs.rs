@@ -7,7 +7,6 @@
 //! of its settings when it is reached. The SDK is asynchronous: its calls run on the
 //! current-thread runtime of the source or sink that makes them.
 
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use anyhow::anyhow;
@@ -50,6 +49,10 @@ pub struct Queue {
     pub url: Option<String>,
     /// The endpoint a queue URL that is not AWS's names (its scheme, host and port).
     pub endpoint: Option<String>,
+    /// The run's `--sqs-endpoint`, over the URL's own.
+    pub endpoint_given: Option<String>,
+    /// The run's `--tls-ca`: the roots the endpoint's certificate is checked against.
+    pub ca: Option<std::path::PathBuf>,
 }
 
 impl Queue {
@@ -64,6 +67,13 @@ impl Queue {
                 self.name
             ),
         }
+    }
+
+    /// The queue, reached with the run's endpoint and roots.
+    pub fn with(mut self, settings: &crate::broker::Settings) -> Queue {
+        self.endpoint_given.clone_from(&settings.sqs_endpoint);
+        self.ca.clone_from(&settings.tls.ca);
+        self
     }
 
     /// True for a FIFO queue (its name ends in `.fifo`).
@@ -95,6 +105,8 @@ pub fn queue(text: &str, flag: &str, form: &str) -> Result<Queue, String> {
             name: name.to_string(),
             url: None,
             endpoint: None,
+            endpoint_given: None,
+            ca: None,
         });
     }
     let (scheme, rest) = text
@@ -130,6 +142,8 @@ pub fn queue(text: &str, flag: &str, form: &str) -> Result<Queue, String> {
         name: name.to_string(),
         url: Some(text.to_string()),
         endpoint: aws_region.is_none().then(|| format!("{scheme}://{host}")),
+        endpoint_given: None,
+        ca: None,
     })
 }
 
@@ -142,14 +156,6 @@ pub fn is_queue_name(name: &str) -> bool {
         && base
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-}
-
-/// `--sqs-endpoint`, set once by the command before any URL is read.
-static ENDPOINT: OnceLock<Option<String>> = OnceLock::new();
-
-/// Names the endpoint (or none) for every SQS client of this run.
-pub fn use_endpoint(endpoint: Option<String>) {
-    let _ = ENDPOINT.set(endpoint);
 }
 
 /// A queue reached: the client, the queue's URL and what the queue says of itself.
@@ -225,17 +231,16 @@ pub async fn reach(queue: &Queue) -> anyhow::Result<Reached> {
 /// by the runtime that opened it, so a client used on another thread's runtime is made anew.
 pub async fn client(queue: &Queue) -> Result<Client, String> {
     let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .http_client(http_client()?)
+        .http_client(http_client(queue.ca.as_deref())?)
         .timeout_config(
             aws_config::timeout::TimeoutConfig::builder()
                 .connect_timeout(CONNECT_TIMEOUT)
                 .operation_timeout(TIMEOUT)
                 .build(),
         );
-    let endpoint = ENDPOINT
-        .get()
-        .cloned()
-        .flatten()
+    let endpoint = queue
+        .endpoint_given
+        .clone()
         .or_else(|| queue.endpoint.clone());
     if let Some(endpoint) = &endpoint {
         loader = loader.endpoint_url(endpoint);
@@ -257,13 +262,14 @@ pub async fn client(queue: &Queue) -> Result<Client, String> {
 }
 
 /// HTTPS on this program's rustls (ring): the system's roots, or those of `--tls-ca`.
-fn http_client() -> Result<aws_sdk_sqs::config::SharedHttpClient, String> {
+fn http_client(
+    ca: Option<&std::path::Path>,
+) -> Result<aws_sdk_sqs::config::SharedHttpClient, String> {
     use aws_smithy_http_client::tls::{self, TlsContext, TrustStore};
     let builder = aws_smithy_http_client::Builder::new().tls_provider(tls::Provider::Rustls(
         tls::rustls_provider::CryptoMode::Ring,
     ));
-    let settings = crate::broker::tls::this_run();
-    let builder = match &settings.ca {
+    let builder = match ca {
         Some(ca) => {
             let pem = std::fs::read(ca)
                 .map_err(|e| format!("--tls-ca: cannot read {}: {e}", ca.display()))?;

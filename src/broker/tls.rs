@@ -8,96 +8,16 @@
 //! rustls checks the server: its certificate must chain to the roots and name the host in the
 //! URL. A handshake that fails is said in words an operator can act on ([`explain`]).
 
-use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
-/// The files given for this run.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Settings {
-    pub ca: Option<PathBuf>,
-    pub cert: Option<PathBuf>,
-    pub key: Option<PathBuf>,
-    pub nats_creds: Option<PathBuf>,
-    pub nats_nkey: Option<PathBuf>,
-}
-
-static THIS_RUN: OnceLock<Settings> = OnceLock::new();
-
-/// Names the files for every broker connection of this run (publish, consume, dead letters).
-pub fn use_settings(settings: Settings) {
-    let _ = THIS_RUN.set(settings);
-}
-
-/// The files of this run (none where no command named any).
-pub fn this_run() -> Settings {
-    THIS_RUN.get().cloned().unwrap_or_default()
-}
+/// The files given for this run (kept in `settings.rs`, which every build has; what reads them
+/// with rustls is here).
+pub use super::settings::Tls as Settings;
 
 impl Settings {
-    /// True where a setting of TLS itself is given (a CA file, a client certificate).
-    pub fn wants_tls(&self) -> bool {
-        self.ca.is_some() || self.cert.is_some() || self.key.is_some()
-    }
-
-    /// The settings given, by their flags: for the usage error of those that apply to none of
-    /// the run's URLs.
-    pub fn given(&self) -> Vec<&'static str> {
-        [
-            (self.ca.is_some(), "--tls-ca"),
-            (self.cert.is_some(), "--tls-cert"),
-            (self.key.is_some(), "--tls-key"),
-            (self.nats_creds.is_some(), "--nats-creds"),
-            (self.nats_nkey.is_some(), "--nats-nkey"),
-        ]
-        .into_iter()
-        .filter_map(|(given, flag)| given.then_some(flag))
-        .collect()
-    }
-
-    /// A usage error for a setting given that none of `urls` (the run's `--from`, `--to` and
-    /// `--dead-letter`) can use.
-    pub fn check_applies(&self, urls: &[&str]) -> Result<(), String> {
-        let any = |schemes: &[&str]| {
-            urls.iter()
-                .any(|u| schemes.iter().any(|s| u.starts_with(s)))
-        };
-        let nats = any(&["nats://", "tls://"]);
-        let tls = nats || any(&["amqps://", "kafka://"]);
-        // SQS over HTTPS checks AWS's (or the endpoint's) certificate; it signs its requests
-        // with the AWS credentials, not a client certificate.
-        let sqs = any(&["sqs://", "https://", "http://"]);
-        for flag in self.given() {
-            let (applies, to) = if flag.starts_with("--nats") {
-                (nats, "nats:// and tls:// URLs")
-            } else if flag == "--tls-ca" {
-                (
-                    tls || sqs,
-                    "amqps://, tls://, nats://, kafka:// and sqs:// URLs (amqp:// is plain AMQP: write amqps:// for TLS)",
-                )
-            } else {
-                (
-                    tls,
-                    "amqps://, tls://, nats:// and kafka:// URLs (amqp:// is plain AMQP: write amqps:// for TLS; SQS takes no client certificate)",
-                )
-            };
-            if !applies {
-                return Err(format!("{flag} is for {to}, and none is given here"));
-            }
-        }
-        Ok(())
-    }
-
-    /// How the server is checked, for messages: the CA file tried, or the system's roots.
-    pub fn roots_shown(&self) -> String {
-        match &self.ca {
-            Some(ca) => format!("the CA file {}", ca.display()),
-            None => "the system's roots".to_string(),
-        }
-    }
-
     /// The rustls configuration of a client: the server checked against the CA file's roots
     /// (or the system's), the client certificate presented where one is given. Every file is
     /// read now, so that a missing or unreadable one is said before anything connects.

@@ -18,8 +18,6 @@ mod service;
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 use crate::exit::ExitStatus;
 use crate::{cli, inbox, output};
 
@@ -83,41 +81,45 @@ fn flagged(flag: &str, text: &str) -> String {
     }
 }
 
-/// Takes the run's TLS and credential files for every broker connection (the `--from`, `--to`
-/// and `--dead-letter` of `urls`): an error (a usage error, exit 2) where one applies to none
-/// of them, or cannot be read, before anything connects.
-fn use_tls(args: &crate::cli::TlsArgs, urls: &[&str]) -> Result<(), String> {
+/// The run's settings for every broker connection (the `--from`, `--to` and `--dead-letter` of
+/// `urls`): its TLS and credential files, its Kafka settings file and SQS endpoint. An error (a
+/// usage error, exit 2) where a TLS setting applies to none of the URLs, or a file cannot be
+/// read, before anything connects.
+fn broker_settings(
+    tls: &cli::TlsArgs,
+    kafka: &cli::KafkaArgs,
+    sqs: &cli::SqsArgs,
+    urls: &[&str],
+) -> Result<crate::broker::Settings, String> {
+    let settings = crate::broker::Settings {
+        tls: crate::broker::settings::Tls {
+            ca: tls.tls_ca.clone(),
+            cert: tls.tls_cert.clone(),
+            key: tls.tls_key.clone(),
+            nats_creds: tls.nats_creds.clone(),
+            nats_nkey: tls.nats_nkey.clone(),
+        },
+        kafka_config: kafka.kafka_config.clone(),
+        sqs_endpoint: sqs.sqs_endpoint.clone(),
+    };
     #[cfg(feature = "broker")]
     {
-        let s = crate::broker::tls::Settings {
-            ca: args.tls_ca.clone(),
-            cert: args.tls_cert.clone(),
-            key: args.tls_key.clone(),
-            nats_creds: args.nats_creds.clone(),
-            nats_nkey: args.nats_nkey.clone(),
-        };
-        s.check_applies(urls)?;
+        let s = &settings.tls;
+        crate::brokers::check_tls_applies(s, urls)?;
         if s.wants_tls() {
             s.client_config()?;
         }
         s.nats_creds_text()?;
         s.nats_nkey_seed()?;
-        crate::broker::tls::use_settings(s);
-        Ok(())
     }
     #[cfg(not(feature = "broker"))]
     {
         let _ = urls;
-        let given = args.tls_ca.is_some()
-            || args.tls_cert.is_some()
-            || args.tls_key.is_some()
-            || args.nats_creds.is_some()
-            || args.nats_nkey.is_some();
-        if given {
+        if !settings.tls.given().is_empty() {
             return Err("the TLS and NATS credential settings are not available in this build (it was built without any broker)".into());
         }
-        Ok(())
     }
+    Ok(settings)
 }
 
 /// The CONTRL answering policy of `--contrl` and `--contrl-duplicates`.
@@ -165,14 +167,13 @@ fn one_message(e: &anyhow::Error) -> String {
 
 /// Prints a completion script for the shell.
 fn completions(args: &cli::CompletionsArgs) -> anyhow::Result<ExitStatus> {
-    use clap::CommandFactory;
     use clap_complete::Shell;
     let shell = match args.shell {
         cli::CompletionShell::Bash => Shell::Bash,
         cli::CompletionShell::Zsh => Shell::Zsh,
         cli::CompletionShell::Fish => Shell::Fish,
     };
-    let mut cmd = cli::Cli::command();
+    let mut cmd = cli::command();
     // Generated into memory first: written straight to a closed pipe (`| head`), the generator
     // panics.
     let mut script = Vec::new();
@@ -187,10 +188,9 @@ fn completions(args: &cli::CompletionsArgs) -> anyhow::Result<ExitStatus> {
 /// so that a page never says other than `--help`.
 fn man(args: &cli::ManArgs) -> anyhow::Result<ExitStatus> {
     use anyhow::Context as _;
-    use clap::CommandFactory;
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("cannot create {}", args.out.display()))?;
-    clap_mangen::generate_to(cli::Cli::command(), &args.out)
+    clap_mangen::generate_to(cli::command(), &args.out)
         .with_context(|| format!("cannot write the manual pages into {}", args.out.display()))?;
     Ok(ExitStatus::Success)
 }
@@ -199,7 +199,11 @@ fn man(args: &cli::ManArgs) -> anyhow::Result<ExitStatus> {
 pub fn main() -> ExitCode {
     #[cfg(feature = "failpoints")]
     let _scenario = fail::FailScenario::setup();
-    let cli = cli::Cli::parse();
+    let cli = {
+        use clap::FromArgMatches as _;
+        let matches = cli::command().get_matches();
+        cli::Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+    };
     let named = cli.db.is_some();
     let db = cli
         .db

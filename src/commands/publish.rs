@@ -64,14 +64,12 @@ pub fn run(
     args: &PublishArgs,
 ) -> anyhow::Result<ExitStatus> {
     let started = Instant::now();
-    #[cfg(feature = "kafka")]
-    crate::broker::kafka::use_config_file(args.kafka.kafka_config.clone());
-    #[cfg(feature = "sqs")]
-    crate::broker::sqs::use_endpoint(args.sqs.sqs_endpoint.clone());
-    if let Err(e) = super::use_tls(&args.tls, &[args.to.as_str()]) {
-        return super::usage(&e);
-    }
-    let mut destination = match publish::parse(&args.to) {
+    let settings =
+        match super::broker_settings(&args.tls, &args.kafka, &args.sqs, &[args.to.as_str()]) {
+            Ok(s) => s,
+            Err(e) => return super::usage(&e),
+        };
+    let mut destination = match crate::brokers::destination(&args.to, &settings) {
         Ok(d) => d,
         Err(e) => return super::usage_of("--to", &e),
     };

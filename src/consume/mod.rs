@@ -7,33 +7,21 @@
 //! [`Feed::settle`].
 //!
 //! Where a new thing goes: a new broker's source in a module of its name here, implementing
-//! [`Source`] and [`Feed`], with a line in [`SOURCES`]; what it shares with the broker's sink
+//! [`Source`] and [`Feed`], with its line in the broker table (`crate::brokers`); what it shares with the broker's sink
 //! in `crate::broker`; the relay that repairs frames before a client sees them, `relay.rs`.
 
 #[cfg(feature = "amqp")]
-mod amqp;
+pub(crate) mod amqp;
 #[cfg(feature = "kafka")]
-mod kafka;
+pub(crate) mod kafka;
 #[cfg(feature = "nats")]
-mod nats;
+pub(crate) mod nats;
 #[cfg(feature = "broker")]
 mod relay;
 #[cfg(feature = "sqs")]
-mod sqs;
+pub(crate) mod sqs;
 
 use std::time::Duration;
-
-/// The sources `consume --from` takes: a new one is a line here and its module.
-const SOURCES: &[crate::broker::registry::Kind<dyn Source>] = registry! {
-    "nats", "nats://", "nats://HOST:PORT/STREAM/CONSUMER", nats::parse;
-    "nats", "tls://", "tls://HOST:PORT/STREAM/CONSUMER", nats::parse;
-    "amqp", "amqp://", "amqp://USER:PASS@HOST:PORT/VHOST/QUEUE", amqp::parse;
-    "amqp", "amqps://", "amqps://USER:PASS@HOST:PORT/VHOST/QUEUE", amqp::parse;
-    "kafka", "kafka://", "kafka://HOST:PORT/TOPIC?group=NAME", kafka::parse;
-    "sqs", "sqs://", "sqs://REGION/ACCOUNT/QUEUE", sqs::parse;
-    "sqs", "https://", "https://sqs.REGION.amazonaws.com/ACCOUNT/QUEUE", sqs::parse;
-    "sqs", "http://", "http://HOST:PORT/ACCOUNT/QUEUE", sqs::parse;
-};
 
 /// Where `consume --from` takes deliveries, read by its module.
 pub trait Source: std::fmt::Debug {
@@ -48,12 +36,6 @@ pub trait Source: std::fmt::Debug {
     fn keeps_positions(&self) -> bool {
         false
     }
-}
-
-/// Reads `--from`; the error says what is accepted (never the text, which may hold a
-/// password).
-pub fn parse(text: &str) -> Result<Box<dyn Source>, String> {
-    crate::broker::registry::parse(SOURCES, "--from", text)
 }
 
 /// One delivery: the bytes of one file, one or more interchanges.
@@ -247,38 +229,3 @@ pub struct Options {
 
 /// The header naming the file a delivery was (`edi-filename`).
 pub const FILENAME_HEADER: &str = "edi-filename";
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn each_source_is_read_by_its_module_and_shown_without_a_password() {
-        for (url, shown) in [
-            ("nats://edi:s3cret@h:4222/S/C", "nats://h:4222/S/C"),
-            ("amqp://edi:s3cret@h:5672/vh/q", "amqp://edi@h:5672/vh/q"),
-            ("tls://edi:s3cret@h:4222/S/C", "tls://h:4222/S/C"),
-            ("amqps://edi:s3cret@h/vh/q", "amqps://edi@h/vh/q"),
-            (
-                "kafka://h:9092/edi.in?group=hub",
-                "kafka://h:9092/edi.in (group hub)",
-            ),
-            (
-                "sqs://eu-west-1/123456789012/edi-in",
-                "sqs://eu-west-1/123456789012/edi-in",
-            ),
-        ] {
-            match parse(url) {
-                Ok(s) => assert_eq!(s.shown(), shown),
-                // A build without the broker says so, and names the feature.
-                Err(e) => assert!(e.contains("not available in this build"), "{e}"),
-            }
-        }
-        let e = parse("file:x").unwrap_err();
-        assert_eq!(
-            e,
-            "--from takes nats://HOST:PORT/STREAM/CONSUMER, tls://HOST:PORT/STREAM/CONSUMER, amqp://USER:PASS@HOST:PORT/VHOST/QUEUE, amqps://USER:PASS@HOST:PORT/VHOST/QUEUE, kafka://HOST:PORT/TOPIC?group=NAME, sqs://REGION/ACCOUNT/QUEUE, https://sqs.REGION.amazonaws.com/ACCOUNT/QUEUE or http://HOST:PORT/ACCOUNT/QUEUE"
-        );
-        assert!(!parse("ftp://u:s3cret@h").unwrap_err().contains("s3cret"));
-    }
-}

@@ -72,14 +72,17 @@ impl Relay {
     /// `e` (the client's failure to connect through the relay), said as the broker's failure
     /// where the relay saw one: a TLS handshake refused shows the client only a closed
     /// connection.
-    pub fn explained(&self, e: anyhow::Error) -> anyhow::Error {
+    pub fn explained(
+        &self,
+        e: anyhow::Error,
+        settings: &crate::broker::tls::Settings,
+    ) -> anyhow::Error {
         match self.failure() {
             Some(f) => {
                 let host = self.host.as_str();
-                let settings = crate::broker::tls::this_run();
                 anyhow::anyhow!(
                     "{}",
-                    crate::broker::tls::explain(&f, &settings, host)
+                    crate::broker::tls::explain(&f, settings, host)
                         .unwrap_or_else(|| format!("{host}: {f}"))
                 )
             }

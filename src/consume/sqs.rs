@@ -51,10 +51,10 @@ pub struct SqsSource {
     queue: Queue,
 }
 
-/// Reads `--from sqs://...` or a queue URL (the registry's lines for SQS).
-pub fn parse(text: &str) -> Result<Box<dyn Source>, String> {
+/// Reads `--from sqs://...` or a queue URL (the broker table's line for SQS).
+pub fn parse(text: &str, settings: &crate::broker::Settings) -> Result<Box<dyn Source>, String> {
     Ok(Box::new(SqsSource {
-        queue: broker_sqs::queue(text, "--from", FORM)?,
+        queue: broker_sqs::queue(text, "--from", FORM)?.with(settings),
     }))
 }
 
@@ -585,9 +585,9 @@ mod tests {
 
     #[test]
     fn the_url_names_the_queue() {
-        let s = parse("sqs://eu-west-1/123456789012/edi-in").unwrap();
+        let s = parse("sqs://eu-west-1/123456789012/edi-in", &Default::default()).unwrap();
         assert_eq!(s.shown(), "sqs://eu-west-1/123456789012/edi-in");
-        let e = parse("sqs://eu-west-1/edi-in").unwrap_err();
+        let e = parse("sqs://eu-west-1/edi-in", &Default::default()).unwrap_err();
         assert!(e.starts_with("--from takes sqs://"), "{e}");
     }
 

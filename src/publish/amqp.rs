@@ -28,26 +28,33 @@ pub struct AmqpDestination {
     exchange: String,
     /// A dead-letter destination names its exchange where it is shown (its URL does).
     dead_letter: bool,
+    /// The run's TLS files.
+    tls: broker::tls::Settings,
 }
 
-/// Reads `--to amqp://...` (the registry's line for RabbitMQ).
-pub fn parse(text: &str) -> Result<Box<dyn Destination>, String> {
+/// Reads `--to amqp://...` (the broker table's line for RabbitMQ).
+pub fn parse(text: &str, settings: &broker::Settings) -> Result<Box<dyn Destination>, String> {
     Ok(Box::new(AmqpDestination {
         url: text.into(),
         exchange: String::new(),
         dead_letter: false,
+        tls: settings.tls.clone(),
     }))
 }
 
 /// Reads `--dead-letter amqp://USER:PASS@HOST:PORT/VHOST/EXCHANGE`: a topic exchange, declared
 /// if missing; each dead letter keeps its delivery's routing key.
-pub fn dead_letter(text: &str) -> Result<Box<dyn Destination>, String> {
+pub fn dead_letter(
+    text: &str,
+    settings: &broker::Settings,
+) -> Result<Box<dyn Destination>, String> {
     let (url, exchange) = broker::amqp::split_last_segment(text)
         .ok_or("--dead-letter amqp:// takes amqp://USER:PASS@HOST:PORT/VHOST/EXCHANGE")?;
     Ok(Box::new(AmqpDestination {
         url: url.into(),
         exchange,
         dead_letter: true,
+        tls: settings.tls.clone(),
     }))
 }
 
@@ -70,6 +77,7 @@ impl Destination for AmqpDestination {
             &self.url,
             &self.exchange,
             stop.clone(),
+            &self.tls,
         )?))
     }
 }
@@ -85,12 +93,17 @@ pub struct AmqpSink {
 }
 
 impl AmqpSink {
-    pub fn connect(url: &str, exchange: &str, stop: Stop) -> anyhow::Result<AmqpSink> {
+    pub fn connect(
+        url: &str,
+        exchange: &str,
+        stop: Stop,
+        tls: &broker::tls::Settings,
+    ) -> anyhow::Result<AmqpSink> {
         let shown = broker::amqp::shown(url);
         let runtime = broker::runtime()?;
         let exchange = exchange.to_string();
         let setup = async {
-            let connection = broker::amqp::connect(url, "publish").await?;
+            let connection = broker::amqp::connect(url, "publish", tls).await?;
             let channel = connection.create_channel().await?;
             channel
                 .confirm_select(ConfirmSelectOptions::default())

@@ -7,23 +7,6 @@ use sha2::{Digest, Sha256};
 
 use super::{Answer, Attr, Attributes, Destination, Outgoing, Sink, Stop};
 
-/// The destinations `--dead-letter` takes.
-const DEAD_LETTERS: &[crate::broker::registry::Kind<dyn Destination>] = registry! {
-    "nats", "nats://", "nats://HOST:PORT/SUBJECT", super::nats::dead_letter;
-    "nats", "tls://", "tls://HOST:PORT/SUBJECT", super::nats::dead_letter;
-    "amqp", "amqp://", "amqp://USER:PASS@HOST:PORT/VHOST/EXCHANGE", super::amqp::dead_letter;
-    "amqp", "amqps://", "amqps://USER:PASS@HOST:PORT/VHOST/EXCHANGE", super::amqp::dead_letter;
-    "kafka", "kafka://", "kafka://HOST:PORT/TOPIC", super::kafka::dead_letter;
-    "sqs", "sqs://", "sqs://REGION/ACCOUNT/QUEUE", super::sqs::dead_letter;
-    "sqs", "https://", "https://sqs.REGION.amazonaws.com/ACCOUNT/QUEUE", super::sqs::dead_letter;
-    "sqs", "http://", "http://HOST:PORT/ACCOUNT/QUEUE", super::sqs::dead_letter;
-};
-
-/// What `--dead-letter` takes, for an error (from the registry, so a new line is in it).
-pub fn usage() -> String {
-    crate::broker::registry::usage(DEAD_LETTERS, "--dead-letter")
-}
-
 /// A dead-letter destination, connected on first use and again after a failure.
 pub struct DeadLetter {
     destination: Box<dyn Destination>,
@@ -46,9 +29,13 @@ pub struct Rejected<'a> {
 impl DeadLetter {
     /// Reads `--dead-letter`: `nats://HOST:PORT/SUBJECT` (a JetStream stream must capture it)
     /// or `amqp://USER:PASS@HOST:PORT/VHOST/EXCHANGE` (a topic exchange, declared if missing).
-    pub fn parse(text: &str, stop: Stop) -> Result<DeadLetter, String> {
+    pub fn parse(
+        text: &str,
+        settings: &crate::broker::Settings,
+        stop: Stop,
+    ) -> Result<DeadLetter, String> {
         Ok(DeadLetter {
-            destination: crate::broker::registry::parse(DEAD_LETTERS, "--dead-letter", text)?,
+            destination: crate::brokers::dead_letter(text, settings)?,
             sink: None,
             stop,
         })

@@ -31,8 +31,8 @@ const STALE_AFTER_SECS: i64 = 24 * 3600;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DirDestination(PathBuf);
 
-/// Reads `--to dir:PATH` (the registry's line for a folder).
-pub fn parse(text: &str) -> Result<Box<dyn Destination>, String> {
+/// Reads `--to dir:PATH` (the broker table's line for a folder).
+pub fn parse(text: &str, _: &crate::broker::Settings) -> Result<Box<dyn Destination>, String> {
     match text.strip_prefix("dir:") {
         Some(path) if !path.is_empty() => Ok(Box::new(DirDestination(PathBuf::from(path)))),
         _ => Err("--to dir: takes dir:PATH".into()),

@@ -43,27 +43,30 @@ pub struct KafkaDestination {
     topic: String,
 }
 
-/// Reads `--to kafka://...` (the registry's line for Kafka).
-pub fn parse(text: &str) -> Result<Box<dyn Destination>, String> {
-    read(text, "--to").map(|d| Box::new(d) as Box<dyn Destination>)
+/// Reads `--to kafka://...` (the broker table's line for Kafka).
+pub fn parse(text: &str, run: &crate::broker::Settings) -> Result<Box<dyn Destination>, String> {
+    read(text, "--to", run).map(|d| Box::new(d) as Box<dyn Destination>)
 }
 
 /// Reads `--dead-letter kafka://HOST:PORT/TOPIC`: each dead letter is a record there.
-pub fn dead_letter(text: &str) -> Result<Box<dyn Destination>, String> {
-    let d = read(text, "--dead-letter")?;
+pub fn dead_letter(
+    text: &str,
+    run: &crate::broker::Settings,
+) -> Result<Box<dyn Destination>, String> {
+    let d = read(text, "--dead-letter", run)?;
     if !broker_kafka::is_topic_name(&d.topic) {
         return Err("--dead-letter kafka:// takes one topic name (no placeholders)".into());
     }
     Ok(Box::new(d))
 }
 
-fn read(text: &str, flag: &str) -> Result<KafkaDestination, String> {
+fn read(text: &str, flag: &str, run: &crate::broker::Settings) -> Result<KafkaDestination, String> {
     let target = broker_kafka::target(text, flag, FORM)?;
     if target.topics.len() != 1 || target.group.is_some() || target.partitions.is_some() {
         return Err(format!("{flag} kafka:// takes {FORM}: one topic"));
     }
     let topic = target.topics[0].clone();
-    let settings = Settings::of_this_run()?;
+    let settings = Settings::of(run)?;
     // Checked now: a wrong setting is the operator's to fix, not a broker to wait for.
     settings.client(&target.servers, "publish", &[])?;
     Ok(KafkaDestination {
@@ -488,10 +491,10 @@ mod tests {
 
     #[test]
     fn a_url_names_one_topic() {
-        assert!(parse("kafka://h:9092/edifact.{type}").is_ok());
-        assert!(dead_letter("kafka://h:9092/edifact.{type}").is_err());
-        assert!(dead_letter("kafka://h:9092/edi.dead").is_ok());
-        assert!(parse("kafka://h:9092/a,b").is_err());
-        assert!(parse("kafka://h:9092/a?group=g").is_err());
+        assert!(parse("kafka://h:9092/edifact.{type}", &Default::default()).is_ok());
+        assert!(dead_letter("kafka://h:9092/edifact.{type}", &Default::default()).is_err());
+        assert!(dead_letter("kafka://h:9092/edi.dead", &Default::default()).is_ok());
+        assert!(parse("kafka://h:9092/a,b", &Default::default()).is_err());
+        assert!(parse("kafka://h:9092/a?group=g", &Default::default()).is_err());
     }
 }

@@ -5,22 +5,22 @@
 //! the rest of the program is a blocking [`Sink::send`].
 //!
 //! Where a new thing goes: a new destination in a file of its name here, implementing
-//! [`Destination`] and [`Sink`], with a line in [`DESTINATIONS`]; its names for the CloudEvents
+//! [`Destination`] and [`Sink`], with its line in the broker table (`crate::brokers`); its names for the CloudEvents
 //! attributes, an `attr_binding!` in `attributes.rs`; what its broker shares with a source, in
 //! `crate::broker`; the dead-letter publisher's choices, `dead_letter.rs`.
 
 #[macro_use]
 mod attributes;
 #[cfg(feature = "amqp")]
-mod amqp;
+pub(crate) mod amqp;
 mod dead_letter;
-mod dir;
+pub(crate) mod dir;
 #[cfg(feature = "kafka")]
-mod kafka;
+pub(crate) mod kafka;
 #[cfg(feature = "nats")]
-mod nats;
+pub(crate) mod nats;
 #[cfg(feature = "sqs")]
-mod sqs;
+pub(crate) mod sqs;
 
 pub use dead_letter::{DeadLetter, Rejected};
 
@@ -31,20 +31,6 @@ use std::fmt::Write as _;
 use sha2::{Digest, Sha256};
 
 use crate::inbox::OutboxEvent;
-
-/// The destinations `publish --to` takes: a new one is a line here and its module (and a line
-/// in [`dead_letter`]'s table if it takes dead letters).
-const DESTINATIONS: &[crate::broker::registry::Kind<dyn Destination>] = registry! {
-    "nats", "nats://", "nats://HOST:PORT[/SUBJECT-PREFIX]", nats::parse;
-    "nats", "tls://", "tls://HOST:PORT[/SUBJECT-PREFIX]", nats::parse;
-    "amqp", "amqp://", "amqp://USER:PASS@HOST:PORT/VHOST", amqp::parse;
-    "amqp", "amqps://", "amqps://USER:PASS@HOST:PORT/VHOST", amqp::parse;
-    "kafka", "kafka://", "kafka://HOST:PORT/TOPIC", kafka::parse;
-    "sqs", "sqs://", "sqs://REGION/ACCOUNT/QUEUE", sqs::parse;
-    "sqs", "https://", "https://sqs.REGION.amazonaws.com/ACCOUNT/QUEUE", sqs::parse;
-    "sqs", "http://", "http://HOST:PORT/ACCOUNT/QUEUE", sqs::parse;
-    "cli", "dir:", "dir:PATH", dir::parse;
-};
 
 /// Where `publish --to` (or `consume --dead-letter`) sends, read by its module, with what that
 /// kind of destination alone is given.
@@ -79,11 +65,6 @@ pub struct DestinationSettings {
     pub create_stream: Option<String>,
     /// RabbitMQ: the durable topic exchange to publish to (`--exchange`).
     pub exchange: String,
-}
-
-/// Reads `--to`; the error says what is accepted (never the text, which may hold a password).
-pub fn parse(text: &str) -> Result<Box<dyn Destination>, String> {
-    crate::broker::registry::parse(DESTINATIONS, "--to", text)
 }
 
 /// Why a destination took no more of a batch: every sink says which, so that a run knows
@@ -595,28 +576,5 @@ mod tests {
         assert!(outgoing(&[bad], &raw, Payload::Message, &t).is_err());
         let whole = outgoing(&[event("S", "1")], &raw, Payload::Interchange, &t).unwrap();
         assert_eq!(whole.body, raw);
-    }
-
-    #[test]
-    fn destinations_are_read_by_their_modules_and_shown_without_passwords() {
-        for (url, shown) in [
-            ("nats://alice:s3cret@h:4222/acme", "nats://h:4222/acme"),
-            ("amqp://guest:s3cret@h:5672/%2f", "amqp://guest@h:5672/%2f"),
-            ("tls://alice:s3cret@h:4222/acme", "tls://h:4222/acme"),
-            ("amqps://guest:s3cret@h/vh", "amqps://guest@h/vh"),
-            ("kafka://h:9092/edi.out", "kafka://h:9092/edi.out"),
-            ("dir:/srv/out", "dir:/srv/out"),
-        ] {
-            match parse(url) {
-                Ok(d) => assert_eq!(d.shown(), shown),
-                Err(e) => assert!(e.contains("not available in this build"), "{e}"),
-            }
-        }
-        let e = parse("ftp://user:s3cret@h").unwrap_err();
-        assert_eq!(
-            e,
-            "--to takes nats://HOST:PORT[/SUBJECT-PREFIX], tls://HOST:PORT[/SUBJECT-PREFIX], amqp://USER:PASS@HOST:PORT/VHOST, amqps://USER:PASS@HOST:PORT/VHOST, kafka://HOST:PORT/TOPIC, sqs://REGION/ACCOUNT/QUEUE, https://sqs.REGION.amazonaws.com/ACCOUNT/QUEUE, http://HOST:PORT/ACCOUNT/QUEUE or dir:PATH"
-        );
-        assert!(parse("dir:").is_err());
     }
 }

@@ -29,22 +29,33 @@ pub struct NatsDestination {
     create_stream: Option<String>,
     /// Subjects (with `*` for each placeholder) the created stream captures.
     stream_subjects: Vec<String>,
+    /// The run's TLS and credential files.
+    tls: broker::tls::Settings,
 }
 
-/// Reads `--to nats://...` (the registry's line for NATS).
-pub fn parse(text: &str) -> Result<Box<dyn Destination>, String> {
-    Ok(Box::new(read(text)?))
+/// Reads `--to nats://...` (the broker table's line for NATS).
+pub fn parse(text: &str, settings: &broker::Settings) -> Result<Box<dyn Destination>, String> {
+    let mut d = read(text)?;
+    d.tls = settings.tls.clone();
+    Ok(Box::new(d))
 }
 
 /// Reads `--dead-letter nats://HOST:PORT/SUBJECT`: the subject is where every dead letter goes
 /// (a JetStream stream must capture it).
-pub fn dead_letter(text: &str) -> Result<Box<dyn Destination>, String> {
+pub fn dead_letter(
+    text: &str,
+    settings: &broker::Settings,
+) -> Result<Box<dyn Destination>, String> {
     match read(text) {
         Ok(mut d) if d.prefix.is_some() => {
             d.stream_subjects = d.prefix.iter().cloned().collect();
+            d.tls = settings.tls.clone();
             Ok(Box::new(d))
         }
-        _ => Err(super::dead_letter::usage()),
+        _ => Err(
+            "--dead-letter nats:// takes nats://HOST:PORT/SUBJECT (or tls://HOST:PORT/SUBJECT)"
+                .into(),
+        ),
     }
 }
 
@@ -72,6 +83,7 @@ fn read(text: &str) -> Result<NatsDestination, String> {
         prefix: prefix.map(str::to_string),
         create_stream: None,
         stream_subjects: Vec::new(),
+        tls: broker::tls::Settings::default(),
     })
 }
 
@@ -99,6 +111,7 @@ impl Destination for NatsDestination {
             self.create_stream.clone(),
             self.stream_subjects.clone(),
             stop.clone(),
+            &self.tls,
         )?))
     }
 }
@@ -124,10 +137,11 @@ impl NatsSink {
         create_stream: Option<String>,
         stream_subjects: Vec<String>,
         stop: Stop,
+        tls: &broker::tls::Settings,
     ) -> anyhow::Result<NatsSink> {
         let runtime = broker::runtime()?;
         let denied = Denied::default();
-        let options = broker::nats::authorised(broker::nats::options("publish"), server, true)
+        let options = broker::nats::authorised(broker::nats::options("publish"), server, true, tls)
             .map_err(|e| anyhow::anyhow!(e))?;
         let client = runtime
             .block_on({
@@ -148,7 +162,7 @@ impl NatsSink {
                     })
                     .connect(broker::nats::without_credentials(server))
             })
-            .map_err(|e| anyhow::anyhow!(broker::nats::explained(&e, server)))
+            .map_err(|e| anyhow::anyhow!(broker::nats::explained(&e, server, tls)))
             .with_context(|| format!("cannot connect to {}", broker::nats::shown(server)))?;
         // The context spawns its acknowledgement reader on the runtime (run while a batch is
         // awaited).

@@ -42,17 +42,23 @@ pub struct SqsDestination {
     queue: Queue,
 }
 
-/// Reads `--to sqs://...` or a queue URL (the registry's lines for SQS).
-pub fn parse(text: &str) -> Result<Box<dyn Destination>, String> {
+/// Reads `--to sqs://...` or a queue URL (the broker table's line for SQS).
+pub fn parse(
+    text: &str,
+    settings: &crate::broker::Settings,
+) -> Result<Box<dyn Destination>, String> {
     Ok(Box::new(SqsDestination {
-        queue: broker_sqs::queue(text, "--to", FORM)?,
+        queue: broker_sqs::queue(text, "--to", FORM)?.with(settings),
     }))
 }
 
 /// Reads `--dead-letter sqs://...`: each dead letter is a message there.
-pub fn dead_letter(text: &str) -> Result<Box<dyn Destination>, String> {
+pub fn dead_letter(
+    text: &str,
+    settings: &crate::broker::Settings,
+) -> Result<Box<dyn Destination>, String> {
     Ok(Box::new(SqsDestination {
-        queue: broker_sqs::queue(text, "--dead-letter", FORM)?,
+        queue: broker_sqs::queue(text, "--dead-letter", FORM)?.with(settings),
     }))
 }
 
@@ -369,9 +375,17 @@ mod tests {
 
     #[test]
     fn a_url_names_one_queue() {
-        assert!(parse("sqs://eu-west-1/123456789012/edi-out").is_ok());
-        assert!(dead_letter("https://sqs.eu-west-1.amazonaws.com/1/dead").is_ok());
-        let e = dead_letter("sqs://eu-west-1/dead").err().unwrap();
+        assert!(parse("sqs://eu-west-1/123456789012/edi-out", &Default::default()).is_ok());
+        assert!(
+            dead_letter(
+                "https://sqs.eu-west-1.amazonaws.com/1/dead",
+                &Default::default()
+            )
+            .is_ok()
+        );
+        let e = dead_letter("sqs://eu-west-1/dead", &Default::default())
+            .err()
+            .unwrap();
         assert!(e.starts_with("--dead-letter takes sqs://"), "{e}");
     }
 }

@@ -88,17 +88,14 @@ pub fn run(
     busy_timeout: Duration,
     args: &ConsumeArgs,
 ) -> anyhow::Result<ExitStatus> {
-    #[cfg(feature = "kafka")]
-    crate::broker::kafka::use_config_file(args.kafka.kafka_config.clone());
-    #[cfg(feature = "sqs")]
-    crate::broker::sqs::use_endpoint(args.sqs.sqs_endpoint.clone());
     let urls: Vec<&str> = std::iter::once(args.from.as_str())
         .chain(args.dead_letter.as_deref())
         .collect();
-    if let Err(e) = super::use_tls(&args.tls, &urls) {
-        return super::usage(&e);
-    }
-    let source = match consume::parse(&args.from) {
+    let settings = match super::broker_settings(&args.tls, &args.kafka, &args.sqs, &urls) {
+        Ok(s) => s,
+        Err(e) => return super::usage(&e),
+    };
+    let source = match crate::brokers::source(&args.from, &settings) {
         Ok(s) => s,
         Err(e) => return super::usage_of("--from", &e),
     };
@@ -107,7 +104,7 @@ pub fn run(
     let mut dead_letter = match args
         .dead_letter
         .as_deref()
-        .map(|t| DeadLetter::parse(t, None))
+        .map(|t| DeadLetter::parse(t, &settings, None))
     {
         None => None,
         Some(Ok(d)) => Some(d),

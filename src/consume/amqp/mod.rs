@@ -36,11 +36,15 @@ const MAX_GATHER: Duration = Duration::from_secs(1);
 pub struct AmqpSource {
     url: broker::Url,
     queue: String,
+    /// The run's TLS files.
+    tls: broker::tls::Settings,
 }
 
-/// Reads `--from amqp://...` (the registry's line for RabbitMQ).
-pub fn parse(text: &str) -> Result<Box<dyn Source>, String> {
-    Ok(Box::new(read(text)?))
+/// Reads `--from amqp://...` (the broker table's line for RabbitMQ).
+pub fn parse(text: &str, settings: &broker::Settings) -> Result<Box<dyn Source>, String> {
+    let mut source = read(text)?;
+    source.tls = settings.tls.clone();
+    Ok(Box::new(source))
 }
 
 fn read(text: &str) -> Result<AmqpSource, String> {
@@ -49,6 +53,7 @@ fn read(text: &str) -> Result<AmqpSource, String> {
     Ok(AmqpSource {
         url: url.into(),
         queue,
+        tls: broker::tls::Settings::default(),
     })
 }
 
@@ -62,6 +67,7 @@ impl Source for AmqpSource {
             &self.url,
             &self.queue,
             options,
+            &self.tls,
         )?))
     }
 }
@@ -81,13 +87,17 @@ pub struct AmqpFeed {
 }
 
 impl AmqpFeed {
-    pub fn connect(url: &str, queue: &str, options: Options) -> anyhow::Result<AmqpFeed> {
+    pub fn connect(
+        url: &str,
+        queue: &str,
+        options: Options,
+        settings: &broker::tls::Settings,
+    ) -> anyhow::Result<AmqpFeed> {
         let shown = format!("{}/{queue}", broker::amqp::shown(url));
         let runtime = broker::runtime()?;
         let prefetch = u16::try_from(options.batch).unwrap_or(u16::MAX);
         // amqps://: the relay speaks TLS to the broker, lapin plain AMQP to the relay.
         let (way, port) = if broker::amqp::is_tls(url) {
-            let settings = broker::tls::this_run();
             let name = broker::tls::server_name(&broker::host_of_url(url));
             let config = settings.client_config().and_then(|c| Ok((c, name?)));
             let (config, name) = config.map_err(|e| anyhow!("cannot connect to {shown}: {e}"))?;
@@ -102,9 +112,9 @@ impl AmqpFeed {
         let setup = async {
             let (relay, through) =
                 relay::start_for(url, port, way, "amqp", frames::AmqpFrames::default).await?;
-            let connection = broker::amqp::connect(&through, "consume")
+            let connection = broker::amqp::connect(&through, "consume", settings)
                 .await
-                .map_err(|e| relay.explained(e))?;
+                .map_err(|e| relay.explained(e, settings))?;
             let channel = connection.create_channel().await?;
             channel
                 .basic_qos(prefetch, BasicQosOptions::default())
@@ -271,14 +281,16 @@ mod tests {
             read("amqp://guest:guest@h:5672/%2f/edi.in"),
             Ok(AmqpSource {
                 url: "amqp://guest:guest@h:5672/%2f".into(),
-                queue: "edi.in".into()
+                queue: "edi.in".into(),
+                tls: Default::default(),
             })
         );
         assert_eq!(
             read("amqp://h:5672/q"),
             Ok(AmqpSource {
                 url: "amqp://h:5672".into(),
-                queue: "q".into()
+                queue: "q".into(),
+                tls: Default::default(),
             })
         );
         for bad in ["amqp://h:5672", "amqp://h:5672/"] {

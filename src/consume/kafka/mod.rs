@@ -55,8 +55,8 @@ pub struct KafkaSource {
     settings: Settings,
 }
 
-/// Reads `--from kafka://...` (the registry's line for Kafka), with this run's settings.
-pub fn parse(text: &str) -> Result<Box<dyn Source>, String> {
+/// Reads `--from kafka://...` (the broker table's line for Kafka), with the run's settings.
+pub fn parse(text: &str, run: &crate::broker::Settings) -> Result<Box<dyn Source>, String> {
     let target = broker_kafka::target(text, "--from", FORM)?;
     if let Some(bad) = target
         .topics
@@ -70,7 +70,7 @@ pub fn parse(text: &str) -> Result<Box<dyn Source>, String> {
     if target.partitions.is_some() && target.topics.len() != 1 {
         return Err("--from kafka://: partitions= takes one topic".into());
     }
-    let settings = Settings::of_this_run()?;
+    let settings = Settings::of(run)?;
     // Checked now: a wrong setting is the operator's to fix, not a broker to wait for.
     settings.client(&target.servers, "consume", &[("group.id", "check")])?;
     Ok(Box::new(KafkaSource { target, settings }))
@@ -745,13 +745,17 @@ mod tests {
 
     #[test]
     fn the_url_names_topics_and_a_group_and_is_checked() {
-        let s = parse("kafka://127.0.0.1:9092/edi.in?group=hub").unwrap();
+        let s = parse(
+            "kafka://127.0.0.1:9092/edi.in?group=hub",
+            &Default::default(),
+        )
+        .unwrap();
         assert_eq!(s.shown(), "kafka://127.0.0.1:9092/edi.in (group hub)");
         for bad in [
             "kafka://h:9092/a b?group=g",
             "kafka://h:9092/a,b?group=g&partitions=0",
         ] {
-            assert!(parse(bad).is_err(), "{bad}");
+            assert!(parse(bad, &Default::default()).is_err(), "{bad}");
         }
     }
 }

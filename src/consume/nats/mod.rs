@@ -31,11 +31,15 @@ pub struct NatsSource {
     server: broker::Url,
     stream: String,
     consumer: String,
+    /// The run's TLS and credential files.
+    tls: broker::tls::Settings,
 }
 
-/// Reads `--from nats://...` (the registry's line for NATS).
-pub fn parse(text: &str) -> Result<Box<dyn Source>, String> {
-    Ok(Box::new(read(text)?))
+/// Reads `--from nats://...` (the broker table's line for NATS).
+pub fn parse(text: &str, settings: &broker::Settings) -> Result<Box<dyn Source>, String> {
+    let mut source = read(text)?;
+    source.tls = settings.tls.clone();
+    Ok(Box::new(source))
 }
 
 fn read(text: &str) -> Result<NatsSource, String> {
@@ -63,13 +67,13 @@ fn read(text: &str) -> Result<NatsSource, String> {
         server: format!("{scheme}://{server}").into(),
         stream: stream.to_string(),
         consumer: consumer.to_string(),
+        tls: broker::tls::Settings::default(),
     })
 }
 
 /// How the relay reaches the server: TLS where the URL is `tls://` or a TLS setting is given
 /// (refused where the server offers none), or where the server's INFO requires it.
-fn tls_way(server: &str) -> anyhow::Result<relay::Upstream> {
-    let settings = broker::tls::this_run();
+fn tls_way(server: &str, settings: &broker::tls::Settings) -> anyhow::Result<relay::Upstream> {
     let demand = broker::nats::is_tls_url(server) || settings.wants_tls();
     let upstream = relay::upstream_of(server, 4222).ok_or_else(|| anyhow!("not a server"))?;
     let made = settings.client_config().and_then(|config| {
@@ -117,6 +121,7 @@ impl Source for NatsSource {
             &self.stream,
             &self.consumer,
             options,
+            &self.tls,
         )?))
     }
 }
@@ -140,13 +145,14 @@ impl NatsFeed {
         stream: &str,
         consumer: &str,
         options: Options,
+        tls: &broker::tls::Settings,
     ) -> anyhow::Result<NatsFeed> {
         let shown = broker::nats::shown(server);
         let runtime = broker::runtime()?;
         let connect_options =
-            broker::nats::authorised(broker::nats::options("consume"), server, false)
+            broker::nats::authorised(broker::nats::options("consume"), server, false, tls)
                 .map_err(|e| anyhow!(e))?;
-        let way = tls_way(server)?;
+        let way = tls_way(server, tls)?;
         let (client, consumer, relay) = runtime
             .block_on(async {
                 let (relay, through) =
@@ -157,7 +163,9 @@ impl NatsFeed {
                     .ignore_discovered_servers()
                     .connect(broker::nats::without_credentials(&through))
                     .await
-                    .map_err(|e| relay.explained(anyhow!(broker::nats::explained(&e, server))))?;
+                    .map_err(|e| {
+                        relay.explained(anyhow!(broker::nats::explained(&e, server, tls)), tls)
+                    })?;
                 let js = jetstream::new(client.clone());
                 let s = js.get_stream(stream).await.with_context(|| {
                     format!("there is no JetStream stream {stream} (create it, capturing the subjects the gateway publishes to)")
@@ -325,7 +333,8 @@ mod tests {
             Ok(NatsSource {
                 server: "nats://127.0.0.1:4222".into(),
                 stream: "EDI".into(),
-                consumer: "inbox".into()
+                consumer: "inbox".into(),
+                tls: Default::default(),
             })
         );
         for bad in [
