@@ -104,11 +104,7 @@ pub const BROKERS: &[Broker] = &[
         feature: "amqp",
         schemes: &["amqp://", "amqps://"],
         claims: any,
-        tls: TlsUse {
-            ca: true,
-            client_cert: true,
-            nats_credentials: false,
-        },
+        tls: CLIENT_TLS,
         from: Some(Side {
             forms: &[
                 "amqp://USER:PASS@HOST:PORT/VHOST/QUEUE",
@@ -139,11 +135,7 @@ pub const BROKERS: &[Broker] = &[
         feature: "kafka",
         schemes: &["kafka://"],
         claims: any,
-        tls: TlsUse {
-            ca: true,
-            client_cert: true,
-            nats_credentials: false,
-        },
+        tls: CLIENT_TLS,
         from: Some(Side {
             forms: &["kafka://HOST:PORT/TOPIC?group=NAME"],
             note: "HOST:PORT[,HOST:PORT...] and TOPIC[,TOPIC...]; the group's positions kept in the inbox; &partitions=0,1 assigns those by hand",
@@ -207,6 +199,13 @@ pub const BROKERS: &[Broker] = &[
         dead_letter: None,
     },
 ];
+
+/// TLS with the server checked and a client certificate, where given (RabbitMQ, Kafka).
+const CLIENT_TLS: TlsUse = TlsUse {
+    ca: true,
+    client_cert: true,
+    nats_credentials: false,
+};
 
 /// The forms of an SQS queue's URL.
 const SQS_FORMS: &[&str] = &[
