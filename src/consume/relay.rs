@@ -219,13 +219,57 @@ async fn first_line(tcp: &mut TcpStream) -> Result<Vec<u8>, Failure> {
     }
 }
 
+/// What a NATS server's `INFO` says of TLS.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct InfoTls {
+    /// `tls_required`: the connection goes on in TLS after the `INFO`.
+    pub required: bool,
+    /// `tls_available`: the server takes TLS where the client asks for it.
+    pub available: bool,
+}
+
+/// The JSON object of a NATS `INFO` line (`INFO {...}`, its `\r\n` or not); `None` where the
+/// line is no `INFO` or what follows is not a JSON object.
+fn info_object(line: &[u8]) -> Option<serde_json::Map<String, serde_json::Value>> {
+    let (op, rest) = line.split_at_checked(4)?;
+    // The protocol's operation names are case-insensitive, its fields apart by spaces or tabs.
+    if !op.eq_ignore_ascii_case(b"INFO") || !matches!(rest.first(), Some(b' ' | b'\t')) {
+        return None;
+    }
+    serde_json::from_slice(rest).ok()
+}
+
+/// What the `INFO` `line` says of TLS, read as the JSON it is: a server may write
+/// `"tls_required": true`, spaced as JSON allows, and the client library reads it so. `None`
+/// where the line is no `INFO` with a JSON object.
+pub(super) fn info_tls(line: &[u8]) -> Option<InfoTls> {
+    let object = info_object(line)?;
+    let yes = |flag: &str| object.get(flag) == Some(&serde_json::Value::Bool(true));
+    Some(InfoTls {
+        required: yes("tls_required"),
+        available: yes("tls_available"),
+    })
+}
+
 /// The server's `INFO`, as the client on loopback must see it: no TLS asked for (the relay
-/// speaks it).
+/// speaks it). Written again from its JSON, every other member as it was (the members in
+/// another order, which JSON does not hold to); a line that is no `INFO` with a JSON object as
+/// it is.
 fn without_tls(info: &[u8]) -> Vec<u8> {
-    String::from_utf8_lossy(info)
-        .replace("\"tls_required\":true", "\"tls_required\":false")
-        .replace("\"tls_available\":true", "\"tls_available\":false")
-        .into_bytes()
+    let Some(mut object) = info_object(info) else {
+        return info.to_vec();
+    };
+    for flag in ["tls_required", "tls_available"] {
+        if let Some(value) = object.get_mut(flag)
+            && *value == serde_json::Value::Bool(true)
+        {
+            *value = serde_json::Value::Bool(false);
+        }
+    }
+    match serde_json::to_vec(&object) {
+        Ok(json) => [b"INFO ".as_slice(), &json, b"\r\n"].concat(),
+        Err(_) => info.to_vec(),
+    }
 }
 
 async fn pipe(
@@ -246,9 +290,11 @@ async fn pipe(
             no_tls_why,
         } => {
             let info = first_line(&mut tcp).await?;
-            let text = String::from_utf8_lossy(&info);
-            let required = text.contains("\"tls_required\":true");
-            let available = required || text.contains("\"tls_available\":true");
+            // An INFO that is no JSON object asks for nothing: it goes to the client as it is,
+            // for the client to refuse.
+            let asked = info_tls(&info).unwrap_or_default();
+            let required = asked.required;
+            let available = required || asked.available;
             if !required && !demand {
                 (Box::new(tcp), info)
             } else if !available {
@@ -431,5 +477,91 @@ mod tests {
         );
         assert_eq!(escaped(b"a\xff\\b\r"), "a\\xFF\\x5Cb\\x0D");
         assert_eq!(text_or_escaped("é".as_bytes()), "é");
+    }
+
+    /// Issue 38, item 9: the INFO was read for `"tls_required":true` as that very text; a
+    /// server that spaces its JSON asks for TLS all the same, and words that only look like it
+    /// do not.
+    #[test]
+    fn the_info_is_read_as_json_however_it_is_spaced() {
+        let required = Some(InfoTls {
+            required: true,
+            available: false,
+        });
+        for line in [
+            &b"INFO {\"tls_required\":true}\r\n"[..],
+            b"INFO {\"server_id\": \"N1\", \"tls_required\": true}\r\n",
+            b"INFO { \"tls_required\" :\ttrue }\r\n",
+            b"info\t{\"tls_required\":true}",
+            // The same name with a character escaped, as JSON allows.
+            b"INFO {\"tls\\u005frequired\":true}\r\n",
+        ] {
+            assert_eq!(
+                info_tls(line),
+                required,
+                "{:?} requires TLS",
+                String::from_utf8_lossy(line)
+            );
+        }
+        assert_eq!(
+            info_tls(b"INFO {\"tls_available\": true, \"tls_required\": false}\r\n"),
+            Some(InfoTls {
+                required: false,
+                available: true
+            })
+        );
+        for line in [
+            &b"INFO {\"x\": {\"tls_required\":true}, \"tls_required\":false}\r\n"[..],
+            b"INFO {\"tls_required\":\"true\"}\r\n",
+            b"INFO {}\r\n",
+        ] {
+            assert_eq!(
+                info_tls(line),
+                Some(InfoTls::default()),
+                "{:?} asks for no TLS",
+                String::from_utf8_lossy(line)
+            );
+        }
+        for line in [
+            &b"INFO {\"tls_required\":true\r\n"[..],
+            b"INFO [true]\r\n",
+            b"INFOX {}\r\n",
+            b"-ERR 'Authorization Violation'\r\n",
+        ] {
+            assert_eq!(
+                info_tls(line),
+                None,
+                "{:?} is no INFO with a JSON object",
+                String::from_utf8_lossy(line)
+            );
+        }
+    }
+
+    /// Issue 38, item 9: the client on loopback must be told that no TLS follows whatever
+    /// spelling the server's INFO has (it would start TLS with the relay); the other members
+    /// kept.
+    #[test]
+    fn an_info_spaced_out_is_written_again_without_tls() {
+        let out = without_tls(
+            b"INFO {\"server_id\": \"N1\", \"tls_required\": true, \"tls_available\": true, \"max_payload\": 1048576, \"connect_urls\": [\"10.0.0.2:4222\"]}\r\n",
+        );
+        let text = String::from_utf8_lossy(&out);
+        let json = text
+            .strip_prefix("INFO ")
+            .and_then(|t| t.strip_suffix("\r\n"))
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(t).ok());
+        assert_eq!(
+            json,
+            Some(serde_json::json!({
+                "server_id": "N1",
+                "tls_required": false,
+                "tls_available": false,
+                "max_payload": 1048576,
+                "connect_urls": ["10.0.0.2:4222"]
+            })),
+            "the INFO the client sees must say no TLS and keep the rest: {text}"
+        );
+        // What is no INFO with a JSON object passes as it is.
+        assert_eq!(without_tls(b"INFO nonsense\r\n"), b"INFO nonsense\r\n");
     }
 }

@@ -212,6 +212,131 @@ mod nats {
 
     /// `publish --follow` over TLS goes on after the server is killed (`kill -9`) and started
     /// again; a consumer over TLS then decides each interchange once.
+    /// A fake NATS server in front of a real one: each connection passed on both ways as it
+    /// is, but for the server's `INFO`, which is written again as the same JSON spaced out
+    /// (`{  "server_id": "...",  "tls_required": true, ...}`, as JSON allows); the first byte
+    /// the client sends after it is kept for the test (`None` where it sent nothing).
+    struct SpacedInfo {
+        port: u16,
+        firsts: std::sync::Arc<std::sync::Mutex<Vec<Option<u8>>>>,
+        stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    }
+
+    impl SpacedInfo {
+        fn start(server_port: u16) -> SpacedInfo {
+            use std::sync::atomic::Ordering;
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let port = listener.local_addr().unwrap().port();
+            let firsts = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let (kept, stopped) = (firsts.clone(), stop.clone());
+            std::thread::spawn(move || {
+                for client in listener.incoming() {
+                    if stopped.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let Ok(client) = client else { continue };
+                    let kept = kept.clone();
+                    std::thread::spawn(move || {
+                        let _ = SpacedInfo::relay(client, server_port, &kept);
+                    });
+                }
+            });
+            SpacedInfo { port, firsts, stop }
+        }
+
+        fn relay(
+            mut client: std::net::TcpStream,
+            server_port: u16,
+            firsts: &std::sync::Mutex<Vec<Option<u8>>>,
+        ) -> std::io::Result<()> {
+            use std::io::{Read as _, Write as _};
+            let mut server = std::net::TcpStream::connect(("127.0.0.1", server_port))?;
+            server.set_read_timeout(Some(std::time::Duration::from_secs(30)))?;
+            let mut line = Vec::new();
+            let mut byte = [0u8; 1];
+            while !line.ends_with(b"\r\n") && line.len() < 64 * 1024 {
+                if server.read(&mut byte)? == 0 {
+                    return Ok(());
+                }
+                line.push(byte[0]);
+            }
+            server.set_read_timeout(None)?;
+            let info: serde_json::Value = std::str::from_utf8(&line)
+                .ok()
+                .and_then(|l| l.strip_prefix("INFO "))
+                .and_then(|json| serde_json::from_str(json).ok())
+                .expect("the server's first line is an INFO with JSON");
+            assert_eq!(
+                info["tls_required"], true,
+                "the server behind the fake requires TLS"
+            );
+            // Pretty JSON with its line breaks taken out: a line still, every colon spaced.
+            let spaced = serde_json::to_string_pretty(&info)
+                .unwrap()
+                .replace('\n', "");
+            assert!(spaced.contains("\"tls_required\": true"), "{spaced}");
+            client.write_all(format!("INFO {spaced}\r\n").as_bytes())?;
+            let mut down = server.try_clone()?;
+            let mut to_client = client.try_clone()?;
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut down, &mut to_client);
+                let _ = to_client.shutdown(std::net::Shutdown::Both);
+            });
+            let mut first = [0u8; 4096];
+            let n = client.read(&mut first)?;
+            firsts.lock().unwrap().push(first[..n].first().copied());
+            server.write_all(&first[..n])?;
+            let _ = std::io::copy(&mut client, &mut server);
+            server.shutdown(std::net::Shutdown::Both)
+        }
+
+        /// The first byte the client sent after the `INFO`, for each connection.
+        fn firsts(&self) -> Vec<Option<u8>> {
+            self.firsts.lock().unwrap().clone()
+        }
+    }
+
+    impl Drop for SpacedInfo {
+        fn drop(&mut self) {
+            self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+            // The accepting thread wakes to see it.
+            let _ = std::net::TcpStream::connect(("127.0.0.1", self.port));
+        }
+    }
+
+    /// Issue 38, item 9: the relay read the server's `INFO` for `"tls_required":true` as that
+    /// very text, so a server that writes `"tls_required": true` was taken for one without TLS,
+    /// and a consume asked for TLS was refused ("the server does not offer TLS"). Through a
+    /// fake server that spaces out the JSON of a nats-server requiring TLS, the relay answers
+    /// the `INFO` with a TLS handshake on every connection, and the consumer takes the same
+    /// interchanges as with the compact spelling
+    /// (`nats_over_tls_is_verified_and_refused_in_an_operators_words`).
+    #[test]
+    fn an_info_spaced_out_goes_to_tls_as_a_compact_one() {
+        let certs = Certs::make();
+        let Some(own) = server(&certs.path("store"), &tls_block(&certs, "server", false)) else {
+            return;
+        };
+        let (site, _) = site_with_events();
+        let ca = certs.arg("ca.pem");
+        let to = format!("tls://127.0.0.1:{}/edi", own.port);
+        publish(&site, &to, "EDI_SPACED", &["--tls-ca", &ca]).success();
+        assert_eq!(site.unpublished(), 0);
+        let fake = SpacedInfo::start(own.port);
+        let from = format!("nats://127.0.0.1:{}/EDI_SPACED/reader", fake.port);
+        let other = Site::new();
+        let run = consume(&other, &from, &["--tls-ca", &ca]);
+        run.code(0);
+        assert_eq!(keys(&other), keys(&site), "{}", run.err());
+        let firsts = fake.firsts();
+        assert!(
+            !firsts.is_empty() && firsts.iter().all(|b| *b == Some(0x16)),
+            "the relay must answer the spaced INFO with a TLS handshake record (0x16) on every \
+             connection; the first bytes after it were {firsts:?}"
+        );
+    }
+
     #[test]
     fn follow_over_tls_survives_a_server_killed_and_started_again() {
         use crate::common::StartExt;

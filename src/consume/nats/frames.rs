@@ -11,7 +11,7 @@ use std::io;
 
 use bytes::{Buf as _, BytesMut};
 
-use super::super::relay::{Repair, escaped, text_or_escaped};
+use super::super::relay::{Repair, escaped, info_tls, text_or_escaped};
 
 /// The header that holds a line of a header block that was no header.
 pub const UNREADABLE: &str = "Edi-Inbox-Unreadable-Header";
@@ -120,10 +120,10 @@ impl Repair for NatsFrames {
     }
 }
 
-/// True where the INFO says the connection goes on in TLS.
+/// True where the INFO says the connection goes on in TLS, read as JSON (`"tls_required":\ttrue`
+/// as well; a `"tls_required":true` inside another member's string is no such thing).
 fn asks_for_tls(line: &[u8]) -> bool {
-    let text = String::from_utf8_lossy(line).replace(' ', "");
-    text.contains("\"tls_required\":true")
+    info_tls(line).is_some_and(|tls| tls.required)
 }
 
 /// True where async-nats reads the header block as it is: UTF-8, a `NATS/1.0` version line,
@@ -277,6 +277,40 @@ mod tests {
     fn after_tls_is_asked_for_every_byte_passes() {
         let stream: &[u8] = b"INFO {\"tls_required\":true}\r\n\x16\x03\x01garbage";
         assert_eq!(run(&[stream]), stream);
+    }
+
+    /// Issue 38, item 9: TLS asked for in the INFO's JSON however it is spaced; the same words
+    /// elsewhere (in a member of another object) ask for nothing, and the messages after them
+    /// are repaired.
+    #[test]
+    fn tls_is_read_from_the_info_as_json() {
+        for info in [
+            &b"INFO {\"tls_required\": true}\r\n"[..],
+            b"INFO {\"server_id\":\"N\",\"tls_required\":\ttrue}\r\n",
+            b"INFO\t{ \"tls_required\" : true }\r\n",
+        ] {
+            let stream = [info, b"\x16\x03\x01garbage"].concat();
+            let mut input = BytesMut::from(&stream[..]);
+            let mut output = Vec::new();
+            NatsFrames::default()
+                .repair(&mut input, &mut output)
+                .expect("an INFO and bytes after it");
+            assert_eq!(
+                String::from_utf8_lossy(&output),
+                String::from_utf8_lossy(&stream),
+                "after {:?} every byte must pass as it is (TLS follows), none held back",
+                String::from_utf8_lossy(info)
+            );
+        }
+        let out = run(&[
+            b"INFO {\"x\":{\"tls_required\":true},\"tls_required\":false}\r\n",
+            b"MSG a.\xff 1 2\r\nhi\r\n",
+        ]);
+        let text = String::from_utf8_lossy(&out);
+        assert!(
+            text.ends_with("MSG a.\\xFF 1 2\r\nhi\r\n"),
+            "no TLS asked for: the message after the INFO must be repaired: {text}"
+        );
     }
 
     #[test]
