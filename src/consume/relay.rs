@@ -1,11 +1,70 @@
-//! A relay on loopback between a broker's client library and the broker, for what the libraries
-//! cannot be told to do: take a delivery whose metadata they refuse. async-nats drops the
-//! connection on a header that is not UTF-8 or a header line without a colon, lapin on a
-//! property that is not UTF-8 (a `message_id` of `\xff\xfe-1`); either way the broker hands the
-//! same delivery out again and the consumer reconnects forever, deciding nothing. The relay
-//! passes the client's bytes through untouched and hands it the broker's frames repaired by the
-//! broker's module (what cannot be read shown escaped, in a form the library takes), so that
-//! each delivery is decided on its bytes and settled like any other.
+//! A relay on loopback between a broker's client library and the broker, inside the process.
+//! It is a stopgap: it exists only because two client libraries refuse deliveries that their
+//! brokers hand out, and it goes where they take them.
+//!
+//! # Why
+//!
+//! A broker passes a delivery's metadata on as its publisher wrote it; the libraries read it as
+//! text and, where it is not, fail the whole connection, not the one delivery:
+//!
+//! - async-nats (0.51, `connection.rs`) on a `MSG` or `HMSG` whose subject is not UTF-8, a
+//!   header block that is not UTF-8, a header line without a colon, a header name that is not a
+//!   token (`nats/frames.rs` says what it repairs);
+//! - lapin (4.12, through amq-protocol 10.6, which reads every short string with
+//!   `String::from_utf8`) on a short string that is not UTF-8 in a delivery's method frame or
+//!   content header (a `message_id` of `\xff\xfe-1`), and on a header table holding a field
+//!   type it does not know (`amqp/frames.rs`).
+//!
+//! The broker then hands the same delivery out again, the consumer reconnects forever and
+//! decides nothing, not even the deliveries behind it. Neither library can be told to do
+//! otherwise. So the client connects to this relay, which passes the client's bytes through
+//! untouched and hands it the broker's frames repaired by the broker's module (what cannot be
+//! read shown escaped, in a form the library takes): each delivery is decided on its bytes and
+//! settled like any other. Kafka's and SQS's feeds go straight to their brokers, and so does
+//! `publish` everywhere (it writes, and reads only the broker's answers).
+//!
+//! # What would retire it
+//!
+//! async-nats handing out such a message (its subject and headers as bytes, or an error for
+//! that message alone) instead of dropping the connection: nats-io/nats.rs#1572, where a subject
+//! that is not UTF-8 panicked the reader, was answered by #1573, which made it an error, and the
+//! connection still drops. amq-protocol reading short strings as bytes and passing over a field
+//! type it does not know: its maintainers hold that a short string that is not UTF-8 is outside
+//! AMQP 0-9-1 (4.2.5.3; amqp-rs/amq-protocol#28), so that is not coming soon, although RabbitMQ
+//! delivers such strings. The tests that show the need are
+//! `consume::jetstream_messages_with_headers_the_client_refuses_are_decided` and
+//! `consume::rabbitmq_deliveries_with_metadata_that_is_not_utf8_are_decided`: when they pass with
+//! the client connected straight to the broker, that broker's relay can go.
+//!
+//! What it costs meanwhile: every byte from the broker is copied once more, over loopback; over
+//! TLS the relay, not the library, speaks TLS to the broker (from the first byte for `amqps://`,
+//! after the server's `INFO` for NATS, whose JSON it reads and writes again with the TLS flags
+//! off for the client on loopback), so a NATS server that wants the handshake before its `INFO`
+//! (`handshake_first`) is not supported; and a port on loopback is open for as long as the
+//! client lives.
+//!
+//! # Whose connections it takes
+//!
+//! Over TLS (`amqps://`, and every NATS relay, since TLS may start after the `INFO`) the relay
+//! lends each connection its TLS session and the client certificate. So it takes a connection
+//! only where the kernel's table of TCP sockets (`/proc/net/tcp`) says that the socket at the
+//! peer's address and port belongs to this process's effective user (`same_user`), and closes
+//! any other without a word: the other users of the host cannot borrow the certificate through
+//! the loopback port. What it does not cover:
+//!
+//! - another process of the same user: it may connect (it could read the key file too);
+//! - root: refused where the program does not run as root, though root could read the key
+//!   anyway; where the program runs as root, every process of root's is its user;
+//! - namespaces: the table holds the sockets of the relay's own network namespace (the only
+//!   ones that can reach its loopback address), their owners as this user namespace sees them,
+//!   so a container sharing the network namespace under the same uid is the same user;
+//! - the connection itself: the peer's address and port are looked up, not the whole
+//!   connection, so a socket of this user's at that address and port would vouch for another's.
+//!
+//! Where the table cannot be read (no `/proc`), every connection is refused and the client sees
+//! it closed. A relay to a plain broker (`amqp://`) takes anyone's connection: it lends nothing
+//! (the credentials travel in the client's own bytes), and whoever reaches it could reach the
+//! broker directly, unless a firewall lets only some users of the host do that.
 //!
 //! It runs on the feed's own runtime: it moves bytes only while the feed waits on the broker.
 //! Each connection the client opens (again, after a reconnect) is one connection to the broker.
@@ -142,7 +201,8 @@ pub(super) async fn start<R: Repair>(
 }
 
 /// True where the loopback connection from `peer` is this program's own user's, as the
-/// kernel's table of TCP sockets says (`/proc/net/tcp`: the socket at `peer` and its uid).
+/// kernel's table of TCP sockets says (`/proc/net/tcp`: the socket at `peer` and its uid); false
+/// where the table cannot be read. What that covers and what not: the module's doc.
 fn same_user(peer: SocketAddr) -> bool {
     let SocketAddr::V4(v4) = peer else {
         return false;
