@@ -1,9 +1,9 @@
 //! The inbox: all storage lives behind this boundary. The commands talk to an [`Inbox`], which
 //! says what happens (decide, commit, purge a step, count), one capability per trait
-//! ([`Decisions`], [`Acknowledgements`], [`Positions`], [`Publishing`], [`Reports`],
-//! [`Retention`]); how a
-//! backend does it (SQL, locks, write-ahead logs, checkpoints, ids) stays in its module, one per
-//! backend (`sqlite/`, `postgres/`), each capability in the file of its name.
+//! ([`Decisions`], [`Transaction`], [`Acknowledgements`], [`Positions`], [`Transports`],
+//! [`Publishing`], [`Reports`], [`Retention`]); how a backend does it (SQL, locks, write-ahead
+//! logs, checkpoints, ids) stays in its module, one per backend (`sqlite/`, `postgres/`), each
+//! capability in the file of its name.
 //!
 //! Where a new thing goes: a new capability's trait here, and its implementation in each
 //! backend's file of that name; a record the commands read or write, `records.rs`.
@@ -15,7 +15,7 @@
 //! state and its helpers private behind the same calls; and tests written against a
 //! `&mut dyn Inbox` can run once per backend.
 //!
-//! No decision is durable before [`Decisions::commit`] (a purge step commits its own short
+//! No decision is durable before [`Transaction::commit`] (a purge step commits its own short
 //! transaction); a batch left open when the inbox is dropped (a failed run) is rolled back.
 
 mod location;
@@ -121,13 +121,13 @@ impl InboxError {
     }
 }
 
-/// Deciding: a batch's interchanges, its rejected input and its deliveries, in one transaction
-/// that stays open until [`Decisions::commit`].
+/// Deciding: a batch's interchanges, its rejected input and its deliveries, in the batch's
+/// transaction, which stays open until [`Transaction::commit`].
 pub trait Decisions {
     /// Decides a batch of interchanges, in one transaction that stays open until
-    /// [`Decisions::commit`]; the decisions come back in the batch's order. Each is decided as if
-    /// the ones before it in the batch were already in: a later copy of a key is a duplicate or
-    /// drift of the earlier one.
+    /// [`Transaction::commit`]; the decisions come back in the batch's order. Each is decided as
+    /// if the ones before it in the batch were already in: a later copy of a key is a duplicate
+    /// or drift of the earlier one.
     fn decide(&mut self, batch: &[Candidate<'_>]) -> Result<Vec<Decision>, InboxError>;
 
     /// True where the backend decides best a whole batch at once (a database server, where
@@ -163,6 +163,31 @@ pub trait Decisions {
         seen_at: &str,
     ) -> Result<(), InboxError>;
 
+    /// A look at the keys from another thread (`Send`), so that work done ahead (compressing)
+    /// can be spared for what will only be a duplicate. A hint only: the decision is still
+    /// [`Decisions::decide`]. `None` where the backend cannot offer one.
+    fn probe(&self) -> Option<Box<dyn KeyProbe + Send>>;
+}
+
+/// The batch's transaction, apart from what is written in it: the writes of every capability
+/// ([`Decisions`], [`Acknowledgements`], [`Positions`], [`Transports`]) go into one open batch,
+/// which [`Transaction::commit`] makes durable at once or which is rolled back whole
+/// ([`Transaction::abandon`], a retry after a conflict, the inbox dropped); a run of many batches
+/// lies between [`Transaction::start_run`] and [`Transaction::end_run`].
+///
+/// No `begin`: the first write of a batch opens it where none is open (each backend's own
+/// `begin`, beside these in its `transaction.rs`), so a caller has nothing to forget.
+pub trait Transaction {
+    /// A run of many batches begins: the backend may start what helps it keep up.
+    fn start_run(&mut self);
+
+    /// Makes every write of the batch durable at once.
+    fn commit(&mut self) -> Result<(), InboxError>;
+
+    /// Drops every write of the open batch, for a service that goes on after a failure (a
+    /// run that ends on one drops the inbox instead, which rolls the batch back).
+    fn abandon(&mut self);
+
     /// Where `e` is a conflict with another host's transaction that only trying again resolves
     /// (a deadlock, a serialization failure), rolls the open batch back and says so: the
     /// caller makes the batch again from its first decision. Never for a store that has no
@@ -179,30 +204,15 @@ pub trait Decisions {
         0
     }
 
-    /// Makes every decision of the batch durable at once.
-    fn commit(&mut self) -> Result<(), InboxError>;
-
-    /// Drops every decision of the open batch, for a service that goes on after a failure (a
-    /// run that ends on one drops the inbox instead, which rolls the batch back).
-    fn abandon(&mut self);
-
     /// True where the connection to the database is gone for good (the server restarted, the
     /// network cut): a service that goes on opens the inbox again. Never for an embedded store.
     fn is_lost(&self) -> bool {
         false
     }
 
-    /// A run of many batches begins: the backend may start what helps it keep up.
-    fn start_run(&mut self);
-
     /// The run is over: helpers stop, and what it wrote is made whole in the store, so that a
     /// copy of it taken now is complete. Never a failure of the run.
     fn end_run(&mut self);
-
-    /// A look at the keys from another thread (`Send`), so that work done ahead (compressing)
-    /// can be spared for what will only be a duplicate. A hint only: the decision is still
-    /// [`Decisions::decide`]. `None` where the backend cannot offer one.
-    fn probe(&self) -> Option<Box<dyn KeyProbe + Send>>;
 }
 
 /// The CONTRLs: stored with the decisions they answer, sent again for a partner's resending,
@@ -469,15 +479,31 @@ pub trait Retention {
 }
 
 /// An inbox, whatever stores it: every capability, each a trait of its own, which each backend
-/// implements in the file of the same name (`decisions.rs`, `acknowledgements.rs`, ...). `Send`,
+/// implements in the file of the same name (`decisions.rs`, `transaction.rs`, ...). `Send`,
 /// so that a batch is decided on a thread of its own while the next one is fetched (`consume`).
 pub trait Inbox:
-    Decisions + Acknowledgements + Positions + Transports + Publishing + Reports + Retention + Send
+    Decisions
+    + Transaction
+    + Acknowledgements
+    + Positions
+    + Transports
+    + Publishing
+    + Reports
+    + Retention
+    + Send
 {
 }
 
 impl<
-    T: Decisions + Acknowledgements + Positions + Transports + Publishing + Reports + Retention + Send,
+    T: Decisions
+        + Transaction
+        + Acknowledgements
+        + Positions
+        + Transports
+        + Publishing
+        + Reports
+        + Retention
+        + Send,
 > Inbox for T
 {
 }

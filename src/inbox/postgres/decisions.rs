@@ -10,7 +10,6 @@ use super::{PgInbox, storable};
 use crate::edifact::{EnvelopeError, Interchange};
 use crate::inbox::names::{Counter, RECEIVED, delivery_counts};
 use crate::inbox::postgres::error::{KeyVanished, describe, refusable, retryable};
-use crate::inbox::postgres::reports::add_counters;
 use crate::inbox::{
     Candidate, Decision, Decisions, DeliveryRecord, InboxError, KeyProbe, REJECTED_BYTES_LIMIT,
     RejectedFile,
@@ -53,21 +52,6 @@ impl Decisions for PgInbox {
                 }
             }
         }
-    }
-
-    /// A deadlock with another host over the rows a batch writes after its decision (the
-    /// rejected files, the CONTRLs), or a serialization failure: the batch goes back whole.
-    fn rolled_back_for_retry(&mut self, e: &InboxError) -> bool {
-        if retryable(e) {
-            self.rollback();
-            true
-        } else {
-            false
-        }
-    }
-
-    fn rollbacks(&self) -> u64 {
-        self.rollbacks
     }
 
     /// The decision costs a round trip to the server per statement: a whole batch at once.
@@ -122,36 +106,6 @@ impl Decisions for PgInbox {
         }
         Ok(())
     }
-
-    fn abandon(&mut self) {
-        self.rollback();
-    }
-
-    fn is_lost(&self) -> bool {
-        self.client.borrow().is_closed()
-    }
-
-    fn commit(&mut self) -> Result<(), InboxError> {
-        if !self.in_tx {
-            return Ok(());
-        }
-        let counts = std::mem::take(&mut self.pending_counts);
-        let client = self.client.get_mut();
-        let result = add_counters(client, &self.host, &counts)
-            .and_then(|()| Ok(client.batch_execute("COMMIT")?));
-        self.in_tx = false;
-        if result.is_err() {
-            // The counters' statement failed inside the transaction (a COMMIT that failed has
-            // ended it already): ended here, so that the next batch's BEGIN is not refused.
-            let _ = client.batch_execute("ROLLBACK");
-            self.rollbacks += 1;
-        }
-        result
-    }
-
-    fn start_run(&mut self) {}
-
-    fn end_run(&mut self) {}
 
     fn probe(&self) -> Option<Box<dyn KeyProbe + Send>> {
         let mut client = self.target.connect().ok()?;
@@ -239,7 +193,7 @@ impl PgInbox {
     }
 }
 
-/// A reading thread's connection, for [`Inbox::probe`].
+/// A reading thread's connection, for [`Decisions::probe`].
 pub(super) struct PgProbe {
     client: std::sync::Mutex<Client>,
     has: postgres::Statement,

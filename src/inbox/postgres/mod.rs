@@ -9,10 +9,11 @@
 //! server's clock; ids from sequences. The inbox lives in a schema of its own (`edi_inbox` by
 //! default), created on first use by migrations under an advisory lock.
 //!
-//! Each capability of the inbox is in the file of its name (`decisions.rs`, `acknowledgements.rs`,
-//! `positions.rs`, `publishing.rs`, `reports.rs`, `retention.rs`); where the inbox is, `target.rs`; opening it,
-//! `open.rs`; the schema, `migrations.rs` (and `migrations/`); the batch's transaction,
-//! `transaction.rs`; the server's failures, `error.rs`; TLS, `tls.rs`. No SQL stands in this file.
+//! Each capability of the inbox is in the file of its name (`decisions.rs`, `transaction.rs` for
+//! the batch's transaction, `acknowledgements.rs`, `positions.rs`, `transports.rs`,
+//! `publishing.rs`, `reports.rs`, `retention.rs`); where the inbox is, `target.rs`; opening it,
+//! `open.rs`; the schema, `migrations.rs` (and `migrations/`); the server's failures,
+//! `error.rs`; TLS, `tls.rs`. No SQL stands in this file.
 //!
 //! Where a new thing goes: what a new capability asks of the database, in the file of the
 //! capability's name, and the same in `sqlite/`; a change of schema, a new migration at the end
@@ -54,7 +55,7 @@ pub struct PgInbox {
     in_tx: bool,
     /// Counter increments of the open batch, added to this host's rows before it commits.
     pending_counts: BTreeMap<&'static str, i64>,
-    /// Open batches rolled back so far (see `Decisions::rollbacks`).
+    /// Open batches rolled back so far (see `Transaction::rollbacks`).
     rollbacks: u64,
     /// This host's name, for its own counter rows.
     host: String,

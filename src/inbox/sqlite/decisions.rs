@@ -4,7 +4,6 @@
 //! parameters.
 
 use std::path::Path;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, params};
@@ -12,10 +11,6 @@ use rusqlite::{Connection, OpenFlags, params};
 use super::SqliteInbox;
 use crate::edifact::{EnvelopeError, Interchange, Message};
 use crate::inbox::names::{Counter, RECEIVED, delivery_counts};
-use crate::inbox::sqlite::reports::add_counter;
-use crate::inbox::sqlite::wal::Checkpointer;
-use crate::inbox::sqlite::wal::Checkpoints;
-use crate::inbox::sqlite::wal::WAL_RESTART_FRAMES;
 use crate::inbox::{
     Candidate, Decision, Decisions, DeliveryRecord, InboxError, KeyProbe, REJECTED_BYTES_LIMIT,
     RejectedFile,
@@ -82,64 +77,6 @@ impl Decisions for SqliteInbox {
         Ok(())
     }
 
-    /// One fsync with `synchronous=FULL`, whatever the batch's size. Between batches, the WAL
-    /// is restarted where the checkpointing thread found it grown.
-    fn abandon(&mut self) {
-        let _ = self.rollback();
-    }
-
-    fn commit(&mut self) -> Result<(), InboxError> {
-        if self.in_batch() {
-            for (name, by) in std::mem::take(&mut self.pending_counts) {
-                add_counter(&self.conn, name, by)?;
-            }
-            if let Some(next) = self.next_id.take() {
-                self.conn.execute(
-                    "UPDATE id_sequences SET next = ?1 WHERE name = 'interchanges'",
-                    [next],
-                )?;
-            }
-            crash_point!("before-commit");
-            self.conn.execute_batch("COMMIT")?;
-            crash_point!("after-commit");
-        }
-        if let Some(c) = &self.checkpoints {
-            c.committed.store(true, Ordering::Relaxed);
-            if c.wal_frames.load(Ordering::Relaxed) >= WAL_RESTART_FRAMES {
-                c.wal_frames.store(0, Ordering::Relaxed);
-                // Like the checkpointer's, a failed restart loses nothing; a real problem with
-                // the database shows at the next commit.
-                let _ = self.restart_wal();
-            }
-        }
-        Ok(())
-    }
-
-    /// Starts the checkpointing thread (see [`Checkpointer`]); where its connection cannot be
-    /// had, SQLite's own checkpoints at commit stay on.
-    fn start_run(&mut self) {
-        if self.checkpoints.is_some() {
-            return;
-        }
-        let Ok(checkpointer) = Checkpointer::open(&self.path) else {
-            return;
-        };
-        if self.set_auto_checkpoint(false).is_err() {
-            return;
-        }
-        self.checkpoints = Some(Checkpoints::start(checkpointer));
-    }
-
-    /// The checkpointing thread is not waited for: a checkpoint may be copying another
-    /// process's writes (a purge's, say), and an interrupted checkpoint is safe by SQLite's
-    /// design. SQLite's own checkpoints come back on, then the WAL is emptied into the file.
-    fn end_run(&mut self) {
-        if self.checkpoints.take().is_some() {
-            let _ = self.set_auto_checkpoint(true);
-        }
-        let _ = self.checkpoint_all();
-    }
-
     fn probe(&self) -> Option<Box<dyn KeyProbe + Send>> {
         SqliteProbe::open(&self.path)
             .ok()
@@ -188,7 +125,7 @@ impl SqliteInbox {
     }
 }
 
-/// A read-only connection of a reading thread, for [`Inbox::probe`].
+/// A read-only connection of a reading thread, for [`Decisions::probe`].
 pub(super) struct SqliteProbe {
     conn: Connection,
 }

@@ -7,11 +7,11 @@
 //! the database's -wal, -shm and -journal files): its errors, write-ahead log,
 //! checkpoints and ids stay here.
 //!
-//! Each capability of the inbox is in the file of its name (`decisions.rs`, `acknowledgements.rs`,
-//! `positions.rs`, `publishing.rs`, `reports.rs`, `retention.rs`); opening the database is `open.rs`, the
-//! schema `migrations.rs` (and `migrations/`), the batch's transaction `transaction.rs`, the
-//! write-ahead log and its checkpoints `wal.rs`; SQLite's failures told apart, `error.rs`. No
-//! SQL stands in this file.
+//! Each capability of the inbox is in the file of its name (`decisions.rs`, `transaction.rs` for
+//! the batch's transaction, `acknowledgements.rs`, `positions.rs`, `transports.rs`,
+//! `publishing.rs`, `reports.rs`, `retention.rs`); opening the database is `open.rs`, the schema
+//! `migrations.rs` (and `migrations/`), the write-ahead log and its checkpoints `wal.rs`;
+//! SQLite's failures told apart, `error.rs`. No SQL stands in this file.
 //!
 //! Where a new thing goes: what a new capability asks of the database, in the file of the
 //! capability's name, and the same in `postgres/`; a change of schema, a new migration at the end

@@ -6,7 +6,7 @@ use rusqlite::Connection;
 use super::migrations::{MIGRATIONS, Migration};
 use super::wal::Checkpointer;
 use super::{APPLICATION_ID, SqliteInbox};
-use crate::inbox::{Access, Candidate, Decision, Decisions, InboxError};
+use crate::inbox::{Access, Candidate, Decision, Decisions, InboxError, Transaction};
 
 impl SqliteInbox {
     /// A batch of one.

@@ -1,9 +1,75 @@
-//! The batch's transaction: `BEGIN IMMEDIATE`, a savepoint per decision, rolled back whole.
+//! The batch's transaction: `BEGIN IMMEDIATE`, a savepoint per decision, committed with the
+//! counters and the id sequence of the batch or rolled back whole; the run's checkpointing
+//! thread, told of each commit.
+
+use std::sync::atomic::Ordering;
 
 use rusqlite::Connection;
 
 use super::SqliteInbox;
-use crate::inbox::InboxError;
+use crate::inbox::sqlite::reports::add_counter;
+use crate::inbox::sqlite::wal::{Checkpointer, Checkpoints, WAL_RESTART_FRAMES};
+use crate::inbox::{InboxError, Transaction};
+
+impl Transaction for SqliteInbox {
+    /// Starts the checkpointing thread (see [`Checkpointer`]); where its connection cannot be
+    /// had, SQLite's own checkpoints at commit stay on.
+    fn start_run(&mut self) {
+        if self.checkpoints.is_some() {
+            return;
+        }
+        let Ok(checkpointer) = Checkpointer::open(&self.path) else {
+            return;
+        };
+        if self.set_auto_checkpoint(false).is_err() {
+            return;
+        }
+        self.checkpoints = Some(Checkpoints::start(checkpointer));
+    }
+
+    /// One fsync with `synchronous=FULL`, whatever the batch's size. Between batches, the WAL
+    /// is restarted where the checkpointing thread found it grown.
+    fn commit(&mut self) -> Result<(), InboxError> {
+        if self.in_batch() {
+            for (name, by) in std::mem::take(&mut self.pending_counts) {
+                add_counter(&self.conn, name, by)?;
+            }
+            if let Some(next) = self.next_id.take() {
+                self.conn.execute(
+                    "UPDATE id_sequences SET next = ?1 WHERE name = 'interchanges'",
+                    [next],
+                )?;
+            }
+            crash_point!("before-commit");
+            self.conn.execute_batch("COMMIT")?;
+            crash_point!("after-commit");
+        }
+        if let Some(c) = &self.checkpoints {
+            c.committed.store(true, Ordering::Relaxed);
+            if c.wal_frames.load(Ordering::Relaxed) >= WAL_RESTART_FRAMES {
+                c.wal_frames.store(0, Ordering::Relaxed);
+                // Like the checkpointer's, a failed restart loses nothing; a real problem with
+                // the database shows at the next commit.
+                let _ = self.restart_wal();
+            }
+        }
+        Ok(())
+    }
+
+    fn abandon(&mut self) {
+        let _ = self.rollback();
+    }
+
+    /// The checkpointing thread is not waited for: a checkpoint may be copying another
+    /// process's writes (a purge's, say), and an interrupted checkpoint is safe by SQLite's
+    /// design. SQLite's own checkpoints come back on, then the WAL is emptied into the file.
+    fn end_run(&mut self) {
+        if self.checkpoints.take().is_some() {
+            let _ = self.set_auto_checkpoint(true);
+        }
+        let _ = self.checkpoint_all();
+    }
+}
 
 impl SqliteInbox {
     /// Starts a batch if none is open: one `BEGIN IMMEDIATE` transaction, so the write lock is
