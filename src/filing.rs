@@ -504,7 +504,8 @@ pub fn remove_stale_temporaries(dir: &Path) -> usize {
 }
 
 /// Makes sure files can be moved into `dir` before anything is decided: it exists (or is
-/// created) as a folder, and a file can be created in it and removed again. Temporary copies
+/// created) as a folder, and a file can be created in it (one without a name where the file
+/// system can make one, so that a run killed here leaves nothing) and removed again. Temporary copies
 /// that a killed run left there are removed on the way. A misconfigured folder was noticed only
 /// file by file, after the decisions were committed.
 pub fn check_target(dir: &Path) -> io::Result<()> {
@@ -516,6 +517,25 @@ pub fn check_target(dir: &Path) -> io::Result<()> {
         ));
     }
     remove_stale_temporaries(dir);
+    // A file without a name first (O_TMPFILE): a run killed while it checks leaves nothing
+    // behind. Where the file system cannot make one, a named file, created and removed.
+    {
+        use rustix::fs::{CWD, Mode, OFlags, openat};
+        match openat(
+            CWD,
+            dir,
+            OFlags::TMPFILE | OFlags::WRONLY | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o600),
+        ) {
+            Ok(_) => return Ok(()),
+            Err(e)
+                if e == rustix::io::Errno::OPNOTSUPP
+                    || e == rustix::io::Errno::ISDIR
+                    || e == rustix::io::Errno::INVAL
+                    || e == rustix::io::Errno::NOSYS => {}
+            Err(e) => return Err(io::Error::from(e)),
+        }
+    }
     let probe = dir.join(format!(
         "{TEMP_PREFIX}{}-check{TEMP_SUFFIX}",
         std::process::id()
