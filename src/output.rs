@@ -198,6 +198,23 @@ fn needs_escape(c: char) -> bool {
         )
 }
 
+/// The error and its causes in one line, each said once: an error whose message already holds
+/// its cause's (`cannot open x: Permission denied`) is not followed by that cause again.
+pub fn one_message(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for link in e.chain() {
+        let part = link.to_string();
+        if text.contains(&part) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&part);
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,6 +13,7 @@ use super::ns;
 use super::xml::Doc;
 
 /// What signs the answers.
+#[derive(Clone, Copy)]
 pub struct Signer<'a> {
     pub key: &'a PKey<Private>,
     /// Our certificate, DER.

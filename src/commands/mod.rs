@@ -19,6 +19,7 @@ mod service;
 use std::process::ExitCode;
 
 use crate::exit::ExitStatus;
+use crate::output::one_message;
 use crate::{cli, inbox, output};
 
 /// Opens the inbox for a command; the backend's own errors (which do not name it) are told
@@ -146,23 +147,6 @@ fn sleep_unless(stop: &std::sync::atomic::AtomicBool, d: std::time::Duration) {
         }
         std::thread::sleep(left.min(std::time::Duration::from_millis(50)));
     }
-}
-
-/// The error and its causes in one line, each said once: an error whose message already holds
-/// its cause's (`cannot open x: Permission denied`) is not followed by that cause again.
-fn one_message(e: &anyhow::Error) -> String {
-    let mut text = String::new();
-    for link in e.chain() {
-        let part = link.to_string();
-        if text.contains(&part) {
-            continue;
-        }
-        if !text.is_empty() {
-            text.push_str(": ");
-        }
-        text.push_str(&part);
-    }
-    text
 }
 
 /// Prints a completion script for the shell.

@@ -137,6 +137,29 @@ impl Default for Settings {
     }
 }
 
+/// How often a long run writes its metrics file, at most: a scrape every 15 s or more sees a
+/// fresh one, and a busy run does not spend itself on rewriting it.
+pub const METRICS_EVERY: Duration = Duration::from_secs(10);
+
+/// When the metrics file is written next: every long run (`publish --follow`, `consume`,
+/// `receive`) asks it after each step, and writes only when it says so.
+#[derive(Debug, Default)]
+pub struct MetricsThrottle {
+    written: Option<Instant>,
+}
+
+impl MetricsThrottle {
+    /// Whether to write now: always at the end of the run (`last`) and the first time, else
+    /// where [`METRICS_EVERY`] has gone by since the last write. Saying yes counts as a write.
+    pub fn due(&mut self, last: bool) -> bool {
+        if !last && self.written.is_some_and(|t| t.elapsed() < METRICS_EVERY) {
+            return false;
+        }
+        self.written = Some(Instant::now());
+        true
+    }
+}
+
 /// The wait before the next try: doubling from the first, up to the most.
 struct Backoff {
     first: Duration,
@@ -537,5 +560,16 @@ mod tests {
         assert_eq!(run(&mut s, &settings, &stop).unwrap(), End::Done);
         assert!(s.steps.is_empty(), "all three steps ran");
         assert!(started.elapsed() >= Duration::from_millis(90));
+    }
+
+    /// The first write and the last are always due; one in between waits for its turn.
+    #[test]
+    fn the_metrics_are_written_first_last_and_no_more_often_than_the_throttle_lets() {
+        let mut t = MetricsThrottle::default();
+        assert!(t.due(false), "the first write");
+        assert!(!t.due(false), "not again within METRICS_EVERY");
+        assert!(t.due(true), "the last write, whenever it comes");
+        t.written = Instant::now().checked_sub(METRICS_EVERY);
+        assert!(t.due(false), "again once METRICS_EVERY has gone by");
     }
 }

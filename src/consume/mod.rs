@@ -63,6 +63,37 @@ pub struct Delivery {
     pub position: Option<Position>,
 }
 
+impl Delivery {
+    /// A delivery `tag` named `source` by its broker, published under `subject`, holding
+    /// `body`: delivered once, with no file name, key, time or place in a partitioned log; a
+    /// source sets what its broker says beyond that.
+    pub fn new(tag: u64, source: String, subject: String, body: bytes::Bytes) -> Delivery {
+        Delivery {
+            tag,
+            source,
+            subject,
+            filename: None,
+            delivery_count: 1,
+            body,
+            key: None,
+            produced_at: None,
+            position: None,
+        }
+    }
+
+    /// What the intake needs of it.
+    pub fn incoming(&self) -> crate::intake::Incoming<'_> {
+        crate::intake::Incoming {
+            name: &self.source,
+            filename: self.filename.as_deref(),
+            delivery_count: self.delivery_count,
+            key: self.key.as_deref(),
+            produced_at: self.produced_at.as_deref(),
+            bytes: &self.body,
+        }
+    }
+}
+
 /// A record's place in a partitioned log.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Position {
@@ -110,15 +141,7 @@ impl std::fmt::Display for PositionsLost {
 
 impl std::error::Error for PositionsLost {}
 
-/// Why a delivery's body cannot be read as its broker's metadata says it is written (an SQS
-/// message marked `edi-body-encoding: base64` whose body is not base64): the delivery is
-/// rejected with this reason, its bytes kept as they came, never taken for something else.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Unreadable {
-    pub reason: String,
-    /// The byte of the body as it came where the reading failed, where one is concerned.
-    pub offset: Option<usize>,
-}
+pub use crate::intake::Unreadable;
 
 /// What becomes of a delivery once its decisions are committed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -204,17 +204,13 @@ impl SqsFeed {
             );
         }
         Delivery {
-            tag,
-            source,
-            subject: self.name.clone(),
             filename,
             delivery_count: count.max(1),
-            body: bytes::Bytes::from(body),
             key: system
                 .get(&MessageSystemAttributeName::MessageGroupId)
                 .cloned(),
             produced_at,
-            position: None,
+            ..Delivery::new(tag, source, self.name.clone(), bytes::Bytes::from(body))
         }
     }
 }

@@ -7,8 +7,8 @@
 use anyhow::Context as _;
 
 use crate::consume::{Delivery, Unreadable};
-use crate::inbox::{DeliveryRecord, Inbox, KeyProbe};
-use crate::intake::{self, AckPolicy, Detached, Outcome, Parsed};
+use crate::inbox::{Inbox, KeyProbe};
+use crate::intake::{self, AckPolicy, Delivered, Detached, Outcome};
 use crate::publish::{DeadLetter, Rejected};
 
 use super::super::service::Failure;
@@ -118,51 +118,28 @@ pub(super) fn decide_and_commit(
             kept_unreadable.push(unreadable);
         }
     }
-    let sources: Vec<Parsed<'_>> = kept
+    let delivered: Vec<Delivered<'_>> = kept
         .iter()
         .zip(kept_items)
-        .zip(&kept_hashes)
-        .map(|((d, items), sha256)| Parsed {
-            source: intake::Source::Delivery {
-                name: d.source.clone(),
-                filename: d.filename.clone(),
-                delivery_count: d.delivery_count,
-            },
-            bytes: &d.body,
-            items: items
-                .into_iter()
-                .map(|item| intake::prepare::reattach(&d.body, item))
-                .collect(),
-            sha256: sha256.as_deref(),
+        .zip(kept_hashes)
+        .zip(kept_unreadable)
+        .map(|(((d, items), sha256), unreadable)| {
+            let incoming = d.incoming();
+            match unreadable {
+                Some(why) => Delivered::unreadable(incoming, why),
+                None => Delivered::prepared(
+                    incoming,
+                    items
+                        .into_iter()
+                        .map(|item| intake::prepare::reattach(&d.body, item))
+                        .collect(),
+                    sha256,
+                ),
+            }
         })
         .collect();
-    let mut outcomes = intake::decide(inbox, &sources, &when, acks).map_err(not_committed)?;
-    // An unreadable body, given no interchange to decide, is rejected for what is wrong with
-    // it, and its bytes recorded as they came (below, as for any rejection the parser did not
-    // find).
-    for ((o, u), p) in outcomes.iter_mut().zip(kept_unreadable).zip(&sources) {
-        if let Some(Unreadable { reason, offset }) = u {
-            *o = vec![Outcome::rejected(p.source.clone(), reason, offset)];
-        }
-    }
-    // A delivery's bytes are kept nowhere but in the inbox.
-    intake::keep_refused(inbox, &sources, &outcomes, &when).map_err(not_committed)?;
-    drop(sources);
-    let records: Vec<DeliveryRecord<'_>> = kept
-        .iter()
-        .map(|d| DeliveryRecord {
-            source: &d.source,
-            filename: d.filename.as_deref(),
-            delivery_count: d.delivery_count,
-            size: d.body.len(),
-            key: d.key.as_deref(),
-            produced_at: d.produced_at.as_deref(),
-        })
-        .collect();
-    inbox
-        .record_deliveries(&records, &when)
-        .context("cannot write to the inbox database")
-        .map_err(not_committed)?;
+    let outcomes =
+        intake::decide_deliveries(inbox, delivered, &when, acks).map_err(not_committed)?;
     if let Some(group) = group {
         // Where the inbox rolled the batch back to make it again (a deadlock with another
         // host), the positions' locks went with it: taken again, and checked.
@@ -359,14 +336,6 @@ mod tests {
 
     fn record(tag: u64, offset: i64) -> Delivery {
         Delivery {
-            tag,
-            source: format!("kafka:t/0/{offset}"),
-            subject: "t".into(),
-            filename: None,
-            delivery_count: 1,
-            body: bytes::Bytes::new(),
-            key: None,
-            produced_at: None,
             position: Some(Position {
                 topic: "t".into(),
                 partition: 0,
@@ -374,6 +343,12 @@ mod tests {
                 topic_id: None,
                 restart: false,
             }),
+            ..Delivery::new(
+                tag,
+                format!("kafka:t/0/{offset}"),
+                "t".into(),
+                bytes::Bytes::new(),
+            )
         }
     }
 

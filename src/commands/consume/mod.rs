@@ -22,13 +22,10 @@ use crate::output::{Out, count, problem};
 use crate::publish::DeadLetter;
 use crate::status::Status;
 
-use super::service::{self, Failure, Service, Step};
+use super::service::{self, Failure, MetricsThrottle, Service, Step};
 
 /// How long one fetch waits for deliveries, at most: the stop flag is looked at in between.
 const FETCH_WAIT: Duration = Duration::from_secs(1);
-
-/// How often a long run writes its metrics file, at most.
-const METRICS_EVERY: Duration = Duration::from_secs(10);
 
 /// How long one step goes on taking batch after batch while deliveries keep coming: the
 /// service loop writes the metrics in between.
@@ -59,7 +56,7 @@ struct Run<'a> {
     summary: Summary,
     dead_letter: Option<DeadLetter>,
     started: Instant,
-    metrics_written: Option<Instant>,
+    metrics: MetricsThrottle,
     /// Whether the feed is subscribed: false while the broker is away, the queue or consumer
     /// gone, and every try to subscribe again fails (the metrics say so, for the alert).
     subscribed: bool,
@@ -144,7 +141,7 @@ pub fn run(
         summary: Summary::default(),
         dead_letter,
         started: Instant::now(),
-        metrics_written: None,
+        metrics: MetricsThrottle::default(),
         subscribed: false,
         last_fetch: unix_now(),
         other_problems: 0,
@@ -448,19 +445,14 @@ impl Run<'_> {
     }
 
     /// Writes the metrics file where one is asked for: after a batch at most every
-    /// [`METRICS_EVERY`], and at the end.
+    /// [`service::METRICS_EVERY`], and at the end.
     fn metrics_now(&mut self, inbox: &dyn Inbox, when: Written) {
         let Some(path) = &self.args.metrics_file else {
             return;
         };
-        if when == Written::Progress
-            && self
-                .metrics_written
-                .is_some_and(|t| t.elapsed() < METRICS_EVERY)
-        {
+        if !self.metrics.due(when != Written::Progress) {
             return;
         }
-        self.metrics_written = Some(Instant::now());
         let state = FeedState {
             subscribed: self.subscribed,
             last_fetch: self.last_fetch,
@@ -512,7 +504,7 @@ impl Run<'_> {
 /// When the metrics file is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Written {
-    /// After a batch, or while idle: at most every [`METRICS_EVERY`].
+    /// After a batch, or while idle: at most every [`service::METRICS_EVERY`].
     Progress,
     /// At the end of a run that did not fail (its success time with it).
     Last,

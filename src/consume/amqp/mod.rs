@@ -188,15 +188,14 @@ fn take(queue: &str, connection: &str, d: lapin::message::Delivery) -> Delivery 
         None => format!("amqp:{queue}/delivery-{connection}-{}", d.delivery_tag),
     };
     Delivery {
-        tag: d.delivery_tag,
-        source,
-        subject: d.routing_key.as_str().to_string(),
         filename,
         delivery_count,
-        body: bytes::Bytes::from(d.data),
-        key: None,
-        produced_at: None,
-        position: None,
+        ..Delivery::new(
+            d.delivery_tag,
+            source,
+            d.routing_key.as_str().to_string(),
+            bytes::Bytes::from(d.data),
+        )
     }
 }
 

@@ -379,13 +379,14 @@ impl KafkaFeed {
         let produced_at = m.timestamp().to_millis().filter(|&ms| ms >= 0).map(|ms| {
             crate::clock::rfc3339(std::time::UNIX_EPOCH + Duration::from_millis(ms as u64))
         });
-        Delivery {
+        let record = Delivery::new(
             tag,
-            source: format!("kafka:{topic}/{partition}/{offset}"),
-            subject: topic.clone(),
+            format!("kafka:{topic}/{partition}/{offset}"),
+            topic.clone(),
+            bytes::Bytes::copy_from_slice(m.payload().unwrap_or_default()),
+        );
+        Delivery {
             filename,
-            delivery_count: 1,
-            body: bytes::Bytes::copy_from_slice(m.payload().unwrap_or_default()),
             key: m.key().map(broker_kafka::text_of),
             produced_at,
             position: Some(Position {
@@ -399,6 +400,7 @@ impl KafkaFeed {
                 offset,
                 restart: false,
             }),
+            ..record
         }
     }
 }

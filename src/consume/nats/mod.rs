@@ -223,15 +223,14 @@ impl NatsFeed {
         self.next_tag += 1;
         self.ackers.insert(self.next_tag, acker);
         Ok(Delivery {
-            tag: self.next_tag,
-            source: format!("nats:{}/{sequence}", self.stream),
-            subject: message.subject.to_string(),
             filename,
             delivery_count: u32::try_from(delivered.max(1)).unwrap_or(u32::MAX),
-            body: message.payload,
-            key: None,
-            produced_at: None,
-            position: None,
+            ..Delivery::new(
+                self.next_tag,
+                format!("nats:{}/{sequence}", self.stream),
+                message.subject.to_string(),
+                message.payload,
+            )
         })
     }
 }

@@ -1,0 +1,297 @@
+//! The deciding side of an AS4 endpoint: the messages the HTTP side ([`super::server`]) checked
+//! are gathered into batches, each batch decided in one transaction by the intake (the message
+//! ids claimed, the new messages' payloads decided as deliveries `as4:MESSAGE-ID`, the signed
+//! receipts stored), and only after the commit each sender gets its answer: its receipt, the
+//! one stored for a message sent again, or an ebMS error. What a run reports is the command's,
+//! through [`Report`].
+
+use std::net::SocketAddr;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::Duration;
+
+use super::errors::{EbmsError, Refusal};
+use super::message::{Received, Rejected};
+use super::receipt::{self, Signer};
+use super::server::{Answer, Job};
+use crate::inbox::{Inbox, InboxError, TransportMessage};
+use crate::intake::{self, AckPolicy, Answered, Incoming, Outcome};
+
+/// The transport's name in the inbox's table of messages, and its deliveries' prefix.
+pub const TRANSPORT: &str = "as4";
+
+/// The most messages decided in one transaction.
+const MAX_BATCH: usize = 64;
+
+/// How long the deciding thread waits for a message before it says it is idle.
+const IDLE_EVERY: Duration = Duration::from_secs(1);
+
+/// What the receiver tells the run it serves, as it happens.
+pub trait Report {
+    /// A message refused with an ebMS error (already answered).
+    fn refused(&mut self, rejected: &Rejected, peer: SocketAddr);
+    /// A new message decided and answered with its receipt: each payload's outcomes.
+    fn decided(&mut self, message_id: &str, outcomes: &[Vec<Outcome>]);
+    /// A message sent again, answered with its stored receipt; nothing decided again.
+    fn resent(&mut self, message_id: &str, peer: SocketAddr);
+    /// A message the inbox failed to store (`why`): its sender was told to send it again.
+    fn failed(&mut self, message_id: &str, why: &str);
+    /// The inbox's connection was lost; `Ok` where a new one was made.
+    fn reconnected(&mut self, outcome: Result<(), String>);
+    /// After each batch, and while nothing arrives (at least every [`IDLE_EVERY`]).
+    fn tick(&mut self);
+}
+
+/// A message that passed every check, waiting for its decision.
+struct Pending {
+    received: Box<Received>,
+    /// Its receipt, signed by the checking thread: stored with the decision.
+    receipt: Vec<u8>,
+    peer: SocketAddr,
+    reply: tokio::sync::oneshot::Sender<Answer>,
+    /// Its place among the requests in hand, given back once it is answered.
+    _permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+/// Decides what the HTTP side hands over (`jobs`) until it ends (a stop, with every request in
+/// flight answered). `reopen` connects to the inbox again where its connection was lost.
+pub fn run(
+    inbox: &mut Box<dyn Inbox>,
+    jobs: &Receiver<Job>,
+    signer: Signer<'_>,
+    acks: AckPolicy,
+    mut reopen: impl FnMut() -> anyhow::Result<Box<dyn Inbox>>,
+    report: &mut dyn Report,
+) {
+    loop {
+        let first = match jobs.recv_timeout(IDLE_EVERY) {
+            Ok(job) => job,
+            Err(RecvTimeoutError::Timeout) => {
+                report.tick();
+                continue;
+            }
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
+        // What waits already joins the batch: one transaction, one commit (one fsync, one
+        // WAL flush) for the messages that arrived while the last batch was decided, and no
+        // message waits for one that has not arrived.
+        let mut batch = Vec::new();
+        let mut next = Some(first);
+        while let Some(job) = next.take() {
+            match job {
+                // Its sender stopped waiting (it was told to send again, or went away): its
+                // place is given back undecided, and its retry is decided.
+                Job::Decide { reply, .. } if reply.is_closed() => {}
+                Job::Decide {
+                    received,
+                    receipt,
+                    peer,
+                    reply,
+                    permit,
+                } => batch.push(Pending {
+                    received,
+                    receipt,
+                    peer,
+                    reply,
+                    _permit: permit,
+                }),
+                Job::Refused { rejected, peer } => report.refused(&rejected, peer),
+            }
+            if batch.len() < MAX_BATCH {
+                next = jobs.try_recv().ok();
+            }
+        }
+        if !batch.is_empty() {
+            if inbox.is_lost() {
+                // The server restarted or the network cut: connected again before deciding
+                // (each try bounded by the connection's timeout); where it fails, the batch
+                // fails on the lost connection and its senders send again.
+                match reopen() {
+                    Ok(mut fresh) => {
+                        fresh.start_run();
+                        *inbox = fresh;
+                        report.reconnected(Ok(()));
+                    }
+                    Err(e) => report.reconnected(Err(crate::output::one_message(&e))),
+                }
+            }
+            decide(&mut **inbox, batch, signer, acks, report);
+        }
+        report.tick();
+    }
+}
+
+/// Decides a batch of messages in one transaction, then answers each. Where the batch fails
+/// for something of its own, each of its messages is decided alone: one message the inbox
+/// cannot take fails alone, not the others that came with it. Not where the inbox itself
+/// failed (its connection lost, another run's lock held past `--busy-timeout`): each would only
+/// wait and fail in turn.
+fn decide(
+    inbox: &mut dyn Inbox,
+    batch: Vec<Pending>,
+    signer: Signer<'_>,
+    acks: AckPolicy,
+    report: &mut dyn Report,
+) {
+    let answered = match decide_in_inbox(inbox, &batch, acks) {
+        Ok(answered) => answered,
+        Err(e) if batch.len() > 1 && !inbox.is_lost() && !busy(&e) => {
+            inbox.abandon();
+            for p in batch {
+                decide(inbox, vec![p], signer, acks, report);
+            }
+            return;
+        }
+        Err(e) => {
+            inbox.abandon();
+            let why = crate::output::one_message(&e);
+            let refusal = Refusal::new(
+                EbmsError::Other,
+                "the receiver could not store the message: send it again",
+            );
+            for p in batch {
+                let id = &p.received.message.message_id;
+                report.failed(id, &why);
+                let _ = p.reply.send(Answer {
+                    status: 500,
+                    body: receipt::error(&signer, Some(id), &refusal),
+                });
+            }
+            return;
+        }
+    };
+    let mut receipts: Vec<Vec<u8>> = Vec::with_capacity(batch.len());
+    for (p, a) in batch.iter().zip(&answered) {
+        let receipt = match a {
+            Answered::New(_) => p.receipt.clone(),
+            Answered::Resent(stored) => stored.clone(),
+            // An earlier one of the batch: its answer, whichever it was.
+            Answered::SameAs(first) => receipts[*first].clone(),
+            Answered::Other { sender } => receipt::error(
+                &signer,
+                Some(&p.received.message.message_id),
+                &other_message(&p.received.message.message_id, sender.is_some()),
+            ),
+        };
+        receipts.push(receipt);
+    }
+    for ((p, a), receipt) in batch.into_iter().zip(answered).zip(receipts) {
+        let id = &p.received.message.message_id;
+        match a {
+            Answered::Other { sender } => {
+                let rejected = Rejected {
+                    refusal: other_message(id, sender.is_some()),
+                    message_id: Some(id.clone()),
+                };
+                report.refused(&rejected, p.peer);
+            }
+            Answered::New(outcomes) => report.decided(id, &outcomes),
+            Answered::Resent(_) | Answered::SameAs(_) => report.resent(id, p.peer),
+        }
+        let _ = p.reply.send(Answer {
+            status: 200,
+            body: receipt,
+        });
+    }
+}
+
+/// The batch's messages claimed and decided by the intake, and committed.
+fn decide_in_inbox(
+    inbox: &mut dyn Inbox,
+    batch: &[Pending],
+    acks: AckPolicy,
+) -> anyhow::Result<Vec<Answered>> {
+    use anyhow::Context as _;
+    let when = crate::clock::now();
+    let names: Vec<Vec<String>> = batch.iter().map(|p| payload_names(&p.received)).collect();
+    let messages: Vec<intake::Message<'_>> = batch
+        .iter()
+        .zip(&names)
+        .map(|(p, names)| {
+            let r = &*p.received;
+            intake::Message {
+                claim: claimed(r),
+                answer: &p.receipt,
+                payloads: r
+                    .interchanges
+                    .iter()
+                    .zip(names)
+                    .map(|((cid, bytes), name)| Incoming {
+                        filename: Some(cid),
+                        key: Some(&r.message.conversation_id),
+                        produced_at: Some(&r.message.timestamp),
+                        ..Incoming::new(name, bytes)
+                    })
+                    .collect(),
+            }
+        })
+        .collect();
+    let answered = intake::decide_messages(inbox, &messages, &when, acks)?;
+    crash_point!("receive-before-commit");
+    inbox
+        .commit()
+        .context("cannot commit to the inbox database")?;
+    crash_point!("receive-after-commit");
+    Ok(answered)
+}
+
+/// The message as its id is claimed: who sent it, and what it carries.
+fn claimed(r: &Received) -> TransportMessage<'_> {
+    TransportMessage {
+        transport: TRANSPORT,
+        message_id: &r.message.message_id,
+        sender: &r.message.from,
+        content_sha256: &r.content_sha256,
+    }
+}
+
+/// Each payload's delivery name: `as4:ID`, then `as4:ID#2`, ...
+fn payload_names(r: &Received) -> Vec<String> {
+    let id = &r.message.message_id;
+    (0..r.interchanges.len())
+        .map(|n| match n {
+            0 => format!("{TRANSPORT}:{id}"),
+            n => format!("{TRANSPORT}:{id}#{}", n + 1),
+        })
+        .collect()
+}
+
+/// True where `e` is the inbox held by another run past `--busy-timeout`.
+fn busy(e: &anyhow::Error) -> bool {
+    e.chain()
+        .any(|c| matches!(c.downcast_ref::<InboxError>(), Some(InboxError::Busy(_))))
+}
+
+/// The refusal of a message whose id another message has (`another_party`'s, or one with other
+/// content): answering it with that one's receipt would tell its sender it arrived, and it
+/// would be lost unseen. The other party is not named to this one (the signal goes to whoever
+/// sent it); the operator's line names the id.
+fn other_message(message_id: &str, another_party: bool) -> Refusal {
+    let whose = if another_party {
+        "another party's message"
+    } else {
+        "a message with other content"
+    };
+    Refusal::new(
+        EbmsError::Other,
+        format!(
+            "the MessageId {message_id} is {whose}, already received: send this one under an id of its own"
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The refusal says which of the two it is, and never names the other party.
+    #[test]
+    fn a_refusal_under_a_known_id_says_whose_it_is() {
+        let other = other_message("m1", true);
+        assert_eq!(
+            other.detail,
+            "the MessageId m1 is another party's message, already received: send this one under an id of its own"
+        );
+        assert_eq!(other.error.code(), "EBMS:0004");
+        assert!(other_message("m1", false).detail.contains("other content"));
+    }
+}

@@ -1,0 +1,268 @@
+//! Transport messages claimed with their decisions, whatever the transport (AS4's
+//! `eb:MessageId`, AS2's `Message-ID`): a message's id is claimed in the batch that decides its
+//! payloads, with the answer its sender gets (a signed receipt, an MDN) stored beside it. A
+//! message sent again finds its id and gets the stored answer, byte for byte, and nothing is
+//! decided again; another message under a known id (another sender's, or other content) is
+//! refused, never answered with the first one's answer. The transport says how a refusal is
+//! worded; the inbox keeps the claims (`Transports`).
+
+use std::collections::HashMap;
+
+use anyhow::Context as _;
+
+use super::acknowledge::AckPolicy;
+use super::deliveries::{Delivered, Incoming, decide_deliveries};
+use super::outcome::Outcome;
+use crate::inbox::{Claim, Inbox, TransportMessage};
+
+/// One message of a transport, as its id is claimed.
+pub struct Message<'a> {
+    /// Its transport, id, sender and content.
+    pub claim: TransportMessage<'a>,
+    /// What its sender is answered where it is new (made before the decision: it says the
+    /// message arrived, and goes out only after the commit): stored with the claim.
+    pub answer: &'a [u8],
+    /// Its payloads, each decided as a delivery.
+    pub payloads: Vec<Incoming<'a>>,
+}
+
+/// What a batch's claims and decisions made of a message.
+#[derive(Debug)]
+pub enum Answered {
+    /// New: its payloads decided now (each payload's outcomes), its answer stored.
+    New(Vec<Vec<Outcome>>),
+    /// Seen before: the answer stored then, to be sent again as it is.
+    Resent(Vec<u8>),
+    /// Sent again while its first sending waited in the same batch (at this place): answered
+    /// as that one is.
+    SameAs(usize),
+    /// Its id is another message's, already received: another sender's (named where it is
+    /// another), or other content. Refused; the transport words the refusal.
+    Other { sender: Option<String> },
+}
+
+/// How many times a batch starts over because other receivers decided its messages meanwhile.
+const TRIES: u32 = 3;
+
+/// Claims each message's id, decides the payloads of the new ones as deliveries, and stores
+/// their answers: all in the open batch, nothing committed (the caller commits, and only then
+/// answers). Where the inbox rolled the batch back to make it again (a deadlock with another
+/// host, on PostgreSQL), the claims went with it: they are made again, and a message another
+/// receiver committed meanwhile makes the whole batch start over.
+pub fn decide_messages(
+    inbox: &mut dyn Inbox,
+    messages: &[Message<'_>],
+    when: &str,
+    acks: AckPolicy,
+) -> anyhow::Result<Vec<Answered>> {
+    let mut tries = 0;
+    loop {
+        let rollbacks = inbox.rollbacks();
+        let claimed = claim(inbox, messages, when)?;
+        let new: Vec<usize> = (0..messages.len())
+            .filter(|&k| claimed[k].is_none())
+            .collect();
+        let delivered: Vec<Delivered<'_>> = new
+            .iter()
+            .flat_map(|&k| messages[k].payloads.iter().copied().map(Delivered::parse))
+            .collect();
+        let outcomes = decide_deliveries(inbox, delivered, when, acks)?;
+        if inbox.rollbacks() != rollbacks {
+            let mut lost = false;
+            for k in by_id(messages, new.iter().copied()) {
+                let again = inbox
+                    .claim_message(&messages[k].claim, when)
+                    .context("cannot write to the inbox database")?;
+                lost |= !matches!(again, Claim::New);
+            }
+            if lost {
+                inbox.abandon();
+                tries += 1;
+                anyhow::ensure!(
+                    tries < TRIES,
+                    "other receivers kept deciding the same messages"
+                );
+                continue;
+            }
+        }
+        for &k in &new {
+            let m = &messages[k];
+            inbox
+                .answer_message(m.claim.transport, m.claim.message_id, m.answer)
+                .context("cannot write to the inbox database")?;
+        }
+        let mut outcomes = outcomes.into_iter();
+        return Ok(messages
+            .iter()
+            .zip(claimed)
+            .map(|(m, c)| {
+                c.unwrap_or_else(|| {
+                    Answered::New(outcomes.by_ref().take(m.payloads.len()).collect())
+                })
+            })
+            .collect());
+    }
+}
+
+/// Each message's id claimed, in the order of the ids ([`by_id`]): `None` for a new one
+/// (claimed now), else what answers it. A message sent again while its first sending waits in
+/// the same batch is answered as that one is, where it is the same.
+fn claim(
+    inbox: &mut dyn Inbox,
+    messages: &[Message<'_>],
+    when: &str,
+) -> anyhow::Result<Vec<Option<Answered>>> {
+    let mut first: HashMap<&str, usize> = HashMap::new();
+    let mut claimed: Vec<Option<Answered>> = (0..messages.len()).map(|_| None).collect();
+    for k in by_id(messages, 0..messages.len()) {
+        let m = &messages[k].claim;
+        let claim = inbox
+            .claim_message(m, when)
+            .context("cannot write to the inbox database")?;
+        claimed[k] = match (claim, first.get(m.message_id)) {
+            (Claim::Other { sender }, _) => Some(Answered::Other {
+                sender: sender.filter(|s| s != m.sender),
+            }),
+            (_, Some(&j)) => {
+                let q = &messages[j].claim;
+                if (q.sender, q.content_sha256) == (m.sender, m.content_sha256) {
+                    Some(Answered::SameAs(j))
+                } else {
+                    Some(Answered::Other {
+                        sender: Some(q.sender.to_string()).filter(|s| s != m.sender),
+                    })
+                }
+            }
+            (Claim::New, None) => None,
+            (Claim::Seen(Some(stored)), None) => Some(Answered::Resent(stored)),
+            // Claimed and never answered (an inbox written by hand): answered now.
+            (Claim::Seen(None), None) => {
+                let answer = messages[k].answer;
+                inbox
+                    .answer_message(m.transport, m.message_id, answer)
+                    .context("cannot write to the inbox database")?;
+                Some(Answered::Resent(answer.to_vec()))
+            }
+        };
+        // A sending refused is not the one a later sending of its id is compared with.
+        if !matches!(claimed[k], Some(Answered::Other { .. })) {
+            first.entry(m.message_id).or_insert(k);
+        }
+    }
+    Ok(claimed)
+}
+
+/// The places `of` the batch in the order of their message ids, in which they are claimed (two
+/// receivers of a shared inbox claiming the same ids in other orders would each wait on the
+/// other's rows). Stable: of the sendings of one id, the earliest comes first.
+fn by_id(messages: &[Message<'_>], of: impl Iterator<Item = usize>) -> Vec<usize> {
+    let mut order: Vec<usize> = of.collect();
+    order.sort_by(|&a, &b| {
+        messages[a]
+            .claim
+            .message_id
+            .cmp(messages[b].claim.message_id)
+    });
+    order
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A message `id` from `party` carrying `content`, as a transport hands it over.
+    fn message<'a>(id: &'a str, party: &'a str, content: &'a str, answer: &'a [u8]) -> Message<'a> {
+        Message {
+            claim: TransportMessage {
+                transport: "as4",
+                message_id: id,
+                sender: party,
+                content_sha256: content,
+            },
+            answer,
+            payloads: Vec::new(),
+        }
+    }
+
+    fn kinds(claimed: &[Option<Answered>]) -> Vec<String> {
+        claimed
+            .iter()
+            .map(|c| match c {
+                None => "new".to_string(),
+                Some(Answered::New(_)) => "decided".to_string(),
+                Some(Answered::Resent(r)) => format!("resent {}", String::from_utf8_lossy(r)),
+                Some(Answered::SameAs(k)) => format!("same as {k}"),
+                Some(Answered::Other { .. }) => "refused".to_string(),
+            })
+            .collect()
+    }
+
+    /// The claims of one batch: a sending again of a message of the batch answered as it is; a
+    /// message of another party or with other content under its id refused, before or after it
+    /// in the batch; and a forged sending refused without making the genuine retry that follows
+    /// it in the batch look like another message.
+    #[test]
+    fn a_batchs_claims_tell_the_same_message_from_another_under_its_id() {
+        let (_dir, mut inbox) = super::super::testing::scratch_inbox();
+        let when = "2026-01-01T00:00:00.000Z";
+        let batch = vec![
+            message("b", "PTE000003", "other", b"receipt of b from PTE000003"),
+            message("a", "PTE000001", "x", b"receipt of a from PTE000001"),
+            message("a", "PTE000001", "x", b"receipt of a from PTE000001"),
+            message("a", "PTE000001", "y", b"receipt of a from PTE000001"),
+            message("b", "PTE000001", "x", b"receipt of b from PTE000001"),
+        ];
+        let claimed = claim(&mut *inbox, &batch, when).unwrap();
+        assert_eq!(
+            kinds(&claimed),
+            ["new", "new", "same as 1", "refused", "refused"],
+            "the first sending of each id is claimed; the rest compared with it"
+        );
+        for m in &batch[..2] {
+            inbox
+                .answer_message("as4", m.claim.message_id, m.answer)
+                .unwrap();
+        }
+        inbox.commit().unwrap();
+        // Then a forgery under "a" comes first in a batch, and the genuine retry after it.
+        let batch = vec![
+            message("a", "PTE000003", "x", b"receipt of a from PTE000003"),
+            message("a", "PTE000001", "x", b"receipt of a from PTE000001"),
+        ];
+        let claimed = claim(&mut *inbox, &batch, when).unwrap();
+        assert_eq!(
+            kinds(&claimed),
+            ["refused", "resent receipt of a from PTE000001"],
+        );
+        inbox.abandon();
+    }
+
+    /// A new message's payloads are decided and its answer stored with its claim; the same
+    /// message again gets that answer and decides nothing.
+    #[test]
+    fn a_new_messages_answer_is_stored_and_sent_again() {
+        let (_dir, mut inbox) = super::super::testing::scratch_inbox();
+        let when = "2026-01-01T00:00:00.000Z";
+        let acks = AckPolicy::new(crate::edifact::contrl::Mode::Never, false);
+        let bytes = super::super::testing::INTERCHANGE;
+        let mut m = message("m1", "PTE000001", "x", b"the receipt");
+        m.payloads = vec![Incoming::new("as4:m1", bytes)];
+        let answered = decide_messages(&mut *inbox, std::slice::from_ref(&m), when, acks).unwrap();
+        inbox.commit().unwrap();
+        match &answered[..] {
+            [Answered::New(outcomes)] => assert_eq!(
+                outcomes[0][0].status(),
+                crate::status::Status::New,
+                "the payload is decided"
+            ),
+            other => panic!("a new message, decided: {other:?}"),
+        }
+        m.answer = b"another receipt, made for the second sending";
+        let answered = decide_messages(&mut *inbox, std::slice::from_ref(&m), when, acks).unwrap();
+        inbox.commit().unwrap();
+        match &answered[..] {
+            [Answered::Resent(stored)] => assert_eq!(stored, b"the receipt"),
+            other => panic!("the same message again gets the stored answer: {other:?}"),
+        }
+    }
+}
