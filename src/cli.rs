@@ -226,13 +226,7 @@ pub struct ConsumeArgs {
     pub on_position_lost: PositionLostRule,
 
     #[command(flatten)]
-    pub kafka: KafkaArgs,
-
-    #[command(flatten)]
-    pub sqs: SqsArgs,
-
-    #[command(flatten)]
-    pub tls: TlsArgs,
+    pub broker: BrokerArgs,
 
     /// Print JSON Lines: one object per interchange, then a summary object.
     #[arg(long)]
@@ -319,6 +313,20 @@ pub struct ReceiveArgs {
 
     #[command(flatten)]
     pub acks: AckArgs,
+}
+
+/// The brokers' own settings (consume, publish, dead letters): one value, converted into the
+/// brokers' settings by `commands/`, so that a command names no broker.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BrokerArgs {
+    #[command(flatten)]
+    pub kafka: KafkaArgs,
+
+    #[command(flatten)]
+    pub sqs: SqsArgs,
+
+    #[command(flatten)]
+    pub tls: TlsArgs,
 }
 
 /// The settings of the Kafka clients (consume, publish, dead letters).
@@ -563,13 +571,7 @@ pub struct PublishArgs {
     pub metrics_file: Option<PathBuf>,
 
     #[command(flatten)]
-    pub kafka: KafkaArgs,
-
-    #[command(flatten)]
-    pub sqs: SqsArgs,
-
-    #[command(flatten)]
-    pub tls: TlsArgs,
+    pub broker: BrokerArgs,
 }
 
 #[derive(Debug, clap::Args)]

@@ -87,11 +87,10 @@ fn flagged(flag: &str, text: &str) -> String {
 /// usage error, exit 2) where a TLS setting applies to none of the URLs, or a file cannot be
 /// read, before anything connects.
 fn broker_settings(
-    tls: &cli::TlsArgs,
-    kafka: &cli::KafkaArgs,
-    sqs: &cli::SqsArgs,
+    args: &cli::BrokerArgs,
     urls: &[&str],
 ) -> Result<crate::broker::Settings, String> {
+    let cli::BrokerArgs { tls, kafka, sqs } = args;
     let settings = crate::broker::Settings {
         tls: crate::broker::settings::Tls {
             ca: tls.tls_ca.clone(),

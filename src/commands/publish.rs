@@ -64,11 +64,10 @@ pub fn run(
     args: &PublishArgs,
 ) -> anyhow::Result<ExitStatus> {
     let started = Instant::now();
-    let settings =
-        match super::broker_settings(&args.tls, &args.kafka, &args.sqs, &[args.to.as_str()]) {
-            Ok(s) => s,
-            Err(e) => return super::usage(&e),
-        };
+    let settings = match super::broker_settings(&args.broker, &[args.to.as_str()]) {
+        Ok(s) => s,
+        Err(e) => return super::usage(&e),
+    };
     let mut destination = match crate::brokers::destination(&args.to, &settings) {
         Ok(d) => d,
         Err(e) => return super::usage_of("--to", &e),

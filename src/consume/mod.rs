@@ -14,6 +14,7 @@
 pub(crate) mod amqp;
 #[cfg(feature = "kafka")]
 pub(crate) mod kafka;
+mod log;
 #[cfg(feature = "nats")]
 pub(crate) mod nats;
 #[cfg(feature = "broker")]
@@ -23,6 +24,8 @@ pub(crate) mod sqs;
 
 use std::time::Duration;
 
+pub use log::{LogFigures, PartitionedLog};
+
 /// Where `consume --from` takes deliveries, read by its module.
 pub trait Source: std::fmt::Debug {
     /// For messages: never the password.
@@ -31,7 +34,7 @@ pub trait Source: std::fmt::Debug {
     /// Subscribes (each wait bounded by the broker's timeouts).
     fn connect(&self, options: Options) -> anyhow::Result<Box<dyn Feed>>;
 
-    /// True where the inbox keeps this source's positions ([`Feed::group`]): its feed is
+    /// True where the inbox keeps this source's positions ([`PartitionedLog::group`]): its feed is
     /// given a [`PositionLookup`].
     fn keeps_positions(&self) -> bool {
         false
@@ -59,7 +62,7 @@ pub struct Delivery {
     /// When its producer (or the broker) says it was produced, RFC 3339 UTC.
     pub produced_at: Option<String>,
     /// Its place in a partitioned log (Kafka), whose position the inbox keeps
-    /// ([`Feed::group`]).
+    /// ([`PartitionedLog::group`]).
     pub position: Option<Position>,
 }
 
@@ -182,42 +185,15 @@ pub trait Feed {
         Ok(None)
     }
 
-    /// The commits of its positions to the broker that failed since it was last asked (Kafka's
-    /// offsets, which lag tools read: the inbox keeps the positions that matter).
-    fn take_commit_failures(&mut self) -> u64 {
-        0
-    }
-
-    /// The stored positions found outside their partition's log since it was last asked, and
-    /// decided again from the log's start (`--on-position-lost earliest`; with `fail`,
-    /// [`Feed::fetch`] fails with [`PositionsLost`] instead).
-    fn take_positions_lost(&mut self) -> u64 {
-        0
-    }
-
     /// After [`Feed::hold`]: takes deliveries again.
     fn release(&mut self) -> anyhow::Result<()> {
         Ok(())
     }
 
-    /// The consumer group whose positions the inbox keeps for this feed's deliveries (those
-    /// with a [`Delivery::position`]): decided only at or past the stored position, which
-    /// moves in the decisions' transaction. `None` for a broker that settles deliveries itself.
-    fn group(&self) -> Option<&str> {
+    /// The partitioned log it reads, where its broker has one (a Kafka consumer group's
+    /// topics): an optional capability, `None` for a broker that settles deliveries itself.
+    fn log(&mut self) -> Option<&mut dyn PartitionedLog> {
         None
-    }
-
-    /// True while it waits for the broker to give it something to consume (a Kafka consumer
-    /// joining its group), for a bounded time after connecting: that wait is not idleness.
-    fn joining(&self) -> bool {
-        false
-    }
-
-    /// The broker's high watermark (the offset after the last record) of each partition it
-    /// reads, for the lag the metrics show; each wait bounded, and none at all for a broker
-    /// without partitions.
-    fn high_watermarks(&self) -> Vec<(String, i32, i64)> {
-        Vec::new()
     }
 }
 

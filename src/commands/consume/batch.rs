@@ -1,7 +1,7 @@
 //! One batch of deliveries on its way into the inbox: prepared on the fetching thread (parsed,
 //! hashed, compressed where new) while the batch before it is decided, then decided and
 //! committed on a thread of its own, with the consumer group's positions where the inbox keeps
-//! them (Kafka). What follows the commit (the reports, dead letters and acknowledgements) is the
+//! them (a feed over a partitioned log). What follows the commit (the reports, dead letters and acknowledgements) is the
 //! run's, in `mod.rs`.
 
 use anyhow::Context as _;
@@ -147,11 +147,11 @@ pub(super) fn decide_and_commit(
         advanced(inbox, group, &kept, &advance, &when, again).map_err(not_committed)?;
     }
     let decided: Vec<(Delivery, Vec<Outcome>)> = kept.into_iter().zip(outcomes).collect();
-    // Where the positions move in this transaction (Kafka), they are the acknowledgement: a
-    // rejected record must be in the dead letters before its position moves past it, or a
-    // dead-letter destination that fails loses it (no run would take it again). Sent before
-    // the commit, under ids that are the same every time: a crash between the two sends one
-    // again, never none.
+    // Where the positions move in this transaction (a partitioned log), they are the
+    // acknowledgement: a rejected record must be in the dead letters before its position moves
+    // past it, or a dead-letter destination that fails loses it (no run would take it again).
+    // Sent before the commit, under ids that are the same every time: a crash between the two
+    // sends one again, never none.
     if let Some(dl) = dead_letter {
         let rejected = rejected_of(&decided);
         if !rejected.is_empty()

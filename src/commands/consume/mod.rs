@@ -32,7 +32,7 @@ const FETCH_WAIT: Duration = Duration::from_secs(1);
 const PIPELINE_SPAN: Duration = Duration::from_secs(5);
 
 /// How long a batch may wait on the inbox before the feed is told to keep its consumer alive
-/// without taking deliveries (Kafka's `max.poll.interval.ms`).
+/// without taking deliveries (a consumer group's limit between polls).
 const SLOW_INBOX: Duration = Duration::from_secs(1);
 
 /// The run's counts.
@@ -45,7 +45,7 @@ struct Summary {
     rejected: usize,
     /// Deliveries the broker had delivered before (after a crash or a lost acknowledgement).
     redelivered: usize,
-    /// Records below the position the inbox keeps for their partition (Kafka): decided
+    /// Records below the position the inbox keeps for their partition (a partitioned log): decided
     /// before, by this consumer before a crash or by another of its group, so not again.
     skipped: usize,
 }
@@ -68,14 +68,8 @@ struct Run<'a> {
     probes: Vec<Option<Box<dyn KeyProbe + Send>>>,
     /// How interchanges are answered, from `--contrl` and `--contrl-duplicates`.
     acks: AckPolicy,
-    /// The consumer group whose positions the inbox keeps (Kafka), once a feed named it.
-    group: Option<String>,
-    /// The high watermark of each partition, for the lag, as the feed last knew it.
-    watermarks: Vec<(String, i32, i64)>,
-    /// Commits of the positions to the broker (Kafka's offsets) that failed this run.
-    commit_failures: u64,
-    /// Stored positions found outside their partition's log this run (Kafka).
-    positions_lost: u64,
+    /// What the run keeps of the partitioned log it reads, once a feed has one.
+    log: Option<consume::LogFigures>,
 }
 
 /// Runs `consume`.
@@ -88,7 +82,7 @@ pub fn run(
     let urls: Vec<&str> = std::iter::once(args.from.as_str())
         .chain(args.dead_letter.as_deref())
         .collect();
-    let settings = match super::broker_settings(&args.tls, &args.kafka, &args.sqs, &urls) {
+    let settings = match super::broker_settings(&args.broker, &urls) {
         Ok(s) => s,
         Err(e) => return super::usage(&e),
     };
@@ -146,10 +140,7 @@ pub fn run(
         last_fetch: unix_now(),
         other_problems: 0,
         acks: super::ack_policy(&args.acks),
-        group: None,
-        watermarks: Vec::new(),
-        commit_failures: 0,
-        positions_lost: 0,
+        log: None,
         probes: (0..std::thread::available_parallelism().map_or(1, |n| n.get().clamp(1, 4)))
             .map(|_| inbox.probe())
             .collect(),
@@ -221,26 +212,26 @@ impl Service for Consumer<'_, '_> {
         let max = run.args.batch as usize;
         // Known from the start, decided anything or not: the positions' series are written
         // every time (also where the first fetch ends the run).
-        let group = feed.group().map(str::to_string);
-        if run.group.is_none() {
-            run.group.clone_from(&group);
+        let group = feed.log().map(|log| log.group().to_string());
+        if let Some(group) = &group
+            && run.log.is_none()
+        {
+            run.log = Some(consume::LogFigures::new(group));
         }
         let fetched = feed.fetch(max, wait);
-        run.positions_lost += feed.take_positions_lost();
-        // The answers to the commits after earlier batches come while later fetches poll.
-        run.commit_failures += feed.take_commit_failures();
+        run.take_log_counts(&mut **feed);
         let deliveries = match fetched {
             Ok(deliveries) => deliveries,
             Err(e) => {
                 // The lag too, for the metrics the failure writes.
-                run.look_at_watermarks(&**feed);
+                run.look_at_watermarks(&mut **feed);
                 return Err(run.fetch_failed(e, false));
             }
         };
         run.last_fetch = unix_now();
         if deliveries.is_empty() {
-            run.look_at_watermarks(&**feed);
-            if feed.joining() {
+            run.look_at_watermarks(&mut **feed);
+            if feed.log().is_some_and(|log| log.joining()) {
                 return Ok(Step::Waiting);
             }
             // An idle consumer's file stays fresh too (the heartbeat): its last-batch time
@@ -292,8 +283,7 @@ impl Service for Consumer<'_, '_> {
                 run.dead_letter = early;
             }
             let settled = run.settle(&mut **feed, committed?, dead_lettered);
-            run.commit_failures += feed.take_commit_failures();
-            run.positions_lost += feed.take_positions_lost();
+            run.take_log_counts(&mut **feed);
             settled?;
             match fetched {
                 None | Some(Ok(None)) => {}
@@ -305,7 +295,7 @@ impl Service for Consumer<'_, '_> {
                 Some(Err(e)) => return Err(run.fetch_failed(e, true)),
             }
         }
-        run.look_at_watermarks(&**feed);
+        run.look_at_watermarks(&mut **feed);
         Ok(Step::Progress)
     }
 
@@ -332,22 +322,20 @@ impl Run<'_> {
         Failure::Lost { error, progressed }
     }
 
-    /// Takes the feed's high watermarks of its partitions, where a metrics file is written: kept
-    /// per partition, a partition the feed knows none of now keeping the last (the feed answers
-    /// from what its fetches said, without a request, so this is asked after every step).
-    fn look_at_watermarks(&mut self, feed: &dyn Feed) {
-        if self.args.metrics_file.is_none() || self.group.is_none() {
+    /// Takes the log's counts since it was last asked, where the feed reads one.
+    fn take_log_counts(&mut self, feed: &mut dyn Feed) {
+        if let (Some(figures), Some(log)) = (&mut self.log, feed.log()) {
+            figures.take_counts(log);
+        }
+    }
+
+    /// Takes the log's high watermarks of its partitions, where a metrics file is written.
+    fn look_at_watermarks(&mut self, feed: &mut dyn Feed) {
+        if self.args.metrics_file.is_none() {
             return;
         }
-        for (topic, partition, high) in feed.high_watermarks() {
-            match self
-                .watermarks
-                .iter_mut()
-                .find(|w| w.0 == topic && w.1 == partition)
-            {
-                Some(w) => w.2 = high,
-                None => self.watermarks.push((topic, partition, high)),
-            }
+        if let (Some(figures), Some(log)) = (&mut self.log, feed.log()) {
+            figures.look_at_watermarks(log);
         }
     }
 
@@ -456,10 +444,7 @@ impl Run<'_> {
         let state = FeedState {
             subscribed: self.subscribed,
             last_fetch: self.last_fetch,
-            group: self.group.as_deref(),
-            watermarks: &self.watermarks,
-            commit_failures: self.commit_failures,
-            positions_lost: self.positions_lost,
+            log: self.log.as_ref(),
         };
         let last = when == Written::Last;
         if let Err(e) = write_metrics(path, inbox, &self.summary, self.started, state, last) {
@@ -512,19 +497,13 @@ enum Written {
     Failed,
 }
 
-/// Whether the feed is subscribed, when a fetch last worked, and the consumer group whose
-/// positions the inbox keeps.
+/// Whether the feed is subscribed, when a fetch last worked, and what the run keeps of the
+/// partitioned log it reads, where it reads one.
 #[derive(Clone, Copy)]
 struct FeedState<'a> {
     subscribed: bool,
     last_fetch: f64,
-    group: Option<&'a str>,
-    /// The broker's high watermark per partition, where it reports one.
-    watermarks: &'a [(String, i32, i64)],
-    /// Commits of the positions to the broker that failed this run.
-    commit_failures: u64,
-    /// Stored positions found outside their partition's log this run.
-    positions_lost: u64,
+    log: Option<&'a consume::LogFigures>,
 }
 
 /// The run's figures for Prometheus: the inbox's cumulative delivery counters, this run's
@@ -538,75 +517,8 @@ fn write_metrics(
     last: bool,
 ) -> anyhow::Result<()> {
     let mut m = Metrics::default();
-    if let Some(group) = state.group {
-        let positions = inbox.positions(Some(group))?;
-        if !positions.is_empty() {
-            m.family(
-                "edi_inbox_consume_position",
-                "gauge",
-                "The offset of the next record to decide, per partition, as the inbox keeps it for the consumer group (Kafka).",
-            );
-            for p in &positions {
-                let partition = p.partition.to_string();
-                m.sample(
-                    "edi_inbox_consume_position",
-                    &[
-                        ("group", &p.group),
-                        ("topic", &p.topic),
-                        ("partition", &partition),
-                    ],
-                    p.next_offset as f64,
-                );
-            }
-        }
-        let lags: Vec<(&crate::inbox::StoredPosition, i64)> = positions
-            .iter()
-            .filter_map(|p| {
-                state
-                    .watermarks
-                    .iter()
-                    .find(|w| w.0 == p.topic && w.1 == p.partition)
-                    // Below zero where the position is past the log's end: never shown as 0.
-                    .map(|w| (p, w.2 - p.next_offset))
-            })
-            .collect();
-        if !lags.is_empty() {
-            m.family(
-                "edi_inbox_consume_lag",
-                "gauge",
-                "Records past the inbox's position, per partition this consumer reads: the high watermark of the last fetch minus the position. Below zero where the position is past the partition's end (the topic emptied, truncated, or created again).",
-            );
-            for (p, lag) in lags {
-                let partition = p.partition.to_string();
-                m.sample(
-                    "edi_inbox_consume_lag",
-                    &[
-                        ("group", &p.group),
-                        ("topic", &p.topic),
-                        ("partition", &partition),
-                    ],
-                    lag as f64,
-                );
-            }
-        }
-        m.single(
-            "edi_inbox_consume_run_offset_commit_failures",
-            "gauge",
-            "Commits of the positions to the broker (Kafka's offsets, which lag tools read) that failed in the current (or last) consume run: the inbox keeps the positions that matter; Kafka's trail until the next commit.",
-            state.commit_failures as f64,
-        );
-        m.single(
-            "edi_inbox_consume_run_positions_lost",
-            "gauge",
-            "Stored positions the current (or last) consume run found outside their partition's log (Kafka: the topic emptied, truncated, or deleted and created again without a topic id; records deleted before they were decided): --on-position-lost fail ended the run, earliest decided the records from the log's start.",
-            state.positions_lost as f64,
-        );
-        m.single(
-            "edi_inbox_consume_run_skipped",
-            "gauge",
-            "Records the current (or last) consume run skipped as decided before: below their partition's position (after a crash or a rebalance), never decided twice.",
-            s.skipped as f64,
-        );
+    if let Some(log) = state.log {
+        log.write(inbox, s.skipped, &mut m)?;
     }
     m.single(
         "edi_inbox_consume_deliveries_total",

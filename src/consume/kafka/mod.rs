@@ -23,8 +23,8 @@ use rdkafka::message::{Headers as _, Message as _};
 use rdkafka::{Offset, TopicPartitionList};
 
 use super::{
-    Delivery, FILENAME_HEADER, Feed, OnPositionLost, Options, Position, PositionsLost, Settle,
-    Source,
+    Delivery, FILENAME_HEADER, Feed, OnPositionLost, Options, PartitionedLog, Position,
+    PositionsLost, Settle, Source,
 };
 use crate::broker::kafka::{self as broker_kafka, Settings, Target, TopicNow};
 
@@ -543,14 +543,6 @@ impl Feed for KafkaFeed {
         Ok(said)
     }
 
-    fn take_commit_failures(&mut self) -> u64 {
-        self.consumer
-            .context()
-            .seen
-            .lock()
-            .map_or(0, |mut seen| std::mem::take(&mut seen.commit_failures))
-    }
-
     fn release(&mut self) -> anyhow::Result<()> {
         if !std::mem::take(&mut self.paused) {
             return Ok(());
@@ -564,8 +556,14 @@ impl Feed for KafkaFeed {
             .map_err(|e| anyhow!("{}: cannot resume the partitions: {e}", self.shown))
     }
 
-    fn group(&self) -> Option<&str> {
-        Some(&self.group)
+    fn log(&mut self) -> Option<&mut dyn PartitionedLog> {
+        Some(self)
+    }
+}
+
+impl PartitionedLog for KafkaFeed {
+    fn group(&self) -> &str {
+        &self.group
     }
 
     fn joining(&self) -> bool {
@@ -586,6 +584,14 @@ impl Feed for KafkaFeed {
                     .map(|(_, high)| (e.topic().to_string(), e.partition(), high))
             })
             .collect()
+    }
+
+    fn take_commit_failures(&mut self) -> u64 {
+        self.consumer
+            .context()
+            .seen
+            .lock()
+            .map_or(0, |mut seen| std::mem::take(&mut seen.commit_failures))
     }
 
     fn take_positions_lost(&mut self) -> u64 {
