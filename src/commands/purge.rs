@@ -9,7 +9,7 @@ use crate::cli::PurgeArgs;
 use crate::exit::ExitStatus;
 use crate::inbox::names::Counter;
 use crate::inbox::{Access, Location, PurgeTarget};
-use crate::metrics::{Metrics, unix_now};
+use crate::metrics::{Metrics, catalogue, unix_now};
 use crate::output::{Out, count, problem};
 
 /// What `purge --json` prints.
@@ -127,29 +127,15 @@ pub fn run(db: &Location, busy_timeout: Duration, args: &PurgeArgs) -> anyhow::R
     if let Some(path) = &args.metrics_file {
         let mut m = Metrics::default();
         m.single(
-            "edi_inbox_purge_entries_total",
-            "counter",
-            "Inbox entries deleted by edi-inbox purge since the database was created.",
+            &catalogue::PURGE_ENTRIES_TOTAL,
             inbox.counter(Counter::PurgeEntries)? as f64,
         )
+        .single(&catalogue::PURGE_LAST_RUN_ENTRIES, report.purged as f64)
         .single(
-            "edi_inbox_purge_last_run_entries",
-            "gauge",
-            "Inbox entries deleted (or counted, with --dry-run) by the last purge run.",
-            report.purged as f64,
-        )
-        .single(
-            "edi_inbox_purge_last_run_duration_seconds",
-            "gauge",
-            "Wall time of the last purge run.",
+            &catalogue::PURGE_LAST_RUN_DURATION_SECONDS,
             started.elapsed().as_secs_f64(),
         )
-        .single(
-            "edi_inbox_purge_last_success_timestamp_seconds",
-            "gauge",
-            "Unix time at which the last purge run finished.",
-            unix_now(),
-        );
+        .single(&catalogue::PURGE_LAST_SUCCESS_TIMESTAMP_SECONDS, unix_now());
         if let Err(e) = m.write_to(path) {
             metrics_failed = true;
             problem(

@@ -22,7 +22,7 @@ use crate::cli::ReceiveArgs;
 use crate::exit::ExitStatus;
 use crate::inbox::{Access, Location};
 use crate::intake::{self, Outcome};
-use crate::metrics::{Metrics, unix_now};
+use crate::metrics::{Metrics, catalogue, unix_now};
 use crate::output::{Out, problem};
 use crate::status::Status;
 
@@ -252,8 +252,7 @@ impl Run<'_> {
         let s = &self.summary;
         let mut m = Metrics::default();
         m.outcomes(
-            "edi_inbox_receive_run_requests",
-            "AS4 requests of the current (or last) receive run, by how they were answered: receipt (decided now), resent (sent again: its stored receipt), refused (an ebMS error), failed (the inbox failed: HTTP 500, the sender tries again).",
+            &catalogue::RECEIVE_RUN_REQUESTS,
             &[
                 ("receipt", s.receipts),
                 ("resent", s.resent),
@@ -262,8 +261,7 @@ impl Run<'_> {
             ],
         )
         .outcomes(
-            "edi_inbox_receive_run_interchanges",
-            "Outcomes of the interchanges the current (or last) receive run decided.",
+            &catalogue::RECEIVE_RUN_INTERCHANGES,
             &[
                 ("new", s.new),
                 ("duplicate", s.duplicate),
@@ -272,32 +270,22 @@ impl Run<'_> {
             ],
         );
         if !self.errors.is_empty() {
-            m.family(
-                "edi_inbox_receive_run_errors",
-                "gauge",
-                "AS4 messages the current (or last) receive run refused, by ebMS error code.",
-            );
+            m.family(&catalogue::RECEIVE_RUN_ERRORS);
             for (code, n) in &self.errors {
-                m.sample("edi_inbox_receive_run_errors", &[("code", code)], *n as f64);
+                m.sample(&catalogue::RECEIVE_RUN_ERRORS, &[code], *n as f64);
             }
         }
         m.single(
-            "edi_inbox_receive_last_request_timestamp_seconds",
-            "gauge",
-            "Unix time at which receive last answered a request (0: none yet this run).",
+            &catalogue::RECEIVE_LAST_REQUEST_TIMESTAMP_SECONDS,
             self.last_request,
         )
         .single(
-            "edi_inbox_receive_run_duration_seconds",
-            "gauge",
-            "Wall time of the current (or last) receive run so far.",
+            &catalogue::RECEIVE_RUN_DURATION_SECONDS,
             self.started.elapsed().as_secs_f64(),
         );
         if last {
             m.single(
-                "edi_inbox_receive_last_success_timestamp_seconds",
-                "gauge",
-                "Unix time at which the last receive run ended without a fatal error.",
+                &catalogue::RECEIVE_LAST_SUCCESS_TIMESTAMP_SECONDS,
                 unix_now(),
             );
         }

@@ -6,7 +6,7 @@
 //! as: the command knows only that a feed may have a log.
 
 use crate::inbox::{Inbox, StoredPosition};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, catalogue};
 
 /// A feed over a partitioned log ([`super::Feed::log`]).
 pub trait PartitionedLog {
@@ -83,20 +83,12 @@ impl LogFigures {
     pub fn write(&self, inbox: &dyn Inbox, skipped: usize, m: &mut Metrics) -> anyhow::Result<()> {
         let positions = inbox.positions(Some(&self.group))?;
         if !positions.is_empty() {
-            m.family(
-                "edi_inbox_consume_position",
-                "gauge",
-                "The offset of the next record to decide, per partition, as the inbox keeps it for the consumer group (Kafka).",
-            );
+            m.family(&catalogue::CONSUME_POSITION);
             for p in &positions {
                 let partition = p.partition.to_string();
                 m.sample(
-                    "edi_inbox_consume_position",
-                    &[
-                        ("group", &p.group),
-                        ("topic", &p.topic),
-                        ("partition", &partition),
-                    ],
+                    &catalogue::CONSUME_POSITION,
+                    &[&p.group, &p.topic, &partition],
                     p.next_offset as f64,
                 );
             }
@@ -112,42 +104,25 @@ impl LogFigures {
             })
             .collect();
         if !lags.is_empty() {
-            m.family(
-                "edi_inbox_consume_lag",
-                "gauge",
-                "Records past the inbox's position, per partition this consumer reads: the high watermark of the last fetch minus the position. Below zero where the position is past the partition's end (the topic emptied, truncated, or created again).",
-            );
+            m.family(&catalogue::CONSUME_LAG);
             for (p, lag) in lags {
                 let partition = p.partition.to_string();
                 m.sample(
-                    "edi_inbox_consume_lag",
-                    &[
-                        ("group", &p.group),
-                        ("topic", &p.topic),
-                        ("partition", &partition),
-                    ],
+                    &catalogue::CONSUME_LAG,
+                    &[&p.group, &p.topic, &partition],
                     lag as f64,
                 );
             }
         }
         m.single(
-            "edi_inbox_consume_run_offset_commit_failures",
-            "gauge",
-            "Commits of the positions to the broker (Kafka's offsets, which lag tools read) that failed in the current (or last) consume run: the inbox keeps the positions that matter; Kafka's trail until the next commit.",
+            &catalogue::CONSUME_RUN_OFFSET_COMMIT_FAILURES,
             self.commit_failures as f64,
         );
         m.single(
-            "edi_inbox_consume_run_positions_lost",
-            "gauge",
-            "Stored positions the current (or last) consume run found outside their partition's log (Kafka: the topic emptied, truncated, or deleted and created again without a topic id; records deleted before they were decided): --on-position-lost fail ended the run, earliest decided the records from the log's start.",
+            &catalogue::CONSUME_RUN_POSITIONS_LOST,
             self.positions_lost as f64,
         );
-        m.single(
-            "edi_inbox_consume_run_skipped",
-            "gauge",
-            "Records the current (or last) consume run skipped as decided before: below their partition's position (after a crash or a rebalance), never decided twice.",
-            skipped as f64,
-        );
+        m.single(&catalogue::CONSUME_RUN_SKIPPED, skipped as f64);
         Ok(())
     }
 }

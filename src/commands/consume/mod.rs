@@ -17,7 +17,7 @@ use crate::exit::ExitStatus;
 use crate::inbox::names::Counter;
 use crate::inbox::{Access, Inbox, KeyProbe, Location};
 use crate::intake::{self, AckPolicy, Outcome};
-use crate::metrics::{Metrics, unix_now};
+use crate::metrics::{Metrics, catalogue, unix_now};
 use crate::output::{Out, count, problem};
 use crate::publish::DeadLetter;
 use crate::status::Status;
@@ -521,20 +521,15 @@ fn write_metrics(
         log.write(inbox, s.skipped, &mut m)?;
     }
     m.single(
-        "edi_inbox_consume_deliveries_total",
-        "counter",
-        "Deliveries edi-inbox consume took from a broker since the database was created.",
+        &catalogue::CONSUME_DELIVERIES_TOTAL,
         inbox.counter(Counter::ConsumeDeliveries)? as f64,
     )
     .single(
-        "edi_inbox_consume_redelivered_total",
-        "counter",
-        "Of those, deliveries the broker had delivered before (after a crash or a lost acknowledgement).",
+        &catalogue::CONSUME_REDELIVERED_TOTAL,
         inbox.counter(Counter::ConsumeRedelivered)? as f64,
     )
     .outcomes(
-        "edi_inbox_consume_run_interchanges",
-        "Outcomes of the current (or last) consume run so far.",
+        &catalogue::CONSUME_RUN_INTERCHANGES,
         &[
             ("new", s.new),
             ("duplicate", s.duplicate),
@@ -542,37 +537,24 @@ fn write_metrics(
             ("rejected", s.rejected),
         ],
     )
+    .single(&catalogue::CONSUME_RUN_DELIVERIES, s.deliveries as f64)
     .single(
-        "edi_inbox_consume_run_deliveries",
-        "gauge",
-        "Deliveries the current (or last) consume run took.",
-        s.deliveries as f64,
-    )
-    .single(
-        "edi_inbox_consume_run_duration_seconds",
-        "gauge",
-        "Wall time of the current (or last) consume run so far.",
+        &catalogue::CONSUME_RUN_DURATION_SECONDS,
         started.elapsed().as_secs_f64(),
     )
     .single(
-        "edi_inbox_consume_last_batch_timestamp_seconds",
-        "gauge",
-        "Unix time at which a fetch of consume last worked: a batch taken, or nothing there to take (not while it is not subscribed).",
+        &catalogue::CONSUME_LAST_BATCH_TIMESTAMP_SECONDS,
         state.last_fetch,
     )
     .single(
-        "edi_inbox_consume_subscribed",
-        "gauge",
-        "1 while consume is subscribed to its source, 0 while it is not (the broker away, the queue or consumer gone) and tries again.",
+        &catalogue::CONSUME_SUBSCRIBED,
         if state.subscribed { 1.0 } else { 0.0 },
     );
     // Not the inbox's size: that is ingest's figure, and node_exporter drops a series that two
     // files on one host both hold.
     if last {
         m.single(
-            "edi_inbox_consume_last_success_timestamp_seconds",
-            "gauge",
-            "Unix time at which the last consume run finished without a fatal error.",
+            &catalogue::CONSUME_LAST_SUCCESS_TIMESTAMP_SECONDS,
             unix_now(),
         );
     }

@@ -22,7 +22,7 @@ use crate::filing::{self, Claimed};
 use crate::inbox::names::Counter;
 use crate::inbox::{Access, Inbox, Location};
 use crate::intake::{AckPolicy, Outcome, Source, Summary};
-use crate::metrics::{Metrics, unix_now};
+use crate::metrics::{Metrics, catalogue, unix_now};
 use crate::output::{Out, count, escape, problem};
 use crate::walk;
 
@@ -154,23 +154,18 @@ fn write_metrics(
     started: Instant,
 ) -> anyhow::Result<()> {
     let mut m = Metrics::default();
-    let name = "edi_inbox_ingest_interchanges_total";
-    m.family(
-        name,
-        "counter",
-        "Interchanges decided by edi-inbox ingest since the database was created, by outcome.",
-    );
+    let name = &catalogue::INGEST_INTERCHANGES_TOTAL;
+    m.family(name);
     for (status, c) in [
         ("new", Counter::IngestNew),
         ("duplicate", Counter::IngestDuplicate),
         ("drift", Counter::IngestDrift),
         ("rejected", Counter::IngestRejected),
     ] {
-        m.sample(name, &[("status", status)], inbox.counter(c)? as f64);
+        m.sample(name, &[status], inbox.counter(c)? as f64);
     }
     m.outcomes(
-        "edi_inbox_ingest_last_run_interchanges",
-        "Outcomes of the last ingest run (skipped and unreadable files count once each).",
+        &catalogue::INGEST_LAST_RUN_INTERCHANGES,
         &[
             ("new", s.new),
             ("duplicate", s.duplicate),
@@ -179,36 +174,17 @@ fn write_metrics(
             ("skipped", s.skipped),
         ],
     )
+    .single(&catalogue::INGEST_LAST_RUN_FILES, s.files as f64)
     .single(
-        "edi_inbox_ingest_last_run_files",
-        "gauge",
-        "Files the last ingest run read.",
-        s.files as f64,
-    )
-    .single(
-        "edi_inbox_ingest_last_run_duration_seconds",
-        "gauge",
-        "Wall time of the last ingest run.",
+        &catalogue::INGEST_LAST_RUN_DURATION_SECONDS,
         started.elapsed().as_secs_f64(),
     )
     .single(
-        "edi_inbox_ingest_last_success_timestamp_seconds",
-        "gauge",
-        "Unix time at which the last ingest run finished without a fatal error.",
+        &catalogue::INGEST_LAST_SUCCESS_TIMESTAMP_SECONDS,
         unix_now(),
     )
-    .single(
-        "edi_inbox_inbox_entries",
-        "gauge",
-        "Entries in the inbox, the duplicate-detection window.",
-        inbox.stats()?.inbox as f64,
-    )
-    .single(
-        "edi_inbox_database_size_bytes",
-        "gauge",
-        "Size of the inbox database file and its write-ahead log.",
-        inbox.size_bytes() as f64,
-    );
+    .single(&catalogue::INBOX_ENTRIES, inbox.stats()?.inbox as f64)
+    .single(&catalogue::DATABASE_SIZE_BYTES, inbox.size_bytes() as f64);
     m.write_to(path)?;
     Ok(())
 }

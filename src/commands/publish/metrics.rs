@@ -2,17 +2,13 @@
 //! success), written at the end and, with `--follow`, every few seconds while the run goes on.
 //! Apart because the alert rules and the dashboard read these names.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::{Run, Summary};
 use crate::inbox::Inbox;
 use crate::inbox::names::Counter;
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, catalogue};
 use crate::output::problem;
-
-/// How often `publish --follow` rewrites its metrics file, at most: a long run is watched
-/// through it (backlog, last success) while it runs, not only when it ends.
-const METRICS_EVERY: Duration = Duration::from_secs(10);
 
 impl Run<'_> {
     /// The run's figures so far, for the metrics file at `path`.
@@ -32,19 +28,17 @@ impl Run<'_> {
         )
     }
 
-    /// With --follow, rewrites the metrics file (at most every [`METRICS_EVERY`]); a file that
-    /// cannot be written is said, and the run goes on.
+    /// With --follow, rewrites the metrics file (at most every
+    /// [`super::super::service::METRICS_EVERY`]): a long run is watched through it (backlog, last
+    /// success) while it runs, not only when it ends; a file that cannot be written is said, and
+    /// the run goes on.
     pub(super) fn metrics_now(&mut self, inbox: &dyn Inbox) {
         let Some(path) = &self.args.metrics_file else {
             return;
         };
-        if self
-            .metrics_written
-            .is_some_and(|t| t.elapsed() < METRICS_EVERY)
-        {
+        if !self.metrics.due(false) {
             return;
         }
-        self.metrics_written = Some(Instant::now());
         let written = inbox
             .stats()
             .map_err(anyhow::Error::from)
@@ -69,79 +63,60 @@ fn metrics(
 ) -> anyhow::Result<Metrics> {
     // A run that has not got through yet (a publisher waiting for its broker) keeps the last
     // success the file already holds, so the alert on a stalled publisher sees the real age.
-    let name = "edi_inbox_publish_last_success_timestamp_seconds";
     let last_success = last_success
-        .or_else(|| crate::metrics::previous_value(path, name))
+        .or_else(|| {
+            crate::metrics::previous_value(
+                path,
+                catalogue::PUBLISH_LAST_SUCCESS_TIMESTAMP_SECONDS.name,
+            )
+        })
         .unwrap_or(0.0);
     let mut m = Metrics::default();
-    m.family(
-        "edi_inbox_publish_events_total",
-        "counter",
-        "Outbox events published, refused, and parked by edi-inbox publish since the database was created.",
-    );
+    m.family(&catalogue::PUBLISH_EVENTS_TOTAL);
     for (outcome, counter) in [
         ("published", Counter::PublishPublished),
         ("failed", Counter::PublishFailed),
         ("parked", Counter::PublishParked),
     ] {
         m.sample(
-            "edi_inbox_publish_events_total",
-            &[("outcome", outcome)],
+            &catalogue::PUBLISH_EVENTS_TOTAL,
+            &[outcome],
             inbox.counter(counter)? as f64,
         );
     }
-    m.family(
-        "edi_inbox_publish_last_run_events",
-        "gauge",
-        "Events (or interchanges) by outcome in the last publish run.",
-    );
+    m.family(&catalogue::PUBLISH_LAST_RUN_EVENTS);
     for (outcome, n) in [
         ("published", s.published),
         ("duplicate", s.duplicates),
         ("failed", s.failed),
         ("parked", s.parked),
     ] {
-        m.sample(
-            "edi_inbox_publish_last_run_events",
-            &[("outcome", outcome)],
-            n as f64,
-        );
+        m.sample(&catalogue::PUBLISH_LAST_RUN_EVENTS, &[outcome], n as f64);
     }
     // By kind: the received messages' events and the CONTRLs to deliver, so that the alerts on
     // a backlog or on parked events fire for either.
     let kinds = stats.outbox_kinds.each();
-    for (name, help, value) in [
+    for (family, value) in [
         (
-            "edi_inbox_outbox_unpublished",
-            "Outbox events not yet published (parked ones not counted), by kind (message, contrl).",
+            &catalogue::OUTBOX_UNPUBLISHED,
             (|f: &crate::inbox::OutboxFigures| f.unpublished) as fn(&_) -> i64,
         ),
-        (
-            "edi_inbox_outbox_failed",
-            "Outbox events parked after --max-attempts refusals, by kind (message, contrl).",
-            |f| f.failed,
-        ),
-        (
-            "edi_inbox_outbox_oldest_unpublished_age_seconds",
-            "Age of the oldest unpublished outbox event (0 when there is none), by kind.",
-            |f| f.oldest_unpublished_age_seconds.unwrap_or(0),
-        ),
+        (&catalogue::OUTBOX_FAILED, |f| f.failed),
+        (&catalogue::OUTBOX_OLDEST_UNPUBLISHED_AGE_SECONDS, |f| {
+            f.oldest_unpublished_age_seconds.unwrap_or(0)
+        }),
     ] {
-        m.family(name, "gauge", help);
+        m.family(family);
         for (kind, figures) in &kinds {
-            m.sample(name, &[("kind", kind)], value(figures) as f64);
+            m.sample(family, &[kind], value(figures) as f64);
         }
     }
     m.single(
-        "edi_inbox_publish_last_run_duration_seconds",
-        "gauge",
-        "Wall time of the last publish run.",
+        &catalogue::PUBLISH_LAST_RUN_DURATION_SECONDS,
         started.elapsed().as_secs_f64(),
     )
     .single(
-        name,
-        "gauge",
-        "Unix time at which publish last got a batch through (with --follow, also a look at an empty outbox) without a destination error.",
+        &catalogue::PUBLISH_LAST_SUCCESS_TIMESTAMP_SECONDS,
         last_success,
     );
     Ok(m)

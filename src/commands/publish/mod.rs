@@ -95,7 +95,7 @@ pub fn run(
         pass: new_pass(),
         started,
         last_success: None,
-        metrics_written: None,
+        metrics: super::service::MetricsThrottle::default(),
     };
     let take_lock = |inbox: &mut dyn Inbox| {
         inbox
@@ -258,7 +258,7 @@ struct Run<'a> {
     /// When a batch (or, with --follow, a look at an empty outbox) last went through without a
     /// destination error: what the alert on a stalled publisher watches.
     last_success: Option<f64>,
-    metrics_written: Option<Instant>,
+    metrics: super::service::MetricsThrottle,
 }
 
 impl Run<'_> {

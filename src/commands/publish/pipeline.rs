@@ -339,7 +339,7 @@ mod tests {
             pass: new_pass(),
             started: Instant::now(),
             last_success: None,
-            metrics_written: None,
+            metrics: crate::commands::service::MetricsThrottle::default(),
         };
         run.message_batches(inbox, sink, &None)
     }

@@ -8,6 +8,10 @@ use std::io::Write as _;
 use std::path::Path;
 use std::time::SystemTime;
 
+pub mod catalogue;
+
+pub use catalogue::Family;
+
 /// Builds one metrics file.
 #[derive(Debug, Default)]
 pub struct Metrics {
@@ -16,18 +20,28 @@ pub struct Metrics {
 
 impl Metrics {
     /// Starts a metric family with its HELP and TYPE lines.
-    pub fn family(&mut self, name: &str, kind: &str, help: &str) -> &mut Self {
-        let _ = writeln!(self.text, "# HELP {name} {help}");
-        let _ = writeln!(self.text, "# TYPE {name} {kind}");
+    pub fn family(&mut self, f: &Family) -> &mut Self {
+        let _ = writeln!(self.text, "# HELP {} {}", f.name, f.help);
+        let _ = writeln!(self.text, "# TYPE {} {}", f.name, f.kind.as_str());
         self
     }
 
-    /// One sample, with labels such as `[("status", "new")]`.
-    pub fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: f64) -> &mut Self {
-        self.text.push_str(name);
-        if !labels.is_empty() {
-            let inner: Vec<String> = labels
+    /// One sample, with the values of the family's labels in their order (`["new"]` for a
+    /// family labelled `status`).
+    pub fn sample(&mut self, f: &Family, values: &[&str], value: f64) -> &mut Self {
+        debug_assert_eq!(
+            values.len(),
+            f.labels.len(),
+            "{}: a value for each of its labels {:?}",
+            f.name,
+            f.labels
+        );
+        self.text.push_str(f.name);
+        if !values.is_empty() {
+            let inner: Vec<String> = f
+                .labels
                 .iter()
+                .zip(values)
                 .map(|(k, v)| format!("{k}=\"{}\"", escape(v)))
                 .collect();
             let _ = write!(self.text, "{{{}}}", inner.join(","));
@@ -37,15 +51,15 @@ impl Metrics {
     }
 
     /// A family with a single unlabelled sample.
-    pub fn single(&mut self, name: &str, kind: &str, help: &str, value: f64) -> &mut Self {
-        self.family(name, kind, help).sample(name, &[], value)
+    pub fn single(&mut self, f: &Family, value: f64) -> &mut Self {
+        self.family(f).sample(f, &[], value)
     }
 
-    /// A gauge of a run's outcomes, one sample per `status` label.
-    pub fn outcomes(&mut self, name: &str, help: &str, counts: &[(&str, usize)]) -> &mut Self {
-        self.family(name, "gauge", help);
+    /// A gauge of a run's outcomes, one sample per value of its one label (`status`).
+    pub fn outcomes(&mut self, f: &Family, counts: &[(&str, usize)]) -> &mut Self {
+        self.family(f);
         for (status, n) in counts {
-            self.sample(name, &[("status", status)], *n as f64);
+            self.sample(f, &[status], *n as f64);
         }
         self
     }
@@ -90,17 +104,16 @@ fn escape(v: &str) -> String {
         .replace('\n', "\\n")
 }
 
-/// The families [`stamp_run`] owns: how each command's last run ended, and when. One family
-/// for every command (told apart by a `command` label), so that one alert rule covers them all;
-/// node_exporter merges a family found in several files when its HELP and TYPE agree.
-pub const EXIT_CODE: &str = "edi_inbox_last_run_exit_code";
-pub const RUN_TIMESTAMP: &str = "edi_inbox_last_run_timestamp_seconds";
-
 /// Records in the metrics file at `path` how a run of `command` ended, as its last step: the
+/// families it owns ([`catalogue::LAST_RUN_EXIT_CODE`], [`catalogue::LAST_RUN_TIMESTAMP_SECONDS`])
+/// are one for every command (told apart by a `command` label), so that one alert rule covers
+/// them all; node_exporter merges a family found in several files when its HELP and TYPE agree.
+/// The
 /// file the command wrote keeps its figures and gains these two families. A run that ended in a
 /// fatal error wrote no figures; the previous run's are kept (among them its last success,
 /// which is what the alert on "no successful run for a while" must go on seeing).
 pub fn stamp_run(path: &Path, command: &str, exit_code: u8) -> std::io::Result<()> {
+    use catalogue::{LAST_RUN_EXIT_CODE as EXIT_CODE, LAST_RUN_TIMESTAMP_SECONDS as RUN_TIMESTAMP};
     let before = match fs::read_to_string(path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
@@ -113,23 +126,15 @@ pub fn stamp_run(path: &Path, command: &str, exit_code: u8) -> std::io::Result<(
             .or_else(|| line.strip_prefix("# TYPE "))
             .unwrap_or(line);
         let name = name.split(['{', ' ']).next().unwrap_or_default();
-        if name != EXIT_CODE && name != RUN_TIMESTAMP && !line.is_empty() {
+        if name != EXIT_CODE.name && name != RUN_TIMESTAMP.name && !line.is_empty() {
             m.text.push_str(line);
             m.text.push('\n');
         }
     }
-    m.family(
-        EXIT_CODE,
-        "gauge",
-        "Exit status of the last run of each command: 0 all good, 1 fatal error (nothing decided), 2 usage error, 3 finished with something to look at.",
-    )
-    .sample(EXIT_CODE, &[("command", command)], f64::from(exit_code))
-    .family(
-        RUN_TIMESTAMP,
-        "gauge",
-        "Unix time at which the last run of each command ended, however it ended.",
-    )
-    .sample(RUN_TIMESTAMP, &[("command", command)], unix_now());
+    m.family(&EXIT_CODE)
+        .sample(&EXIT_CODE, &[command], f64::from(exit_code))
+        .family(&RUN_TIMESTAMP)
+        .sample(&RUN_TIMESTAMP, &[command], unix_now());
     m.write_to(path)
 }
 
@@ -156,10 +161,21 @@ mod tests {
 
     #[test]
     fn text_format_and_atomic_write() {
+        const X: Family = Family {
+            name: "x_total",
+            kind: catalogue::Kind::Counter,
+            help: "Things.",
+            labels: &["status"],
+        };
+        const Y: Family = Family {
+            name: "y_seconds",
+            kind: catalogue::Kind::Gauge,
+            help: "Time.",
+            labels: &[],
+        };
         let mut m = Metrics::default();
-        m.family("x_total", "counter", "Things.")
-            .sample("x_total", &[("status", "a\"b")], 3.0);
-        m.single("y_seconds", "gauge", "Time.", 1.5);
+        m.family(&X).sample(&X, &["a\"b"], 3.0);
+        m.single(&Y, 1.5);
         assert_eq!(
             m.text(),
             "# HELP x_total Things.\n# TYPE x_total counter\nx_total{status=\"a\\\"b\"} 3\n\
@@ -185,15 +201,28 @@ mod tests {
         assert!(text.contains("\nedi_inbox_last_run_exit_code{command=\"ingest\"} 1\n"));
         assert_eq!(text.matches("# TYPE").count(), 2, "{text}");
         let mut m = Metrics::default();
-        m.single("x_last_success_timestamp_seconds", "gauge", "When.", 7.0);
+        m.single(
+            &Family {
+                name: "x_last_success_timestamp_seconds",
+                kind: catalogue::Kind::Gauge,
+                help: "When.",
+                labels: &[],
+            },
+            7.0,
+        );
         m.write_to(&path).unwrap();
         stamp_run(&path, "ingest", 0).unwrap();
         // Then a fatal run again: the success before it stays, the stamp is replaced.
         stamp_run(&path, "ingest", 1).unwrap();
         let text = fs::read_to_string(&path).unwrap();
         assert!(text.starts_with(m.text()), "{text}");
-        assert_eq!(text.matches(EXIT_CODE).count(), 3, "{text}");
-        assert_eq!(text.matches(RUN_TIMESTAMP).count(), 3, "{text}");
+        let stamps = [
+            catalogue::LAST_RUN_EXIT_CODE.name,
+            catalogue::LAST_RUN_TIMESTAMP_SECONDS.name,
+        ];
+        for name in stamps {
+            assert_eq!(text.matches(name).count(), 3, "{text}");
+        }
         assert!(text.contains("\nedi_inbox_last_run_exit_code{command=\"ingest\"} 1\n"));
         assert!(!text.contains("} 0\n"), "{text}");
         assert_eq!(
