@@ -1,6 +1,6 @@
 //! The documents kept true: every file under `src/` is named in `docs/development.md`'s layout,
-//! and every alert's `runbook_url` points at a section of `docs/operating.md` that exists and
-//! that the Debian package installs where the URL says.
+//! under the heading of its folder, and every alert's `runbook_url` points at a section of
+//! `docs/operating.md` that exists and that the Debian package installs where the URL says.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -55,6 +55,86 @@ fn every_source_file_is_named_in_the_layout() {
     assert!(
         gone.is_empty(),
         "docs/development.md names files that do not exist: {gone:#?}"
+    );
+}
+
+/// Each `src/...` entry of the layout stands under its heading: the heading naming the folder
+/// (or the file) the entry is in, the nearest such where several do (`src/inbox/sqlite/` before
+/// `src/inbox/`); an entry whose folder no heading names (`src/lib.rs`) under a heading naming
+/// no path. A heading is a bold line (`**AS4: `src/as4/`**`) or a paragraph of one line ending in
+/// a colon (`SQLite, `src/inbox/sqlite/`:`); an entry is a list item starting with its path.
+#[test]
+fn every_layout_entry_stands_under_the_heading_naming_its_folder() {
+    let development = read("docs/development.md");
+    let layout = development
+        .split_once("\n## Layout\n")
+        .map(|(_, rest)| rest)
+        .expect("docs/development.md has a ## Layout section");
+    let layout = layout.split("\n## ").next().unwrap_or(layout);
+    let lines: Vec<&str> = layout.lines().collect();
+    let paths = |line: &str| -> Vec<String> {
+        line.split('`')
+            .skip(1)
+            .step_by(2)
+            .filter(|s| s.starts_with("src/"))
+            .map(str::to_string)
+            .collect()
+    };
+    let blank = |i: usize| lines.get(i).is_none_or(|l| l.trim().is_empty());
+    // Each heading with the paths it names, and each entry with the heading it stands under.
+    let mut headings: Vec<(&str, Vec<String>)> = Vec::new();
+    let mut entries: Vec<(String, usize)> = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let single = i > 0 && blank(i - 1) && blank(i + 1) && line.trim_end().ends_with(':');
+        if line.starts_with("**") || (single && !line.starts_with('-')) {
+            headings.push((line.trim(), paths(line)));
+        } else if let Some(item) = line.strip_prefix("- `src/") {
+            let path = format!("src/{}", item.split('`').next().unwrap_or(""));
+            let Some(under) = headings.len().checked_sub(1) else {
+                panic!("{path} stands before any heading of the layout");
+            };
+            entries.push((path, under));
+        }
+    }
+    assert!(
+        headings.len() >= 10 && entries.len() >= 100,
+        "only {} headings and {} entries read from the layout",
+        headings.len(),
+        entries.len()
+    );
+    let mut misfiled = Vec::new();
+    for (path, under) in &entries {
+        // How closely a heading names the entry's place: the length of its path that holds it.
+        let closeness = |names: &[String]| {
+            names
+                .iter()
+                .filter(|n| *n == path || (n.ends_with('/') && path.starts_with(n.as_str())))
+                .map(String::len)
+                .max()
+        };
+        let best = headings.iter().filter_map(|(_, n)| closeness(n)).max();
+        let home: Vec<&str> = headings
+            .iter()
+            .filter(|(_, n)| match best {
+                Some(best) => closeness(n) == Some(best),
+                None => n.is_empty(),
+            })
+            .map(|(h, _)| *h)
+            .collect();
+        let (heading, _) = &headings[*under];
+        if !home.contains(heading) {
+            misfiled.push(format!(
+                "{path} stands under {heading:?} but belongs under {}",
+                home.iter()
+                    .map(|h| format!("{h:?}"))
+                    .collect::<Vec<_>>()
+                    .join(" or ")
+            ));
+        }
+    }
+    assert!(
+        misfiled.is_empty(),
+        "docs/development.md's layout files these entries under another heading: {misfiled:#?}"
     );
 }
 
