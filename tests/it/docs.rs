@@ -1,6 +1,8 @@
 //! The documents kept true: every file under `src/` is named in `docs/development.md`'s layout,
-//! under the heading of its folder, and every alert's `runbook_url` points at a section of
-//! `docs/operating.md` that exists and that the Debian package installs where the URL says.
+//! under the heading of its folder, and every cargo feature in its table of features; every
+//! broker of the table in `src/brokers.rs` is named in `docs/brokers.md`; and every alert's
+//! `runbook_url` points at a section of `docs/operating.md` that exists and that the Debian
+//! package installs where the URL says.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -135,6 +137,138 @@ fn every_layout_entry_stands_under_the_heading_naming_its_folder() {
     assert!(
         misfiled.is_empty(),
         "docs/development.md's layout files these entries under another heading: {misfiled:#?}"
+    );
+}
+
+/// A broker of the table in `src/brokers.rs` (`BROKERS`), read from its text: what the documents
+/// must name.
+struct TableBroker {
+    name: String,
+    feature: String,
+    schemes: Vec<String>,
+    from: bool,
+    to: bool,
+}
+
+fn broker_table() -> Vec<TableBroker> {
+    let source = read("src/brokers.rs");
+    let table = source
+        .split_once("pub const BROKERS: &[Broker] = &[")
+        .map(|(_, rest)| rest)
+        .and_then(|rest| rest.split_once("\n];"))
+        .map(|(table, _)| table)
+        .expect("src/brokers.rs has `pub const BROKERS: &[Broker] = &[ ... ];`");
+    table
+        .split("\n    Broker {")
+        .skip(1)
+        .map(|b| {
+            // A field of the line, as rustfmt writes it: eight spaces in.
+            let field = |name: &str| {
+                b.split_once(&format!("\n        {name}: "))
+                    .and_then(|(_, rest)| rest.lines().next())
+                    .unwrap_or_else(|| panic!("a broker without {name}: {b}"))
+            };
+            let quoted = |text: &str| -> Vec<String> {
+                text.split('"')
+                    .skip(1)
+                    .step_by(2)
+                    .map(str::to_string)
+                    .collect()
+            };
+            TableBroker {
+                name: quoted(field("name")).concat(),
+                feature: quoted(field("feature")).concat(),
+                schemes: quoted(field("schemes")),
+                from: field("from").starts_with("Some("),
+                to: field("to").starts_with("Some("),
+            }
+        })
+        .collect()
+}
+
+/// The lines of a `### TITLE` section of `doc`, up to the next heading.
+fn section<'a>(doc: &'a str, title: &str) -> &'a str {
+    let rest = doc
+        .split_once(&format!("\n### {title}\n"))
+        .map(|(_, rest)| rest)
+        .unwrap_or_else(|| panic!("no ### {title}"));
+    rest.split("\n#").next().unwrap_or(rest)
+}
+
+/// docs/brokers.md is where the brokers are told apart: its opening names every broker of the
+/// table and the feature that builds it, its list of destinations a URL of each broker `--to`
+/// takes, its list of sources one of each that `--from` takes. A broker added to the table and
+/// not to these lists (SQS was missing from both) fails here.
+#[test]
+fn the_brokers_guide_names_every_broker_of_the_table() {
+    let table = broker_table();
+    assert!(
+        table.len() >= 5 && table.iter().filter(|b| b.from).count() >= 4,
+        "only {} brokers read from src/brokers.rs",
+        table.len()
+    );
+    let guide = read("docs/brokers.md");
+    let opening = guide
+        .split("\n\n")
+        .nth(1)
+        .expect("docs/brokers.md has an opening paragraph");
+    let listed = |list: &str, b: &TableBroker| {
+        list.lines()
+            .any(|l| b.schemes.iter().any(|s| l.starts_with(&format!("- `{s}"))))
+    };
+    let destinations = section(&guide, "Destinations");
+    let sources = section(&guide, "Sources");
+    let mut missing = Vec::new();
+    for b in &table {
+        if !opening.contains(&b.name) {
+            missing.push(format!("the opening does not name {}", b.name));
+        }
+        if b.feature != "cli" && !opening.contains(&format!("`{}`", b.feature)) {
+            missing.push(format!(
+                "the opening does not name the feature `{}`",
+                b.feature
+            ));
+        }
+        if b.to && !listed(destinations, b) {
+            missing.push(format!(
+                "### Destinations lists no URL of {} ({:?})",
+                b.name, b.schemes
+            ));
+        }
+        if b.from && !listed(sources, b) {
+            missing.push(format!(
+                "### Sources lists no URL of {} ({:?})",
+                b.name, b.schemes
+            ));
+        }
+    }
+    assert!(missing.is_empty(), "docs/brokers.md: {missing:#?}");
+}
+
+/// docs/development.md's table of cargo features has a row for each feature of Cargo.toml (but
+/// `default`, which is all of them): it lacked `kafka`, `sqs` and `as4` once they came.
+#[test]
+fn every_cargo_feature_has_its_row_in_the_building_table() {
+    let manifest = read("Cargo.toml");
+    let features = manifest
+        .split_once("\n[features]\n")
+        .map(|(_, rest)| rest.split("\n[").next().unwrap_or(rest))
+        .expect("Cargo.toml has [features]");
+    let names: Vec<&str> = features
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.starts_with(' ') && !l.starts_with(']'))
+        .filter_map(|l| l.split_once(" = ").map(|(name, _)| name.trim()))
+        .filter(|name| *name != "default")
+        .collect();
+    assert!(names.len() >= 10, "only {names:?} read from Cargo.toml");
+    let development = read("docs/development.md");
+    let missing: Vec<&&str> = names
+        .iter()
+        .filter(|name| !development.contains(&format!("\n| `{name}` |")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "docs/development.md's table of features has no row for {missing:?}"
     );
 }
 
