@@ -28,6 +28,8 @@ pub struct Side<T: ?Sized> {
 /// Which of the run's TLS settings a broker's connections take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TlsUse {
+    /// When its connections are TLS, as `--help` says it: `amqps://`.
+    pub when: &'static str,
     /// `--tls-ca`: the roots its server's certificate is checked against.
     pub ca: bool,
     /// `--tls-cert` and `--tls-key`: a client certificate.
@@ -73,6 +75,7 @@ pub const BROKERS: &[Broker] = &[
         schemes: &["nats://", "tls://"],
         claims: any,
         tls: TlsUse {
+            when: "tls://, or a server that requires TLS",
             ca: true,
             client_cert: true,
             nats_credentials: true,
@@ -82,7 +85,7 @@ pub const BROKERS: &[Broker] = &[
                 "nats://HOST:PORT/STREAM/CONSUMER",
                 "tls://HOST:PORT/STREAM/CONSUMER",
             ],
-            note: "a pull consumer; tls:// for TLS",
+            note: "a durable pull consumer, made where missing; each delivery named nats:STREAM/SEQUENCE, terminated where rejected; tls:// for TLS",
             parse: built!("nats", dyn Source, crate::consume::nats::parse),
         }),
         to: Some(Side {
@@ -90,7 +93,7 @@ pub const BROKERS: &[Broker] = &[
                 "nats://HOST:PORT[/SUBJECT-PREFIX]",
                 "tls://HOST:PORT[/SUBJECT-PREFIX]",
             ],
-            note: "tls:// for TLS",
+            note: "a republish dropped by the stream's duplicate window; tls:// for TLS",
             parse: built!("nats", dyn Destination, crate::publish::nats::parse),
         }),
         dead_letter: Some(Side {
@@ -104,13 +107,18 @@ pub const BROKERS: &[Broker] = &[
         feature: "amqp",
         schemes: &["amqp://", "amqps://"],
         claims: any,
-        tls: CLIENT_TLS,
+        tls: TlsUse {
+            when: "amqps://",
+            ca: true,
+            client_cert: true,
+            nats_credentials: false,
+        },
         from: Some(Side {
             forms: &[
                 "amqp://USER:PASS@HOST:PORT/VHOST/QUEUE",
                 "amqps://USER:PASS@HOST:PORT/VHOST/QUEUE",
             ],
-            note: "%2f for the vhost /; amqps:// for TLS",
+            note: "a queue, manual acknowledgements, a prefetch of --batch; each delivery named amqp:QUEUE/MESSAGE-ID, rejected without requeue (to the queue's dead-letter exchange) where rejected; %2f for the vhost /; amqps:// for TLS",
             parse: built!("amqp", dyn Source, crate::consume::amqp::parse),
         }),
         to: Some(Side {
@@ -118,7 +126,7 @@ pub const BROKERS: &[Broker] = &[
                 "amqp://USER:PASS@HOST:PORT/VHOST",
                 "amqps://USER:PASS@HOST:PORT/VHOST",
             ],
-            note: "amqps:// for TLS; the exchange is --exchange",
+            note: "amqps:// for TLS; the exchange is --exchange; a consumer drops a republish by its message_id",
             parse: built!("amqp", dyn Destination, crate::publish::amqp::parse),
         }),
         dead_letter: Some(Side {
@@ -135,15 +143,20 @@ pub const BROKERS: &[Broker] = &[
         feature: "kafka",
         schemes: &["kafka://"],
         claims: any,
-        tls: CLIENT_TLS,
+        tls: TlsUse {
+            when: "TLS, which these files turn on",
+            ca: true,
+            client_cert: true,
+            nats_credentials: false,
+        },
         from: Some(Side {
             forms: &["kafka://HOST:PORT/TOPIC?group=NAME"],
-            note: "HOST:PORT[,HOST:PORT...] and TOPIC[,TOPIC...]; the group's positions kept in the inbox; &partitions=0,1 assigns those by hand",
+            note: "HOST:PORT[,HOST:PORT...] and TOPIC[,TOPIC...]; the group's positions kept in the inbox, moved in the decisions' transaction, past a rejected record too; &partitions=0,1 assigns those by hand; each record named kafka:TOPIC/PARTITION/OFFSET",
             parse: built!("kafka", dyn Source, crate::consume::kafka::parse),
         }),
         to: Some(Side {
             forms: &["kafka://HOST:PORT/TOPIC"],
-            note: "TOPIC a template like --subject, which it replaces",
+            note: "TOPIC a template like --subject, which it replaces; a consumer drops a republish by its ce_id",
             parse: built!("kafka", dyn Destination, crate::publish::kafka::parse),
         }),
         dead_letter: Some(Side {
@@ -160,18 +173,19 @@ pub const BROKERS: &[Broker] = &[
         // SQS over HTTPS checks AWS's (or the endpoint's) certificate; it signs its requests
         // with the AWS credentials, not a client certificate.
         tls: TlsUse {
+            when: "https://",
             ca: true,
             client_cert: false,
             nats_credentials: false,
         },
         from: Some(Side {
             forms: SQS_FORMS,
-            note: "or the queue's URL",
+            note: "or the queue's URL; each message named sqs:QUEUE/MESSAGE-ID, kept invisible until it is deleted after the commit, rejected or not",
             parse: built!("sqs", dyn Source, crate::consume::sqs::parse),
         }),
         to: Some(Side {
             forms: SQS_FORMS,
-            note: "or the queue's URL",
+            note: "or the queue's URL; a FIFO queue drops a republish, a standard queue's consumer by its ce-id",
             parse: built!("sqs", dyn Destination, crate::publish::sqs::parse),
         }),
         dead_letter: Some(Side {
@@ -186,6 +200,7 @@ pub const BROKERS: &[Broker] = &[
         schemes: &["dir:"],
         claims: any,
         tls: TlsUse {
+            when: "",
             ca: false,
             client_cert: false,
             nats_credentials: false,
@@ -193,19 +208,12 @@ pub const BROKERS: &[Broker] = &[
         from: None,
         to: Some(Side {
             forms: &["dir:PATH"],
-            note: "one file per event",
+            note: "one file per event; a republish found there",
             parse: built!("cli", dyn Destination, crate::publish::dir::parse),
         }),
         dead_letter: None,
     },
 ];
-
-/// TLS with the server checked and a client certificate, where given (RabbitMQ, Kafka).
-const CLIENT_TLS: TlsUse = TlsUse {
-    ca: true,
-    client_cert: true,
-    nats_credentials: false,
-};
 
 /// The forms of an SQS queue's URL.
 const SQS_FORMS: &[&str] = &[
@@ -353,7 +361,7 @@ pub fn usage(flag: Flag) -> String {
     format!("{} takes {}", flag.name(), sentence(&forms(flag)))
 }
 
-/// The names of the brokers a side serves, as a sentence: `NATS JetStream, RabbitMQ or Kafka`.
+/// The names of the brokers a side serves, as a sentence (`A, B or C`).
 pub fn names(flag: Flag) -> String {
     let names: Vec<&str> = BROKERS
         .iter()
@@ -382,6 +390,17 @@ pub fn help(flag: Flag) -> String {
         })
         .collect();
     sentence(&sides.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
+/// The brokers a TLS setting is for (`wanted` says which setting), each with when its
+/// connections are TLS, for `--help`: `NAME (WHEN), NAME (WHEN) or NAME (WHEN)`.
+pub fn tls_brokers(wanted: fn(&TlsUse) -> bool) -> String {
+    let brokers: Vec<String> = BROKERS
+        .iter()
+        .filter(|b| wanted(&b.tls))
+        .map(|b| format!("{} ({})", b.name, b.tls.when))
+        .collect();
+    sentence(&brokers.iter().map(String::as_str).collect::<Vec<_>>())
 }
 
 /// `a, b or c`.

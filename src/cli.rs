@@ -91,28 +91,23 @@ pub enum Command {
     /// only once the destination confirmed it.
     ///
     /// Events go out in the order their interchanges were decided, each with a stable id
-    /// (the same from any host, at any time), so that a republish after a crash is dropped by
-    /// JetStream and by an SQS FIFO queue, found by the folder writer, and can be dropped by an
-    /// AMQP, Kafka or SQS consumer. Exit 3 when an event failed this run; 0 with a notice when
-    /// another publish holds the inbox.
+    /// (the same from any host, at any time), so that a republish after a crash is known for
+    /// one (by the destination or its consumer: --to says which). Exit 3 when an event failed
+    /// this run; 0 with a notice when another publish holds the inbox.
     Publish(PublishArgs),
 
     /// Take interchanges from a broker and decide each exactly as ingest decides a file;
     /// acknowledge each delivery only after its decisions are committed.
     ///
-    /// From a JetStream pull consumer (durable, explicit acknowledgements; made where missing),
-    /// a RabbitMQ queue (manual acknowledgements, a prefetch of one batch), Kafka topics (a
-    /// consumer group whose positions the inbox keeps, moved in the decisions' transaction, so
-    /// that no record is decided twice) or an Amazon SQS queue (each message deleted after the
-    /// commit). Each delivery is the bytes of one file, recorded under the broker's identity for
-    /// it (nats:STREAM/SEQUENCE, amqp:QUEUE/MESSAGE-ID, kafka:TOPIC/PARTITION/OFFSET,
-    /// sqs:QUEUE/MESSAGE-ID) with its edi-filename header and how often it was delivered. A
-    /// crash before the acknowledgement has the broker deliver again, and the inbox decides
-    /// those as duplicates. A rejected delivery is recorded with its bytes, then terminated
-    /// (JetStream) or rejected without requeue (RabbitMQ: to the queue's dead-letter exchange),
-    /// and with --dead-letter published there too. Runs until SIGTERM or SIGINT (which finish
-    /// the open batch), or with --until-idle until nothing came for that long. Exit 3 when
-    /// anything was rejected or drifted, 1 on a database error (nothing acknowledged).
+    /// Each delivery is the bytes of one file, recorded under the broker's identity for it with
+    /// its edi-filename header and how often it was delivered. A crash before the
+    /// acknowledgement has the broker deliver again, and the inbox decides those as duplicates.
+    /// A rejected delivery is recorded with its bytes, then settled so that the broker does not
+    /// deliver it again, and with --dead-letter published there too (--from says, for each
+    /// broker, what its source is, how it names a delivery and how it settles a rejected one).
+    /// Runs until SIGTERM or SIGINT (which finish the open batch), or with --until-idle until
+    /// nothing came for that long. Exit 3 when anything was rejected or drifted, 1 on a database
+    /// error (nothing acknowledged).
     Consume(ConsumeArgs),
 
     /// Receive interchanges over AS4 (eDelivery, Peppol): each message's id claimed, its
@@ -364,8 +359,9 @@ pub struct SqsArgs {
 /// never a secret on the command line.
 #[derive(Debug, Clone, clap::Args)]
 pub struct TlsArgs {
-    /// PEM file of the CA certificates that the broker's certificate must chain to (amqps://,
-    /// tls:// and NATS servers that require TLS, Kafka over SSL); they replace the system's roots.
+    /// PEM file of the CA certificates that the broker's certificate must chain to (the brokers
+    /// it is for are filled in by `cli::command`, from the broker table); they replace the
+    /// system's roots.
     #[arg(
         long,
         value_name = "FILE",
@@ -373,7 +369,8 @@ pub struct TlsArgs {
         hide_env_values = true
     )]
     pub tls_ca: Option<PathBuf>,
-    /// PEM file of the client certificate (with its chain) for mutual TLS; needs --tls-key.
+    /// PEM file of the client certificate (with its chain) for mutual TLS; needs --tls-key (the
+    /// brokers it is for are filled in by `cli::command`).
     #[arg(
         long,
         value_name = "FILE",
@@ -443,40 +440,72 @@ pub enum ContrlDuplicates {
 }
 
 /// The command line as clap reads it, with what the broker table says filled in: the forms of
-/// `--from`, `--to` and `--dead-letter`, and the brokers publish delivers to (so that no list
-/// of brokers is kept by hand). `--help`, the manual pages and the completions all come from it.
+/// `--from`, `--to` and `--dead-letter` with what each broker's side is, the brokers `consume`
+/// takes from and `publish` delivers to, and the brokers each TLS setting is for (so that no
+/// list of brokers is kept by hand). `--help`, the manual pages and the completions all come
+/// from it.
 pub fn command() -> clap::Command {
-    use crate::brokers::{Flag, help, names};
+    use crate::brokers::{Flag, help, names, tls_brokers};
     use clap::CommandFactory as _;
     let environment = " Read from the environment where not given, so that a password stays out of the process list.";
+    let tls = |c: clap::Command| {
+        c.mut_arg("tls_ca", |a| {
+            a.help(format!(
+                "PEM file of the CA certificates that the broker's certificate must chain to, for {}; they replace the system's roots",
+                tls_brokers(|t| t.ca)
+            ))
+        })
+        .mut_arg("tls_cert", |a| {
+            a.help(format!(
+                "PEM file of the client certificate (with its chain) for mutual TLS, for {}; needs --tls-key",
+                tls_brokers(|t| t.client_cert)
+            ))
+        })
+    };
     Cli::command()
         .mut_subcommand("consume", |c| {
-            c.mut_arg("from", |a| {
-                a.help(format!("Where from: {}.{environment}", help(Flag::From)))
-            })
-            .mut_arg("dead_letter", |a| {
-                a.help(format!(
-                    "Publish each rejected delivery here too, with the reason in the edi-inbox-reason header: {}.",
-                    help(Flag::DeadLetter)
-                ))
-            })
-        })
-        .mut_subcommand("publish", |c| {
-            let about = format!(
-                "Deliver the outbox: publish each event to {}, and mark it published only once the destination confirmed it.",
-                names(Flag::To)
+            let c = with_about(
+                c,
+                format!(
+                    "Take interchanges from {} and decide each exactly as ingest decides a file; acknowledge each delivery only after its decisions are committed.",
+                    names(Flag::From)
+                ),
             );
-            let rest = c
-                .get_long_about()
-                .map(|l| l.to_string())
-                .and_then(|l| l.split_once("\n\n").map(|(_, rest)| rest.to_string()))
-                .unwrap_or_default();
-            c.about(about.clone())
-                .long_about(format!("{about}\n\n{rest}"))
-                .mut_arg("to", |a| {
-                    a.help(format!("Where to: {}.{environment}", help(Flag::To)))
+            tls(c)
+                .mut_arg("from", |a| {
+                    a.help(format!("Where from: {}.{environment}", help(Flag::From)))
+                })
+                .mut_arg("dead_letter", |a| {
+                    a.help(format!(
+                        "Publish each rejected delivery here too, with the reason in the edi-inbox-reason header: {}.",
+                        help(Flag::DeadLetter)
+                    ))
                 })
         })
+        .mut_subcommand("publish", |c| {
+            let c = with_about(
+                c,
+                format!(
+                    "Deliver the outbox: publish each event to {}, and mark it published only once the destination confirmed it.",
+                    names(Flag::To)
+                ),
+            );
+            tls(c).mut_arg("to", |a| {
+                a.help(format!("Where to: {}.{environment}", help(Flag::To)))
+            })
+        })
+}
+
+/// `c` with `about` in place of its doc comment's first paragraph, in `--help` and in the
+/// long help, which keeps the paragraphs after it.
+fn with_about(c: clap::Command, about: String) -> clap::Command {
+    let rest = c
+        .get_long_about()
+        .map(|l| l.to_string())
+        .and_then(|l| l.split_once("\n\n").map(|(_, rest)| rest.to_string()))
+        .unwrap_or_default();
+    c.about(about.clone())
+        .long_about(format!("{about}\n\n{rest}"))
 }
 
 /// `publish --payload`: what one published message holds.
@@ -823,5 +852,39 @@ mod tests {
     #[test]
     fn clap_definition_is_consistent() {
         command().debug_assert();
+    }
+
+    /// Each TLS setting's help names every broker whose connections take it, from the table:
+    /// `--tls-ca` once left SQS out (and told Kafka "over SSL", though the files turn TLS on).
+    #[test]
+    fn the_tls_settings_help_names_the_brokers_of_the_table() {
+        use crate::brokers::{BROKERS, TlsUse};
+        let mut command = command();
+        for sub in ["consume", "publish"] {
+            let sub = command
+                .find_subcommand_mut(sub)
+                .expect("consume and publish are commands");
+            for (arg, takes) in [
+                ("tls_ca", (|t| t.ca) as fn(&TlsUse) -> bool),
+                ("tls_cert", |t| t.client_cert),
+            ] {
+                let help = sub
+                    .get_arguments()
+                    .find(|a| a.get_id() == arg)
+                    .and_then(|a| a.get_help())
+                    .map(|h| h.to_string())
+                    .unwrap_or_default();
+                for b in BROKERS {
+                    assert_eq!(
+                        help.contains(&format!("{} ({})", b.name, b.tls.when)),
+                        takes(&b.tls),
+                        "{} --{}: {}: {help}",
+                        sub.get_name(),
+                        arg.replace('_', "-"),
+                        b.name
+                    );
+                }
+            }
+        }
     }
 }

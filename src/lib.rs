@@ -1,9 +1,10 @@
 //! edi-inbox: the receiving half of the transactional inbox pattern for UN/EDIFACT interchanges.
 //!
 //! [`edifact`] reads envelopes from raw bytes, and is all the library offers: the rest is the
-//! program (`main`), built with the `cli` feature, which each part's feature brings: `sqlite`,
-//! `postgres` (the inbox backends), `nats`, `amqp` (the brokers), all on by default. The fuzz
-//! target leaves them all out, and with them the command line, the progress bar and SQLite.
+//! program (`main`), built with the `cli` feature, which each part's feature brings: `sqlite`
+//! and `postgres` (the inbox backends), each broker's (the `feature` of its line in the broker
+//! table, `brokers.rs`) and `as4` (`receive`), all on by default. The fuzz target leaves them
+//! all out, and with them the command line, the progress bar and SQLite.
 //!
 //! Where a new thing goes: reading a standard's bytes, `edifact/` (pure functions); storage,
 //! behind the traits of `inbox/`; what every input needs before and at its decision, `intake/`;

@@ -46,9 +46,9 @@ pub trait Source: std::fmt::Debug {
 pub struct Delivery {
     /// What [`Feed::settle`] takes to acknowledge it; valid until the feed reconnects.
     pub tag: u64,
-    /// The broker's identity for it: `nats:STREAM/SEQUENCE`, or `amqp:QUEUE/MESSAGE-ID`
-    /// (`amqp:QUEUE/delivery-TAG` where the publisher set no `message_id`). The same for every
-    /// redelivery of it (but the last form).
+    /// The broker's identity for it, in its source's form (`nats:STREAM/SEQUENCE`, say; each
+    /// source's module says its own). The same for every redelivery of it, but where a source
+    /// says otherwise (RabbitMQ's, for a delivery without a `message_id`).
     pub source: String,
     /// The subject or routing key it was published with (a dead letter keeps it).
     pub subject: String,
@@ -151,8 +151,9 @@ pub use crate::intake::Unreadable;
 pub enum Settle {
     /// Done with: not delivered again.
     Ack,
-    /// Rejected input, recorded: not delivered again (JetStream: terminated), and dead-lettered
-    /// by the broker where the queue has a dead-letter exchange (RabbitMQ).
+    /// Rejected input, recorded: settled so that the broker does not deliver it again, as its
+    /// source does that (terminated, rejected without requeue to the queue's dead-letter
+    /// exchange, deleted, or passed by the position).
     Reject,
 }
 
@@ -160,7 +161,8 @@ pub enum Settle {
 pub trait Feed {
     /// Up to `max` deliveries: those ready at once, or else those that come within `wait`
     /// (none when nothing came). An error means the connection failed: deliveries not
-    /// returned come again (at once on RabbitMQ, after the consumer's ack wait on JetStream).
+    /// returned come again when the broker hands them out again (at once, or after an ack wait
+    /// or visibility timeout).
     fn fetch(&mut self, max: usize, wait: Duration) -> anyhow::Result<Vec<Delivery>>;
 
     /// Acknowledges or rejects deliveries (after the commit): the answers are written to the

@@ -20,7 +20,7 @@
 //! otherwise. So the client connects to this relay, which passes the client's bytes through
 //! untouched and hands it the broker's frames repaired by the broker's module (what cannot be
 //! read shown escaped, in a form the library takes): each delivery is decided on its bytes and
-//! settled like any other. Kafka's and SQS's feeds go straight to their brokers, and so does
+//! settled like any other. Every other source's feed goes straight to its broker, and so does
 //! `publish` everywhere (it writes, and reads only the broker's answers).
 //!
 //! # What would retire it

@@ -1,7 +1,7 @@
 //! What an event says about itself, besides its body: the CloudEvents attributes (and the
 //! `edi...` extensions), and what a dead letter carries. Bare names here; each destination
-//! writes them in its binding, in its own file (`ce-` headers on NATS, `cloudEvents:`
-//! application properties on AMQP), with [`attr_binding!`].
+//! writes them in its binding, in its own file (the binding's prefix and where it puts them:
+//! `ce-` headers on NATS, say), with [`attr_binding!`].
 
 /// One attribute.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

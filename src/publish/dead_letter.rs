@@ -1,6 +1,7 @@
 //! `--dead-letter DEST`: where `consume` also publishes each rejected delivery, with the reason
-//! it was rejected, where it came from and its `edi-filename` as headers (NATS) or application
-//! properties (AMQP), under an id that is the same whenever it is sent again.
+//! it was rejected, where it came from and its `edi-filename` as attributes of its destination's
+//! binding (the same names in every one), under an id that is the same whenever it is sent
+//! again.
 
 use anyhow::Context as _;
 use sha2::{Digest, Sha256};
@@ -27,8 +28,8 @@ pub struct Rejected<'a> {
 }
 
 impl DeadLetter {
-    /// Reads `--dead-letter`: `nats://HOST:PORT/SUBJECT` (a JetStream stream must capture it)
-    /// or `amqp://USER:PASS@HOST:PORT/VHOST/EXCHANGE` (a topic exchange, declared if missing).
+    /// Reads `--dead-letter`, by the broker table (`crate::brokers::dead_letter`): the forms
+    /// each broker takes are its.
     pub fn parse(
         text: &str,
         settings: &crate::broker::Settings,
@@ -79,8 +80,8 @@ impl DeadLetter {
                         d.source,
                         &hex::encode(Sha256::digest(d.body))[..32]
                     ),
-                    // A NATS dead letter goes to the URL's subject; an AMQP one keeps its
-                    // delivery's routing key.
+                    // To the subject the URL names where it names one (a NATS subject, a
+                    // Kafka topic, an SQS queue); else (AMQP) the delivery's routing key kept.
                     subject: self
                         .destination
                         .subject_prefix()

@@ -102,7 +102,9 @@ pub enum Payload {
 pub struct Outgoing {
     /// The stable id: the same whenever and from whichever host the event is published.
     pub id: String,
-    /// The NATS subject or AMQP routing key.
+    /// The subject: for an event, `--subject`'s template, or the URL's where it names one
+    /// ([`Destination::subject_template`]), filled in; for a dead letter, the URL's or the
+    /// delivery's. Each destination's module says what its broker makes of it.
     pub subject: String,
     /// CloudEvents attributes (`specversion`, `id`, `source`, `type`, `time`, and the `edi...`
     /// extensions), which each destination names in its binding.

@@ -1,6 +1,7 @@
-//! `consume`: interchanges from JetStream and RabbitMQ, against the machine's real brokers.
-//! The contracts are each one body run per broker (`per_broker!`, over
-//! [`TestBroker`](crate::common::brokers::TestBroker)), on both inbox backends where they were:
+//! `consume`: interchanges from every broker, against real ones (the machine's NATS and
+//! RabbitMQ, the test servers of Kafka and SQS). The contracts are each one body run per
+//! broker (`per_broker!`, over [`TestBroker`](crate::common::brokers::TestBroker)), on both
+//! inbox backends where they were:
 //! each delivery decided as its file would be; the same payload twice is new then duplicate; a
 //! poison delivery refused for good and dead-lettered, never redelivered; `kill -9` at random
 //! moments, then a rerun: every interchange applied exactly once and every delivery

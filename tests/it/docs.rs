@@ -1,6 +1,8 @@
 //! The documents kept true: every file under `src/` is named in `docs/development.md`'s layout,
-//! and every alert's `runbook_url` points at a section of `docs/operating.md` that exists and
-//! that the Debian package installs where the URL says.
+//! under the heading of its folder, and every cargo feature in its table of features; every
+//! broker of the table in `src/brokers.rs` is named in `docs/brokers.md`; and every alert's
+//! `runbook_url` points at a section of `docs/operating.md` that exists and that the Debian
+//! package installs where the URL says.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -55,6 +57,218 @@ fn every_source_file_is_named_in_the_layout() {
     assert!(
         gone.is_empty(),
         "docs/development.md names files that do not exist: {gone:#?}"
+    );
+}
+
+/// Each `src/...` entry of the layout stands under its heading: the heading naming the folder
+/// (or the file) the entry is in, the nearest such where several do (`src/inbox/sqlite/` before
+/// `src/inbox/`); an entry whose folder no heading names (`src/lib.rs`) under a heading naming
+/// no path. A heading is a bold line (`**AS4: `src/as4/`**`) or a paragraph of one line ending in
+/// a colon (`SQLite, `src/inbox/sqlite/`:`); an entry is a list item starting with its path.
+#[test]
+fn every_layout_entry_stands_under_the_heading_naming_its_folder() {
+    let development = read("docs/development.md");
+    let layout = development
+        .split_once("\n## Layout\n")
+        .map(|(_, rest)| rest)
+        .expect("docs/development.md has a ## Layout section");
+    let layout = layout.split("\n## ").next().unwrap_or(layout);
+    let lines: Vec<&str> = layout.lines().collect();
+    let paths = |line: &str| -> Vec<String> {
+        line.split('`')
+            .skip(1)
+            .step_by(2)
+            .filter(|s| s.starts_with("src/"))
+            .map(str::to_string)
+            .collect()
+    };
+    let blank = |i: usize| lines.get(i).is_none_or(|l| l.trim().is_empty());
+    // Each heading with the paths it names, and each entry with the heading it stands under.
+    let mut headings: Vec<(&str, Vec<String>)> = Vec::new();
+    let mut entries: Vec<(String, usize)> = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let single = i > 0 && blank(i - 1) && blank(i + 1) && line.trim_end().ends_with(':');
+        if line.starts_with("**") || (single && !line.starts_with('-')) {
+            headings.push((line.trim(), paths(line)));
+        } else if let Some(item) = line.strip_prefix("- `src/") {
+            let path = format!("src/{}", item.split('`').next().unwrap_or(""));
+            let Some(under) = headings.len().checked_sub(1) else {
+                panic!("{path} stands before any heading of the layout");
+            };
+            entries.push((path, under));
+        }
+    }
+    assert!(
+        headings.len() >= 10 && entries.len() >= 100,
+        "only {} headings and {} entries read from the layout",
+        headings.len(),
+        entries.len()
+    );
+    let mut misfiled = Vec::new();
+    for (path, under) in &entries {
+        // How closely a heading names the entry's place: the length of its path that holds it.
+        let closeness = |names: &[String]| {
+            names
+                .iter()
+                .filter(|n| *n == path || (n.ends_with('/') && path.starts_with(n.as_str())))
+                .map(String::len)
+                .max()
+        };
+        let best = headings.iter().filter_map(|(_, n)| closeness(n)).max();
+        let home: Vec<&str> = headings
+            .iter()
+            .filter(|(_, n)| match best {
+                Some(best) => closeness(n) == Some(best),
+                None => n.is_empty(),
+            })
+            .map(|(h, _)| *h)
+            .collect();
+        let (heading, _) = &headings[*under];
+        if !home.contains(heading) {
+            misfiled.push(format!(
+                "{path} stands under {heading:?} but belongs under {}",
+                home.iter()
+                    .map(|h| format!("{h:?}"))
+                    .collect::<Vec<_>>()
+                    .join(" or ")
+            ));
+        }
+    }
+    assert!(
+        misfiled.is_empty(),
+        "docs/development.md's layout files these entries under another heading: {misfiled:#?}"
+    );
+}
+
+/// A broker of the table in `src/brokers.rs` (`BROKERS`), read from its text: what the documents
+/// must name.
+struct TableBroker {
+    name: String,
+    feature: String,
+    schemes: Vec<String>,
+    from: bool,
+    to: bool,
+}
+
+fn broker_table() -> Vec<TableBroker> {
+    let source = read("src/brokers.rs");
+    let table = source
+        .split_once("pub const BROKERS: &[Broker] = &[")
+        .map(|(_, rest)| rest)
+        .and_then(|rest| rest.split_once("\n];"))
+        .map(|(table, _)| table)
+        .expect("src/brokers.rs has `pub const BROKERS: &[Broker] = &[ ... ];`");
+    table
+        .split("\n    Broker {")
+        .skip(1)
+        .map(|b| {
+            // A field of the line, as rustfmt writes it: eight spaces in.
+            let field = |name: &str| {
+                b.split_once(&format!("\n        {name}: "))
+                    .and_then(|(_, rest)| rest.lines().next())
+                    .unwrap_or_else(|| panic!("a broker without {name}: {b}"))
+            };
+            let quoted = |text: &str| -> Vec<String> {
+                text.split('"')
+                    .skip(1)
+                    .step_by(2)
+                    .map(str::to_string)
+                    .collect()
+            };
+            TableBroker {
+                name: quoted(field("name")).concat(),
+                feature: quoted(field("feature")).concat(),
+                schemes: quoted(field("schemes")),
+                from: field("from").starts_with("Some("),
+                to: field("to").starts_with("Some("),
+            }
+        })
+        .collect()
+}
+
+/// The lines of a `### TITLE` section of `doc`, up to the next heading.
+fn section<'a>(doc: &'a str, title: &str) -> &'a str {
+    let rest = doc
+        .split_once(&format!("\n### {title}\n"))
+        .map(|(_, rest)| rest)
+        .unwrap_or_else(|| panic!("no ### {title}"));
+    rest.split("\n#").next().unwrap_or(rest)
+}
+
+/// docs/brokers.md is where the brokers are told apart: its opening names every broker of the
+/// table and the feature that builds it, its list of destinations a URL of each broker `--to`
+/// takes, its list of sources one of each that `--from` takes. A broker added to the table and
+/// not to these lists (SQS was missing from both) fails here.
+#[test]
+fn the_brokers_guide_names_every_broker_of_the_table() {
+    let table = broker_table();
+    assert!(
+        table.len() >= 5 && table.iter().filter(|b| b.from).count() >= 4,
+        "only {} brokers read from src/brokers.rs",
+        table.len()
+    );
+    let guide = read("docs/brokers.md");
+    let opening = guide
+        .split("\n\n")
+        .nth(1)
+        .expect("docs/brokers.md has an opening paragraph");
+    let listed = |list: &str, b: &TableBroker| {
+        list.lines()
+            .any(|l| b.schemes.iter().any(|s| l.starts_with(&format!("- `{s}"))))
+    };
+    let destinations = section(&guide, "Destinations");
+    let sources = section(&guide, "Sources");
+    let mut missing = Vec::new();
+    for b in &table {
+        if !opening.contains(&b.name) {
+            missing.push(format!("the opening does not name {}", b.name));
+        }
+        if b.feature != "cli" && !opening.contains(&format!("`{}`", b.feature)) {
+            missing.push(format!(
+                "the opening does not name the feature `{}`",
+                b.feature
+            ));
+        }
+        if b.to && !listed(destinations, b) {
+            missing.push(format!(
+                "### Destinations lists no URL of {} ({:?})",
+                b.name, b.schemes
+            ));
+        }
+        if b.from && !listed(sources, b) {
+            missing.push(format!(
+                "### Sources lists no URL of {} ({:?})",
+                b.name, b.schemes
+            ));
+        }
+    }
+    assert!(missing.is_empty(), "docs/brokers.md: {missing:#?}");
+}
+
+/// docs/development.md's table of cargo features has a row for each feature of Cargo.toml (but
+/// `default`, which is all of them): it lacked `kafka`, `sqs` and `as4` once they came.
+#[test]
+fn every_cargo_feature_has_its_row_in_the_building_table() {
+    let manifest = read("Cargo.toml");
+    let features = manifest
+        .split_once("\n[features]\n")
+        .map(|(_, rest)| rest.split("\n[").next().unwrap_or(rest))
+        .expect("Cargo.toml has [features]");
+    let names: Vec<&str> = features
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.starts_with(' ') && !l.starts_with(']'))
+        .filter_map(|l| l.split_once(" = ").map(|(name, _)| name.trim()))
+        .filter(|name| *name != "default")
+        .collect();
+    assert!(names.len() >= 10, "only {names:?} read from Cargo.toml");
+    let development = read("docs/development.md");
+    let missing: Vec<&&str> = names
+        .iter()
+        .filter(|name| !development.contains(&format!("\n| `{name}` |")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "docs/development.md's table of features has no row for {missing:?}"
     );
 }
 
