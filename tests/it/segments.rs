@@ -376,11 +376,10 @@ fn pydifact_python() -> Option<String> {
     match std::env::var("EDI_INBOX_PYDIFACT_PYTHON") {
         Ok(p) if Path::new(&p).exists() => Some(p),
         _ => {
-            assert!(
-                std::env::var_os("EDI_INBOX_REQUIRE_PYDIFACT").is_none(),
-                "EDI_INBOX_PYDIFACT_PYTHON names no Python with pydifact, and EDI_INBOX_REQUIRE_PYDIFACT is set"
+            crate::common::require(
+                "EDI_INBOX_PYDIFACT_PYTHON names no Python with pydifact",
+                "EDI_INBOX_REQUIRE_PYDIFACT",
             );
-            eprintln!("no Python with pydifact (EDI_INBOX_PYDIFACT_PYTHON): not checked");
             None
         }
     }

@@ -3,7 +3,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::{Held, Put, TestBroker, runtime, unique, unreachable};
+use super::{Held, Put, TestBroker, runtime, unique};
+use crate::common::require;
 
 pub const AMQP: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
 
@@ -42,10 +43,9 @@ impl Rabbit {
         let (connection, channel) = match connected {
             Ok(x) => x,
             Err(e) => {
-                unreachable(
-                    "RabbitMQ on 127.0.0.1:5672",
+                require(
+                    &format!("RabbitMQ on 127.0.0.1:5672 does not answer ({e})"),
                     "EDI_INBOX_REQUIRE_RABBITMQ",
-                    &e,
                 );
                 return None;
             }

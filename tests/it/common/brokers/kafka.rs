@@ -22,7 +22,8 @@ use rdkafka::message::{Header, Headers as _, Message as _, OwnedHeaders};
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer as _, ProducerContext};
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 
-use super::{Held, Put, TestBroker, runtime, unique, unreachable};
+use super::{Held, Put, TestBroker, runtime, unique};
+use crate::common::require;
 
 /// The test broker's address.
 pub fn servers() -> String {
@@ -79,18 +80,16 @@ impl Kafka {
             Ok(Ok(results)) if results.iter().all(Result::is_ok) => {}
             Ok(Ok(results)) => panic!("cannot create the topic {topic}: {results:?}"),
             Ok(Err(e)) => {
-                unreachable(
-                    &format!("Kafka on {servers}"),
+                require(
+                    &format!("Kafka on {servers} does not answer ({e})"),
                     "EDI_INBOX_REQUIRE_KAFKA",
-                    &e,
                 );
                 return None;
             }
             Err(_) => {
-                unreachable(
-                    &format!("Kafka on {servers}"),
+                require(
+                    &format!("Kafka on {servers} does not answer (no answer within 15 s)"),
                     "EDI_INBOX_REQUIRE_KAFKA",
-                    &"no answer within 15 s",
                 );
                 return None;
             }
@@ -509,10 +508,10 @@ impl OwnTansu {
             std::env::var("EDI_INBOX_TANSU"),
             std::env::var("EDI_INBOX_TEST_S3"),
         ) else {
-            unreachable(
-                "a tansu broker of the test's own",
+            require(
+                "a tansu broker of the test's own does not answer (EDI_INBOX_TANSU and \
+                 EDI_INBOX_TEST_S3 are not both set)",
                 "EDI_INBOX_REQUIRE_KAFKA",
-                &"EDI_INBOX_TANSU and EDI_INBOX_TEST_S3 are not both set",
             );
             return None;
         };
@@ -520,7 +519,10 @@ impl OwnTansu {
         std::fs::create_dir_all(dir).ok()?;
         let bucket = unique("tansu-").replace('_', "-");
         if let Err(e) = create_bucket(&s3, &bucket) {
-            unreachable(&format!("S3 on {s3}"), "EDI_INBOX_REQUIRE_KAFKA", &e);
+            require(
+                &format!("S3 on {s3} does not answer ({e})"),
+                "EDI_INBOX_REQUIRE_KAFKA",
+            );
             return None;
         }
         let mut own = OwnTansu {
@@ -532,7 +534,10 @@ impl OwnTansu {
             child: None,
         };
         if let Err(e) = own.up() {
-            unreachable("tansu", "EDI_INBOX_REQUIRE_KAFKA", &e);
+            require(
+                &format!("tansu does not answer ({e})"),
+                "EDI_INBOX_REQUIRE_KAFKA",
+            );
             return None;
         }
         Some(own)

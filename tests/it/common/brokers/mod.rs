@@ -2,8 +2,9 @@
 //! a RabbitMQ exchange and queue (127.0.0.1:5672, guest/guest), a Kafka topic (the test
 //! broker `.ci/run` starts, `kafka.rs`) or an SQS queue (moto, `sqs.rs`) of a test's own, under unique
 //! names, removed at the end, so that tests run in parallel and leave nothing behind. Where a
-//! broker does not answer, the test is skipped with a notice, unless `EDI_INBOX_REQUIRE_NATS` /
-//! `EDI_INBOX_REQUIRE_RABBITMQ` is set (`.ci/run` sets both): then it fails.
+//! broker does not answer, the test is skipped with a notice, unless its `EDI_INBOX_REQUIRE_NATS`,
+//! `_RABBITMQ`, `_KAFKA` or `_SQS` is set (`.ci/run` sets each): then it fails
+//! (`common::require`).
 //!
 //! [`TestBroker`] is what the contract tests of `consume` need of either broker, so that each
 //! contract is one body run per broker (see `per_broker!`).
@@ -40,15 +41,6 @@ pub(super) fn unique(prefix: &str) -> String {
         std::process::id(),
         N.fetch_add(1, Ordering::Relaxed)
     )
-}
-
-#[cfg(any(feature = "nats", feature = "amqp", feature = "kafka", feature = "sqs"))]
-pub(super) fn unreachable(what: &str, variable: &str, e: &dyn std::fmt::Display) {
-    assert!(
-        std::env::var_os(variable).is_none(),
-        "{what} does not answer ({e}), and {variable} is set"
-    );
-    eprintln!("{what} does not answer ({e}): not checked");
 }
 
 #[cfg(any(feature = "nats", feature = "amqp", feature = "kafka", feature = "sqs"))]
@@ -113,8 +105,8 @@ pub trait TestBroker: Sized {
     /// too.
     const DROPS_THE_ACKNOWLEDGED: bool = false;
 
-    /// A source of its own; `None` (with a notice) where the broker does not answer, unless
-    /// `EDI_INBOX_REQUIRE_NATS` / `EDI_INBOX_REQUIRE_RABBITMQ` is set: then it panics.
+    /// A source of its own; `None` (with a notice) where the broker does not answer, unless its
+    /// `EDI_INBOX_REQUIRE_*` is set: then it panics (`common::require`).
     fn create() -> Option<Self>;
 
     /// The same source, made where [`TestBroker::drop_connection_of`] can drop consume's

@@ -3,7 +3,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::{Held, Put, TestBroker, runtime, unique, unreachable};
+use super::{Held, Put, TestBroker, runtime, unique};
+use crate::common::require;
 
 pub const NATS: &str = "nats://127.0.0.1:4222";
 
@@ -39,7 +40,10 @@ impl Jet {
         ) {
             Ok(c) => c,
             Err(e) => {
-                unreachable("NATS on 127.0.0.1:4222", "EDI_INBOX_REQUIRE_NATS", &e);
+                require(
+                    &format!("NATS on {server} does not answer ({e})"),
+                    "EDI_INBOX_REQUIRE_NATS",
+                );
                 return None;
             }
         };
@@ -351,7 +355,10 @@ impl OwnNats {
             config: None,
         };
         if let Err(e) = own.up() {
-            unreachable("nats-server", "EDI_INBOX_REQUIRE_NATS", &e);
+            require(
+                &format!("nats-server does not answer ({e})"),
+                "EDI_INBOX_REQUIRE_NATS",
+            );
             return None;
         }
         Some(own)
@@ -370,7 +377,10 @@ impl OwnNats {
             config: Some(file),
         };
         if let Err(e) = own.up() {
-            unreachable("nats-server", "EDI_INBOX_REQUIRE_NATS", &e);
+            require(
+                &format!("nats-server does not answer ({e})"),
+                "EDI_INBOX_REQUIRE_NATS",
+            );
             return None;
         }
         Some(own)

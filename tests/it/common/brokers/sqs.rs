@@ -21,7 +21,8 @@ use aws_sdk_sqs::types::{
     SendMessageBatchRequestEntry,
 };
 
-use super::{Held, Put, TestBroker, runtime, unique, unreachable};
+use super::{Held, Put, TestBroker, runtime, unique};
+use crate::common::require;
 
 /// The test server's address.
 pub fn endpoint() -> String {
@@ -122,18 +123,19 @@ impl Sqs {
             Ok(Ok(out)) => out.queue_url.unwrap(),
             Ok(Err(e)) => {
                 let e = aws_sdk_sqs::error::DisplayErrorContext(e);
-                unreachable(
-                    &format!("SQS at {}", endpoint()),
+                require(
+                    &format!("SQS at {} does not answer ({e})", endpoint()),
                     "EDI_INBOX_REQUIRE_SQS",
-                    &e,
                 );
                 return None;
             }
             Err(_) => {
-                unreachable(
-                    &format!("SQS at {}", endpoint()),
+                require(
+                    &format!(
+                        "SQS at {} does not answer (no answer within 15 s)",
+                        endpoint()
+                    ),
                     "EDI_INBOX_REQUIRE_SQS",
-                    &"no answer within 15 s",
                 );
                 return None;
             }
