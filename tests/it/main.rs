@@ -39,6 +39,7 @@ mod postgres;
 mod publish;
 mod samples;
 mod segments;
+mod sinks;
 #[cfg(feature = "sqs")]
 mod sqs;
 #[cfg(any(feature = "nats", feature = "amqp"))]

@@ -15,6 +15,8 @@ use crate::common::brokers::Held;
 use crate::common::brokers::Rabbit;
 #[cfg(feature = "nats")]
 use crate::common::brokers::{Jet, OwnNats};
+#[cfg(feature = "nats")]
+use crate::common::sinks::token;
 use crate::common::site::Site;
 use crate::common::synth::Synth;
 use crate::common::{Run, RunExt, Running, StartExt};
@@ -62,21 +64,6 @@ pub(crate) fn order_held(held: &[Held], prefix: &str) -> Vec<(String, String, St
                     .unwrap_or_default()
             };
             (v("edisender"), v("edicontrolref"), v("edimessageref"))
-        })
-        .collect()
-}
-
-/// A value as a subject token: letters, digits, - and _ as they are, other bytes %XX.
-#[cfg(feature = "nats")]
-fn token(value: &str) -> String {
-    value
-        .bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b == b'-' || b == b'_' {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
         })
         .collect()
 }

@@ -128,6 +128,8 @@ macro_rules! per_broker {
 
 pub mod brokers;
 pub mod pg;
+#[macro_use]
+pub mod sinks;
 pub mod raw;
 pub mod run;
 pub mod site;

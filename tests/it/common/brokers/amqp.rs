@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use super::{Held, Put, TestBroker, runtime, unique};
 use crate::common::require;
+use crate::common::sinks::{Event, Got, Order, TestDestination, consume_into, token};
 
 pub const AMQP: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
 
@@ -22,10 +23,11 @@ pub struct Rabbit {
 impl Rabbit {
     /// With a queue bound to the exchange by `binding` (`#` for everything), or none.
     pub fn create(binding: Option<&str>) -> Option<Rabbit> {
-        Rabbit::declare(binding, false)
+        Rabbit::declare(binding.as_slice(), false)
     }
 
-    fn declare(binding: Option<&str>, dead_letters: bool) -> Option<Rabbit> {
+    /// With a queue bound to the exchange by each of `bindings` (none: no queue).
+    fn declare(bindings: &[&str], dead_letters: bool) -> Option<Rabbit> {
         use lapin::options::{ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions};
         use lapin::types::FieldTable;
         let rt = runtime();
@@ -51,7 +53,7 @@ impl Rabbit {
             }
         };
         let exchange = unique("edi_t_");
-        let queue = binding.map(|_| format!("{exchange}_q"));
+        let queue = (!bindings.is_empty()).then(|| format!("{exchange}_q"));
         let dead = dead_letters.then(|| (format!("{exchange}_dlx"), format!("{exchange}_dead")));
         let mut queue_args = FieldTable::default();
         if let Some((dlx, _)) = &dead {
@@ -114,16 +116,18 @@ impl Rabbit {
                     )
                     .await
                     .unwrap();
-                channel
-                    .queue_bind(
-                        q.as_str().into(),
-                        exchange.as_str().into(),
-                        binding.unwrap_or("#").into(),
-                        QueueBindOptions::default(),
-                        FieldTable::default(),
-                    )
-                    .await
-                    .unwrap();
+                for binding in bindings {
+                    channel
+                        .queue_bind(
+                            q.as_str().into(),
+                            exchange.as_str().into(),
+                            (*binding).into(),
+                            QueueBindOptions::default(),
+                            FieldTable::default(),
+                        )
+                        .await
+                        .unwrap();
+                }
             }
         });
         Some(Rabbit {
@@ -139,7 +143,7 @@ impl Rabbit {
     /// With a queue bound to the exchange by `#`, whose dead-letter exchange routes to a
     /// queue of its own ([`Rabbit::take_dead`]).
     pub fn with_dead_letters() -> Option<Rabbit> {
-        Rabbit::declare(Some("#"), true)
+        Rabbit::declare(&["#"], true)
     }
 
     /// What `consume --from` gets for the queue.
@@ -398,6 +402,52 @@ impl TestBroker for Rabbit {
     /// `rabbitmqctl close_connection` of the connection consume `pid` named.
     fn drop_connection_of(&mut self, pid: u32) {
         close_rabbitmq_connection(&format!("edi-inbox consume {pid}"));
+    }
+}
+
+impl TestDestination for Rabbit {
+    /// RabbitMQ cannot drop a message sent again: a consumer drops a `message_id` it has seen.
+    const DUPLICATES: bool = true;
+    const ORDER: Order = Order::Total;
+    const REFUSAL: &'static str = "no queue takes";
+
+    /// A queue bound to the exchange for everything.
+    fn destination() -> Option<Rabbit> {
+        Rabbit::create(Some("#"))
+    }
+
+    /// A queue bound to the subjects of the other events' senders (`edifact.TYPE.SENDER`), so
+    /// that nothing takes the poison's (its sender is none of theirs): RabbitMQ returns it
+    /// (`mandatory`).
+    fn refusing(poison: &Event, others: &[Event]) -> Option<Rabbit> {
+        let bindings: std::collections::BTreeSet<String> = others
+            .iter()
+            .map(|e| format!("edifact.*.{}", token(&e.sender)))
+            .collect();
+        assert!(
+            !bindings.contains(&format!("edifact.*.{}", token(&poison.sender))),
+            "the poison's sender is another event's too"
+        );
+        let bindings: Vec<&str> = bindings.iter().map(String::as_str).collect();
+        Rabbit::declare(&bindings, false)
+    }
+
+    fn publish_args(&self) -> Vec<String> {
+        vec![
+            "--to".into(),
+            AMQP.into(),
+            "--exchange".into(),
+            self.exchange.clone(),
+        ]
+    }
+
+    fn taken(&self) -> Vec<Got> {
+        Got::all(self.take(), "message_id", None)
+    }
+
+    /// `consume` from the queue.
+    fn take_into(&self, second: &crate::common::site::Site, args: &[&str]) -> crate::common::Run {
+        consume_into(second, "1s", &self.from(), args)
     }
 }
 

@@ -24,6 +24,7 @@ use rdkafka::{ClientContext, Offset, TopicPartitionList};
 
 use super::{Held, Put, TestBroker, runtime, unique};
 use crate::common::require;
+use crate::common::sinks::{Event, Got, Order, TestDestination, consume_into};
 
 /// The test broker's address.
 pub fn servers() -> String {
@@ -47,6 +48,9 @@ pub struct Kafka {
     pub spread: bool,
     /// The broker of its own it is on, where it is ([`TestBroker::droppable`]).
     own: Option<OwnTansu>,
+    /// The largest record `publish` may send to it, where smaller than librdkafka's default
+    /// (`message.max.bytes`, [`TestDestination::refusing`]).
+    max_bytes: Option<usize>,
 }
 
 impl Kafka {
@@ -104,6 +108,7 @@ impl Kafka {
             sent: Mutex::new(Vec::new()),
             spread: false,
             own,
+            max_bytes: None,
         })
     }
 
@@ -485,6 +490,49 @@ impl TestBroker for Kafka {
         own.kill();
         std::thread::sleep(Duration::from_millis(500));
         own.up().unwrap();
+    }
+}
+
+impl TestDestination for Kafka {
+    /// Kafka does not drop a record sent again across producer sessions: a consumer drops a
+    /// `ce_id` it has seen.
+    const DUPLICATES: bool = true;
+    /// A partner's records under one key, in one partition; the topic has three.
+    const ORDER: Order = Order::PerPartner;
+    const REFUSAL: &'static str = "too large";
+
+    /// A topic of three partitions, so that partners' records go apart.
+    fn destination() -> Option<Kafka> {
+        Kafka::with_partitions(3)
+    }
+
+    /// The same, and a producer that takes records up to 64 KiB (`message.max.bytes`, through
+    /// `EDI_INBOX_KAFKA_MESSAGE_MAX_BYTES`): the refusal of a larger one is librdkafka's, before
+    /// the broker sees it, as under a deployment's lower limit.
+    fn refusing(_poison: &Event, _others: &[Event]) -> Option<Kafka> {
+        let mut kafka = Kafka::with_partitions(3)?;
+        kafka.max_bytes = Some(64 * 1024);
+        Some(kafka)
+    }
+
+    fn publish_args(&self) -> Vec<String> {
+        vec!["--to".into(), self.to()]
+    }
+
+    fn publish_env(&self) -> Vec<(&'static str, String)> {
+        self.max_bytes
+            .map(|n| ("EDI_INBOX_KAFKA_MESSAGE_MAX_BYTES", n.to_string()))
+            .into_iter()
+            .collect()
+    }
+
+    fn taken(&self) -> Vec<Got> {
+        Got::all(self.records(), "ce_id", Some("key"))
+    }
+
+    /// `consume` by a group of its own (its assignment, not by hand).
+    fn take_into(&self, second: &crate::common::site::Site, args: &[&str]) -> crate::common::Run {
+        consume_into(second, "3s", &self.group_url(), args)
     }
 }
 

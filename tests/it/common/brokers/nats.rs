@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use super::{Held, Put, TestBroker, runtime, unique};
 use crate::common::require;
+use crate::common::sinks::{Event, Got, Order, TestDestination, consume_into};
 
 pub const NATS: &str = "nats://127.0.0.1:4222";
 
@@ -330,6 +331,36 @@ impl TestBroker for Jet {
         own.kill();
         std::thread::sleep(Duration::from_millis(500));
         own.up().unwrap();
+    }
+}
+
+impl TestDestination for Jet {
+    /// JetStream drops an event sent again by its `Nats-Msg-Id` within the stream's duplicate
+    /// window (two minutes, the server's default).
+    const DUPLICATES: bool = false;
+    const ORDER: Order = Order::Total;
+    const REFUSAL: &'static str = "message size exceeds maximum allowed";
+
+    fn destination() -> Option<Jet> {
+        Jet::create()
+    }
+
+    /// A stream that takes messages up to 256 KiB: the server refuses a larger one.
+    fn refusing(_poison: &Event, _others: &[Event]) -> Option<Jet> {
+        Jet::with_stream(true, Some(256 * 1024))
+    }
+
+    fn publish_args(&self) -> Vec<String> {
+        vec!["--to".into(), self.to()]
+    }
+
+    fn taken(&self) -> Vec<Got> {
+        Got::all(self.messages(), "Nats-Msg-Id", None)
+    }
+
+    /// `consume` through a durable consumer of its own on the stream.
+    fn take_into(&self, second: &crate::common::site::Site, args: &[&str]) -> crate::common::Run {
+        consume_into(second, "1s", &self.from("copy"), args)
     }
 }
 

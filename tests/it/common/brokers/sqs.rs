@@ -23,6 +23,7 @@ use aws_sdk_sqs::types::{
 
 use super::{Held, Put, TestBroker, runtime, unique};
 use crate::common::require;
+use crate::common::sinks::{Event, Got, Order, TestDestination, consume_into};
 
 /// The test server's address.
 pub fn endpoint() -> String {
@@ -438,6 +439,49 @@ impl TestBroker for Sqs {
             .as_ref()
             .expect("a connection is dropped through the relay (droppable)")
             .drop_all(Duration::from_secs(1));
+    }
+}
+
+impl TestDestination for Sqs {
+    /// A FIFO queue drops an event sent again within five minutes by its deduplication id (the
+    /// event's id). (A standard queue keeps no order and drops no copy: `tests/it/sqs.rs`.)
+    const DUPLICATES: bool = false;
+    /// A message group per partner.
+    const ORDER: Order = Order::PerPartner;
+    const REFUSAL: &'static str = "more than the queue takes: 8192";
+
+    /// A FIFO queue.
+    fn destination() -> Option<Sqs> {
+        Sqs::fifo()
+    }
+
+    /// A FIFO queue that takes messages up to 8,192 bytes (its `MaximumMessageSize`), which
+    /// `publish` reads from it and holds a larger event to, unsent.
+    fn refusing(_poison: &Event, _others: &[Event]) -> Option<Sqs> {
+        Sqs::with(Made {
+            fifo: true,
+            max_size: Some(8192),
+            ..Made::default()
+        })
+    }
+
+    fn publish_args(&self) -> Vec<String> {
+        vec!["--to".into(), self.url.clone()]
+    }
+
+    fn taken(&self) -> Vec<Got> {
+        Got::all(self.drain(), "ce-id", Some("MessageGroupId"))
+    }
+
+    /// `consume` from the queue named `sqs://REGION/ACCOUNT/NAME`, its endpoint given apart.
+    fn take_into(&self, second: &crate::common::site::Site, args: &[&str]) -> crate::common::Run {
+        let endpoint = endpoint();
+        let args = [&["--sqs-endpoint", endpoint.as_str()], args].concat();
+        consume_into(second, "2s", &self.sqs_url(), &args)
+    }
+
+    fn many(n: usize) -> usize {
+        <Sqs as TestBroker>::many(n)
     }
 }
 
