@@ -1,6 +1,7 @@
 //! The contracts every destination of `publish` keeps, each one body run per destination
 //! (`per_destination!`, over [`TestDestination`](crate::common::sinks::TestDestination)): the
-//! folder, JetStream, RabbitMQ, Kafka (a topic of three partitions) and SQS (a FIFO queue). Each
+//! folder, JetStream, RabbitMQ, Kafka (a topic of three partitions) and SQS (a FIFO queue, and a
+//! standard one, which keeps no order and drops no copy). Each
 //! event goes out once and in order per partner (in the order written where the destination
 //! keeps one order); `kill -9` of `publish` at random moments, then a run to the end, loses
 //! nothing and doubles nothing where the destination drops what is sent again; what was

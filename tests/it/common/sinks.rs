@@ -1,6 +1,6 @@
 //! The destinations `publish` delivers the outbox to, for the contracts every one of them keeps
 //! (`tests/it/sinks.rs`), each written once in [`per_destination!`] and run on the folder,
-//! JetStream, RabbitMQ, Kafka and SQS: what a contract needs of a destination, whichever it is
+//! JetStream, RabbitMQ, Kafka and SQS (a FIFO and a standard queue): what a contract needs of a destination, whichever it is
 //! ([`TestDestination`]), implemented by the folder here ([`Folder`]) and by each test broker in
 //! its file of `brokers/`; the outbox's events as the inbox holds them, each with the id it must
 //! go out under ([`events`]); and what a destination holds ([`Got`]), checked against them
@@ -31,6 +31,12 @@ macro_rules! each_test_destination {
             crate::common::brokers::Kafka
         );
         per_destination_case!($how, feature = "sqs", sqs, crate::common::brokers::Sqs);
+        per_destination_case!(
+            $how,
+            feature = "sqs",
+            sqs_standard,
+            crate::common::brokers::sqs::Standard
+        );
     };
 }
 
@@ -66,7 +72,8 @@ macro_rules! per_destination_case {
 }
 
 /// A contract test that runs once per destination from the same code: `NAME::folder`,
-/// `NAME::nats`, `NAME::amqp`, `NAME::kafka` and `NAME::sqs` (each where its feature is built),
+/// `NAME::nats`, `NAME::amqp`, `NAME::kafka`, `NAME::sqs` (a FIFO queue) and `NAME::sqs_standard`
+/// (each where its feature is built),
 /// on an SQLite inbox; with `per_backend` before `fn`, once per inbox backend too
 /// (`NAME::nats::sqlite`, `NAME::nats::postgres`, ...). The body is generic over the type named
 /// in the parentheses, a [`TestDestination`], and makes the destination it needs (of its own,
@@ -213,9 +220,9 @@ pub enum Copies {
 pub trait TestDestination: Sized {
     /// Whether an event sent again, after a publisher died between its delivery and its mark,
     /// may be held twice. docs/brokers.md: RabbitMQ cannot drop it (a consumer drops a
-    /// `message_id` it has seen), nor Kafka across producer sessions (a consumer drops a `ce_id`);
-    /// JetStream drops it within its duplicate window, an SQS FIFO queue by its deduplication
-    /// id, the folder finds its file there.
+    /// `message_id` it has seen), nor Kafka across producer sessions, nor an SQS standard queue
+    /// (a consumer drops a `ce_id`, a `ce-id`); JetStream drops it within its duplicate window,
+    /// an SQS FIFO queue by its deduplication id, and the folder finds its file there.
     const DUPLICATES: bool;
 
     /// The order it keeps.

@@ -444,7 +444,7 @@ impl TestBroker for Sqs {
 
 impl TestDestination for Sqs {
     /// A FIFO queue drops an event sent again within five minutes by its deduplication id (the
-    /// event's id). (A standard queue keeps no order and drops no copy: `tests/it/sqs.rs`.)
+    /// event's id). (A standard queue does not: [`Standard`].)
     const DUPLICATES: bool = false;
     /// A message group per partner.
     const ORDER: Order = Order::PerPartner;
@@ -482,6 +482,47 @@ impl TestDestination for Sqs {
 
     fn many(n: usize) -> usize {
         <Sqs as TestBroker>::many(n)
+    }
+}
+
+/// A standard queue of a test's own, as a destination: it keeps no order and drops no copy
+/// (docs/brokers.md), where a FIFO queue ([`Sqs`]'s destination) does both.
+pub struct Standard(pub Sqs);
+
+impl TestDestination for Standard {
+    /// A crash between the delivery and the mark sends those events again, with the same `ce-id`.
+    const DUPLICATES: bool = true;
+    const ORDER: Order = Order::Unordered;
+    const REFUSAL: &'static str = <Sqs as TestDestination>::REFUSAL;
+
+    fn destination() -> Option<Standard> {
+        Sqs::create().map(Standard)
+    }
+
+    /// A standard queue that takes messages up to 8,192 bytes, as [`Sqs`]'s FIFO one.
+    fn refusing(_poison: &Event, _others: &[Event]) -> Option<Standard> {
+        Sqs::with(Made {
+            max_size: Some(8192),
+            ..Made::default()
+        })
+        .map(Standard)
+    }
+
+    fn publish_args(&self) -> Vec<String> {
+        self.0.publish_args()
+    }
+
+    /// Without a partner: a standard queue has no message groups.
+    fn taken(&self) -> Vec<Got> {
+        Got::all(self.0.drain(), "ce-id", None)
+    }
+
+    fn take_into(&self, second: &crate::common::site::Site, args: &[&str]) -> crate::common::Run {
+        self.0.take_into(second, args)
+    }
+
+    fn many(n: usize) -> usize {
+        <Sqs as TestDestination>::many(n)
     }
 }
 
