@@ -2,18 +2,19 @@
 //! contracts every broker meets (`consume.rs`, where Kafka's source takes its partitions by
 //! hand): a consumer group that forms and is given partitions; positions kept in the inbox so
 //! that, after kills with SIGKILL, no record is decided twice; three consumers of one group on
-//! one PostgreSQL inbox with rebalances; and `publish --to kafka://` (the idempotent producer,
-//! `ce_` headers, a partner's events in order under one key, a refusal parked, kill -9), end to
-//! end into a second inbox.
+//! one PostgreSQL inbox with rebalances; and `publish --to kafka://` (`ce_` headers, a partner's
+//! events under one key, the topic as a template, a producer setting refused). Kill -9 of
+//! publish, a refusal parked and the round trip into a second inbox are the contracts of every
+//! destination (`sinks.rs`, `::kafka`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::time::Duration;
 
+use crate::common::RunExt;
 use crate::common::brokers::{Kafka, Put, TestBroker as _};
 use crate::common::site::Site;
-use crate::common::synth::{Layout, Synth};
-use crate::common::{RunExt, StartExt};
+use crate::common::synth::Synth;
 use crate::consume::{Consumer, all_samples, applied, consume, interchanges, synthetic, within};
 use crate::publish::{expected_order, order_held, publish, samples_ingested};
 
@@ -670,48 +671,14 @@ fn publish_renders_the_topic_template_per_event() {
     assert_eq!(all, 10, "every event in its type's topic");
 }
 
-/// A record Kafka cannot take (larger than the producer's `message.max.bytes`, set through
-/// `EDI_INBOX_KAFKA_MESSAGE_MAX_BYTES`) is that event's refusal: the others go out, it is
-/// reported (exit 3), and parked after --max-attempts; a setting librdkafka does not know is a
-/// usage error (exit 2) that names it and never a secret's value.
+/// A setting librdkafka does not know (in `--kafka-config`) is a usage error (exit 2) that names
+/// it and never a secret's value. (A record too large for the producer's `message.max.bytes`,
+/// parked after `--max-attempts`, is the refusal contract of `sinks.rs`, `::kafka`.)
 #[test]
-fn a_record_too_large_is_parked_and_a_wrong_setting_is_refused() {
+fn a_setting_librdkafka_does_not_know_is_refused_without_its_secrets() {
     let Some(kafka) = Kafka::create() else { return };
     let site = Site::new();
-    let huge = "A".repeat(5000);
-    site.put(
-        "a-huge.edi",
-        format!("UNB+UNOC:3+POISON+R+240101:1200+P1'UNH+1+ORDERS:D:96A:UN'FTX+AAI+++{huge}'UNT+3+1'UNZ+1+P1'")
-            .as_bytes(),
-    );
     samples_ingested(&site);
-    let args = [
-        "publish",
-        "--to",
-        &kafka.to(),
-        "--json",
-        "--max-attempts",
-        "2",
-        "--retry-after",
-        "0s",
-    ];
-    let run = site
-        .cmd()
-        .args(args)
-        .env("EDI_INBOX_KAFKA_MESSAGE_MAX_BYTES", "4096")
-        .run();
-    let lines = run.code(3).json();
-    let failed: Vec<_> = lines.iter().filter(|l| l["status"] == "failed").collect();
-    assert_eq!(failed.len(), 1, "{lines:?}");
-    assert_eq!(failed[0]["sender"], "POISON");
-    assert_eq!(kafka.records().len(), 10, "the others went out");
-    let again = site
-        .cmd()
-        .args(args)
-        .env("EDI_INBOX_KAFKA_MESSAGE_MAX_BYTES", "4096")
-        .run();
-    let lines = again.code(3).json();
-    assert!(lines.iter().any(|l| l["status"] == "parked"), "{lines:?}");
     let config = site.path("kafka.conf");
     fs::write(&config, "sasl.password=s3cret\nno.such.setting=1\n").unwrap();
     let run = site
@@ -725,71 +692,5 @@ fn a_record_too_large_is_parked_and_a_wrong_setting_is_refused() {
         stderr.contains("no.such.setting") && !stderr.contains("s3cret"),
         "{stderr}"
     );
-}
-
-/// `publish` killed with SIGKILL at random moments, then run to the end: every event is in the
-/// topic with its one id (a crash between the delivery and the mark may send an event twice,
-/// always under the same id), and each partner's events are in the order they were decided.
-#[test]
-fn publish_under_kill_9_loses_nothing_and_keeps_each_partners_order() {
-    let Some(kafka) = Kafka::with_partitions(3) else {
-        return;
-    };
-    let site = Site::new();
-    let mut synth = Synth::new(23);
-    for k in 0..900 {
-        let sender = format!("P{}", k % 4);
-        let body = synth.interchange(&sender, "HUB", &format!("R{k:05}"), 1, Layout::default());
-        site.put(&format!("f{k:05}.edi"), &body);
-    }
-    site.ingest_quietly(&[]).code(0);
-    let want = expected_order(&site);
-    let mut rng = Synth::new(7);
-    for _ in 0..4 {
-        let child = site
-            .command()
-            .args(["publish", "-q", "--batch", "50", "--to", &kafka.to()])
-            .start();
-        std::thread::sleep(Duration::from_millis(100 + rng.below(400)));
-        child.signal(libc::SIGKILL);
-        drop(child.wait());
-    }
-    publish(&site, &["--to", &kafka.to(), "-q"]).code(0);
-    let held = kafka.records();
-    let ids: BTreeSet<_> = held.iter().map(|h| h.headers["ce_id"].clone()).collect();
-    assert_eq!(ids.len(), 900, "every event, each with its one id");
-    // Per key (one partner), the first time each event appears follows the decisions' order.
-    let mut seen = BTreeSet::new();
-    let mut by_key: BTreeMap<String, Vec<(String, String, String)>> = BTreeMap::new();
-    let order = order_held(&held, "ce_");
-    for (h, event) in held.iter().zip(order) {
-        if seen.insert(h.headers["ce_id"].clone()) {
-            by_key
-                .entry(h.headers["key"].clone())
-                .or_default()
-                .push(event);
-        }
-    }
-    for (key, events) in by_key {
-        let sender = key.split('/').next().unwrap().to_string();
-        let expected: Vec<_> = want.iter().filter(|e| e.0 == sender).cloned().collect();
-        assert_eq!(events, expected, "the order of {key}");
-    }
-}
-
-/// End to end: files ingested into one inbox, published whole to Kafka, consumed by a group
-/// into a second inbox, which then holds the same keys and hashes.
-#[test]
-fn published_interchanges_consumed_into_a_second_inbox_are_the_same() {
-    let Some(kafka) = Kafka::create() else { return };
-    let first = Site::new();
-    samples_ingested(&first);
-    publish(&first, &["--payload", "interchange", "--to", &kafka.to()]).code(0);
-    let second = Site::new();
-    let lines = consume(&second, "3s", &["--from", &kafka.group_url()])
-        .code(0)
-        .json();
-    assert_eq!(lines.last().unwrap()["summary"]["new"], 7);
-    let keys = "SELECT sender || '/' || recipient, control_ref, sha256 FROM interchanges";
-    assert_eq!(first.triples(keys), second.triples(keys));
+    assert_eq!(site.unpublished(), 10, "nothing marked");
 }

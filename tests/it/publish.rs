@@ -1,8 +1,10 @@
 //! `publish`: the outbox delivered to a folder, NATS JetStream and RabbitMQ, on both inbox
-//! backends, against the machine's real brokers: every event once (or, on RabbitMQ, at least
-//! once with the same id), in order, with its CloudEvents attributes; a publisher killed at
-//! random and rerun loses and doubles nothing; a refused event is retried, then parked, while
-//! the others go through; one publisher at a time; `--follow` until SIGTERM.
+//! backends, against the machine's real brokers: what is each destination's own (its
+//! CloudEvents attributes, subjects and ids; a republish after lost marks; `mandatory`; a missing
+//! stream; a folder others may write to, links planted in it, a publisher killed mid-write);
+//! one publisher at a time; `--follow` until SIGTERM, across a broker that goes away. What every
+//! destination keeps (each event once and in order, kill -9 and a rerun, a refused event parked)
+//! is in `sinks.rs`.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -195,95 +197,6 @@ per_backend! {
         let lines = publish(&site, &["--to", &jet.to(), "--json"]).code(0).json();
         assert!(status_of(&lines).iter().all(|s| s == "duplicate"), "{lines:?}");
         assert_eq!(jet.messages().len(), 10, "JetStream dropped the republished events");
-    }
-}
-
-per_backend! {
-    /// `kill -9` of the publisher at random moments (small batches, so that it dies between a
-    /// confirmation and its mark too), then a run to the end: every event in the stream
-    /// exactly once, none missing, in the order written.
-    #[cfg(feature = "nats")]
-    fn a_publisher_killed_at_random_loses_and_doubles_nothing(site) {
-        let Some(jet) = Jet::create() else { return };
-        site.fill(300, 11);
-        site.ingest(50);
-        // Every event, none published yet.
-        let events = site.unpublished() as usize;
-        assert!(events > 100, "{events}");
-        let mut g = Synth::new(5);
-        let unpublished = || site.unpublished();
-        let mut interrupted = 0;
-        for _ in 0..6 {
-            let mut child = site
-                .command()
-                .args(["publish", "-q", "--batch", "3", "--to", &jet.to()])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap();
-            // Once it has published something (a fixed sleep came before its first batch on a
-            // loaded machine: six kills, nothing published), then at a random moment.
-            let before = unpublished();
-            let started = std::time::Instant::now();
-            while unpublished() == before
-                && before > 0
-                && child.try_wait().ok().flatten().is_none()
-                && started.elapsed() < Duration::from_secs(60)
-            {
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            std::thread::sleep(Duration::from_millis(g.below(60)));
-            let _ = child.kill();
-            let _ = child.wait();
-            let left = unpublished();
-            eprintln!("killed with {left} of {events} events unpublished");
-            interrupted += usize::from(left > 0 && (left as usize) < events);
-        }
-        assert!(interrupted >= 2, "the kills must fall in the middle of the work");
-        publish(&site, &["--to", &jet.to(), "-q"]).code(0);
-        let held = jet.messages();
-        let ids: BTreeSet<&String> = held.iter().map(|h| &h.headers["Nats-Msg-Id"]).collect();
-        assert_eq!(ids.len(), held.len(), "no event twice");
-        assert_eq!(held.len(), events, "none missing");
-        assert_eq!(order_held(&held, "ce-"), expected_order(&site), "order kept");
-        assert_eq!(site.unpublished(), 0);
-    }
-}
-
-per_backend! {
-    /// An event the broker refuses (a message larger than its stream takes, refused by the
-    /// server) is reported, exit 3, and does not hold back the events behind it; tried again on
-    /// the next run, it is parked after --max-attempts, shown by `list --status failed` and
-    /// `stats`, and no longer tried.
-    #[cfg(feature = "nats")]
-    fn a_poison_event_is_parked_while_the_others_go_through(site) {
-        let Some(jet) = Jet::with_stream(true, Some(256 * 1024)) else { return };
-        let huge = "A".repeat(300_000);
-        site.put(
-            "a-huge.edi",
-            format!("UNB+UNOC:3+POISON+R+240101:1200+P1'UNH+1+ORDERS:D:96A:UN'FTX+AAI+++{huge}'UNT+3+1'UNZ+1+P1'")
-                .as_bytes(),
-        );
-        samples_ingested(&site);
-        let args = ["--to", &jet.to(), "--json", "--max-attempts", "2", "--retry-after", "0s"];
-        let lines = publish(&site, &args).code(3).json();
-        let failed: Vec<_> = lines.iter().filter(|l| l["status"] == "failed").collect();
-        assert_eq!(failed.len(), 1, "{lines:?}");
-        assert_eq!(failed[0]["sender"], "POISON");
-        assert!(failed[0]["error"].as_str().unwrap().contains("size"), "{failed:?}");
-        assert_eq!(jet.messages().len(), 10, "the others went through");
-        let lines = publish(&site, &args).code(3).json();
-        assert_eq!(status_of(&lines[..lines.len() - 1]), ["parked"]);
-        let lines = publish(&site, &args).code(0).json();
-        assert_eq!(lines.len(), 1, "parked: no longer tried");
-        let listed = site.json(&["list", "--status", "failed", "--json"]).json();
-        assert_eq!(listed.len(), 1, "{listed:?}");
-        assert_eq!(listed[0]["sender"], "POISON");
-        assert_eq!(listed[0]["errors"], 2);
-        assert!(listed[0]["error"].as_str().unwrap().contains("not published"));
-        let stats = site.json(&["stats", "--json"]).json();
-        assert_eq!(stats[0]["outbox_failed"], 1);
-        assert_eq!(stats[0]["outbox_unpublished"], 0);
     }
 }
 
@@ -492,74 +405,6 @@ fn follow_reconnects_when_the_broker_drops_the_connection() {
         .map(|h| h.headers["message_id"].clone())
         .collect();
     assert_eq!(ids.len() as i64, site.count("SELECT count(*) FROM outbox"));
-}
-
-/// RabbitMQ with `kill -9` at random moments, then a run to the end: every event in the queue
-/// at least once, and an event seen twice always under the same `message_id` (so a consumer
-/// that drops ids it has seen gets each once).
-#[cfg(feature = "amqp")]
-#[test]
-fn rabbitmq_after_random_kills_has_every_event_under_its_one_id() {
-    let Some(rabbit) = Rabbit::create(Some("#")) else {
-        return;
-    };
-    let site = Site::new();
-    site.fill(300, 13);
-    site.ingest(50);
-    // Every event, none published yet.
-    let events = site.unpublished() as usize;
-    let to = crate::common::brokers::AMQP;
-    let mut g = Synth::new(8);
-    let unpublished = || site.unpublished();
-    let mut interrupted = 0;
-    for _ in 0..6 {
-        let mut child = site
-            .command()
-            .args([
-                "publish",
-                "-q",
-                "--batch",
-                "3",
-                "--exchange",
-                &rabbit.exchange,
-                "--to",
-                to,
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(20 + g.below(120)));
-        let _ = child.kill();
-        let _ = child.wait();
-        let left = unpublished() as usize;
-        interrupted += usize::from(left > 0 && left < events);
-    }
-    assert!(
-        interrupted >= 2,
-        "the kills must fall in the middle of the work"
-    );
-    publish(
-        &site,
-        &["--to", to, "--exchange", &rabbit.exchange, "--json"],
-    )
-    .code(0);
-    let held = rabbit.take();
-    assert!(held.len() >= events, "{} < {events}", held.len());
-    // Each (key, message reference) under exactly one id, and each id for one event.
-    let mut by_event = std::collections::BTreeMap::new();
-    for h in &held {
-        let event = (
-            h.headers["cloudEvents:edisender"].clone(),
-            h.headers["cloudEvents:edicontrolref"].clone(),
-            h.headers["cloudEvents:edimessageref"].clone(),
-        );
-        let id = h.headers["message_id"].clone();
-        assert_eq!(by_event.entry(event).or_insert_with(|| id.clone()), &id);
-    }
-    assert_eq!(by_event.len(), events, "every event at least once");
-    let ids: BTreeSet<&String> = by_event.values().collect();
-    assert_eq!(ids.len(), events);
 }
 
 /// `--follow` when the NATS server itself dies (`kill -9`) and comes back (a server of the

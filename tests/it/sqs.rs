@@ -1,18 +1,17 @@
 //! Amazon SQS's own, against the test server (moto; see `common/brokers/sqs.rs`), beside the
-//! contracts every broker meets (`consume.rs`): publishing to standard and FIFO queues (the
-//! attributes, the FIFO group and deduplication ids, an event too large parked, a FIFO publish
-//! killed with SIGKILL mid-work), a FIFO queue's order per message group kept by `consume`, the
-//! visibility of the messages held kept from their receipt to their delete (a batch waiting on
-//! a locked inbox not taken by another consumer; no message of an undisturbed run received
-//! twice on a 2-second timeout), what a sender other than edi-inbox may send (a `Binary` file
-//! name, a body marked base64 that is not), a failed delete said without its receipt handle,
-//! and end to end into a second inbox. moto slows down with every message a queue holds, FIFO
-//! queues most: each test here keeps its queues small.
+//! contracts every broker meets (`consume.rs`) and every destination (`sinks.rs`, on a FIFO and
+//! a standard queue: kill -9 of publish, end to end into a second inbox, a refusal parked):
+//! publishing to standard and FIFO queues (the attributes, the FIFO group and deduplication ids
+//! and a republish dropped, a whole interchange too large parked at its one attempt), a FIFO
+//! queue's order per message group kept by `consume`, the visibility of the messages held kept
+//! from their receipt to their delete (a batch waiting on a locked inbox not taken by another
+//! consumer; no message of an undisturbed run received twice on a 2-second timeout), what a
+//! sender other than edi-inbox may send (a `Binary` file name, a body marked base64 that is
+//! not), and a failed delete said without its receipt handle. moto slows down with every
+//! message a queue holds, FIFO queues most: each test here keeps its queues small.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
 
-use crate::common::StartExt;
 use crate::common::brokers::sqs::{Attribute, Made, Sqs};
 use crate::common::brokers::{Put, TestBroker as _};
 use crate::common::site::Site;
@@ -168,71 +167,6 @@ fn an_event_larger_than_the_queue_takes_is_parked() {
     .code(0)
     .json();
     assert_eq!(lines.last().unwrap()["summary"]["parked"], 0);
-}
-
-/// `publish --to` a FIFO queue killed with SIGKILL at random moments, then run to the end:
-/// every event in the queue once (a republish within five minutes is dropped by its
-/// deduplication id), each partner's in the order decided. Each kill falls once the run has
-/// published something, and counts as landing mid-work where the run was still going (killed
-/// by the signal) with events left: at least two must.
-#[test]
-fn publish_to_fifo_under_kill_9_leaves_each_event_once_in_order() {
-    let Some(sqs) = Sqs::fifo() else { return };
-    let site = Site::new();
-    let mut synth = Synth::new(47);
-    for k in 0..60 {
-        let sender = format!("P{}", k % 2);
-        let body = synth.interchange(&sender, "HUB", &format!("K{k:03}"), 1, Layout::default());
-        site.put(&format!("f{k:03}.edi"), &body);
-    }
-    site.ingest_quietly(&[]).code(0);
-    let events = site.unpublished();
-    assert_eq!(events, 60);
-    let mut rng = Synth::new(9);
-    let mut mid_work = 0;
-    for _ in 0..4 {
-        let before = site.unpublished();
-        if before == 0 {
-            break;
-        }
-        let child = site
-            .command()
-            .args(["publish", "-q", "--batch", "5", "--to", &sqs.url])
-            .start();
-        within(|| site.unpublished() < before);
-        std::thread::sleep(Duration::from_millis(rng.below(100)));
-        child.signal(libc::SIGKILL);
-        let run = child.wait();
-        let left = site.unpublished();
-        let killed =
-            std::os::unix::process::ExitStatusExt::signal(&run.status) == Some(libc::SIGKILL);
-        eprintln!("killed: {killed}, {left} of {events} events left");
-        mid_work += usize::from(killed && left > 0 && left < events);
-    }
-    assert!(
-        mid_work >= 2,
-        "the kills must fall in the middle of the work: {mid_work} of 4 did"
-    );
-    publish(&site, &["-q", "--to", &sqs.url]).code(0);
-    let held = sqs.drain();
-    let refs: Vec<String> = held
-        .iter()
-        .map(|h| h.headers["ce-edicontrolref"].clone())
-        .collect();
-    let distinct: BTreeSet<&String> = refs.iter().collect();
-    assert_eq!((refs.len(), distinct.len()), (60, 60), "each event once");
-    for p in 0..2 {
-        let group: Vec<&String> = held
-            .iter()
-            .filter(|h| h.headers["MessageGroupId"] == format!("P{p}/HUB"))
-            .map(|h| &h.headers["ce-edicontrolref"])
-            .collect();
-        let want: Vec<String> = (0..60)
-            .filter(|k| k % 2 == p)
-            .map(|k| format!("K{k:03}"))
-            .collect();
-        assert_eq!(group, want.iter().collect::<Vec<_>>(), "the order of P{p}");
-    }
 }
 
 /// A FIFO queue's messages of three message groups, interleaved, consumed in small batches:
@@ -510,30 +444,4 @@ fn a_body_marked_base64_that_is_not_is_rejected_for_it() {
         Some(0),
         "deleted: it does not come again"
     );
-}
-
-/// End to end: files ingested into one inbox, published whole to SQS, consumed into a second
-/// inbox, which then holds the same keys and hashes.
-#[test]
-fn published_interchanges_consumed_into_a_second_inbox_are_the_same() {
-    let Some(sqs) = Sqs::create() else { return };
-    let first = Site::new();
-    samples_ingested(&first);
-    publish(&first, &["--payload", "interchange", "--to", &sqs.url]).code(0);
-    let second = Site::new();
-    let lines = consume(
-        &second,
-        "2s",
-        &[
-            "--from",
-            &sqs.sqs_url(),
-            "--sqs-endpoint",
-            &crate::common::brokers::sqs::endpoint(),
-        ],
-    )
-    .code(0)
-    .json();
-    assert_eq!(lines.last().unwrap()["summary"]["new"], 7);
-    let keys = "SELECT sender || '/' || recipient, control_ref, sha256 FROM interchanges";
-    assert_eq!(first.triples(keys), second.triples(keys));
 }
