@@ -167,7 +167,8 @@ pub fn decide_deliveries(
     Ok(outcomes)
 }
 
-#[cfg(test)]
+// On an SQLite inbox of its own.
+#[cfg(all(test, feature = "sqlite"))]
 mod tests {
     use super::*;
     use crate::status::Status;

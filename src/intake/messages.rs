@@ -166,7 +166,8 @@ fn by_id(messages: &[Message<'_>], of: impl Iterator<Item = usize>) -> Vec<usize
     order
 }
 
-#[cfg(test)]
+// On an SQLite inbox of its own.
+#[cfg(all(test, feature = "sqlite"))]
 mod tests {
     use super::*;
 

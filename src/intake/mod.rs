@@ -27,7 +27,7 @@ pub use outcome::{Outcome, Source, Summary};
 pub use prepare::{Attached, Detached};
 
 /// What the intake's tests share.
-#[cfg(test)]
+#[cfg(all(test, feature = "sqlite"))]
 mod testing {
     use crate::inbox::{Access, Inbox, Location};
 
