@@ -43,6 +43,7 @@ macro_rules! crash_point {
 }
 
 pub mod edifact;
+pub mod effects;
 
 #[cfg(feature = "as4")]
 mod as4;
