@@ -1205,6 +1205,8 @@ SELECT :sender",
                         let params = s.pieces.iter().filter(|p| matches!(p, Piece::Param(_)));
                         prop_assert_eq!(params.count(), s.params_at.len());
                         let text = text(&s.pieces);
+                        prop_assert!(source.contains(&text));
+                        prop_assert_eq!(text.trim_matches(|c: char| c == ' ' || c == '\n'), &text);
                         let again = split(&text).map_err(|e| TestCaseError::fail(format!("{text:?}: {e}")))?;
                         prop_assert_eq!(again.len(), 1, "{:?}", text);
                         prop_assert_eq!(&again[0].pieces, &s.pieces);
