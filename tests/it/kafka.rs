@@ -354,30 +354,40 @@ per_backend! {
         let group = kafka.group_url();
         let mut rng = Synth::new(5);
         let mut killed_mid_work = 0;
+        // Each kill falls within the first quarter of what is left, counted in interchanges the
+        // inbox holds (read straight from its database every few milliseconds): so it lands
+        // mid-work however fast the machine is. A random sleep let a fast run finish before
+        // the kill, and the consumer's output lines, written after each commit, came too late
+        // to count by.
+        let mut decided = 0;
         for round in 0..4 {
             let out = site.path(&format!("run{round}.jsonl"));
             // Every other run by hand, under the group's positions: the group may still count
             // a member killed before.
             let from = if round % 2 == 0 { group.clone() } else { kafka.by_hand_url() };
             let mut child = Consumer::start(&site, &["--from", &from, "--batch", "50"], &out);
-            // Until it decided something, then at a random moment.
-            // (The inbox exists once the first round decided something.)
-            assert!(
-                within(|| {
-                    child.lines() > 0
-                        || child.ended().is_some()
-                        || (round > 0 && interchanges(&site) == 1200)
-                }),
-                "round {round}: the consumer decided nothing: {}",
-                child.stderr()
-            );
-            std::thread::sleep(Duration::from_millis(rng.below(300)));
+            let target = decided + 1 + rng.below((1200 - decided) as u64 / 4) as i64;
+            let until = std::time::Instant::now() + Duration::from_secs(60);
+            while decided_now(&site) < target && child.ended().is_none() {
+                assert!(
+                    std::time::Instant::now() < until,
+                    "round {round}: the consumer did not reach {target} interchanges: {}",
+                    child.stderr()
+                );
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            // Then at a random moment of the next batch.
+            std::thread::sleep(Duration::from_millis(rng.below(20)));
             // In the middle of the work: the child still running, records still undecided.
-            let mid_work = child.ended().is_none() && interchanges(&site) < 1200;
+            let mid_work = child.ended().is_none() && decided_now(&site) < 1200;
             child.kill();
             killed_mid_work += usize::from(mid_work);
+            decided = decided_now(&site);
         }
-        assert!(killed_mid_work >= 2, "the kills did not fall in the middle of the work");
+        assert!(
+            killed_mid_work >= 3,
+            "only {killed_mid_work} of 4 kills fell in the middle of the work"
+        );
         let lines = consume(&site, "3s", &["--from", &kafka.by_hand_url()]).code(0).json();
         let summary = &lines.last().unwrap()["summary"];
         assert_eq!(summary["duplicate"], 0, "nothing decided again: {summary}");
@@ -390,6 +400,25 @@ per_backend! {
             .collect();
         assert_eq!(positions(&site, &kafka.group), want);
     }
+}
+
+/// How many interchanges the site's inbox holds, read from its database directly (a `stats`
+/// run per look would take longer than a batch); 0 before it exists.
+fn decided_now(site: &Site) -> i64 {
+    if let Some(pg) = site.pg() {
+        let mut c = pg.client();
+        return c
+            .query_one("SELECT count(*) FROM interchanges", &[])
+            .map_or(0, |r| r.get(0));
+    }
+    let Ok(conn) = rusqlite::Connection::open_with_flags(
+        site.db(),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    ) else {
+        return 0;
+    };
+    conn.query_row("SELECT count(*) FROM interchanges", [], |r| r.get(0))
+        .unwrap_or(0)
 }
 
 /// A batch that waits on the inbox (locked by another process) longer than the consumer's
