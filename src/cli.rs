@@ -87,6 +87,16 @@ pub enum Command {
     /// One interchange: its envelope, messages and every sighting. Exit 3 for an unknown key.
     Show(ShowArgs),
 
+    /// Decide again the interchanges the side effects (--effects) refused, once the mapping or
+    /// the data is fixed.
+    ///
+    /// Each kept refused interchange is decided exactly as ingest decides a file (its key, its
+    /// rows, the side effects, the outbox, a CONTRL), and its refusal is marked resolved: new,
+    /// or duplicate or drift where a resend was taken meanwhile. One transaction per batch: a
+    /// crash leaves each batch done or not, and a second run finds nothing left. Exit 3 where
+    /// one is refused again (it stays kept) or drifted.
+    Reapply(ReapplyArgs),
+
     /// Deliver the outbox: publish each event to a broker or a folder, and mark it published
     /// only once the destination confirmed it.
     ///
@@ -238,6 +248,9 @@ pub struct ConsumeArgs {
 
     #[command(flatten)]
     pub acks: AckArgs,
+
+    #[command(flatten)]
+    pub effects: EffectArgs,
 }
 
 /// The arguments of a command this build does not have: whatever they are, unread.
@@ -308,6 +321,9 @@ pub struct ReceiveArgs {
 
     #[command(flatten)]
     pub acks: AckArgs,
+
+    #[command(flatten)]
+    pub effects: EffectArgs,
 }
 
 /// The brokers' own settings (consume, publish, dead letters): one value, converted into the
@@ -402,6 +418,67 @@ pub struct TlsArgs {
         hide_env_values = true
     )]
     pub nats_nkey: Option<PathBuf>,
+}
+
+/// The operator's side effects (ingest, consume, receive; docs/effects.md).
+#[derive(Debug, Clone, clap::Args)]
+pub struct EffectArgs {
+    /// A folder of the operator's SQL, run in the decision's transaction for each new
+    /// interchange, so that the business rows commit with its key or not at all: one file per
+    /// message type (INVOIC.sql; INVOIC.D.96A.sql wins for that version and release), an
+    /// optional _interchange.sql run once per interchange before its messages, and
+    /// migrations/NNNN_name.sql applied once each at start-up. Values reach the SQL only as
+    /// bound parameters (:sender, :control_ref, :message_ref, :message, ...). Never for a
+    /// duplicate or drift.
+    #[arg(
+        long,
+        value_name = "DIR",
+        env = "EDI_INBOX_EFFECTS",
+        hide_env_values = true
+    )]
+    pub effects: Option<PathBuf>,
+
+    /// How long one statement of the side effects may run: longer fails the run (exit 1, the
+    /// open batch rolled back), as a database that does not answer would; never a refusal.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "30s",
+        value_parser = parse_duration,
+        env = "EDI_INBOX_EFFECTS_TIMEOUT",
+        hide_env_values = true
+    )]
+    pub effects_timeout: Duration,
+
+    /// A side effect that fails on an interchange's data (a constraint, a trigger's RAISE, a
+    /// value its column cannot take): refuse keeps the interchange whole and unapplied as
+    /// refused (exit 3) and goes on; halt stops the run there (exit 1), nothing of the open
+    /// batch committed.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "RULE",
+        default_value = "refuse",
+        env = "EDI_INBOX_ON_EFFECT_ERROR",
+        hide_env_values = true
+    )]
+    pub on_effect_error: OnEffectError,
+
+    /// PostgreSQL: the role the side effects run as (SET LOCAL ROLE around them), so that they
+    /// may be granted the business schema alone.
+    #[arg(
+        long,
+        value_name = "ROLE",
+        env = "EDI_INBOX_EFFECTS_ROLE",
+        hide_env_values = true
+    )]
+    pub effects_role: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnEffectError {
+    Refuse,
+    Halt,
 }
 
 /// How interchanges are answered with a CONTRL (ingest and consume).
@@ -663,9 +740,38 @@ pub struct IngestArgs {
     #[command(flatten)]
     pub acks: AckArgs,
 
+    #[command(flatten)]
+    pub effects: EffectArgs,
+
     /// Files or folders to read.
     #[arg(required = true, value_name = "PATH")]
     pub paths: Vec<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ReapplyArgs {
+    /// The refused interchanges (list --status refused): all that are kept, or those --id names.
+    #[arg(long, required = true)]
+    pub refused: bool,
+
+    /// Only the refusal of this id (`refusal N` in list, `refusal_id` in list --json); again
+    /// for several.
+    #[arg(long = "id", value_name = "N")]
+    pub ids: Vec<i64>,
+
+    /// Print JSON Lines: one object per interchange, then a summary object.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Commit every N interchanges.
+    #[arg(long, value_name = "N", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
+    pub batch: u32,
+
+    #[command(flatten)]
+    pub acks: AckArgs,
+
+    #[command(flatten)]
+    pub effects: EffectArgs,
 }
 
 #[derive(Debug, clap::Args)]

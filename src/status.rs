@@ -15,6 +15,9 @@ pub enum Status {
     Drift,
     /// Not applied: the input breaks a rule of the envelope, or cannot be read.
     Rejected,
+    /// Not applied, kept whole: one of the operator's side effects (`--effects`) failed on its
+    /// data; `reapply --refused` decides it again once the mapping or the data is fixed.
+    Refused,
     /// An outbox event parked after `publish --max-attempts` failed attempts (never an
     /// interchange's outcome).
     Failed,
@@ -31,6 +34,7 @@ impl Status {
             Status::Duplicate => "duplicate",
             Status::Drift => "drift",
             Status::Rejected => "rejected",
+            Status::Refused => "refused",
             Status::Failed => "failed",
             Status::Skipped => "skipped",
         }
@@ -43,6 +47,7 @@ impl Status {
             Status::Duplicate,
             Status::Drift,
             Status::Rejected,
+            Status::Refused,
             Status::Failed,
             Status::Skipped,
         ]
@@ -52,7 +57,10 @@ impl Status {
 
     /// True for what an operator must look at (and what makes the exit status 3).
     pub fn is_problem(self) -> bool {
-        matches!(self, Status::Drift | Status::Rejected | Status::Failed)
+        matches!(
+            self,
+            Status::Drift | Status::Rejected | Status::Refused | Status::Failed
+        )
     }
 
     /// How a human line shows it, in a column of one width: drift in capitals, to be seen.
@@ -62,6 +70,7 @@ impl Status {
             Status::Duplicate => "duplicate",
             Status::Drift => "DRIFT    ",
             Status::Rejected => "rejected ",
+            Status::Refused => "REFUSED  ",
             Status::Failed => "FAILED   ",
             Status::Skipped => "skipped  ",
         }
@@ -79,6 +88,7 @@ mod tests {
             Status::Duplicate,
             Status::Drift,
             Status::Rejected,
+            Status::Refused,
             Status::Failed,
             Status::Skipped,
         ] {

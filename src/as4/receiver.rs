@@ -31,6 +31,9 @@ pub trait Report {
     fn refused(&mut self, rejected: &Rejected, peer: SocketAddr);
     /// A new message decided and answered with its receipt: each payload's outcomes.
     fn decided(&mut self, message_id: &str, outcomes: &[Vec<Outcome>]);
+    /// A new message decided with an interchange the side effects refused: answered with an
+    /// ebMS error, its id free for its sending again; each payload's outcomes.
+    fn not_applied(&mut self, message_id: &str, outcomes: &[Vec<Outcome>]);
     /// A message sent again, answered with its stored receipt; nothing decided again.
     fn resent(&mut self, message_id: &str, peer: SocketAddr);
     /// A message the inbox failed to store (`why`): its sender was told to send it again.
@@ -171,6 +174,11 @@ fn decide(
                 Some(&p.received.message.message_id),
                 &other_message(&p.received.message.message_id, sender.is_some()),
             ),
+            Answered::NotApplied(_) => receipt::error(
+                &signer,
+                Some(&p.received.message.message_id),
+                &not_applied(&p.received.message.message_id),
+            ),
         };
         receipts.push(receipt);
     }
@@ -185,6 +193,7 @@ fn decide(
                 report.refused(&rejected, p.peer);
             }
             Answered::New(outcomes) => report.decided(id, &outcomes),
+            Answered::NotApplied(outcomes) => report.not_applied(id, &outcomes),
             Answered::Resent(_) | Answered::SameAs(_) => report.resent(id, p.peer),
         }
         let _ = p.reply.send(Answer {
@@ -275,6 +284,19 @@ fn other_message(message_id: &str, another_party: bool) -> Refusal {
         EbmsError::Other,
         format!(
             "the MessageId {message_id} is {whose}, already received: send this one under an id of its own"
+        ),
+    )
+}
+
+/// The error for a message whose interchange the receiver's own processing (the operator's
+/// side effects) refused: it did not arrive as far as the sender is concerned, so no receipt;
+/// it is kept for review, and its sending again is decided anew. The receiver's reasons (its
+/// tables, its database's words) stay in its own report.
+fn not_applied(message_id: &str) -> Refusal {
+    Refusal::new(
+        EbmsError::Other,
+        format!(
+            "the message {message_id} could not be applied by the receiver's processing and was not accepted; it is kept for review: send it again later under the same MessageId"
         ),
     )
 }

@@ -11,6 +11,7 @@ mod ingest;
 mod inspect;
 mod publish;
 mod purge;
+mod reapply;
 #[cfg(feature = "as4")]
 mod receive;
 mod reports;
@@ -21,6 +22,68 @@ use std::process::ExitCode;
 use crate::exit::ExitStatus;
 use crate::output::one_message;
 use crate::{cli, inbox, output};
+
+/// The operator's side effects as a command installs them on each inbox it opens to decide.
+pub struct EffectPlan {
+    dir: std::path::PathBuf,
+    effects: std::sync::Arc<crate::effects::Effects>,
+    settings: inbox::effects::EffectSettings,
+}
+
+/// The side effects `--effects` names, read and checked before anything else (a file that
+/// does not parse, an unknown parameter: exit 1, nothing read); `None` without `--effects`.
+fn effect_plan(args: &cli::EffectArgs) -> anyhow::Result<Option<EffectPlan>> {
+    use anyhow::Context as _;
+    let Some(dir) = &args.effects else {
+        return Ok(None);
+    };
+    let effects = crate::effects::Effects::load(dir).with_context(|| {
+        format!(
+            "cannot read the side effects in --effects {}",
+            dir.display()
+        )
+    })?;
+    Ok(Some(EffectPlan {
+        dir: dir.clone(),
+        effects: std::sync::Arc::new(effects),
+        settings: inbox::effects::EffectSettings {
+            timeout: args.effects_timeout,
+            role: args.effects_role.clone(),
+        },
+    }))
+}
+
+/// Opens the inbox for a command that decides, with the side effects of `plan` installed.
+fn open_deciding(
+    db: &inbox::Location,
+    busy_timeout: std::time::Duration,
+    plan: Option<&EffectPlan>,
+) -> anyhow::Result<Box<dyn inbox::Inbox>> {
+    open_with_effects(db, inbox::Access::Create, busy_timeout, plan)
+}
+
+/// Opens the inbox with `access`, with the side effects of `plan` installed.
+fn open_with_effects(
+    db: &inbox::Location,
+    access: inbox::Access,
+    busy_timeout: std::time::Duration,
+    plan: Option<&EffectPlan>,
+) -> anyhow::Result<Box<dyn inbox::Inbox>> {
+    use anyhow::Context as _;
+    let mut inbox = open_inbox(db, access, busy_timeout)?;
+    if let Some(plan) = plan {
+        inbox
+            .install_effects(plan.effects.clone(), &plan.settings, &crate::clock::now())
+            .with_context(|| {
+                format!(
+                    "cannot install the side effects of --effects {} in the inbox database {}",
+                    plan.dir.display(),
+                    db.shown()
+                )
+            })?;
+    }
+    Ok(inbox)
+}
 
 /// Opens the inbox for a command; the backend's own errors (which do not name it) are told
 /// which inbox they concern, the others already do.
@@ -123,7 +186,7 @@ fn broker_settings(
 }
 
 /// The CONTRL answering policy of `--contrl` and `--contrl-duplicates`.
-fn ack_policy(args: &cli::AckArgs) -> crate::intake::AckPolicy {
+fn ack_policy(args: &cli::AckArgs, effects: &cli::EffectArgs) -> crate::intake::AckPolicy {
     use crate::edifact::contrl::Mode;
     crate::intake::AckPolicy::new(
         match args.contrl {
@@ -133,6 +196,7 @@ fn ack_policy(args: &cli::AckArgs) -> crate::intake::AckPolicy {
         },
         args.contrl_duplicates == cli::ContrlDuplicates::Reject,
     )
+    .halting(effects.on_effect_error == cli::OnEffectError::Halt)
 }
 
 /// Sleeps `d`, waking early when `stop` is set.
@@ -206,6 +270,7 @@ pub fn main() -> ExitCode {
         cli::Command::Stats(args) => reports::stats(&db, cli.busy_timeout, args),
         cli::Command::List(args) => reports::list(&db, cli.busy_timeout, args),
         cli::Command::Show(args) => reports::show(&db, cli.busy_timeout, args),
+        cli::Command::Reapply(args) => reapply::run(&db, cli.busy_timeout, args),
         cli::Command::Publish(args) => publish::run(&db, cli.busy_timeout, args),
         cli::Command::Consume(args) => consume::run(&db, named, cli.busy_timeout, args),
         #[cfg(feature = "as4")]

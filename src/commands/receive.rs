@@ -20,7 +20,7 @@ use crate::as4::receiver::{self, TRANSPORT};
 use crate::as4::server::{self, Limits};
 use crate::cli::ReceiveArgs;
 use crate::exit::ExitStatus;
-use crate::inbox::{Access, Location};
+use crate::inbox::Location;
 use crate::intake::{self, Outcome};
 use crate::metrics::{Metrics, catalogue, unix_now};
 use crate::output::{Out, problem};
@@ -43,6 +43,9 @@ struct Summary {
     duplicate: usize,
     drift: usize,
     rejected: usize,
+    /// Interchanges the operator's side effects refused (their messages answered with an ebMS
+    /// error; kept whole for `reapply --refused`).
+    interchanges_refused: usize,
 }
 
 /// One line for a message refused or answered again.
@@ -74,7 +77,8 @@ pub fn run(
     let listener = std::net::TcpListener::bind(&args.listen)
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let address = listener.local_addr()?;
-    let mut inbox = super::open_inbox(db, Access::Create, busy_timeout)?;
+    let effects = super::effect_plan(&args.effects)?;
+    let mut inbox = super::open_deciding(db, busy_timeout, effects.as_ref())?;
     let stop = super::stop_on_signals()?;
     inbox.start_run();
     let limits = Limits {
@@ -113,8 +117,8 @@ pub fn run(
         &mut inbox,
         &jobs,
         signer,
-        super::ack_policy(&args.acks),
-        || super::open_inbox(db, Access::Create, busy_timeout),
+        super::ack_policy(&args.acks, &args.effects),
+        || super::open_deciding(db, busy_timeout, effects.as_ref()),
         &mut run,
     );
     let served = server
@@ -146,6 +150,15 @@ impl receiver::Report for Run<'_> {
     fn decided(&mut self, _message_id: &str, outcomes: &[Vec<Outcome>]) {
         self.last_request = unix_now();
         self.summary.receipts += 1;
+        for o in outcomes.iter().flatten() {
+            self.report(o);
+        }
+        self.out.flush();
+    }
+
+    fn not_applied(&mut self, _message_id: &str, outcomes: &[Vec<Outcome>]) {
+        self.last_request = unix_now();
+        self.summary.refused += 1;
         for o in outcomes.iter().flatten() {
             self.report(o);
         }
@@ -232,6 +245,7 @@ impl Run<'_> {
             Status::Duplicate => self.summary.duplicate += 1,
             Status::Drift => self.summary.drift += 1,
             Status::Rejected | Status::Failed | Status::Skipped => self.summary.rejected += 1,
+            Status::Refused => self.summary.interchanges_refused += 1,
         }
         if self.args.json {
             self.out.json(o);
@@ -267,6 +281,7 @@ impl Run<'_> {
                 ("duplicate", s.duplicate),
                 ("drift", s.drift),
                 ("rejected", s.rejected),
+                ("refused", s.interchanges_refused),
             ],
         );
         if !self.errors.is_empty() {
@@ -322,6 +337,7 @@ impl Run<'_> {
         ExitStatus::from_problems(
             s.drift
                 + s.rejected
+                + s.interchanges_refused
                 + s.refused
                 + s.failed
                 + self.other_problems

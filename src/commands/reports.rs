@@ -47,6 +47,7 @@ pub fn stats(
             format!("duplicates seen      {}", t.duplicates),
             format!("drift                {}", t.drift),
             format!("rejected files       {}", t.rejected),
+            format!("refused, kept        {}", t.refused),
             format!(
                 "outbox unpublished   {} ({} of messages, {} CONTRLs)",
                 t.outbox_unpublished,
@@ -97,6 +98,11 @@ pub fn list(db: &Location, busy_timeout: Duration, args: &ListArgs) -> anyhow::R
             out.json(e);
         } else {
             let what = match (&e.sender, &e.recipient, &e.control_ref) {
+                (Some(s), Some(r), Some(c)) if e.refusal_id.is_some() => format!(
+                    "{s} {r} {c}  refusal {}: {}",
+                    e.refusal_id.unwrap_or_default(),
+                    e.error.as_deref().unwrap_or_default()
+                ),
                 (Some(s), Some(r), Some(c)) => format!("{s} {r} {c}"),
                 _ => match e.errors {
                     Some(n) if n > 1 => format!(

@@ -18,6 +18,7 @@
 //! No decision is durable before [`Transaction::commit`] (a purge step commits its own short
 //! transaction); a batch left open when the inbox is dropped (a failed run) is rolled back.
 
+pub mod effects;
 mod location;
 pub mod names;
 #[cfg(feature = "postgres")]
@@ -30,9 +31,10 @@ use crate::edifact::{EnvelopeError, Interchange};
 
 pub use location::{Location, open};
 pub use records::{
-    ContrlEvent, Decision, DeliveryRecord, Event, EventEnvelope, EventFilter, KeyHistory,
-    NewAcknowledgement, Outbox, OutboxEvent, OutboxFigures, OutboxKinds, PurgeTarget, RejectedFile,
-    Resend, Sighting, Stats, StoredAcknowledgement, StoredInterchange, StoredMessage,
+    ContrlEvent, Decision, DeliveryRecord, Event, EventEnvelope, EventFilter, KeptRefusal,
+    KeyHistory, NewAcknowledgement, Outbox, OutboxEvent, OutboxFigures, OutboxKinds, PurgeTarget,
+    Refusal, RejectedFile, Resend, Sighting, Stats, StoredAcknowledgement, StoredInterchange,
+    StoredMessage,
 };
 
 /// zstd level for stored interchanges: level 1 gave the same size as level 3 on EDIFACT text
@@ -111,6 +113,21 @@ pub enum InboxError {
     Backend(BackendError),
     #[error("stored interchange bytes cannot be (de)compressed: {0}")]
     Codec(#[from] std::io::Error),
+    /// The operator's side effects cannot be installed (`--effects`): a statement that does not
+    /// prepare, or that may not run in the decision's transaction, a migration that fails or
+    /// was edited after it was applied. Said before any input is read.
+    #[error("--effects {place}: {reason}")]
+    Effects { place: String, reason: String },
+    /// A side effect failed on the interchange's data: the backend rolls the interchange back
+    /// and decides it [`Decision::Refused`]; never seen outside the backend.
+    #[error("{0}")]
+    EffectFailed(Refusal),
+    /// A refusal of the side effects under `--on-effect-error halt`: the run stops there.
+    #[error("{0}")]
+    Halted(String),
+    /// A side effect ran longer than `--effects-timeout`: a failure of the run, not of the data.
+    #[error("{statement} ran longer than --effects-timeout ({seconds} s) and was stopped")]
+    EffectTimeout { statement: String, seconds: u64 },
 }
 
 impl InboxError {
@@ -312,6 +329,10 @@ pub trait Transports {
         message_id: &str,
         answer: &[u8],
     ) -> Result<(), InboxError>;
+
+    /// Gives back the claim of a message made in the open batch and not answered (one of its
+    /// interchanges refused by the side effects): its sending again is decided as new.
+    fn release_message(&mut self, transport: &str, message_id: &str) -> Result<(), InboxError>;
 }
 
 /// What a claim of a transport's message found ([`Transports::claim_message`]).
@@ -437,6 +458,45 @@ pub trait Publishing {
     ) -> Result<usize, InboxError>;
 }
 
+/// The operator's side effects (`--effects`, docs/effects.md): SQL run in the decision's
+/// transaction for each new interchange, after its rows and before its outbox events.
+pub trait SideEffects {
+    /// Applies the operator's migrations not applied yet (in order, with edi-inbox's own, in one
+    /// transaction: an applied one whose file changed is an error), prepares every statement of
+    /// `effects` (refusing what may not run in a decision: transaction control, attaching,
+    /// pragmas, writes to edi-inbox's own tables) and keeps them: from now on every new
+    /// interchange runs them, each statement stopped after the settings' timeout. Before any input is read.
+    fn install_effects(
+        &mut self,
+        effects: std::sync::Arc<crate::effects::Effects>,
+        settings: &effects::EffectSettings,
+        when: &str,
+    ) -> Result<(), InboxError>;
+}
+
+/// The interchanges the side effects refused, kept whole until they are decided again
+/// (`reapply --refused`).
+pub trait Refusals {
+    /// The open refusals after id `after` (of `ids` alone where any are given), oldest first,
+    /// at most `limit`, with their bytes.
+    fn open_refusals(
+        &self,
+        ids: &[i64],
+        after: i64,
+        limit: u32,
+    ) -> Result<Vec<KeptRefusal>, InboxError>;
+
+    /// Marks an open refusal resolved in the open batch, as its interchange was decided again
+    /// (new, or duplicate or drift of a resend taken meanwhile); false where another run
+    /// resolved it first.
+    fn resolve_refusal(
+        &mut self,
+        id: i64,
+        resolved_as: crate::status::Status,
+        when: &str,
+    ) -> Result<bool, InboxError>;
+}
+
 /// What `stats`, `list`, `show` and the metrics read.
 pub trait Reports {
     /// The figures of `stats`.
@@ -490,6 +550,8 @@ pub trait Inbox:
     + Publishing
     + Reports
     + Retention
+    + SideEffects
+    + Refusals
     + Send
 {
 }
@@ -503,6 +565,8 @@ impl<
         + Publishing
         + Reports
         + Retention
+        + SideEffects
+        + Refusals
         + Send,
 > Inbox for T
 {
@@ -519,6 +583,16 @@ pub struct Candidate<'a> {
     /// When it was received, by this host's clock; a backend with a clock of its own (a
     /// database server shared by hosts whose clocks differ) uses that instead.
     pub received_at: &'a str,
+}
+
+impl Candidate<'_> {
+    /// Its bytes as the inbox stores them: compressed ahead, or now.
+    pub fn stored_bytes(&self) -> Result<std::borrow::Cow<'_, [u8]>, InboxError> {
+        Ok(match self.compressed {
+            Some(b) => std::borrow::Cow::Borrowed(b),
+            None => std::borrow::Cow::Owned(compress(&self.interchange.raw)?),
+        })
+    }
 }
 
 /// Whether a key is in the inbox, asked from a reading thread.

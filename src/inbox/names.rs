@@ -39,6 +39,7 @@ pub enum Counter {
     IngestDuplicate,
     IngestDrift,
     IngestRejected,
+    IngestRefused,
     PurgeEntries,
     PublishPublished,
     PublishFailed,
@@ -55,6 +56,7 @@ impl Counter {
             Counter::IngestDuplicate => "ingest_duplicate",
             Counter::IngestDrift => "ingest_drift",
             Counter::IngestRejected => "ingest_rejected",
+            Counter::IngestRefused => "ingest_refused",
             Counter::PurgeEntries => "purge_entries",
             Counter::PublishPublished => "publish_published",
             Counter::PublishFailed => "publish_failed",
@@ -70,7 +72,8 @@ impl Counter {
             Decision::New { .. } => Counter::IngestNew,
             Decision::Duplicate => Counter::IngestDuplicate,
             Decision::Drift { .. } => Counter::IngestDrift,
-            Decision::Refused { .. } => Counter::IngestRejected,
+            Decision::Unstorable { .. } => Counter::IngestRejected,
+            Decision::Refused(_) => Counter::IngestRefused,
         }
     }
 }

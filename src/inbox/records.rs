@@ -16,7 +16,48 @@ pub enum Decision {
     Drift { stored_sha256: String },
     /// The inbox cannot store it (a PostgreSQL server refusing a key too long for its index,
     /// say): nothing applied, and it is reported as rejected.
-    Refused { reason: String },
+    Unstorable { reason: String },
+    /// One of the operator's side effects failed on its data (`--effects`): nothing of it
+    /// applied, and it is kept whole, with the reason, for `reapply --refused`.
+    Refused(Refusal),
+}
+
+/// Why the operator's side effect refused an interchange: the statement, the message it ran
+/// for, and the database's own code and words.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Refusal {
+    /// The file and statement number (`INVOIC.sql statement 2`).
+    pub statement: String,
+    /// UNH 0062 of the message it ran for; `None` for `_interchange.sql`.
+    pub message_ref: Option<String>,
+    /// SQLite's extended result code name, or PostgreSQL's SQLSTATE.
+    pub code: String,
+    pub error: String,
+    /// How many times this key with this content was refused, this time included.
+    pub times_seen: i64,
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.statement)?;
+        if let Some(m) = &self.message_ref {
+            write!(f, " for message {m}")?;
+        }
+        write!(f, " failed: {} ({})", self.error, self.code)
+    }
+}
+
+/// A refused interchange as the inbox keeps it, for `reapply --refused`.
+#[derive(Debug, Clone)]
+pub struct KeptRefusal {
+    pub id: i64,
+    pub sender: String,
+    pub recipient: String,
+    pub control_ref: String,
+    /// The file or delivery it came in last.
+    pub source_file: String,
+    /// Its bytes as received, UNA (if any) to UNZ.
+    pub raw: Vec<u8>,
 }
 
 /// A rejected file's record, which its errors point at.
@@ -36,6 +77,9 @@ pub struct Stats {
     pub duplicates: i64,
     pub drift: i64,
     pub rejected: i64,
+    /// Interchanges the operator's side effects refused, kept and not yet applied
+    /// (`reapply --refused`).
+    pub refused: i64,
     /// Events not yet published and still tried (of both outboxes).
     pub outbox_unpublished: i64,
     /// Events parked after `--max-attempts` failed attempts: no longer tried.
@@ -98,6 +142,9 @@ pub struct Event {
     pub error: Option<String>,
     /// For a rejected file: how many errors it has.
     pub errors: Option<i64>,
+    /// For a refused interchange: its refusal's id, which `reapply --refused --id` takes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refusal_id: Option<i64>,
 }
 
 /// What `list` asks for.

@@ -13,6 +13,10 @@ pub struct AckPolicy {
     /// An exact duplicate is answered with a CONTRL rejecting it (0085 26), not the first one's
     /// again.
     reject_duplicates: bool,
+    /// A refusal of the operator's side effects stops the run (`--on-effect-error halt`)
+    /// instead of being reported: decided with the answers, since it is the same rule of the
+    /// batch whatever brought it.
+    halt_on_refusal: bool,
 }
 
 impl AckPolicy {
@@ -22,7 +26,21 @@ impl AckPolicy {
         AckPolicy {
             mode,
             reject_duplicates,
+            halt_on_refusal: false,
         }
+    }
+
+    /// The same, stopping the run at a refusal of the side effects.
+    pub fn halting(self, halt_on_refusal: bool) -> AckPolicy {
+        AckPolicy {
+            halt_on_refusal,
+            ..self
+        }
+    }
+
+    /// True where a refusal of the side effects stops the run.
+    pub fn halts_on_refusal(&self) -> bool {
+        self.halt_on_refusal
     }
 
     /// True where nothing is ever answered (a rejected input need not be parsed again).
@@ -87,7 +105,7 @@ impl AckPolicy {
                     Resend::Unanswered => (action, None),
                 }
             }
-            Decision::Refused { .. } => return Ok(None),
+            Decision::Unstorable { .. } | Decision::Refused(_) => return Ok(None),
         };
         // Its empty groups are reported where the answer acknowledges it (see `Detail`).
         let detail = Detail {

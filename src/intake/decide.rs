@@ -84,6 +84,7 @@ pub fn decide(
                 tries += 1;
                 std::thread::sleep(std::time::Duration::from_millis(20 * u64::from(tries)));
             }
+            Err(e @ InboxError::Halted(_)) => return Err(e.into()),
             other => return other.context("cannot write to the inbox database"),
         }
     }
@@ -106,7 +107,19 @@ fn decide_once(
             })
         })
         .collect();
-    let mut decisions = inbox.decide(&candidates)?.into_iter();
+    let decisions = inbox.decide(&candidates)?;
+    if acks.halts_on_refusal() {
+        for (c, d) in candidates.iter().zip(&decisions) {
+            if let crate::inbox::Decision::Refused(r) = d {
+                let i = c.interchange;
+                return Err(InboxError::Halted(format!(
+                    "{}: interchange {} from {} at byte {}: {r}; stopped (--on-effect-error halt), nothing of the open batch committed",
+                    c.source_file, i.unb.control_ref, i.unb.sender, i.offset
+                )));
+            }
+        }
+    }
+    let mut decisions = decisions.into_iter();
     // What the parser had read of each rejected interchange, where its answer is due (an
     // input with errors parsed again, once, and only where a CONTRL may be).
     let contexts: Vec<Vec<Option<RejectedContext>>> = inputs

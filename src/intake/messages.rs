@@ -39,6 +39,11 @@ pub enum Answered {
     /// Its id is another message's, already received: another sender's (named where it is
     /// another), or other content. Refused; the transport words the refusal.
     Other { sender: Option<String> },
+    /// New, but an interchange of it was refused by the operator's side effects (each
+    /// payload's outcomes): its claim given back and no answer stored, so that its sending
+    /// again (once the mapping or the data is fixed) is decided as new. The transport answers
+    /// it with an error, never its receipt.
+    NotApplied(Vec<Vec<Outcome>>),
 }
 
 /// How many times a batch starts over because other receivers decided its messages meanwhile.
@@ -85,22 +90,31 @@ pub fn decide_messages(
                 continue;
             }
         }
-        for &k in &new {
-            let m = &messages[k];
-            inbox
-                .answer_message(m.claim.transport, m.claim.message_id, m.answer)
-                .context("cannot write to the inbox database")?;
-        }
         let mut outcomes = outcomes.into_iter();
-        return Ok(messages
-            .iter()
-            .zip(claimed)
-            .map(|(m, c)| {
-                c.unwrap_or_else(|| {
-                    Answered::New(outcomes.by_ref().take(m.payloads.len()).collect())
-                })
-            })
-            .collect());
+        let mut answered = Vec::with_capacity(messages.len());
+        for (m, c) in messages.iter().zip(claimed) {
+            if let Some(c) = c {
+                answered.push(c);
+                continue;
+            }
+            let own: Vec<Vec<Outcome>> = outcomes.by_ref().take(m.payloads.len()).collect();
+            let refused = own
+                .iter()
+                .flatten()
+                .any(|o| o.status() == crate::status::Status::Refused);
+            if refused {
+                inbox
+                    .release_message(m.claim.transport, m.claim.message_id)
+                    .context("cannot write to the inbox database")?;
+                answered.push(Answered::NotApplied(own));
+            } else {
+                inbox
+                    .answer_message(m.claim.transport, m.claim.message_id, m.answer)
+                    .context("cannot write to the inbox database")?;
+                answered.push(Answered::New(own));
+            }
+        }
+        return Ok(answered);
     }
 }
 
@@ -194,6 +208,7 @@ mod tests {
                 Some(Answered::Resent(r)) => format!("resent {}", String::from_utf8_lossy(r)),
                 Some(Answered::SameAs(k)) => format!("same as {k}"),
                 Some(Answered::Other { .. }) => "refused".to_string(),
+                Some(Answered::NotApplied(_)) => "not applied".to_string(),
             })
             .collect()
     }

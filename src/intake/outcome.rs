@@ -4,7 +4,7 @@
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
 use crate::edifact::Interchange;
-use crate::inbox::Decision;
+use crate::inbox::{Decision, Refusal};
 use crate::output::{SHOWN_NAME_CHARS, count, shortened};
 use crate::status::Status;
 
@@ -46,6 +46,10 @@ pub struct Decided {
     /// UNG 0048 of each group that holds no message (accepted beside groups that do, and
     /// answered 0085 32 on a UCF of its own where a CONTRL acknowledges the interchange).
     pub empty_groups: Vec<String>,
+    /// Where the interchange starts in its input (its UNA or UNB).
+    pub offset: usize,
+    /// For refused: why the operator's side effect refused it (boxed: most outcomes have none).
+    pub refusal: Option<Box<Refusal>>,
 }
 
 /// What happened.
@@ -83,11 +87,16 @@ impl Outcome {
     /// What the inbox decided for `i`; a refusal of the inbox (a value it cannot store) is a
     /// rejection.
     pub fn decided(source: Source, i: &Interchange<'_>, decision: &Decision) -> Outcome {
+        let mut refusal = None;
         let (status, stored_sha256) = match decision {
             Decision::New { .. } => (Status::New, None),
             Decision::Duplicate => (Status::Duplicate, None),
             Decision::Drift { stored_sha256 } => (Status::Drift, Some(stored_sha256.clone())),
-            Decision::Refused { reason } => {
+            Decision::Refused(r) => {
+                refusal = Some(Box::new(r.clone()));
+                (Status::Refused, None)
+            }
+            Decision::Unstorable { reason } => {
                 let what = format!(
                     "interchange {} from {}: {reason}",
                     i.unb.control_ref, i.unb.sender
@@ -106,6 +115,8 @@ impl Outcome {
                 sha256: i.sha256_hex(),
                 stored_sha256,
                 empty_groups: i.empty_groups().map(|g| g.reference.to_string()).collect(),
+                offset: i.offset,
+                refusal,
             }),
         )
     }
@@ -126,9 +137,19 @@ impl Outcome {
         }
     }
 
-    /// A rejection's reason, with its byte where there is one (a dead letter carries it).
+    /// A rejection's reason, with its byte where there is one (a dead letter carries it); a
+    /// refusal's too.
     pub fn rejection(&self) -> Option<String> {
         match &self.event {
+            Event::Decided(Decided {
+                refusal: Some(r),
+                offset,
+                control_ref,
+                sender,
+                ..
+            }) => Some(format!(
+                "interchange {control_ref} from {sender} refused: {r} (byte {offset})"
+            )),
             Event::Rejected {
                 error,
                 offset: Some(at),
@@ -163,6 +184,19 @@ impl Outcome {
                         d.status.label(),
                         d.sha256,
                         d.stored_sha256.as_deref().unwrap_or("")
+                    ),
+                    Status::Refused => format!(
+                        "{}  {file}  {key}: {} (interchange at byte {}, refused {}); NOT applied, kept for reapply --refused",
+                        d.status.label(),
+                        d.refusal
+                            .as_ref()
+                            .map_or_else(String::new, ToString::to_string),
+                        d.offset,
+                        count(
+                            d.refusal.as_ref().map_or(1, |r| r.times_seen) as u64,
+                            "time",
+                            "times"
+                        ),
                     ),
                     _ => format!("{}  {file}  {key}", d.status.label()),
                 }
@@ -213,6 +247,11 @@ impl Serialize for Outcome {
                 }
                 if !d.empty_groups.is_empty() {
                     m.serialize_entry("empty_groups", &d.empty_groups)?;
+                }
+                if let Some(r) = &d.refusal {
+                    m.serialize_entry("error", &r.to_string())?;
+                    m.serialize_entry("offset", &d.offset)?;
+                    m.serialize_entry("refusal", r)?;
                 }
             }
             Event::Rejected { error, offset } => {
@@ -272,6 +311,7 @@ pub struct Summary {
     pub duplicate: usize,
     pub drift: usize,
     pub rejected: usize,
+    pub refused: usize,
     pub skipped: usize,
 }
 
@@ -282,6 +322,7 @@ impl Summary {
             Status::Duplicate => self.duplicate += 1,
             Status::Drift => self.drift += 1,
             Status::Rejected | Status::Failed => self.rejected += 1,
+            Status::Refused => self.refused += 1,
             Status::Skipped => self.skipped += 1,
         }
     }
@@ -301,6 +342,8 @@ mod tests {
             sha256: "ab".into(),
             stored_sha256: stored.map(String::from),
             empty_groups: Vec::new(),
+            offset: 0,
+            refusal: None,
         })
     }
 

@@ -1139,3 +1139,49 @@ mod crash {
         }
     }
 }
+
+per_backend! {
+    /// A message whose interchange the side effects (`--effects`) refuse: answered with an ebMS
+    /// error, never its receipt; nothing of it applied, the interchange kept, the MessageId left
+    /// free; sent again under the same id once the mapping is fixed, it is decided as new and
+    /// gets its receipt.
+    fn a_message_the_side_effects_refuse_gets_an_error_then_its_receipt_after_the_fix(site) {
+        let Some(python) = python() else { return };
+        let file = site.path("refused.edi");
+        fs::write(&file, crate::effects::invoices("B1", &["I1", ""])).unwrap();
+        let file = file.display().to_string();
+        let id = "refused-0001@sender.example";
+        let fx = crate::effects::example(&site);
+        let receiver = Receiver::start(
+            &site,
+            free_port(),
+            "receiver",
+            &["--effects", fx.to_str().unwrap()],
+        );
+        let a = &send(&python, &["--url", &receiver.url(), "--message-id", id, &file])[0];
+        assert_eq!(
+            (&a["state"], &a["error_code"]),
+            (&"rejected".into(), &"EBMS:0004".into()),
+            "refused by the side effects: {a}"
+        );
+        let run = receiver.stop();
+        run.code(3);
+        let lines = run.json();
+        assert!(lines.iter().any(|l| l["status"] == "refused" && l["control_ref"] == "B1"), "{lines:?}");
+        assert_eq!(site.count("SELECT count(*) FROM refusals"), 1);
+        assert_eq!(site.count("SELECT count(*) FROM interchanges"), 0);
+        assert_eq!(site.count("SELECT count(*) FROM transport_messages"), 0);
+        let fixed = crate::effects::fixed_example(&site);
+        let receiver = Receiver::start(
+            &site,
+            free_port(),
+            "fixed",
+            &["--effects", fixed.to_str().unwrap()],
+        );
+        let b = &send(&python, &["--url", &receiver.url(), "--message-id", id, &file])[0];
+        assert_eq!(b["state"], "acknowledged", "after the fix: {b}");
+        assert_eq!(site.count("SELECT count(*) FROM interchanges"), 1);
+        assert_eq!(site.count("SELECT count(*) FROM partner_invoices"), 2);
+        receiver.stop().code(0);
+    }
+}

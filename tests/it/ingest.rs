@@ -35,7 +35,7 @@ per_backend! {
         assert_eq!(l["sha256"].as_str().unwrap().len(), 64);
         assert_eq!(
             summary(&lines),
-            &serde_json::json!({"files": 1, "new": 1, "duplicate": 0, "drift": 0, "rejected": 0, "skipped": 0})
+            &serde_json::json!({"files": 1, "new": 1, "duplicate": 0, "drift": 0, "rejected": 0, "refused": 0, "skipped": 0})
         );
         assert_eq!(site.stat("interchanges"), 1);
         assert_eq!(site.stat("messages"), 2);

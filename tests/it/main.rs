@@ -15,6 +15,7 @@ mod corpus;
 #[cfg(feature = "failpoints")]
 mod crash;
 mod docs;
+mod effects;
 mod guarantees;
 mod hostile_conditions;
 #[cfg(feature = "postgres")]

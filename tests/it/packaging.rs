@@ -641,6 +641,11 @@ fn no_value_from_the_environment_shows_in_help_man_pages_or_completions() {
         ("EDI_INBOX_NATS_NKEY", format!("/etc/{secret}.nk")),
         // A rule, not a secret: taken (an unknown one would be refused), and hidden as well.
         ("EDI_INBOX_ON_POSITION_LOST", "earliest".to_string()),
+        // The side effects: a folder and a role, named; a timeout and a rule, taken.
+        ("EDI_INBOX_EFFECTS", format!("/etc/{secret}-effects")),
+        ("EDI_INBOX_EFFECTS_ROLE", format!("role_{secret}")),
+        ("EDI_INBOX_EFFECTS_TIMEOUT", "45s".to_string()),
+        ("EDI_INBOX_ON_EFFECT_ERROR", "halt".to_string()),
         // Not named by --help (every librdkafka setting is read as EDI_INBOX_KAFKA_<KEY>), and
         // never shown either.
         ("EDI_INBOX_KAFKA_SASL_PASSWORD", secret.to_string()),
@@ -661,6 +666,7 @@ fn no_value_from_the_environment_shows_in_help_man_pages_or_completions() {
         "stats",
         "list",
         "show",
+        "reapply",
         "publish",
         "consume",
         "receive",

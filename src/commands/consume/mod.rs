@@ -15,7 +15,7 @@ use crate::cli::ConsumeArgs;
 use crate::consume::{self, Feed, Settle, Source};
 use crate::exit::ExitStatus;
 use crate::inbox::names::Counter;
-use crate::inbox::{Access, Inbox, KeyProbe, Location};
+use crate::inbox::{Inbox, KeyProbe, Location};
 use crate::intake::{self, AckPolicy, Outcome};
 use crate::metrics::{Metrics, catalogue, unix_now};
 use crate::output::{Out, count, problem};
@@ -43,6 +43,8 @@ struct Summary {
     duplicate: usize,
     drift: usize,
     rejected: usize,
+    /// Interchanges the operator's side effects refused (kept whole for `reapply --refused`).
+    refused: usize,
     /// Deliveries the broker had delivered before (after a crash or a lost acknowledgement).
     redelivered: usize,
     /// Records below the position the inbox keeps for their partition (a partitioned log): decided
@@ -104,7 +106,8 @@ pub fn run(
     if let Some(status) = intake::preflight::check(db, named, "consumed")? {
         return Ok(status);
     }
-    let mut inbox = super::open_inbox(db, Access::Create, busy_timeout)?;
+    let effects = super::effect_plan(&args.effects)?;
+    let mut inbox = super::open_deciding(db, busy_timeout, effects.as_ref())?;
     let stop = super::stop_on_signals()?;
     if let Some(d) = &mut dead_letter {
         d.hear(Some(stop.clone()));
@@ -139,7 +142,7 @@ pub fn run(
         subscribed: false,
         last_fetch: unix_now(),
         other_problems: 0,
-        acks: super::ack_policy(&args.acks),
+        acks: super::ack_policy(&args.acks, &args.effects),
         log: None,
         probes: (0..std::thread::available_parallelism().map_or(1, |n| n.get().clamp(1, 4)))
             .map(|_| inbox.probe())
@@ -424,6 +427,7 @@ impl Run<'_> {
             Status::Duplicate => self.summary.duplicate += 1,
             Status::Drift => self.summary.drift += 1,
             Status::Rejected | Status::Failed | Status::Skipped => self.summary.rejected += 1,
+            Status::Refused => self.summary.refused += 1,
         }
         if self.args.json {
             self.out.json(o);
@@ -464,8 +468,12 @@ impl Run<'_> {
         if self.args.json {
             self.out.json_summary(s);
         } else {
+            let refused = match s.refused {
+                0 => String::new(),
+                n => format!(", {n} refused"),
+            };
             self.out.line(&format!(
-                "{}: {} new, {} duplicate, {} drift, {} rejected ({} redelivered{})",
+                "{}: {} new, {} duplicate, {} drift, {} rejected{refused} ({} redelivered{})",
                 count(s.deliveries as u64, "delivery", "deliveries"),
                 s.new,
                 s.duplicate,
@@ -481,7 +489,7 @@ impl Run<'_> {
         }
         self.out.flush();
         ExitStatus::from_problems(
-            s.drift + s.rejected + self.other_problems + usize::from(self.out.failed()),
+            s.drift + s.rejected + s.refused + self.other_problems + usize::from(self.out.failed()),
         )
     }
 }
@@ -535,6 +543,7 @@ fn write_metrics(
             ("duplicate", s.duplicate),
             ("drift", s.drift),
             ("rejected", s.rejected),
+            ("refused", s.refused),
         ],
     )
     .single(&catalogue::CONSUME_RUN_DELIVERIES, s.deliveries as f64)

@@ -20,7 +20,7 @@ use crate::cli::IngestArgs;
 use crate::exit::ExitStatus;
 use crate::filing::{self, Claimed};
 use crate::inbox::names::Counter;
-use crate::inbox::{Access, Inbox, Location};
+use crate::inbox::{Inbox, Location};
 use crate::intake::{AckPolicy, Outcome, Source, Summary};
 use crate::metrics::{Metrics, catalogue, unix_now};
 use crate::output::{Out, count, escape, problem};
@@ -67,7 +67,8 @@ pub fn run(
     if let Some(status) = check_before_reading(db, named, args)? {
         return Ok(status);
     }
-    let mut inbox = super::open_inbox(db, Access::Create, busy_timeout)?;
+    let effects = super::effect_plan(&args.effects)?;
+    let mut inbox = super::open_deciding(db, busy_timeout, effects.as_ref())?;
     let exclude = exclusions(db, args);
     let (inputs, problems) = walk::collect(&args.paths, &exclude);
     let mut run = Run::new(args, inputs.len());
@@ -97,7 +98,7 @@ pub fn run(
     }
     let s = &run.summary;
     Ok(ExitStatus::from_problems(
-        s.drift + s.rejected + run.other_problems + usize::from(run.out.failed()),
+        s.drift + s.rejected + s.refused + run.other_problems + usize::from(run.out.failed()),
     ))
 }
 
@@ -161,6 +162,7 @@ fn write_metrics(
         ("duplicate", Counter::IngestDuplicate),
         ("drift", Counter::IngestDrift),
         ("rejected", Counter::IngestRejected),
+        ("refused", Counter::IngestRefused),
     ] {
         m.sample(name, &[status], inbox.counter(c)? as f64);
     }
@@ -171,6 +173,7 @@ fn write_metrics(
             ("duplicate", s.duplicate),
             ("drift", s.drift),
             ("rejected", s.rejected),
+            ("refused", s.refused),
             ("skipped", s.skipped),
         ],
     )
@@ -207,7 +210,7 @@ impl<'a> Run<'a> {
             summary: Summary::default(),
             other_problems: 0,
             progress,
-            acks: super::ack_policy(&args.acks),
+            acks: super::ack_policy(&args.acks, &args.effects),
         }
     }
 
@@ -217,8 +220,13 @@ impl<'a> Run<'a> {
         if self.args.json {
             self.out.json_summary(s);
         } else {
+            // Refusals are said where there are any: without --effects there never are.
+            let refused = match s.refused {
+                0 => String::new(),
+                n => format!(", {n} refused"),
+            };
             self.out.line(&format!(
-                "{}: {} new, {} duplicate, {} drift, {} rejected, {} skipped",
+                "{}: {} new, {} duplicate, {} drift, {} rejected{refused}, {} skipped",
                 count(s.files as u64, "file", "files"),
                 s.new,
                 s.duplicate,

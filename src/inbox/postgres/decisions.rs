@@ -15,6 +15,17 @@ use crate::inbox::{
     RejectedFile,
 };
 
+/// The message rows of new interchanges, from twelve arrays ($1..$12).
+macro_rules! insert_messages {
+    () => {
+        "INSERT INTO messages (interchange_id, position, reference, message_type, version,
+             release, agency, association_code, group_ref, segments, raw_start, raw_end)
+         SELECT * FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::text[],
+                              $6::text[], $7::text[], $8::text[], $9::text[], $10::int[],
+                              $11::bigint[], $12::bigint[])"
+    };
+}
+
 /// How many times a batch is tried again after a deadlock or a serialization failure.
 pub(super) const RETRIES: usize = 5;
 
@@ -28,7 +39,8 @@ impl Decisions for PgInbox {
         let mut tries = 0;
         loop {
             self.begin()?;
-            let result = match decide(self.client.get_mut(), batch) {
+            let effects = self.effects.clone();
+            let result = match decide(self.client.get_mut(), batch, effects.as_deref()) {
                 Err(e) if refusable(&e) => {
                     self.rollback();
                     self.begin()?;
@@ -140,21 +152,25 @@ impl PgInbox {
     pub(super) fn refused(
         &mut self,
         batch: &[Candidate<'_>],
-        refused: &mut Vec<Option<String>>,
+        refused: &mut Vec<Option<Decision>>,
         at: usize,
     ) -> Result<(), InboxError> {
+        let effects = self.effects.clone();
         let client = self.client.get_mut();
         client.batch_execute("SAVEPOINT part")?;
-        let result = decide(client, batch);
+        let result = decide(client, batch, effects.as_deref());
         client.batch_execute("ROLLBACK TO part; RELEASE part")?;
         match result {
             Ok(_) => Ok(()),
             Err(e) if !refusable(&e) => Err(e),
+            Err(InboxError::EffectFailed(r)) if batch.len() == 1 => {
+                refused[at] = Some(Decision::Refused(r));
+                Ok(())
+            }
             Err(e) if batch.len() == 1 => {
-                refused[at] = Some(format!(
-                    "the PostgreSQL inbox cannot store it: {}",
-                    describe(&e)
-                ));
+                refused[at] = Some(Decision::Unstorable {
+                    reason: format!("the PostgreSQL inbox cannot store it: {}", describe(&e)),
+                });
                 Ok(())
             }
             Err(_) => {
@@ -167,30 +183,94 @@ impl PgInbox {
     }
 
     /// Decides `batch` once the interchanges the server refuses are found: the others together,
-    /// in the batch's own transaction, the refused ones refused.
+    /// in the batch's own transaction, the refused ones refused (an interchange the operator's
+    /// side effects refused kept whole). Found again where the others together still fail: a
+    /// second copy of a refused interchange in the same batch is new once the first is out.
     pub(super) fn decide_around_refused(
         &mut self,
         batch: &[Candidate<'_>],
     ) -> Result<Vec<Decision>, InboxError> {
-        let mut refused = vec![None; batch.len()];
-        self.refused(batch, &mut refused, 0)?;
-        let rest: Vec<Candidate<'_>> = batch
-            .iter()
-            .zip(&refused)
-            .filter(|(_, r)| r.is_none())
-            .map(|(c, _)| *c)
-            .collect();
-        let mut decided = decide(self.client.get_mut(), &rest)?.into_iter();
-        refused
-            .into_iter()
-            .map(|r| match r {
-                Some(reason) => Ok(Decision::Refused { reason }),
+        let mut refused: Vec<Option<Decision>> = vec![None; batch.len()];
+        let effects = self.effects.clone();
+        let decided = loop {
+            let open: Vec<usize> = (0..batch.len()).filter(|&n| refused[n].is_none()).collect();
+            let rest: Vec<Candidate<'_>> = open.iter().map(|&n| batch[n]).collect();
+            let mut found = vec![None; rest.len()];
+            self.refused(&rest, &mut found, 0)?;
+            let none_found = found.iter().all(Option::is_none);
+            for (n, f) in open.iter().zip(found) {
+                refused[*n] = f;
+            }
+            let rest: Vec<Candidate<'_>> = (0..batch.len())
+                .filter(|&n| refused[n].is_none())
+                .map(|n| batch[n])
+                .collect();
+            let client = self.client.get_mut();
+            client.batch_execute("SAVEPOINT rest")?;
+            match decide(client, &rest, effects.as_deref()) {
+                Ok(d) => {
+                    client.batch_execute("RELEASE rest")?;
+                    break d;
+                }
+                Err(e) if refusable(&e) && !none_found => {
+                    client.batch_execute("ROLLBACK TO rest; RELEASE rest")?;
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        let mut decided = decided.into_iter();
+        let mut out = Vec::with_capacity(batch.len());
+        for (c, r) in batch.iter().zip(refused) {
+            out.push(match r {
+                Some(Decision::Refused(mut refusal)) => {
+                    refusal.times_seen = keep_refused(self.client.get_mut(), c, &refusal)?;
+                    Decision::Refused(refusal)
+                }
+                Some(d) => d,
                 None => decided.next().ok_or_else(|| {
                     InboxError::Backend("a batch's decisions came back short".into())
-                }),
-            })
-            .collect()
+                })?,
+            });
+        }
+        Ok(out)
     }
+}
+
+/// Keeps a refused interchange whole in the open batch, or counts an identical one again; how
+/// many times it has been refused.
+pub(super) fn keep_refused(
+    client: &mut Client,
+    c: &Candidate<'_>,
+    r: &crate::inbox::Refusal,
+) -> Result<i64, InboxError> {
+    let i = c.interchange;
+    let raw = c.stored_bytes()?;
+    let u = &i.unb;
+    let n: i32 = client
+        .query_one(
+            "INSERT INTO refusals (sender, recipient, control_ref, sha256, source_file, raw,
+                 statement, message_ref, code, error)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+             ON CONFLICT (sender, recipient, control_ref, sha256) WHERE resolved_at IS NULL
+             DO UPDATE SET times_seen = refusals.times_seen + 1, last_seen_at = now(),
+                 source_file = excluded.source_file, statement = excluded.statement,
+                 message_ref = excluded.message_ref, code = excluded.code, error = excluded.error
+             RETURNING times_seen",
+            &[
+                &u.sender.as_str(),
+                &u.recipient.as_str(),
+                &u.control_ref.as_str(),
+                &i.sha256_hex(),
+                &c.source_file,
+                &&*raw,
+                &r.statement,
+                &r.message_ref,
+                &r.code,
+                &super::storable(&r.error).as_ref(),
+            ],
+        )?
+        .get(0);
+    Ok(i64::from(n))
 }
 
 /// A reading thread's connection, for [`Decisions::probe`].
@@ -224,6 +304,7 @@ pub(super) fn key<'a>(i: &'a Interchange<'_>) -> Key<'a> {
 pub(super) fn decide(
     client: &mut Client,
     batch: &[Candidate<'_>],
+    effects: Option<&super::effects::Installed>,
 ) -> Result<Vec<Decision>, InboxError> {
     let hashes: Vec<String> = batch.iter().map(|c| c.interchange.sha256_hex()).collect();
     // The first copy of each key, sorted by key.
@@ -293,7 +374,7 @@ pub(super) fn decide(
         };
         decisions.push(decision);
     }
-    write_new(client, batch, &decisions, &hashes)?;
+    write_new(client, batch, &decisions, &hashes, effects)?;
     write_sightings(client, batch, &decisions, &hashes)?;
     Ok(decisions)
 }
@@ -324,6 +405,7 @@ pub(super) fn write_new(
     batch: &[Candidate<'_>],
     decisions: &[Decision],
     hashes: &[String],
+    effects: Option<&super::effects::Installed>,
 ) -> Result<(), InboxError> {
     let new: Vec<(usize, i64)> = decisions
         .iter()
@@ -419,33 +501,69 @@ pub(super) fn write_new(
             m.raw_end.push(msg.span.end as i64);
         }
     }
-    // The outbox events from the rows just written, not from a second look at the table.
+    let params: [&(dyn postgres::types::ToSql + Sync); 12] = [
+        &m.interchange_id,
+        &m.position,
+        &m.reference,
+        &m.message_type,
+        &m.version,
+        &m.release,
+        &m.agency,
+        &m.association_code,
+        &m.group_ref,
+        &m.segments,
+        &m.raw_start,
+        &m.raw_end,
+    ];
+    let Some(effects) = effects else {
+        // The outbox events from the rows just written, not from a second look at the table.
+        client.execute(
+            concat!(
+                "WITH m AS (",
+                insert_messages!(),
+                " RETURNING id, message_type)
+                 INSERT INTO outbox (message_id, event_type, created_at)
+                 SELECT id, $13 || message_type || $14, now() FROM m ORDER BY id"
+            ),
+            &[&params[..], &[&RECEIVED.0, &RECEIVED.1]].concat(),
+        )?;
+        return Ok(());
+    };
+    // With the operator's side effects: the messages' rows first (their ids are parameters),
+    // then the side effects of each new interchange, then the outbox events.
+    let mut rows: HashMap<i64, Vec<(i32, i64)>> = HashMap::new();
+    for r in client.query(
+        concat!(
+            insert_messages!(),
+            " RETURNING interchange_id, position, id"
+        ),
+        &params,
+    )? {
+        rows.entry(r.get(0)).or_default().push((r.get(1), r.get(2)));
+    }
+    effects.enter(client)?;
+    let mut applied = Vec::new();
+    for &(n, id) in &new {
+        let mut own = rows.remove(&id).unwrap_or_default();
+        own.sort_unstable();
+        let ids: Vec<i64> = own.into_iter().map(|(_, m)| m).collect();
+        let scope = crate::inbox::effects::Scope {
+            interchange: batch[n].interchange,
+            interchange_id: id,
+            sha256: &hashes[n],
+            source: batch[n].source_file,
+            received_at: batch[n].received_at,
+            reapply: false,
+        };
+        effects.run(client, &scope, &ids, &mut applied)?;
+    }
+    effects.leave(client)?;
+    effects.record(client, &applied)?;
     client.execute(
-        "WITH m AS (
-             INSERT INTO messages (interchange_id, position, reference, message_type, version,
-                 release, agency, association_code, group_ref, segments, raw_start, raw_end)
-             SELECT * FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::text[],
-                                  $6::text[], $7::text[], $8::text[], $9::text[], $10::int[],
-                                  $11::bigint[], $12::bigint[])
-             RETURNING id, message_type)
-         INSERT INTO outbox (message_id, event_type, created_at)
-         SELECT id, $13 || message_type || $14, now() FROM m ORDER BY id",
-        &[
-            &m.interchange_id,
-            &m.position,
-            &m.reference,
-            &m.message_type,
-            &m.version,
-            &m.release,
-            &m.agency,
-            &m.association_code,
-            &m.group_ref,
-            &m.segments,
-            &m.raw_start,
-            &m.raw_end,
-            &RECEIVED.0,
-            &RECEIVED.1,
-        ],
+        "INSERT INTO outbox (message_id, event_type, created_at)
+         SELECT id, $2 || message_type || $3, now() FROM messages
+         WHERE interchange_id = ANY($1) ORDER BY id",
+        &[&ids, &RECEIVED.0, &RECEIVED.1],
     )?;
     Ok(())
 }

@@ -102,7 +102,7 @@ pub(super) fn retryable(e: &InboxError) -> bool {
 /// True for the server refusing the data itself: the interchange that holds it is refused,
 /// the rest of its batch decided.
 pub(super) fn refusable(e: &InboxError) -> bool {
-    matches!(e, InboxError::Refused { .. })
+    matches!(e, InboxError::Refused { .. } | InboxError::EffectFailed(_))
 }
 
 /// The server's own words for a failure.

@@ -24,11 +24,13 @@ mod sql;
 
 mod acknowledgements;
 mod decisions;
+mod effects;
 mod error;
 mod migrations;
 mod open;
 mod positions;
 mod publishing;
+mod refusals;
 mod reports;
 mod retention;
 mod target;
@@ -59,6 +61,8 @@ pub struct PgInbox {
     rollbacks: u64,
     /// This host's name, for its own counter rows.
     host: String,
+    /// The operator's side effects, where `--effects` installed them.
+    effects: Option<std::sync::Arc<effects::Installed>>,
 }
 
 /// `text` as a PostgreSQL text column takes it: a reason quotes the input's bytes, and a NUL

@@ -71,6 +71,7 @@ impl PgInbox {
             pending_counts: BTreeMap::new(),
             rollbacks: 0,
             host,
+            effects: None,
         })
     }
 }

@@ -65,7 +65,8 @@ pub(super) fn stats(c: &mut impl GenericClient) -> Result<Stats, InboxError> {
                      FROM contrl_outbox WHERE published_at IS NULL AND failed_at IS NULL), ",
             ts!("(SELECT min(received_at) FROM inbox)"),
             ", ",
-            ts!("(SELECT max(received_at) FROM inbox)")
+            ts!("(SELECT max(received_at) FROM inbox)"),
+            ", (SELECT count(*) FROM refusals WHERE resolved_at IS NULL)"
         ),
         &[&Status::Duplicate.as_str(), &Status::Drift.as_str()],
     )?;
@@ -83,6 +84,7 @@ pub(super) fn stats(c: &mut impl GenericClient) -> Result<Stats, InboxError> {
         rejected: row.get(5),
         oldest_entry: row.get(12),
         newest_entry: row.get(13),
+        refused: row.get(14),
         ..Stats::default()
     };
     stats.set_outboxes(OutboxKinds {
@@ -101,27 +103,27 @@ pub(super) fn events(
             "SELECT ",
             ts!("time"),
             ", status, file, sender, recipient, control_ref, error, errors, unit_ref, event_type,
-               send FROM (
+               send, detail, n FROM (
                  SELECT received_at AS time, $5::text AS status, source_file AS file, sender,
                         recipient, control_ref, NULL::text AS error, NULL::bigint AS errors,
                         NULL::text AS unit_ref, NULL::text AS event_type, NULL::bigint AS send,
-                        id AS n
+                        NULL::text AS detail, id AS n
                  FROM interchanges
                  UNION ALL
                  SELECT seen_at, status, source_file, sender, recipient, control_ref, NULL, NULL,
-                        NULL, NULL, NULL, id
+                        NULL, NULL, NULL, NULL, id
                  FROM sightings
                  UNION ALL
                  SELECT f.last_seen_at, $6::text, f.source_file, NULL, NULL, NULL,
                         (SELECT r.error FROM rejections r WHERE r.file_id = f.id
                          ORDER BY r.byte_offset LIMIT 1),
                         (SELECT count(*) FROM rejections r WHERE r.file_id = f.id), NULL, NULL,
-                        NULL, f.id
+                        NULL, NULL, f.id
                  FROM rejected_files f
                  UNION ALL
                  SELECT o.failed_at, $7::text, i.source_file, i.sender, i.recipient,
                         i.control_ref, coalesce(o.last_error, ''), o.attempts::bigint,
-                        m.reference, o.event_type, NULL, o.id
+                        m.reference, o.event_type, NULL, NULL, o.id
                  FROM outbox o
                  JOIN messages m ON m.id = o.message_id
                  JOIN interchanges i ON i.id = m.interchange_id
@@ -129,12 +131,16 @@ pub(super) fn events(
                  UNION ALL
                  SELECT o.failed_at, $7::text, coalesce(i.source_file, ''), a.sender,
                         a.recipient, a.control_ref, coalesce(o.last_error, ''),
-                        o.attempts::bigint, a.own_ref, o.event_type, o.send::bigint, o.id
+                        o.attempts::bigint, a.own_ref, o.event_type, o.send::bigint, NULL, o.id
                  FROM contrl_outbox o
                  JOIN acknowledgements a ON a.id = o.acknowledgement_id
                  LEFT JOIN inbox i ON i.sender = a.sender AND i.recipient = a.recipient
                                    AND i.control_ref = a.control_ref
                  WHERE o.failed_at IS NOT NULL AND o.published_at IS NULL
+                 UNION ALL
+                 SELECT last_seen_at, $8::text, source_file, sender, recipient, control_ref,
+                        statement, times_seen::bigint, message_ref, code, NULL, error, id
+                 FROM refusals WHERE resolved_at IS NULL
              ) e
              WHERE ($1::text IS NULL OR status = $1)
                AND ($2::text IS NULL OR sender = $2)
@@ -150,19 +156,28 @@ pub(super) fn events(
             &Status::New.as_str(),
             &Status::Rejected.as_str(),
             &Status::Failed.as_str(),
+            &Status::Refused.as_str(),
         ],
     )?;
     rows.into_iter()
         .map(|r| {
-            Ok(Event {
-                time: r.get(0),
-                status: status(r.get(1))?,
-                file: r.get(2),
-                sender: r.get(3),
-                recipient: r.get(4),
-                control_ref: r.get(5),
+            let status = status(r.get(1))?;
+            let refused = status == Status::Refused;
+            let error = if refused {
+                // A refusal: its statement and reason, said in Rust (records.rs), once.
+                Some(
+                    crate::inbox::Refusal {
+                        statement: r.get::<_, Option<String>>(6).unwrap_or_default(),
+                        message_ref: r.get(8),
+                        code: r.get::<_, Option<String>>(9).unwrap_or_default(),
+                        error: r.get::<_, Option<String>>(11).unwrap_or_default(),
+                        times_seen: r.get::<_, Option<i64>>(7).unwrap_or(1),
+                    }
+                    .to_string(),
+                )
+            } else {
                 // A parked event: what it was and why, said in Rust (names.rs), once.
-                error: match r.get::<_, Option<String>>(8) {
+                match r.get::<_, Option<String>>(8) {
                     Some(reference) => Some(not_published(
                         &reference,
                         r.get(9),
@@ -170,8 +185,18 @@ pub(super) fn events(
                         r.get::<_, Option<&str>>(6).unwrap_or_default(),
                     )),
                     None => r.get(6),
-                },
-                errors: r.get(7),
+                }
+            };
+            Ok(Event {
+                time: r.get(0),
+                status,
+                file: r.get(2),
+                sender: r.get(3),
+                recipient: r.get(4),
+                control_ref: r.get(5),
+                error,
+                errors: if refused { None } else { r.get(7) },
+                refusal_id: if refused { r.get(12) } else { None },
             })
         })
         .collect()

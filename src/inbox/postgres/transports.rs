@@ -58,4 +58,13 @@ impl Transports for PgInbox {
         )?;
         Ok(())
     }
+
+    fn release_message(&mut self, transport: &str, message_id: &str) -> Result<(), InboxError> {
+        self.begin()?;
+        self.client.get_mut().execute(
+            "DELETE FROM transport_messages WHERE transport = $1 AND message_id = $2",
+            &[&transport, &message_id],
+        )?;
+        Ok(())
+    }
 }

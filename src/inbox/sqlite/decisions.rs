@@ -90,7 +90,8 @@ impl SqliteInbox {
     pub(super) fn decide_one(&mut self, c: &Candidate<'_>) -> Result<Decision, InboxError> {
         self.begin()?;
         let id = self.next_id()?;
-        let d = self.in_savepoint(|conn| {
+        let effects = self.effects.clone();
+        let d = match self.in_savepoint(|conn| {
             decide(
                 conn,
                 id,
@@ -98,8 +99,25 @@ impl SqliteInbox {
                 c.compressed,
                 c.source_file,
                 c.received_at,
+                effects.as_deref(),
             )
-        })?;
+        }) {
+            Err(InboxError::EffectFailed(mut refusal)) => {
+                // A trigger's RAISE(ROLLBACK) ends the batch's transaction itself: what the
+                // batch decided before is gone, so the run cannot go on as if it were not.
+                if self.conn.is_autocommit() {
+                    return Err(InboxError::Backend(
+                        format!(
+                            "{refusal}, and ended the batch's transaction (RAISE(ROLLBACK)): use RAISE(ABORT) in the operator's triggers"
+                        )
+                        .into(),
+                    ));
+                }
+                refusal.times_seen = self.keep_refused(c, &refusal)?;
+                Decision::Refused(refusal)
+            }
+            other => other?,
+        };
         if let Decision::New { .. } = d {
             self.next_id = Some(id + 1);
         }
@@ -160,6 +178,7 @@ pub(super) fn decide(
     compressed: Option<&[u8]>,
     source_file: &str,
     received_at: &str,
+    effects: Option<&super::effects::Installed>,
 ) -> Result<Decision, InboxError> {
     let u = &i.unb;
     let sha = i.sha256_hex();
@@ -183,6 +202,18 @@ pub(super) fn decide(
     if inserted == 1 {
         crash_point!("after-key-insert");
         write_interchange(conn, id, i, compressed, &sha, source_file, received_at)?;
+        if let Some(effects) = effects {
+            let scope = crate::inbox::effects::Scope {
+                interchange: i,
+                interchange_id: id,
+                sha256: &sha,
+                source: source_file,
+                received_at,
+                reapply: false,
+            };
+            effects.run(conn, &scope)?;
+        }
+        write_outbox(conn, id, received_at)?;
         crash_point!("after-business-rows");
         return Ok(Decision::New { interchange_id: id });
     }
@@ -223,7 +254,8 @@ pub(super) fn decide(
     })
 }
 
-/// The business rows of a new interchange: the interchange, its messages, an outbox event each.
+/// The business rows of a new interchange: the interchange and its messages (its outbox events
+/// follow the operator's side effects, [`write_outbox`]).
 pub(super) fn write_interchange(
     conn: &Connection,
     id: i64,
@@ -291,6 +323,15 @@ pub(super) fn write_interchange(
         bind_message(&mut one, 0, id, n, m, i)?;
         one.raw_execute()?;
     }
+    Ok(())
+}
+
+/// A new interchange's outbox events, one per message, after the operator's side effects.
+pub(super) fn write_outbox(
+    conn: &Connection,
+    id: i64,
+    received_at: &str,
+) -> Result<(), InboxError> {
     // One statement for the interchange's events rather than one per message: per-message
     // statements were most of the deciding thread's time (the floor writes no outbox at all).
     conn.prepare_cached(

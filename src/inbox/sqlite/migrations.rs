@@ -32,6 +32,7 @@ pub(super) const MIGRATIONS: &[Migration] = &[
     Migration::Sql(include_str!("migrations/0013_transport_messages.sql")),
     Migration::Sql(include_str!("migrations/0014_transport_message_sender.sql")),
     Migration::Sql(include_str!("migrations/0015_position_topic_ids.sql")),
+    Migration::Sql(include_str!("migrations/0016_effects.sql")),
 ];
 
 impl SqliteInbox {

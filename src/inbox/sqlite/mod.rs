@@ -19,11 +19,13 @@
 
 mod acknowledgements;
 mod decisions;
+mod effects;
 mod error;
 mod migrations;
 mod open;
 mod positions;
 mod publishing;
+mod refusals;
 mod reports;
 mod retention;
 mod transaction;
@@ -56,4 +58,6 @@ pub struct SqliteInbox {
     checkpoints: Option<Checkpoints>,
     /// The publisher's lock file, locked, where this run publishes.
     publisher_lock: Option<std::fs::File>,
+    /// The operator's side effects, where `--effects` installed them.
+    effects: Option<std::sync::Arc<effects::Installed>>,
 }

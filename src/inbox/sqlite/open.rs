@@ -24,6 +24,7 @@ impl SqliteInbox {
             next_id: None,
             checkpoints: None,
             publisher_lock: None,
+            effects: None,
         }
     }
 

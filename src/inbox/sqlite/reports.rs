@@ -6,8 +6,8 @@ use super::SqliteInbox;
 use crate::inbox::Outbox;
 use crate::inbox::names::{Counter, not_published};
 use crate::inbox::{
-    Event, EventFilter, InboxError, KeyHistory, OutboxFigures, OutboxKinds, Reports, Sighting,
-    Stats, StoredInterchange, StoredMessage,
+    Event, EventFilter, InboxError, KeyHistory, OutboxFigures, OutboxKinds, Refusal, Reports,
+    Sighting, Stats, StoredInterchange, StoredMessage,
 };
 use crate::status::Status;
 
@@ -87,6 +87,7 @@ pub(super) fn stats(conn: &Connection) -> Result<Stats, InboxError> {
         duplicates: sightings(Status::Duplicate)?,
         drift: sightings(Status::Drift)?,
         rejected: one("SELECT count(*) FROM rejected_files")?,
+        refused: one("SELECT count(*) FROM refusals WHERE resolved_at IS NULL")?,
         oldest_entry: oldest,
         newest_entry: newest,
         ..Stats::default()
@@ -101,25 +102,26 @@ pub(super) fn stats(conn: &Connection) -> Result<Stats, InboxError> {
 pub(super) fn events(conn: &Connection, f: &EventFilter) -> Result<Vec<Event>, InboxError> {
     let mut stmt = conn.prepare_cached(
         "SELECT time, status, file, sender, recipient, control_ref, error, errors, unit_ref,
-                event_type, send FROM (
+                event_type, send, detail, n FROM (
              SELECT received_at AS time, ?5 AS status, source_file AS file, sender, recipient,
                     control_ref, NULL AS error, NULL AS errors, NULL AS unit_ref,
-                    NULL AS event_type, NULL AS send, id AS n
+                    NULL AS event_type, NULL AS send, NULL AS detail, id AS n
              FROM interchanges
              UNION ALL
              SELECT seen_at, status, source_file, sender, recipient, control_ref, NULL, NULL,
-                    NULL, NULL, NULL, id
+                    NULL, NULL, NULL, NULL, id
              FROM sightings
              UNION ALL
              SELECT f.last_seen_at, ?6, f.source_file, NULL, NULL, NULL,
                     (SELECT r.error FROM rejections r WHERE r.file_id = f.id
                      ORDER BY r.byte_offset LIMIT 1),
                     (SELECT count(*) FROM rejections r WHERE r.file_id = f.id), NULL, NULL, NULL,
-                    f.id
+                    NULL, f.id
              FROM rejected_files f
              UNION ALL
              SELECT o.failed_at, ?7, i.source_file, i.sender, i.recipient, i.control_ref,
-                    coalesce(o.last_error, ''), o.attempts, m.reference, o.event_type, NULL, o.id
+                    coalesce(o.last_error, ''), o.attempts, m.reference, o.event_type, NULL, NULL,
+                    o.id
              FROM outbox o
              JOIN messages m ON m.id = o.message_id
              JOIN interchanges i ON i.id = m.interchange_id
@@ -127,12 +129,16 @@ pub(super) fn events(conn: &Connection, f: &EventFilter) -> Result<Vec<Event>, I
              UNION ALL
              SELECT o.failed_at, ?7, coalesce(i.source_file, ''), a.sender, a.recipient,
                     a.control_ref, coalesce(o.last_error, ''), o.attempts, a.own_ref,
-                    o.event_type, o.send, o.id
+                    o.event_type, o.send, NULL, o.id
              FROM contrl_outbox o
              JOIN acknowledgements a ON a.id = o.acknowledgement_id
              LEFT JOIN inbox i ON i.sender = a.sender AND i.recipient = a.recipient
                                AND i.control_ref = a.control_ref
              WHERE o.failed_at IS NOT NULL AND o.published_at IS NULL
+             UNION ALL
+             SELECT last_seen_at, ?8, source_file, sender, recipient, control_ref, statement,
+                    times_seen, message_ref, code, NULL, error, id
+             FROM refusals WHERE resolved_at IS NULL
          )
          WHERE (?1 IS NULL OR status = ?1)
            AND (?2 IS NULL OR sender = ?2)
@@ -141,15 +147,32 @@ pub(super) fn events(conn: &Connection, f: &EventFilter) -> Result<Vec<Event>, I
          LIMIT ?4",
     )?;
     let status = f.status.map(Status::as_str);
-    let words = [Status::New, Status::Rejected, Status::Failed].map(Status::as_str);
+    let words = [
+        Status::New,
+        Status::Rejected,
+        Status::Failed,
+        Status::Refused,
+    ]
+    .map(Status::as_str);
     let rows = stmt.query_map(
         params![
-            status, f.sender, f.since, f.limit, words[0], words[1], words[2]
+            status, f.sender, f.since, f.limit, words[0], words[1], words[2], words[3]
         ],
         |r| {
             let error: Option<String> = r.get(6)?;
-            // A parked event: what it was and why, said in Rust (names.rs), once.
+            let status = stored_status(r, 1)?;
+            // A refusal and a parked event: what they were and why, said in Rust, once.
             let error = match r.get::<_, Option<String>>(8)? {
+                _ if status == Status::Refused => Some(
+                    Refusal {
+                        statement: error.unwrap_or_default(),
+                        message_ref: r.get(8)?,
+                        code: r.get(9)?,
+                        error: r.get(11)?,
+                        times_seen: r.get(7)?,
+                    }
+                    .to_string(),
+                ),
                 Some(reference) => Some(not_published(
                     &reference,
                     &r.get::<_, String>(9)?,
@@ -159,14 +182,24 @@ pub(super) fn events(conn: &Connection, f: &EventFilter) -> Result<Vec<Event>, I
                 None => error,
             };
             Ok(Event {
+                refusal_id: if status == Status::Refused {
+                    r.get(12)?
+                } else {
+                    None
+                },
                 time: r.get(0)?,
-                status: stored_status(r, 1)?,
+                status,
                 file: r.get(2)?,
                 sender: r.get(3)?,
                 recipient: r.get(4)?,
                 control_ref: r.get(5)?,
                 error,
-                errors: r.get(7)?,
+                // How many times a refusal was seen is in its words, not a count of errors.
+                errors: if status == Status::Refused {
+                    None
+                } else {
+                    r.get(7)?
+                },
             })
         },
     )?;

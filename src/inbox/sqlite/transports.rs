@@ -69,4 +69,14 @@ impl Transports for SqliteInbox {
             .execute(params![transport, message_id, answer])?;
         Ok(())
     }
+
+    fn release_message(&mut self, transport: &str, message_id: &str) -> Result<(), InboxError> {
+        self.begin()?;
+        self.conn
+            .prepare_cached(
+                "DELETE FROM transport_messages WHERE transport = ?1 AND message_id = ?2",
+            )?
+            .execute(params![transport, message_id])?;
+        Ok(())
+    }
 }

@@ -231,10 +231,12 @@ pub fn run_together(commands: Vec<std::process::Command>) -> Vec<Run> {
     waiting.into_iter().map(|t| t.join().unwrap()).collect()
 }
 
-/// SQL that undoes `0012_positions.sql` (the Kafka positions, a delivery's key and time) and
-/// `0013_transport_messages.sql` (AS4's message ids), for a
-/// test that takes an SQLite inbox back to an older version.
+/// SQL that undoes `0012_positions.sql` (the Kafka positions, a delivery's key and time),
+/// `0013_transport_messages.sql` (AS4's message ids) and `0016_effects.sql` (the side effects'
+/// refusals, migrations and mappings), for a test that takes an SQLite inbox back to an older
+/// version.
 pub const UNDO_POSITIONS: &str = "
+    DROP TABLE message_effects; DROP TABLE refusals; DROP TABLE effect_migrations;
     DROP TABLE consumer_positions; DROP TABLE transport_messages;
     ALTER TABLE deliveries DROP COLUMN record_key;
     ALTER TABLE deliveries DROP COLUMN produced_at;";
@@ -243,6 +245,7 @@ pub const UNDO_POSITIONS: &str = "
 /// columns; and the later ones: the deliveries, the acknowledgements, the positions), for the
 /// tests that open an older inbox and see it brought up to date.
 pub const UNDO_PUBLISH_COLUMNS: &str = "
+    DROP TABLE message_effects; DROP TABLE refusals; DROP TABLE effect_migrations;
     DROP TABLE consumer_positions; DROP TABLE transport_messages;
     DROP TABLE deliveries; DROP TABLE contrl_outbox; DROP TABLE acknowledgements;
     DROP TABLE contrl_counters;

@@ -1,0 +1,135 @@
+//! The operator's side effects as both backends run them: the value each named parameter takes
+//! for an interchange and one of its messages, the same on SQLite and PostgreSQL (docs/effects.md).
+//! How a backend binds them, prepares the statements and tells a failure of the data from one of
+//! the infrastructure stays in its own `effects.rs`.
+
+use crate::edifact::{self, Interchange, Message};
+use crate::effects::Param;
+
+use super::InboxError;
+
+/// How the side effects run: each statement's time limit, and (PostgreSQL) the role they run as.
+#[derive(Debug, Clone)]
+pub struct EffectSettings {
+    pub timeout: std::time::Duration,
+    pub role: Option<String>,
+}
+
+/// A parameter's value, typed as the docs say: text, a whole number, or JSON text (`:message`,
+/// `jsonb` on PostgreSQL).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Value<'a> {
+    Null,
+    Text(&'a str),
+    Int(i64),
+    Json(&'a str),
+}
+
+/// One message of a new interchange, as its side effects see it.
+pub struct MessageScope<'a> {
+    /// Its row's id in `messages`.
+    pub id: i64,
+    pub message: &'a Message,
+    /// Its segments as JSON (docs/parser.md), made where a statement uses `:message`.
+    pub json: Option<String>,
+}
+
+/// A new interchange, as its side effects see it.
+pub struct Scope<'a> {
+    pub interchange: &'a Interchange<'a>,
+    pub interchange_id: i64,
+    pub sha256: &'a str,
+    /// The file or delivery it came in, as recorded.
+    pub source: &'a str,
+    pub received_at: &'a str,
+    /// True where `reapply --applied` runs the side effects again over history.
+    pub reapply: bool,
+}
+
+impl Scope<'_> {
+    /// The value of `param`, for the interchange and (for a message's statement) `message`.
+    /// A message's parameter without a message is NULL; the folder's loader refuses those in
+    /// `_interchange.sql`, so it never happens there.
+    pub fn value<'s>(&'s self, param: Param, message: Option<&'s MessageScope<'s>>) -> Value<'s> {
+        let u = &self.interchange.unb;
+        let text = |v: &'s str| Value::Text(v);
+        let opt = |v: Option<&'s str>| v.map_or(Value::Null, Value::Text);
+        let m = message.map(|m| m.message);
+        match param {
+            Param::Sender => text(u.sender.as_str()),
+            Param::SenderQualifier => opt(u.sender_qualifier.as_deref()),
+            Param::Recipient => text(u.recipient.as_str()),
+            Param::RecipientQualifier => opt(u.recipient_qualifier.as_deref()),
+            Param::ControlRef => text(u.control_ref.as_str()),
+            Param::InterchangeId => Value::Int(self.interchange_id),
+            Param::Test => Value::Int(i64::from(u.test_indicator.as_deref() == Some("1"))),
+            Param::ReceivedAt => text(self.received_at),
+            Param::Source => text(self.source),
+            Param::Sha256 => text(self.sha256),
+            Param::Reapply => Value::Int(i64::from(self.reapply)),
+            Param::MessageId => message.map_or(Value::Null, |m| Value::Int(m.id)),
+            Param::MessageRef => opt(m.map(|m| m.reference.as_str())),
+            Param::MessageType => opt(m.map(|m| m.message_type.as_str())),
+            Param::MessageVersion => opt(m.map(|m| m.version.as_str())),
+            Param::MessageRelease => opt(m.map(|m| m.release.as_str())),
+            Param::Agency => opt(m.map(|m| m.agency.as_str())),
+            Param::AssociationCode => opt(m.and_then(|m| m.association_code.as_deref())),
+            Param::GroupRef => opt(m.and_then(|m| {
+                m.group
+                    .and_then(|g| self.interchange.groups.get(g))
+                    .map(|g| g.reference.as_str())
+            })),
+            Param::Message => opt(message.and_then(|m| m.json.as_deref())).json(),
+        }
+    }
+
+    /// The JSON of `message`'s segments (docs/parser.md), as `:message` binds it.
+    pub fn message_json(&self, message: &Message) -> Result<String, InboxError> {
+        let read = edifact::message_segments(self.interchange, message).map_err(|e| {
+            InboxError::Backend(
+                format!("message {} cannot be read whole: {e}", message.reference).into(),
+            )
+        })?;
+        serde_json::to_string(&read)
+            .map_err(|e| InboxError::Backend(format!("message {}: {e}", message.reference).into()))
+    }
+}
+
+impl<'a> Value<'a> {
+    fn json(self) -> Value<'a> {
+        match self {
+            Value::Text(t) => Value::Json(t),
+            other => other,
+        }
+    }
+}
+
+impl<'a> MessageScope<'a> {
+    /// The `n`th message (0-based) of `scope`'s interchange as its mapping's statements see it,
+    /// its row's id taken from `ids` (the interchange's message rows in order), its JSON made
+    /// where a statement of `mapping` uses it.
+    pub fn of(
+        scope: &Scope<'_>,
+        n: usize,
+        message: &'a Message,
+        ids: &[i64],
+        mapping: &crate::effects::Mapping,
+    ) -> Result<MessageScope<'a>, InboxError> {
+        let id = *ids.get(n).ok_or_else(|| {
+            InboxError::Backend(format!("message {} has no row", message.reference).into())
+        })?;
+        let json = if uses_message(&mapping.statements) {
+            Some(scope.message_json(message)?)
+        } else {
+            None
+        };
+        Ok(MessageScope { id, message, json })
+    }
+}
+
+/// True where a statement of `mapping` uses `:message` (its JSON is made only then).
+pub fn uses_message(statements: &[crate::effects::Statement]) -> bool {
+    statements
+        .iter()
+        .any(|s| s.params().any(|p| p == Param::Message))
+}

@@ -1,0 +1,487 @@
+//! The operator's side effects on PostgreSQL (docs/effects.md): their migrations applied under
+//! the lock edi-inbox's own take, with a checksum each; every statement checked (data
+//! statements only, no write to edi-inbox's own tables, seen in its plan) and prepared before
+//! the first input; run for each new interchange in the batch's transaction with
+//! `statement_timeout` at `--effects-timeout` and, with `--effects-role`, as that role.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use postgres::Client;
+use postgres::types::{ToSql, Type};
+
+use super::PgInbox;
+use super::migrations::MIGRATIONS;
+use crate::effects::{Effects, Param, Statement};
+use crate::inbox::effects::{EffectSettings, MessageScope, Scope, Value};
+use crate::inbox::{InboxError, Refusal, SideEffects};
+
+/// A statement as the server runs it: `:name` written `$N` with its type's cast, numbered in the
+/// order the names first appear.
+pub(super) struct Prepared {
+    place: String,
+    statement: postgres::Statement,
+    params: Vec<Param>,
+}
+
+/// The side effects installed on this inbox's connection.
+pub(super) struct Installed {
+    effects: Arc<Effects>,
+    files: BTreeMap<String, Vec<Prepared>>,
+    timeout: Duration,
+    role: Option<String>,
+    /// The session's `statement_timeout`, put back after the side effects of a batch.
+    session_timeout: String,
+}
+
+/// The SQL type a parameter is bound as, and how its placeholder is written.
+fn placeholder(p: Param, n: usize) -> String {
+    match p {
+        Param::InterchangeId | Param::MessageId | Param::Test | Param::Reapply => {
+            format!("${n}::bigint")
+        }
+        Param::Message => format!("(${n}::text)::jsonb"),
+        _ => format!("${n}::text"),
+    }
+}
+
+fn render(s: &Statement) -> (String, Vec<Param>) {
+    let mut order: Vec<Param> = Vec::new();
+    let sql = s.render(|p| {
+        let n = match order.iter().position(|q| *q == p) {
+            Some(at) => at + 1,
+            None => {
+                order.push(p);
+                order.len()
+            }
+        };
+        placeholder(p, n)
+    });
+    (sql, order)
+}
+
+/// The statements a decision may run: data, never a transaction's control, a session's
+/// settings or the schema (which belongs in migrations/).
+const DATA_STATEMENTS: &[&str] = &[
+    "SELECT", "INSERT", "UPDATE", "DELETE", "MERGE", "WITH", "VALUES",
+];
+
+/// The first word of `sql` after white space, comments and opening parentheses, upper case.
+fn first_word(sql: &str) -> String {
+    let mut rest = sql;
+    loop {
+        let t = rest.trim_start_matches(|c: char| c.is_whitespace() || c == '(');
+        if let Some(after) = t.strip_prefix("--") {
+            rest = after.split_once('\n').map_or("", |(_, r)| r);
+        } else if let Some(after) = t.strip_prefix("/*") {
+            rest = after.split_once("*/").map_or("", |(_, r)| r);
+        } else {
+            rest = t;
+            break;
+        }
+    }
+    rest.chars()
+        .take_while(|c| c.is_ascii_alphabetic())
+        .collect::<String>()
+        .to_ascii_uppercase()
+}
+
+/// edi-inbox's own tables: those its migrations create.
+fn own_tables() -> HashSet<String> {
+    let mut own: HashSet<String> = HashSet::from(["schema_migrations".to_string()]);
+    for m in MIGRATIONS {
+        let upper = m.to_ascii_uppercase();
+        let mut from = 0;
+        while let Some(at) = upper[from..].find("CREATE TABLE ") {
+            let start = from + at + "CREATE TABLE ".len();
+            let rest = m[start..].trim_start();
+            let rest = rest
+                .strip_prefix("IF NOT EXISTS ")
+                .map_or(rest, str::trim_start);
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            own.insert(name.to_ascii_lowercase());
+            from = start;
+        }
+    }
+    own
+}
+
+/// The tables a plan writes (`ModifyTable` nodes, writable CTEs included), as schema and name.
+fn written(plan: &serde_json::Value, out: &mut Vec<(String, String)>) {
+    match plan {
+        serde_json::Value::Object(o) => {
+            if o.get("Node Type").and_then(|v| v.as_str()) == Some("ModifyTable")
+                && let (Some(s), Some(r)) = (
+                    o.get("Schema").and_then(|v| v.as_str()),
+                    o.get("Relation Name").and_then(|v| v.as_str()),
+                )
+            {
+                out.push((s.to_string(), r.to_string()));
+            }
+            for v in o.values() {
+                written(v, out);
+            }
+        }
+        serde_json::Value::Array(a) => a.iter().for_each(|v| written(v, out)),
+        _ => {}
+    }
+}
+
+fn setup(place: &str, reason: impl std::fmt::Display) -> InboxError {
+    InboxError::Effects {
+        place: place.to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+/// The server's own words for a failure of one of the operator's statements.
+fn words(e: &postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => match db.detail() {
+            Some(d) => format!("{} ({d})", db.message()),
+            None => db.message().to_string(),
+        },
+        None => e.to_string(),
+    }
+}
+
+impl SideEffects for PgInbox {
+    fn install_effects(
+        &mut self,
+        effects: Arc<Effects>,
+        settings: &EffectSettings,
+        _when: &str,
+    ) -> Result<(), InboxError> {
+        let (timeout, role) = (settings.timeout, settings.role.as_deref());
+        let schema = self.target.schema.clone();
+        let client = self.client.get_mut();
+        let session_timeout: String = client
+            .query_one("SELECT current_setting('statement_timeout')", &[])?
+            .get(0);
+        let own = own_tables();
+        let mut tx = client.transaction()?;
+        // The lock edi-inbox's own migrations take: hosts starting together apply each of the
+        // operator's migrations once.
+        tx.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended('edi-inbox ' || $1, 0))",
+            &[&schema],
+        )?;
+        let applied: BTreeMap<i32, (String, String)> = tx
+            .query(
+                concat!(
+                    "SELECT number, sha256, ",
+                    ts!("applied_at"),
+                    " FROM effect_migrations"
+                ),
+                &[],
+            )?
+            .into_iter()
+            .map(|r| (r.get(0), (r.get(1), r.get(2))))
+            .collect();
+        let last = applied.keys().max().copied();
+        for m in &effects.migrations {
+            let place = format!("migrations/{}", m.file);
+            let number = m.number as i32;
+            match applied.get(&number) {
+                Some((sha, at)) if *sha != m.sha256 => {
+                    return Err(setup(
+                        &place,
+                        format!(
+                            "was applied at {at} and has changed since: an applied migration is never edited; write a new one"
+                        ),
+                    ));
+                }
+                Some(_) => continue,
+                None => {}
+            }
+            if let Some(last) = last.filter(|l| *l > number) {
+                return Err(setup(
+                    &place,
+                    format!(
+                        "is numbered below migration {last}, already applied: migrations are applied in their order; number it after {last}"
+                    ),
+                ));
+            }
+            let first = first_word(&m.sql);
+            if ["BEGIN", "COMMIT", "ROLLBACK", "START", "END", "ABORT"].contains(&first.as_str()) {
+                return Err(setup(
+                    &place,
+                    "transaction control: each migration runs in edi-inbox's transaction",
+                ));
+            }
+            tx.batch_execute("SAVEPOINT migration")?;
+            if let Err(e) = tx.batch_execute(&m.sql) {
+                return Err(setup(&place, words(&e)));
+            }
+            tx.batch_execute("RELEASE migration")?;
+            tx.execute(
+                "INSERT INTO effect_migrations (number, file, sha256) VALUES ($1, $2, $3)",
+                &[&number, &m.file, &m.sha256],
+            )?;
+        }
+        if let Some(role) = role {
+            // SET LOCAL ROLE, with the name bound: the statements are planned as the role.
+            tx.execute("SELECT set_config('role', $1, true)", &[&role])
+                .map_err(|e| setup("--effects-role", words(&e)))?;
+        }
+        let mut files = BTreeMap::new();
+        for mapping in effects.interchange.iter().chain(effects.by_type.values()) {
+            let mut own_file = Vec::with_capacity(mapping.statements.len());
+            for s in &mapping.statements {
+                let place = s.place();
+                let first = first_word(&s.text());
+                if !DATA_STATEMENTS.contains(&first.as_str()) {
+                    return Err(setup(
+                        &place,
+                        format!(
+                            "may not run in the decision's transaction: {first} is not a data statement (SELECT, INSERT, UPDATE, DELETE, MERGE, WITH, VALUES); a change of schema belongs in migrations/"
+                        ),
+                    ));
+                }
+                let (sql, params) = render(s);
+                let statement = tx.prepare(&sql).map_err(|e| setup(&place, words(&e)))?;
+                check_writes(&mut tx, &sql, &params, &schema, &own)
+                    .map_err(|why| setup(&place, why))?;
+                own_file.push(Prepared {
+                    place,
+                    statement,
+                    params,
+                });
+            }
+            files.insert(mapping.file.clone(), own_file);
+        }
+        tx.commit()?;
+        self.effects = Some(Arc::new(Installed {
+            effects,
+            files,
+            timeout,
+            role: role.map(str::to_string),
+            session_timeout,
+        }));
+        Ok(())
+    }
+}
+
+/// Refuses a statement whose plan writes one of edi-inbox's own tables: planned with every
+/// parameter NULL (EXPLAIN never runs it; it checks the role's privileges).
+fn check_writes(
+    tx: &mut postgres::Transaction<'_>,
+    sql: &str,
+    params: &[Param],
+    schema: &str,
+    own: &HashSet<String>,
+) -> Result<(), String> {
+    let nulls_text: Option<&str> = None;
+    let nulls_int: Option<i64> = None;
+    let values: Vec<&(dyn ToSql + Sync)> = params
+        .iter()
+        .map(|p| match placeholder(*p, 1).ends_with("bigint") {
+            true => &nulls_int as &(dyn ToSql + Sync),
+            false => &nulls_text as &(dyn ToSql + Sync),
+        })
+        .collect();
+    let rows = tx
+        .query(&format!("EXPLAIN (VERBOSE, FORMAT JSON) {sql}"), &values)
+        .map_err(|e| words(&e))?;
+    let plan: serde_json::Value = match rows.first() {
+        Some(r) => {
+            let JsonText(text) = r.try_get(0).map_err(|e| e.to_string())?;
+            serde_json::from_str(&text).map_err(|e| e.to_string())?
+        }
+        None => return Ok(()),
+    };
+    let mut out = Vec::new();
+    written(&plan, &mut out);
+    for (s, t) in out {
+        if s == schema && own.contains(&t.to_ascii_lowercase()) {
+            return Err(format!(
+                "may not run in the decision's transaction: {t} is one of edi-inbox's own tables: read it, never change it"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A `json` value as its text (what the server sends for the type, in either format).
+struct JsonText(String);
+
+impl<'a> postgres::types::FromSql<'a> for JsonText {
+    fn from_sql(
+        _: &Type,
+        raw: &'a [u8],
+    ) -> Result<JsonText, Box<dyn std::error::Error + Sync + Send>> {
+        Ok(JsonText(String::from_utf8(raw.to_vec())?))
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        *ty == Type::JSON || *ty == Type::TEXT
+    }
+}
+
+impl Installed {
+    /// Before the batch's side effects: the statement timeout, and the role (SET LOCAL, the
+    /// values bound).
+    pub(super) fn enter(&self, client: &mut Client) -> Result<(), InboxError> {
+        let millis = self.timeout.as_millis().max(1).to_string();
+        // The session's own role where none is named ('none' is SET ROLE NONE).
+        let role = self.role.as_deref().unwrap_or("none");
+        client.execute(
+            "SELECT set_config('statement_timeout', $1, true), set_config('role', $2, true)",
+            &[&millis, &role],
+        )?;
+        Ok(())
+    }
+
+    /// After them: the session's own again.
+    pub(super) fn leave(&self, client: &mut Client) -> Result<(), InboxError> {
+        client.execute(
+            "SELECT set_config('statement_timeout', $1, true), set_config('role', 'none', true)",
+            &[&self.session_timeout],
+        )?;
+        Ok(())
+    }
+
+    /// Runs the side effects of a new interchange whose rows are written (`ids`: its messages'
+    /// rows in order), between [`Installed::enter`] and [`Installed::leave`]; adds each message
+    /// a mapping ran for, with the mapping's checksum, to `applied` (recorded by
+    /// [`Installed::record`] after `leave`, as edi-inbox, not as `--effects-role`). A failure
+    /// of the data is [`InboxError::EffectFailed`].
+    pub(super) fn run(
+        &self,
+        client: &mut Client,
+        scope: &Scope<'_>,
+        ids: &[i64],
+        applied: &mut Vec<(i64, String)>,
+    ) -> Result<(), InboxError> {
+        if let Some(m) = &self.effects.interchange {
+            for p in self.files.get(&m.file).into_iter().flatten() {
+                self.execute(client, p, scope, None)?;
+            }
+        }
+        for (n, message) in scope.interchange.messages.iter().enumerate() {
+            let Some(mapping) =
+                self.effects
+                    .for_message(&message.message_type, &message.version, &message.release)
+            else {
+                continue;
+            };
+            let ms = MessageScope::of(scope, n, message, ids, mapping)?;
+            let id = ms.id;
+            for p in self.files.get(&mapping.file).into_iter().flatten() {
+                self.execute(client, p, scope, Some(&ms))?;
+            }
+            applied.push((id, self.effects.checksum_for(Some(mapping))));
+        }
+        Ok(())
+    }
+
+    /// Records the mapping each message ran (for `reapply --applied --changed`).
+    pub(super) fn record(
+        &self,
+        client: &mut Client,
+        applied: &[(i64, String)],
+    ) -> Result<(), InboxError> {
+        if applied.is_empty() {
+            return Ok(());
+        }
+        let (ids, mappings): (Vec<i64>, Vec<&str>) =
+            applied.iter().map(|(id, m)| (*id, m.as_str())).unzip();
+        client.execute(
+            "INSERT INTO message_effects (message_id, mapping)
+             SELECT * FROM unnest($1::bigint[], $2::text[])
+             ON CONFLICT (message_id) DO UPDATE SET mapping = excluded.mapping,
+                 applied_at = now()",
+            &[&ids, &mappings],
+        )?;
+        Ok(())
+    }
+
+    fn execute(
+        &self,
+        client: &mut Client,
+        p: &Prepared,
+        scope: &Scope<'_>,
+        message: Option<&MessageScope<'_>>,
+    ) -> Result<u64, InboxError> {
+        let values: Vec<Value<'_>> = p.params.iter().map(|q| scope.value(*q, message)).collect();
+        let bound: Vec<Box<dyn ToSql + Sync + '_>> = values
+            .iter()
+            .zip(p.statement.params())
+            .map(|(v, ty)| -> Box<dyn ToSql + Sync + '_> {
+                match v {
+                    Value::Null if *ty == Type::INT8 => Box::new(None::<i64>),
+                    Value::Null => Box::new(None::<&str>),
+                    Value::Text(t) | Value::Json(t) => Box::new(*t),
+                    Value::Int(n) => Box::new(*n),
+                }
+            })
+            .collect();
+        let refs: Vec<&(dyn ToSql + Sync)> = bound.iter().map(|b| &**b as _).collect();
+        match client.execute(&p.statement, &refs) {
+            Ok(n) => Ok(n),
+            Err(e) => Err(self.failure(p, message, e)),
+        }
+    }
+
+    /// A failure told apart: the data's (class 22 data exception, 23 integrity constraint, 54
+    /// program limit, P0 a PL/pgSQL RAISE) refuses the interchange; the timeout, a conflict
+    /// with another host, or anything else is the run's.
+    fn failure(
+        &self,
+        p: &Prepared,
+        message: Option<&MessageScope<'_>>,
+        e: postgres::Error,
+    ) -> InboxError {
+        let Some(code) = e.code().map(|c| c.code().to_string()) else {
+            return InboxError::from(e);
+        };
+        if code == "57014" {
+            return InboxError::EffectTimeout {
+                statement: p.place.clone(),
+                seconds: self.timeout.as_secs(),
+            };
+        }
+        if matches!(&code[..2], "22" | "23" | "54" | "P0") {
+            return InboxError::EffectFailed(Refusal {
+                statement: p.place.clone(),
+                message_ref: message.map(|m| m.message.reference.to_string()),
+                code,
+                error: words(&e),
+                times_seen: 1,
+            });
+        }
+        InboxError::from(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_word_is_read_past_comments_and_parentheses() {
+        assert_eq!(first_word("  -- x\n /* y */ (select 1)"), "SELECT");
+        assert_eq!(first_word("commit"), "COMMIT");
+        assert_eq!(first_word("/* unterminated"), "");
+    }
+
+    #[test]
+    fn own_tables_are_read_from_the_migrations() {
+        let own = own_tables();
+        for t in [
+            "inbox",
+            "interchanges",
+            "messages",
+            "outbox",
+            "refusals",
+            "schema_migrations",
+        ] {
+            assert!(own.contains(t), "{t} in {own:?}");
+        }
+        assert!(!own.contains("partner_invoices"));
+    }
+}

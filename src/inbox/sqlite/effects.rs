@@ -1,0 +1,512 @@
+//! The operator's side effects on SQLite (docs/effects.md): their migrations applied with a
+//! checksum each, every statement prepared before the first input under an authorizer that
+//! keeps them from transaction control, ATTACH, PRAGMA, schema changes and edi-inbox's own
+//! tables, and run for each new interchange inside its decision's savepoint, each statement
+//! stopped by a progress handler after `--effects-timeout`.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rusqlite::hooks::{AuthAction, AuthContext, Authorization};
+use rusqlite::{Connection, ErrorCode, params};
+
+use super::SqliteInbox;
+use super::migrations::{MIGRATIONS, Migration};
+use crate::effects::{Effects, Param, Statement};
+use crate::inbox::effects::{EffectSettings, MessageScope, Scope, Value};
+use crate::inbox::{InboxError, Refusal, SideEffects};
+
+/// What the authorizer lets through, as a number an atomic holds.
+const OFF: u8 = 0;
+const MIGRATION: u8 = 1;
+const EFFECT: u8 = 2;
+
+/// How many virtual machine steps SQLite runs between two looks at the clock.
+const STEPS_PER_LOOK: i32 = 1000;
+
+/// Shared by the connection's hooks and the inbox: whose statements are being prepared or run,
+/// until when they may run, and why the authorizer last said no.
+struct Guard {
+    mode: AtomicU8,
+    /// Milliseconds after `start` when the running statement is stopped; 0 for never.
+    deadline: AtomicU64,
+    start: Instant,
+    own: HashSet<String>,
+    denied: Mutex<Option<String>>,
+}
+
+impl Guard {
+    fn judge(&self, ctx: AuthContext<'_>) -> Authorization {
+        let mode = self.mode.load(Ordering::Relaxed);
+        if mode == OFF {
+            return Authorization::Allow;
+        }
+        let own = |t: &str| self.own.contains(&t.to_ascii_lowercase());
+        let why = match ctx.action {
+            AuthAction::Transaction { .. } | AuthAction::Savepoint { .. } => Some(
+                "transaction control: the statements run inside the decision's transaction, which edi-inbox commits or rolls back"
+                    .to_string(),
+            ),
+            AuthAction::Attach { .. } | AuthAction::Detach { .. } => {
+                Some("ATTACH and DETACH: the side effects stay in the inbox's database".into())
+            }
+            AuthAction::Pragma { pragma_name, .. } => Some(format!(
+                "a pragma ({pragma_name}): the connection's settings are edi-inbox's"
+            )),
+            AuthAction::Insert { table_name }
+            | AuthAction::Delete { table_name }
+            | AuthAction::Update { table_name, .. }
+            | AuthAction::CreateIndex { table_name, .. }
+            | AuthAction::CreateTrigger { table_name, .. }
+            | AuthAction::DropIndex { table_name, .. }
+            | AuthAction::DropTrigger { table_name, .. }
+            | AuthAction::DropTable { table_name }
+            | AuthAction::CreateTable { table_name }
+            | AuthAction::AlterTable { table_name, .. }
+                if own(table_name) =>
+            {
+                Some(format!(
+                    "{table_name} is one of edi-inbox's own tables: read it, never change it"
+                ))
+            }
+            a if mode == EFFECT && changes_schema(&a) => Some(
+                "a change of schema: it belongs in migrations/, applied once at start-up".into(),
+            ),
+            _ => None,
+        };
+        match why {
+            None => Authorization::Allow,
+            Some(why) => {
+                if let Ok(mut d) = self.denied.lock() {
+                    d.get_or_insert(why);
+                }
+                Authorization::Deny
+            }
+        }
+    }
+
+    fn expired(&self) -> bool {
+        let d = self.deadline.load(Ordering::Relaxed);
+        d != 0 && self.start.elapsed().as_millis() as u64 >= d
+    }
+
+    /// The operator's statements from now until the returned value is dropped: judged, and
+    /// stopped after `timeout` (`None` while preparing).
+    fn operator(&self, mode: u8, timeout: Option<Duration>) -> Armed<'_> {
+        if let Ok(mut d) = self.denied.lock() {
+            *d = None;
+        }
+        self.mode.store(mode, Ordering::Relaxed);
+        if let Some(t) = timeout {
+            let at = self.start.elapsed() + t;
+            self.deadline
+                .store((at.as_millis() as u64).max(1), Ordering::Relaxed);
+        }
+        Armed(self)
+    }
+
+    fn denial(&self) -> Option<String> {
+        self.denied.lock().ok().and_then(|d| d.clone())
+    }
+}
+
+/// Back to edi-inbox's own statements when dropped.
+struct Armed<'g>(&'g Guard);
+
+impl Drop for Armed<'_> {
+    fn drop(&mut self) {
+        self.0.mode.store(OFF, Ordering::Relaxed);
+        self.0.deadline.store(0, Ordering::Relaxed);
+    }
+}
+
+fn changes_schema(a: &AuthAction<'_>) -> bool {
+    matches!(
+        a,
+        AuthAction::CreateIndex { .. }
+            | AuthAction::CreateTable { .. }
+            | AuthAction::CreateTempIndex { .. }
+            | AuthAction::CreateTempTable { .. }
+            | AuthAction::CreateTempTrigger { .. }
+            | AuthAction::CreateTempView { .. }
+            | AuthAction::CreateTrigger { .. }
+            | AuthAction::CreateView { .. }
+            | AuthAction::DropIndex { .. }
+            | AuthAction::DropTable { .. }
+            | AuthAction::DropTempIndex { .. }
+            | AuthAction::DropTempTable { .. }
+            | AuthAction::DropTempTrigger { .. }
+            | AuthAction::DropTempView { .. }
+            | AuthAction::DropTrigger { .. }
+            | AuthAction::DropView { .. }
+            | AuthAction::AlterTable { .. }
+            | AuthAction::Reindex { .. }
+            | AuthAction::Analyze { .. }
+            | AuthAction::CreateVtable { .. }
+            | AuthAction::DropVtable { .. }
+    )
+}
+
+/// One statement as SQLite runs it: `:name` written `?N`, N the parameter's place in
+/// [`Param::ALL`], so that each value is bound by number.
+struct Prepared {
+    place: String,
+    sql: String,
+    params: Vec<Param>,
+}
+
+/// The side effects installed on this inbox.
+pub(super) struct Installed {
+    effects: Arc<Effects>,
+    /// By file name, each file's statements in order.
+    files: BTreeMap<String, Vec<Prepared>>,
+    timeout: Duration,
+    guard: Arc<Guard>,
+}
+
+fn number(p: Param) -> usize {
+    Param::ALL.iter().position(|q| *q == p).unwrap_or(0) + 1
+}
+
+fn prepared(s: &Statement) -> Prepared {
+    let mut params: Vec<Param> = s.params().collect();
+    params.sort();
+    params.dedup();
+    Prepared {
+        place: s.place(),
+        sql: s.render(|p| format!("?{}", number(p))),
+        params,
+    }
+}
+
+/// The names of edi-inbox's own tables: the schema its migrations make, made in memory.
+fn own_tables() -> Result<HashSet<String>, InboxError> {
+    let conn = Connection::open_in_memory()?;
+    for m in MIGRATIONS {
+        match m {
+            Migration::Sql(sql) => conn.execute_batch(sql)?,
+            Migration::Code(f) => f(&conn)?,
+        }
+    }
+    let mut stmt = conn.prepare("SELECT lower(name) FROM sqlite_master WHERE type = 'table'")?;
+    let names = stmt
+        .query_map([], |r| r.get::<_, String>(0))?
+        .collect::<Result<HashSet<_>, _>>()?;
+    Ok(names)
+}
+
+impl SideEffects for SqliteInbox {
+    fn install_effects(
+        &mut self,
+        effects: Arc<Effects>,
+        settings: &EffectSettings,
+        when: &str,
+    ) -> Result<(), InboxError> {
+        if settings.role.is_some() {
+            return Err(InboxError::Effects {
+                place: "--effects-role".into(),
+                reason: "is PostgreSQL's: an SQLite inbox has no roles (its authorizer keeps the side effects to the business tables)".into(),
+            });
+        }
+        let timeout = settings.timeout;
+        let guard = Arc::new(Guard {
+            mode: AtomicU8::new(OFF),
+            deadline: AtomicU64::new(0),
+            start: Instant::now(),
+            own: own_tables()?,
+            denied: Mutex::new(None),
+        });
+        let judge = guard.clone();
+        self.conn
+            .authorizer(Some(move |ctx: AuthContext<'_>| judge.judge(ctx)));
+        let clock = guard.clone();
+        self.conn
+            .progress_handler(STEPS_PER_LOOK, Some(move || clock.expired()));
+        let count = effects.statements().count();
+        self.conn.set_prepared_statement_cache_capacity(64 + count);
+        self.conn.execute_batch("BEGIN IMMEDIATE")?;
+        let result = install(&self.conn, &effects, &guard, when);
+        match result {
+            Ok(files) => {
+                self.conn.execute_batch("COMMIT")?;
+                self.effects = Some(Arc::new(Installed {
+                    effects,
+                    files,
+                    timeout,
+                    guard,
+                }));
+                Ok(())
+            }
+            Err(e) => {
+                let _ = self.conn.execute_batch("ROLLBACK");
+                Err(e)
+            }
+        }
+    }
+}
+
+/// The migrations not applied yet, then every statement prepared (and kept in the cache).
+fn install(
+    conn: &Connection,
+    effects: &Effects,
+    guard: &Guard,
+    when: &str,
+) -> Result<BTreeMap<String, Vec<Prepared>>, InboxError> {
+    let applied: BTreeMap<i64, (String, String, String)> = conn
+        .prepare("SELECT number, file, sha256, applied_at FROM effect_migrations")?
+        .query_map([], |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?, r.get(3)?))))?
+        .collect::<Result<_, _>>()?;
+    let last = applied.keys().max().copied();
+    for m in &effects.migrations {
+        let place = format!("migrations/{}", m.file);
+        match applied.get(&i64::from(m.number)) {
+            Some((_, sha, at)) if *sha != m.sha256 => {
+                return Err(InboxError::Effects {
+                    place,
+                    reason: format!(
+                        "was applied at {at} and has changed since: an applied migration is never edited; write a new one"
+                    ),
+                });
+            }
+            Some(_) => continue,
+            None => {}
+        }
+        if let Some(last) = last.filter(|l| *l > i64::from(m.number)) {
+            return Err(InboxError::Effects {
+                place,
+                reason: format!(
+                    "is numbered below migration {last}, already applied: migrations are applied in their order; number it after {last}"
+                ),
+            });
+        }
+        let run = {
+            let _armed = guard.operator(MIGRATION, None);
+            conn.execute_batch(&m.sql)
+        };
+        run.map_err(|e| setup_error(&place, e, guard))?;
+        conn.execute(
+            "INSERT INTO effect_migrations (number, file, sha256, applied_at) VALUES (?1, ?2, ?3, ?4)",
+            params![m.number, m.file, m.sha256, when],
+        )?;
+    }
+    let mut files = BTreeMap::new();
+    let mappings = effects.interchange.iter().chain(effects.by_type.values());
+    for mapping in mappings {
+        let mut own = Vec::with_capacity(mapping.statements.len());
+        for s in &mapping.statements {
+            let p = prepared(s);
+            let made = {
+                let _armed = guard.operator(EFFECT, None);
+                conn.prepare_cached(&p.sql)
+                    .map(|st| foreign_placeholder(&st))
+            };
+            if let Some(found) = made.map_err(|e| setup_error(&p.place, e, guard))? {
+                // SQLite reads a PostgreSQL dollar quote ($$...$$) as a parameter of its own,
+                // which would be bound by number with one of ours, or be NULL.
+                return Err(InboxError::Effects {
+                    place: p.place.clone(),
+                    reason: format!(
+                        "SQLite reads {found} as a parameter (a PostgreSQL dollar quote?): values come only as :name"
+                    ),
+                });
+            }
+            own.push(p);
+        }
+        files.insert(mapping.file.clone(), own);
+    }
+    Ok(files)
+}
+
+/// The first parameter SQLite found in a prepared statement that is not one of the `?N` the
+/// statement was rendered with.
+fn foreign_placeholder(st: &rusqlite::Statement<'_>) -> Option<String> {
+    // A number between that no ?N took has no name, and is left NULL.
+    (1..=st.parameter_count()).find_map(|i| {
+        st.parameter_name(i)
+            .filter(|name| *name != format!("?{i}"))
+            .map(str::to_string)
+    })
+}
+
+/// A statement that does not prepare, or a migration that fails, in the operator's words: the
+/// authorizer's reason where it said no.
+fn setup_error(place: &str, e: rusqlite::Error, guard: &Guard) -> InboxError {
+    let reason = match (e.sqlite_error_code(), guard.denial()) {
+        (Some(ErrorCode::AuthorizationForStatementDenied), Some(why)) => {
+            format!("may not run in the decision's transaction: {why}")
+        }
+        _ => e.to_string(),
+    };
+    InboxError::Effects {
+        place: place.to_string(),
+        reason,
+    }
+}
+
+impl Installed {
+    /// Runs the side effects of a new interchange, whose rows are written: `_interchange.sql`,
+    /// then each message's type's statements, each message's mapping recorded. A failure of
+    /// the data is [`InboxError::EffectFailed`]; the caller rolls the interchange back.
+    pub(super) fn run(&self, conn: &Connection, scope: &Scope<'_>) -> Result<(), InboxError> {
+        if let Some(m) = &self.effects.interchange {
+            for p in self.files.get(&m.file).into_iter().flatten() {
+                self.execute(conn, p, scope, None)?;
+            }
+        }
+        let i = scope.interchange;
+        let mut ids: Option<Vec<i64>> = None;
+        for (n, message) in i.messages.iter().enumerate() {
+            let Some(mapping) =
+                self.effects
+                    .for_message(&message.message_type, &message.version, &message.release)
+            else {
+                continue;
+            };
+            let ids = match &mut ids {
+                Some(ids) => ids,
+                None => ids.insert(
+                    conn.prepare_cached(
+                        "SELECT id FROM messages WHERE interchange_id = ?1 ORDER BY position",
+                    )?
+                    .query_map([scope.interchange_id], |r| r.get(0))?
+                    .collect::<Result<Vec<i64>, _>>()?,
+                ),
+            };
+            let ms = MessageScope::of(scope, n, message, ids, mapping)?;
+            let id = ms.id;
+            for p in self.files.get(&mapping.file).into_iter().flatten() {
+                self.execute(conn, p, scope, Some(&ms))?;
+            }
+            conn.prepare_cached(
+                "INSERT INTO message_effects (message_id, mapping, applied_at) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (message_id) DO UPDATE SET mapping = excluded.mapping,
+                     applied_at = excluded.applied_at",
+            )?
+            .execute(params![
+                id,
+                self.effects.checksum_for(Some(mapping)),
+                scope.received_at
+            ])?;
+        }
+        Ok(())
+    }
+
+    /// One statement, its parameters bound by number; how many rows it changed.
+    fn execute(
+        &self,
+        conn: &Connection,
+        p: &Prepared,
+        scope: &Scope<'_>,
+        message: Option<&MessageScope<'_>>,
+    ) -> Result<u64, InboxError> {
+        let armed = self.guard.operator(EFFECT, Some(self.timeout));
+        let result = (|| {
+            let mut st = conn.prepare_cached(&p.sql)?;
+            for &param in &p.params {
+                let at = number(param);
+                match scope.value(param, message) {
+                    Value::Null => st.raw_bind_parameter(at, rusqlite::types::Null)?,
+                    Value::Text(t) | Value::Json(t) => st.raw_bind_parameter(at, t)?,
+                    Value::Int(n) => st.raw_bind_parameter(at, n)?,
+                }
+            }
+            let mut rows = st.raw_query();
+            while rows.next()?.is_some() {}
+            Ok(conn.changes())
+        })();
+        drop(armed);
+        result.map_err(|e| self.failure(p, message, e))
+    }
+
+    /// A failure told apart: the data's (a constraint, a trigger's RAISE, a value of the wrong
+    /// type or size) refuses the interchange; a statement stopped by the clock, or anything
+    /// else (the disk full, the file read-only), fails the run.
+    fn failure(
+        &self,
+        p: &Prepared,
+        message: Option<&MessageScope<'_>>,
+        e: rusqlite::Error,
+    ) -> InboxError {
+        let rusqlite::Error::SqliteFailure(f, text) = &e else {
+            return InboxError::from(e);
+        };
+        match f.code {
+            ErrorCode::ConstraintViolation | ErrorCode::TypeMismatch | ErrorCode::TooBig => {
+                InboxError::EffectFailed(Refusal {
+                    statement: p.place.clone(),
+                    message_ref: message.map(|m| m.message.reference.to_string()),
+                    code: code_name(f.extended_code).to_string(),
+                    error: text.clone().unwrap_or_else(|| f.to_string()),
+                    times_seen: 1,
+                })
+            }
+            ErrorCode::OperationInterrupted => InboxError::EffectTimeout {
+                statement: p.place.clone(),
+                seconds: self.timeout.as_secs(),
+            },
+            _ => InboxError::from(e),
+        }
+    }
+}
+
+/// SQLite's name of an extended result code a refusal carries.
+fn code_name(extended: i32) -> &'static str {
+    use rusqlite::ffi;
+    match extended {
+        ffi::SQLITE_CONSTRAINT_NOTNULL => "SQLITE_CONSTRAINT_NOTNULL",
+        ffi::SQLITE_CONSTRAINT_CHECK => "SQLITE_CONSTRAINT_CHECK",
+        ffi::SQLITE_CONSTRAINT_UNIQUE => "SQLITE_CONSTRAINT_UNIQUE",
+        ffi::SQLITE_CONSTRAINT_PRIMARYKEY => "SQLITE_CONSTRAINT_PRIMARYKEY",
+        ffi::SQLITE_CONSTRAINT_FOREIGNKEY => "SQLITE_CONSTRAINT_FOREIGNKEY",
+        ffi::SQLITE_CONSTRAINT_TRIGGER => "SQLITE_CONSTRAINT_TRIGGER",
+        ffi::SQLITE_CONSTRAINT_DATATYPE => "SQLITE_CONSTRAINT_DATATYPE",
+        ffi::SQLITE_MISMATCH => "SQLITE_MISMATCH",
+        ffi::SQLITE_TOOBIG => "SQLITE_TOOBIG",
+        _ => "SQLITE_CONSTRAINT",
+    }
+}
+
+impl SqliteInbox {
+    /// Keeps a refused interchange whole in the open batch, or counts an identical one again;
+    /// how many times it has been refused.
+    pub(super) fn keep_refused(
+        &mut self,
+        c: &crate::inbox::Candidate<'_>,
+        r: &Refusal,
+    ) -> Result<i64, InboxError> {
+        let i = c.interchange;
+        let raw = c.stored_bytes()?;
+        let u = &i.unb;
+        Ok(self
+            .conn
+            .prepare_cached(
+                "INSERT INTO refusals (sender, recipient, control_ref, sha256, source_file, raw,
+                     statement, message_ref, code, error, first_seen_at, last_seen_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11)
+                 ON CONFLICT (sender, recipient, control_ref, sha256) WHERE resolved_at IS NULL
+                 DO UPDATE SET times_seen = times_seen + 1, last_seen_at = excluded.last_seen_at,
+                     source_file = excluded.source_file, statement = excluded.statement,
+                     message_ref = excluded.message_ref, code = excluded.code,
+                     error = excluded.error
+                 RETURNING times_seen",
+            )?
+            .query_row(
+                params![
+                    u.sender.as_str(),
+                    u.recipient.as_str(),
+                    u.control_ref.as_str(),
+                    i.sha256_hex(),
+                    c.source_file,
+                    &*raw,
+                    r.statement,
+                    r.message_ref,
+                    r.code,
+                    r.error,
+                    c.received_at,
+                ],
+                |row| row.get(0),
+            )?)
+    }
+}

@@ -1,0 +1,722 @@
+//! The operator's side effects (`--effects`, docs/effects.md): SQL run in the decision's
+//! transaction for new interchanges only, refusals kept whole, start-up checks, partner data
+//! as bound parameters only; on both backends, through the real binary.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use crate::common::site::Site;
+
+/// The example mapping shipped for the site's backend (`examples/effects/sqlite` or
+/// `examples/effects/postgres`).
+pub(crate) fn example(site: &Site) -> PathBuf {
+    let backend = if site.is_postgres() {
+        "postgres"
+    } else {
+        "sqlite"
+    };
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/effects")
+        .join(backend)
+}
+
+/// The files of a folder of side effects: each name and its SQL.
+type Files<'a> = Vec<(&'a str, &'a str)>;
+
+/// A folder of side effects made of `files` (name, SQL), under the site.
+fn mapping(site: &Site, name: &str, files: &[(&str, &str)]) -> PathBuf {
+    let dir = site.path(name);
+    for (file, sql) in files {
+        let path = dir.join(file);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, sql).unwrap();
+    }
+    dir
+}
+
+/// Rows of a query on the inbox's database, each value as text (NULL as `None`).
+fn rows(site: &Site, sql: &str) -> Vec<Vec<Option<String>>> {
+    if let Some(pg) = site.pg() {
+        return pg.rows(sql);
+    }
+    let conn = rusqlite::Connection::open(site.db()).unwrap();
+    let mut stmt = conn.prepare(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+    let n = stmt.column_count();
+    stmt.query_map([], |r| {
+        (0..n)
+            .map(|k| {
+                Ok(match r.get_ref(k)? {
+                    rusqlite::types::ValueRef::Null => None,
+                    rusqlite::types::ValueRef::Integer(i) => Some(i.to_string()),
+                    rusqlite::types::ValueRef::Real(f) => Some(f.to_string()),
+                    rusqlite::types::ValueRef::Text(t) | rusqlite::types::ValueRef::Blob(t) => {
+                        Some(String::from_utf8_lossy(t).into_owned())
+                    }
+                })
+            })
+            .collect()
+    })
+    .unwrap()
+    .collect::<Result<_, _>>()
+    .unwrap()
+}
+
+/// One number of a query.
+fn count(site: &Site, sql: &str) -> i64 {
+    rows(site, sql)[0][0].as_deref().unwrap().parse().unwrap()
+}
+
+/// Text rows, `None` shown as "NULL", for comparing with what a person reads.
+fn texts(site: &Site, sql: &str) -> Vec<Vec<String>> {
+    rows(site, sql)
+        .into_iter()
+        .map(|r| {
+            r.into_iter()
+                .map(|v| v.unwrap_or_else(|| "NULL".into()))
+                .collect()
+        })
+        .collect()
+}
+
+/// The total as a person reads it, 2 decimals, on either backend.
+fn total(site: &Site) -> &'static str {
+    if site.is_postgres() {
+        "total::text"
+    } else {
+        "printf('%.2f', total)"
+    }
+}
+
+/// An interchange of INVOICs from S1 to R1 under `reference`, one per document number; an
+/// empty number leaves its DTM 137 out (the example's NOT NULL invoice_date refuses it).
+pub(crate) fn invoices(reference: &str, numbers: &[&str]) -> Vec<u8> {
+    let mut text = format!("UNB+UNOC:3+S1:14+R1:14+240315:1030+{reference}'");
+    for (k, number) in numbers.iter().enumerate() {
+        let n = k + 1;
+        let date = if number.is_empty() {
+            String::new()
+        } else {
+            "DTM+137:20240316:102'".to_string()
+        };
+        let segments = if number.is_empty() { 7 } else { 8 };
+        let number = if number.is_empty() { "NODATE" } else { number };
+        text.push_str(&format!(
+            "UNH+{n}+INVOIC:D:96A:UN'BGM+380+{number}+9'{date}LIN+1++4000862141404:SRS'QTY+47:{n}:PCE'UNS+S'MOA+77:{n}0.00'UNT+{segments}+{n}'"
+        ));
+    }
+    text.push_str(&format!("UNZ+{}+{reference}'", numbers.len()));
+    text.into_bytes()
+}
+
+per_backend! {
+    /// The shipped example over every valid sample: the invoices' rows are what a person reads
+    /// off samples/valid/invoic-d96a-unoc-crlf.edi (BGM 1004, DTM 137, MOA 77 after UNS, CUX),
+    /// and its lines' (LIN, QTY 47); the other message types have no file and write nothing.
+    fn the_example_gives_the_rows_read_off_the_sample_invoices(site) {
+        for entry in fs::read_dir(crate::common::samples().join("valid")).unwrap() {
+            let path = entry.unwrap().path();
+            site.put(path.file_name().unwrap().to_str().unwrap(), &fs::read(&path).unwrap());
+        }
+        let fx = example(&site);
+        let run = site.ingest_json(&["--effects", fx.to_str().unwrap()]);
+        run.code(0);
+        let want = |n: &str| {
+            vec![
+                "5412345000013".to_string(),
+                n.to_string(),
+                "2024-03-15".to_string(),
+                "142.80".to_string(),
+                "EUR".to_string(),
+            ]
+        };
+        let got = texts(
+            &site,
+            &format!(
+                "SELECT sender, invoice_no, CAST(invoice_date AS TEXT), {}, currency
+                 FROM partner_invoices ORDER BY invoice_no",
+                total(&site)
+            ),
+        );
+        assert_eq!(got, vec![want("INV00001"), want("INV00002")], "{run}");
+        let lines = texts(
+            &site,
+            "SELECT invoice_no, line_no, gtin, CAST(quantity AS TEXT) FROM partner_invoice_lines
+             ORDER BY invoice_no",
+        );
+        assert_eq!(
+            lines,
+            vec![
+                vec!["INV00001", "1", "4000862141404", "10"],
+                vec!["INV00002", "1", "4000862141404", "10"]
+            ]
+        );
+        // Each invoice row points at its own message's row.
+        assert_eq!(
+            count(
+                &site,
+                "SELECT count(*) FROM partner_invoices p JOIN messages m ON m.id = p.message_id
+                 WHERE m.reference = CASE p.invoice_no WHEN 'INV00001' THEN '1' ELSE '2' END
+                   AND m.interchange_id = p.interchange_id"
+            ),
+            2
+        );
+        // The mapping each applied message ran is recorded, for reapply --applied --changed.
+        assert_eq!(count(&site, "SELECT count(*) FROM message_effects"), 2);
+    }
+}
+
+per_backend! {
+    /// The same files again and a drifted copy: no statement runs (a table counts every call),
+    /// no new rows; only a new interchange runs them.
+    fn duplicates_and_drift_run_no_statement(site) {
+        let fx = mapping(
+            &site,
+            "fx",
+            &[
+                (
+                    "migrations/0001_calls.sql",
+                    "CREATE TABLE effect_calls (control_ref TEXT, message_ref TEXT);",
+                ),
+                (
+                    "INVOIC.sql",
+                    "INSERT INTO effect_calls VALUES (:control_ref, :message_ref);",
+                ),
+                (
+                    "_interchange.sql",
+                    "INSERT INTO effect_calls VALUES (:control_ref, NULL);",
+                ),
+            ],
+        );
+        let fx = fx.to_str().unwrap();
+        site.put("a.edi", &invoices("A1", &["N1", "N2"]));
+        site.ingest_json(&["--effects", fx]).code(0);
+        let calls = |site: &Site| count(site, "SELECT count(*) FROM effect_calls");
+        assert_eq!(calls(&site), 3, "one for the interchange, one per message");
+        let run = site.ingest_json(&["--effects", fx]);
+        run.code(0);
+        assert_eq!(run.json()[0]["status"], "duplicate");
+        let drifted = String::from_utf8(invoices("A1", &["N1", "N2"]))
+            .unwrap()
+            .replace("N2", "N9");
+        site.put("a.edi", drifted.as_bytes());
+        let run = site.ingest_json(&["--effects", fx]);
+        run.code(3);
+        assert_eq!(run.json()[0]["status"], "drift");
+        assert_eq!(calls(&site), 3, "no statement ran for the duplicate or the drift");
+        site.put("a.edi", &invoices("A2", &["N3"]));
+        site.ingest_json(&["--effects", fx]).code(0);
+        assert_eq!(calls(&site), 5);
+    }
+}
+
+per_backend! {
+    /// An interchange of three INVOICs whose second has no DTM 137 (NOT NULL invoice_date):
+    /// none of it applied (no key, no rows, no outbox event), the rest of the batch applied,
+    /// the refusal kept with its reason, the file quarantined, exit 3; an identical resend is
+    /// refused again and counted.
+    fn a_refused_interchange_applies_nothing_and_is_kept(site) {
+        let fx = example(&site);
+        let fx = fx.to_str().unwrap();
+        site.put("bad.edi", &invoices("B1", &["I1", "", "I3"]));
+        site.put("good.edi", &invoices("G1", &["I4"]));
+        let quarantine = site.path("failed");
+        let run = site.ingest_json(&[
+            "--effects",
+            fx,
+            "--quarantine",
+            quarantine.to_str().unwrap(),
+        ]);
+        run.code(3);
+        let lines = run.json();
+        let bad = lines.iter().find(|l| l["file"].as_str().is_some_and(|f| f.ends_with("bad.edi"))).unwrap();
+        assert_eq!(bad["status"], "refused", "{bad}");
+        let refusal = &bad["refusal"];
+        assert_eq!(refusal["statement"], "INVOIC.sql statement 1 (line 5)", "{bad}");
+        assert_eq!(refusal["message_ref"], "2", "{bad}");
+        assert_eq!(refusal["times_seen"], 1);
+        let code = refusal["code"].as_str().unwrap();
+        assert!(code == "SQLITE_CONSTRAINT_NOTNULL" || code == "23502", "{bad}");
+        assert!(bad["error"].as_str().unwrap().contains("invoice_date"), "{bad}");
+        assert_eq!(bad["offset"], 0);
+        let summary = &lines.last().unwrap()["summary"];
+        assert_eq!((summary["new"].as_i64(), summary["refused"].as_i64()), (Some(1), Some(1)), "{summary}");
+        // Nothing of it applied; the good file all applied.
+        assert_eq!(count(&site, "SELECT count(*) FROM inbox WHERE control_ref = 'B1'"), 0);
+        assert_eq!(count(&site, "SELECT count(*) FROM interchanges WHERE control_ref = 'B1'"), 0);
+        assert_eq!(count(&site, "SELECT count(*) FROM messages"), 1);
+        assert_eq!(count(&site, "SELECT count(*) FROM outbox"), 1);
+        assert_eq!(
+            texts(&site, "SELECT invoice_no FROM partner_invoices ORDER BY invoice_no"),
+            vec![vec!["I4"]]
+        );
+        // Kept whole, with its reason, and quarantined with it.
+        let kept = texts(
+            &site,
+            "SELECT sender, control_ref, statement, message_ref, times_seen FROM refusals",
+        );
+        assert_eq!(kept, vec![vec!["S1", "B1", "INVOIC.sql statement 1 (line 5)", "2", "1"]]);
+        let reason = fs::read_to_string(quarantine.join("bad.edi.error.txt")).unwrap();
+        assert!(reason.contains("REFUSED") && reason.contains("invoice_date"), "{reason}");
+        assert!(quarantine.join("bad.edi").exists());
+        // The identical resend: refused again, counted.
+        site.put("bad.edi", &invoices("B1", &["I1", "", "I3"]));
+        let again = site.ingest_json(&["--effects", fx]);
+        again.code(3);
+        assert_eq!(again.json()[0]["refusal"]["times_seen"], 2, "{again}");
+        assert_eq!(count(&site, "SELECT count(*) FROM refusals"), 1);
+        assert_eq!(count(&site, "SELECT times_seen FROM refusals"), 2);
+        // A corrected resend under the same key is new.
+        site.put("bad.edi", &invoices("B1", &["I1", "I2", "I3"]));
+        let fixed = site.ingest_json(&["--effects", fx]);
+        fixed.code(0);
+        assert_eq!(fixed.json()[0]["status"], "new", "{fixed}");
+        assert_eq!(count(&site, "SELECT count(*) FROM partner_invoices"), 4);
+    }
+}
+
+per_backend! {
+    /// `--on-effect-error halt`: the first refusal stops the run, exit 1, nothing of the open
+    /// batch committed (the good file before it neither), and the run says why.
+    fn halt_stops_at_the_first_refusal(site) {
+        let fx = example(&site);
+        site.put("a-good.edi", &invoices("G1", &["I4"]));
+        site.put("b-bad.edi", &invoices("B1", &["I1", ""]));
+        let run = site.ingest_json(&[
+            "--effects",
+            fx.to_str().unwrap(),
+            "--on-effect-error",
+            "halt",
+        ]);
+        run.code(1);
+        let err = run.err();
+        assert!(err.contains("--on-effect-error halt") && err.contains("b-bad.edi"), "{err}");
+        assert_eq!(site.stat("interchanges"), 0, "nothing of the batch committed");
+        assert_eq!(count(&site, "SELECT count(*) FROM partner_invoices"), 0);
+    }
+}
+
+per_backend! {
+    /// Partner values that look like SQL, a parameter or a placeholder reach the SQL as values
+    /// only: stored as they were sent, the table still there.
+    fn partner_values_are_never_sql(site) {
+        let fx = example(&site);
+        // As written in the interchange (the release character before ' : ?), and as sent.
+        let hostile = [
+            ("x?'); DROP TABLE partner_invoices;--", "x'); DROP TABLE partner_invoices;--"),
+            ("?:sender", ":sender"),
+            ("$1", "$1"),
+            ("??1", "?1"),
+            ("?:message_id); DELETE FROM inbox;--", ":message_id); DELETE FROM inbox;--"),
+        ];
+        for (k, (written, _)) in hostile.iter().enumerate() {
+            site.put(&format!("h{k}.edi"), &invoices(&format!("H{k}"), &[written]));
+        }
+        site.ingest_json(&["--effects", fx.to_str().unwrap()]).code(0);
+        let got: Vec<String> = texts(&site, "SELECT invoice_no FROM partner_invoices ORDER BY invoice_no")
+            .into_iter()
+            .map(|r| r[0].clone())
+            .collect();
+        let mut want: Vec<String> = hostile.iter().map(|(_, sent)| sent.to_string()).collect();
+        want.sort();
+        assert_eq!(got, want);
+        assert_eq!(site.stat("inbox"), hostile.len() as i64, "the inbox's own rows are all there");
+    }
+}
+
+per_backend! {
+    /// What is wrong with the side effects is said before anything is read: exit 1, the file
+    /// still in the drop folder, nothing decided.
+    fn a_wrong_mapping_stops_the_start_up(site) {
+        site.put("a.edi", &invoices("A1", &["N1"]));
+        let migration = ("migrations/0001_t.sql", "CREATE TABLE t (v TEXT);");
+        let cases: Vec<(&str, Files<'_>, &str)> = vec![
+            ("missing table", vec![("INVOIC.sql", "INSERT INTO nowhere VALUES (:sender);")], "nowhere"),
+            ("COMMIT", vec![migration, ("INVOIC.sql", "INSERT INTO t VALUES (:sender); COMMIT;")], "statement 2"),
+            ("unknown name", vec![migration, ("INVOIC.sql", "INSERT INTO t VALUES (:sendr);")], ":sendr"),
+            ("positional", vec![migration, ("INVOIC.sql", "INSERT INTO t VALUES (?);")], "INVOIC.sql"),
+            ("own table", vec![("INVOIC.sql", "DELETE FROM inbox WHERE sender = :sender;")], "inbox"),
+            ("own outbox", vec![("INVOIC.sql", "INSERT INTO outbox (message_id, event_type, created_at) VALUES (:message_id, 'x', 'y');")], "outbox"),
+            ("failing migration", vec![("migrations/0001_bad.sql", "CREATE TABLE broken (;")], "0001_bad.sql"),
+        ];
+        for (what, files, said) in cases {
+            let fx = mapping(&site, &format!("fx-{}", what.replace(' ', "-")), &files);
+            let run = site.ingest_json(&["--effects", fx.to_str().unwrap()]);
+            run.code(1);
+            assert!(run.err().contains(said), "{what}: {said} not said\n{run}");
+            assert!(site.drop().join("a.edi").exists(), "{what}: the file was moved");
+        }
+        assert_eq!(site.stat("interchanges"), 0, "nothing decided");
+    }
+}
+
+per_backend! {
+    /// An operator's migration applied once, recorded with its checksum: the next start-up
+    /// does not apply it again; an edit of it afterwards stops the start-up; a new one is
+    /// applied after it.
+    fn migrations_are_applied_once_and_never_edited(site) {
+        let fx = mapping(
+            &site,
+            "fx",
+            &[
+                ("migrations/0001_t.sql", "CREATE TABLE t (v TEXT);"),
+                ("INVOIC.sql", "INSERT INTO t VALUES (:message_ref);"),
+            ],
+        );
+        let arg = fx.to_str().unwrap();
+        site.put("a.edi", &invoices("A1", &["N1"]));
+        site.ingest_json(&["--effects", arg]).code(0);
+        site.put("b.edi", &invoices("A2", &["N1"]));
+        site.ingest_json(&["--effects", arg]).code(0);
+        assert_eq!(count(&site, "SELECT count(*) FROM t"), 2);
+        fs::write(fx.join("migrations/0002_u.sql"), "CREATE TABLE u (v TEXT);").unwrap();
+        site.ingest_json(&["--effects", arg]).code(0);
+        assert_eq!(count(&site, "SELECT count(*) FROM effect_migrations"), 2);
+        fs::write(fx.join("migrations/0001_t.sql"), "CREATE TABLE t (v TEXT, w TEXT);").unwrap();
+        site.put("c.edi", &invoices("A3", &["N1"]));
+        let run = site.ingest_json(&["--effects", arg]);
+        run.code(1);
+        assert!(run.err().contains("0001_t.sql") && run.err().contains("changed"), "{run}");
+        assert!(site.drop().join("c.edi").exists());
+    }
+}
+
+/// SQLite's authorizer keeps ATTACH and PRAGMA out of the side effects.
+#[test]
+fn sqlite_refuses_attach_and_pragma() {
+    let site = Site::new();
+    site.put("a.edi", &invoices("A1", &["N1"]));
+    for (what, sql, said) in [
+        ("attach", "ATTACH DATABASE 'other.db' AS other;", "ATTACH"),
+        (
+            "pragma",
+            "PRAGMA foreign_keys = OFF;",
+            "pragma (foreign_keys)",
+        ),
+        ("schema", "CREATE TABLE x (v TEXT);", "migrations/"),
+    ] {
+        let fx = mapping(&site, what, &[("INVOIC.sql", sql)]);
+        let run = site.ingest_json(&["--effects", fx.to_str().unwrap()]);
+        run.code(1);
+        assert!(run.err().contains(said), "{what}: {run}");
+    }
+}
+
+/// A statement that runs past `--effects-timeout` fails the run (exit 1): an infrastructure
+/// failure, nothing refused, nothing decided; the next run, with time enough, applies it. `slow`
+/// writes `:message_ref` into the table `t` the migration makes.
+fn past_the_timeout(site: &Site, table: &str, slow: &str) {
+    let fx = mapping(
+        site,
+        "fx",
+        &[("migrations/0001_t.sql", table), ("INVOIC.sql", slow)],
+    );
+    let fx = fx.to_str().unwrap();
+    site.put("a.edi", &invoices("A1", &["N1"]));
+    let run = site.ingest_json(&["--effects", fx, "--effects-timeout", "1s"]);
+    run.code(1);
+    assert!(
+        run.err().contains("ran longer than --effects-timeout"),
+        "{run}"
+    );
+    assert_eq!(count(site, "SELECT count(*) FROM refusals"), 0);
+    assert_eq!(site.stat("interchanges"), 0);
+    site.ingest_json(&["--effects", fx, "--effects-timeout", "10m"])
+        .code(0);
+    assert_eq!(count(site, "SELECT count(*) FROM t"), 1);
+}
+
+/// On SQLite the progress handler stops the statement.
+#[test]
+fn sqlite_a_statement_past_the_timeout_fails_the_run() {
+    past_the_timeout(
+        &Site::new(),
+        "CREATE TABLE t (v TEXT);",
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 50000000)
+         INSERT INTO t SELECT :message_ref FROM n WHERE i = 50000000;",
+    );
+}
+
+/// On PostgreSQL the server's `statement_timeout` stops it.
+#[cfg(feature = "postgres")]
+#[test]
+fn postgres_a_statement_past_the_timeout_fails_the_run() {
+    let Some(site) = Site::postgres() else { return };
+    past_the_timeout(
+        &site,
+        "CREATE TABLE t (v text);",
+        "INSERT INTO t SELECT :message_ref FROM pg_sleep(3);",
+    );
+}
+
+/// An interchange whose document number holds a NUL byte.
+fn with_nul(site: &Site) {
+    let mut bytes = invoices("N1", &["AB"]);
+    let at = bytes.windows(2).position(|w| w == b"AB").unwrap();
+    bytes[at + 1] = 0;
+    site.put("nul.edi", &bytes);
+}
+
+/// A NUL in a partner's value: SQLite stores it as sent, never cut short or run as SQL.
+#[test]
+fn sqlite_stores_a_nul_in_a_value_as_sent() {
+    let site = Site::new();
+    with_nul(&site);
+    let fx = example(&site);
+    site.ingest_json(&["--effects", fx.to_str().unwrap()])
+        .code(0);
+    let conn = rusqlite::Connection::open(site.db()).unwrap();
+    let stored: Vec<u8> = conn
+        .query_row(
+            "SELECT CAST(invoice_no AS BLOB) FROM partner_invoices",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(stored, b"A\0");
+}
+
+/// PostgreSQL's text and jsonb cannot hold a NUL: the interchange is refused (SQLSTATE class
+/// 22), kept whole, never cut short.
+#[cfg(feature = "postgres")]
+#[test]
+fn postgres_refuses_a_nul_in_a_value() {
+    let Some(site) = Site::postgres() else { return };
+    with_nul(&site);
+    let fx = example(&site);
+    let run = site.ingest_json(&["--effects", fx.to_str().unwrap()]);
+    run.code(3);
+    let line = &run.json()[0];
+    assert_eq!(line["status"], "refused", "{run}");
+    assert!(
+        line["refusal"]["code"].as_str().unwrap().starts_with("22"),
+        "{line}"
+    );
+    assert_eq!(count(&site, "SELECT count(*) FROM partner_invoices"), 0);
+    assert_eq!(count(&site, "SELECT count(*) FROM refusals"), 1);
+}
+
+/// The example mapping with its invoice date made optional (a date of 1970-01-01 where the
+/// invoice has none): the operator's fix of a refusal for want of a DTM 137.
+pub(crate) fn fixed_example(site: &Site) -> PathBuf {
+    let from = example(site);
+    let to = site.path("fixed");
+    fs::create_dir_all(to.join("migrations")).unwrap();
+    for name in ["INVOIC.sql", "migrations/0001_partner_invoices.sql"] {
+        let mut sql = fs::read_to_string(from.join(name)).unwrap();
+        if name == "INVOIC.sql" {
+            sql = sql
+                .replacen("(SELECT substr(", "coalesce((SELECT substr(", 1)
+                .replacen("(SELECT to_date(", "coalesce((SELECT to_date(", 1)
+                .replacen(
+                    "d.value -> 1 ->> 0 = '137'),",
+                    "d.value -> 1 ->> 0 = '137'), '1970-01-01'),",
+                    1,
+                );
+            assert!(
+                sql.contains("'1970-01-01'"),
+                "the example's date statement changed"
+            );
+        }
+        fs::write(to.join(name), sql).unwrap();
+    }
+    to
+}
+
+per_backend! {
+    /// A refusal decided again with `reapply --refused`: refused again while the mapping is
+    /// wrong (kept, counted, exit 3); after the fix applied once, its outbox events and CONTRL
+    /// written, its refusal resolved as new; a second run finds nothing; `list --status
+    /// refused` names it until then.
+    fn reapply_decides_a_refusal_again_once_the_mapping_is_fixed(site) {
+        let fx = example(&site);
+        site.put("bad.edi", &invoices("B1", &["I1", "", "I3"]));
+        site.ingest_json(&["--effects", fx.to_str().unwrap()]).code(3);
+        let listed = site.list(&["--status", "refused"]);
+        assert_eq!(listed.len(), 1, "{listed:?}");
+        let id = listed[0]["refusal_id"].as_i64().expect("the refusal's id");
+        assert!(listed[0]["error"].as_str().unwrap().contains("INVOIC.sql statement 1"), "{listed:?}");
+        assert_eq!(site.stat("refused"), 1);
+        // Without --effects, reapply would apply it with no side effect at all: refused.
+        site.run(&["reapply", "--refused"]).code(2);
+        // The mapping still wrong: refused again, still kept.
+        let again = site.run(&["reapply", "--refused", "--json", "--effects", fx.to_str().unwrap()]);
+        again.code(3);
+        assert_eq!(again.json()[0]["status"], "refused", "{again}");
+        assert_eq!(site.stat("refused"), 1);
+        let fixed = fixed_example(&site);
+        let run = site.run(&[
+            "reapply", "--refused", "--json", "--id", &id.to_string(), "--contrl", "always",
+            "--effects", fixed.to_str().unwrap(),
+        ]);
+        run.code(0);
+        let lines = run.json();
+        assert_eq!(lines[0]["status"], "new", "{run}");
+        assert_eq!(lines[0]["control_ref"], "B1");
+        assert!(lines[0]["contrl"].is_string(), "a CONTRL with it: {run}");
+        assert_eq!(lines.last().unwrap()["summary"]["new"], 1);
+        assert_eq!(count(&site, "SELECT count(*) FROM partner_invoices"), 3);
+        assert_eq!(count(&site, "SELECT count(*) FROM outbox"), 3);
+        assert_eq!(
+            texts(&site, "SELECT resolved_as FROM refusals"),
+            vec![vec!["new"]]
+        );
+        assert_eq!(site.stat("refused"), 0);
+        assert!(site.list(&["--status", "refused"]).is_empty());
+        let none = site.run(&["reapply", "--refused", "--json", "--effects", fixed.to_str().unwrap()]);
+        none.code(0);
+        assert_eq!(none.json().last().unwrap()["summary"]["files"], 0, "{none}");
+        assert_eq!(count(&site, "SELECT count(*) FROM partner_invoices"), 3);
+    }
+}
+
+per_backend! {
+    /// A refusal whose partner sent a corrected copy meanwhile (taken as new): `reapply`
+    /// finds the key taken, decides the kept copy as drift, and resolves the refusal so.
+    fn reapply_after_a_corrected_resend_resolves_as_drift(site) {
+        let fx = example(&site);
+        let fx = fx.to_str().unwrap();
+        site.put("bad.edi", &invoices("B1", &["I1", ""]));
+        site.ingest_json(&["--effects", fx]).code(3);
+        site.put("bad.edi", &invoices("B1", &["I1", "I2"]));
+        site.ingest_json(&["--effects", fx]).code(0);
+        let run = site.run(&["reapply", "--refused", "--json", "--effects", fx]);
+        run.code(3);
+        assert_eq!(run.json()[0]["status"], "drift", "{run}");
+        assert_eq!(texts(&site, "SELECT resolved_as FROM refusals"), vec![vec!["drift"]]);
+        assert_eq!(count(&site, "SELECT count(*) FROM partner_invoices"), 2);
+    }
+}
+
+/// A delivery whose interchange the side effects refuse is settled as a rejected one is (and
+/// dead-lettered with the reason); the good one beside it applied; nothing comes again.
+#[cfg(feature = "nats")]
+#[test]
+fn consume_settles_a_refused_delivery_as_rejected() {
+    use crate::common::brokers::{Jet, Put, TestBroker};
+    let Some(broker) = Jet::create() else { return };
+    let Some(dead) = Jet::create() else { return };
+    let site = Site::new();
+    let fx = example(&site);
+    let bad = invoices("B1", &["I1", ""]);
+    let good = invoices("G1", &["I4"]);
+    broker.send(&[Put::new(&bad, "m1").named("bad.edi"), Put::new(&good, "m2")]);
+    let run = crate::consume::consume(
+        &site,
+        "1s",
+        &[
+            "--from",
+            &broker.source_url(),
+            "--dead-letter",
+            &dead.dead_letter_to(),
+            "--effects",
+            fx.to_str().unwrap(),
+        ],
+    );
+    let lines = run.code(3).json();
+    assert_eq!(
+        crate::consume::statuses(&lines),
+        ["refused", "new"],
+        "{lines:?}"
+    );
+    assert_eq!(lines.last().unwrap()["summary"]["refused"], 1);
+    let held = dead.dead_lettered();
+    assert_eq!(held.len(), 1, "--dead-letter");
+    assert_eq!(held[0].body, bad);
+    let reason = &held[0].headers["edi-inbox-reason"];
+    assert!(
+        reason.contains("refused") && reason.contains("INVOIC.sql"),
+        "{reason}"
+    );
+    assert_eq!(count(&site, "SELECT count(*) FROM refusals"), 1);
+    assert_eq!(broker.unacknowledged(), Some(0));
+    let again = crate::consume::consume(&site, "2s", &["--from", &broker.source_url()]);
+    assert_eq!(
+        again.code(0).json().last().unwrap()["summary"]["deliveries"],
+        0
+    );
+}
+
+/// A PostgreSQL dollar quote, which SQLite reads as a parameter of its own (bound by number
+/// with one of the inbox's, or NULL), is refused at start-up on SQLite.
+#[test]
+fn sqlite_refuses_a_dollar_quote_it_would_read_as_a_parameter() {
+    let site = Site::new();
+    site.put("a.edi", &invoices("A1", &["N1"]));
+    let fx = mapping(
+        &site,
+        "fx",
+        &[
+            ("migrations/0001_t.sql", "CREATE TABLE t (a TEXT, b TEXT);"),
+            ("INVOIC.sql", "INSERT INTO t VALUES ($$x$$, :sender);"),
+        ],
+    );
+    let run = site.ingest_json(&["--effects", fx.to_str().unwrap()]);
+    run.code(1);
+    assert!(run.err().contains("dollar quote"), "{run}");
+    assert!(site.drop().join("a.edi").exists());
+}
+
+/// `--effects-role`: the side effects run as that role, planned as it at start-up: a table it
+/// may write is written; one it may not stops the start-up (exit 1), nothing read.
+#[cfg(feature = "postgres")]
+#[test]
+fn postgres_the_effects_role_holds_the_side_effects_to_its_grants() {
+    let Some(site) = Site::postgres() else { return };
+    let pg = site.pg().unwrap();
+    let role = format!("fx_{}", pg.name);
+    pg.batch_execute(&format!(
+        "CREATE ROLE {role} NOLOGIN;
+         CREATE SCHEMA business;
+         CREATE TABLE business.seen (control_ref text);
+         CREATE TABLE business.secret (v text);
+         GRANT USAGE ON SCHEMA business TO {role};
+         GRANT INSERT ON business.seen TO {role};"
+    ));
+    // Dropped whatever the test finds: a role outlives the test's database.
+    struct Dropped(String, String);
+    impl Drop for Dropped {
+        fn drop(&mut self) {
+            if let Ok(mut c) = postgres::Client::connect(
+                &format!("host=127.0.0.1 port=5432 user=postgres dbname={}", self.1),
+                postgres::NoTls,
+            ) {
+                let _ = c.batch_execute(&format!("DROP OWNED BY {0}; DROP ROLE {0}", self.0));
+            }
+        }
+    }
+    let _dropped = Dropped(role.clone(), pg.name.clone());
+    site.put("a.edi", &invoices("A1", &["N1"]));
+    let denied = mapping(
+        &site,
+        "denied",
+        &[(
+            "INVOIC.sql",
+            "INSERT INTO business.secret VALUES (:control_ref);",
+        )],
+    );
+    let run = site.ingest_json(&[
+        "--effects",
+        denied.to_str().unwrap(),
+        "--effects-role",
+        &role,
+    ]);
+    run.code(1);
+    assert!(run.err().contains("permission denied"), "{run}");
+    assert!(site.drop().join("a.edi").exists());
+    let allowed = mapping(
+        &site,
+        "allowed",
+        &[(
+            "INVOIC.sql",
+            "INSERT INTO business.seen VALUES (:control_ref);",
+        )],
+    );
+    site.ingest_json(&[
+        "--effects",
+        allowed.to_str().unwrap(),
+        "--effects-role",
+        &role,
+    ])
+    .code(0);
+    assert_eq!(count(&site, "SELECT count(*) FROM business.seen"), 1);
+}
