@@ -88,13 +88,15 @@ pub enum Command {
     Show(ShowArgs),
 
     /// Decide again the interchanges the side effects (--effects) refused, once the mapping or
-    /// the data is fixed.
+    /// the data is fixed; or run the side effects again over messages already applied.
     ///
-    /// Each kept refused interchange is decided exactly as ingest decides a file (its key, its
-    /// rows, the side effects, the outbox, a CONTRL), and its refusal is marked resolved: new,
-    /// or duplicate or drift where a resend was taken meanwhile. One transaction per batch: a
-    /// crash leaves each batch done or not, and a second run finds nothing left. Exit 3 where
-    /// one is refused again (it stays kept) or drifted.
+    /// With --refused, each kept refused interchange is decided exactly as ingest decides a
+    /// file (its key, its rows, the side effects, the outbox, a CONTRL), and its refusal is
+    /// marked resolved: new, or duplicate or drift where a resend was taken meanwhile. With
+    /// --applied, the side effects of one message type run again over the messages stored.
+    /// One transaction per batch: a crash leaves each batch done or not, and a second run of
+    /// --refused finds nothing left. Exit 3 where one is refused again (it stays kept), drifted,
+    /// or failed again.
     Reapply(ReapplyArgs),
 
     /// Deliver the outbox: publish each event to a broker or a folder, and mark it published
@@ -749,15 +751,38 @@ pub struct IngestArgs {
 }
 
 #[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["refused", "applied"])))]
 pub struct ReapplyArgs {
     /// The refused interchanges (list --status refused): all that are kept, or those --id names.
-    #[arg(long, required = true)]
+    #[arg(long)]
     pub refused: bool,
 
     /// Only the refusal of this id (`refusal N` in list, `refusal_id` in list --json); again
     /// for several.
-    #[arg(long = "id", value_name = "N")]
+    #[arg(long = "id", value_name = "N", conflicts_with = "applied")]
     pub ids: Vec<i64>,
+
+    /// The side effects of --type run again for messages already applied (with :reapply = 1),
+    /// leaving the inbox, the outbox and the CONTRLs as they are: to run a new or changed
+    /// mapping over history. The SQL must be idempotent (an upsert on a business key): each
+    /// message's statements run again in full. A message whose statement fails on its data is
+    /// rolled back alone and said (exit 3).
+    #[arg(long, requires = "message_type")]
+    pub applied: bool,
+
+    /// With --applied: the message type (UNH 0065) whose messages run again.
+    #[arg(long = "type", value_name = "TYPE", requires = "applied")]
+    pub message_type: Option<String>,
+
+    /// With --applied: only interchanges received at or after this time (2026-11-01, midnight
+    /// UTC, or an RFC 3339 time).
+    #[arg(long, value_name = "DATE", value_parser = parse_since, requires = "applied")]
+    pub since: Option<String>,
+
+    /// With --applied: only messages whose recorded mapping (the checksum of _interchange.sql
+    /// and their type's file when they last ran) differs from the one named now.
+    #[arg(long, requires = "applied")]
+    pub changed: bool,
 
     /// Print JSON Lines: one object per interchange, then a summary object.
     #[arg(long)]

@@ -127,6 +127,43 @@ impl<'a> MessageScope<'a> {
     }
 }
 
+/// The mapping `reapply --applied` runs for `message`, where it runs: a message of the filter's
+/// type with a file for it, and with `--changed` one whose recorded mapping (read by
+/// `recorded`, only then) is not the one installed now.
+pub fn to_reapply<'e>(
+    effects: &'e crate::effects::Effects,
+    filter: &super::ReapplyFilter,
+    message: &Message,
+    recorded: impl FnOnce() -> Result<Option<String>, InboxError>,
+) -> Result<Option<&'e crate::effects::Mapping>, InboxError> {
+    let Some(mapping) = effects
+        .for_message(&message.message_type, &message.version, &message.release)
+        .filter(|_| *message.message_type == *filter.message_type)
+    else {
+        return Ok(None);
+    };
+    if filter.changed
+        && recorded()?.as_deref() == Some(effects.checksum_for(Some(mapping)).as_str())
+    {
+        return Ok(None);
+    }
+    Ok(Some(mapping))
+}
+
+/// A stored interchange parsed again from its bytes (`reapply --applied`): they were accepted
+/// once, so an error here is the store's, not the partner's.
+pub fn read_again(raw: &[u8], id: i64) -> Result<Interchange<'_>, InboxError> {
+    match edifact::interchanges(raw).next() {
+        Some(Ok(i)) => Ok(i),
+        Some(Err(e)) => Err(InboxError::Backend(
+            format!("stored interchange {id} cannot be read again: {e}").into(),
+        )),
+        None => Err(InboxError::Backend(
+            format!("stored interchange {id} holds no interchange").into(),
+        )),
+    }
+}
+
 /// True where a statement of `mapping` uses `:message` (its JSON is made only then).
 pub fn uses_message(statements: &[crate::effects::Statement]) -> bool {
     statements

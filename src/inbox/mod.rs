@@ -33,8 +33,8 @@ pub use location::{Location, open};
 pub use records::{
     ContrlEvent, Decision, DeliveryRecord, Event, EventEnvelope, EventFilter, KeptRefusal,
     KeyHistory, NewAcknowledgement, Outbox, OutboxEvent, OutboxFigures, OutboxKinds, PurgeTarget,
-    Refusal, RejectedFile, Resend, Sighting, Stats, StoredAcknowledgement, StoredInterchange,
-    StoredMessage,
+    Reapplied, ReapplyBatch, ReapplyFilter, Refusal, RejectedFile, Resend, Sighting, Stats,
+    StoredAcknowledgement, StoredInterchange, StoredMessage,
 };
 
 /// zstd level for stored interchanges: level 1 gave the same size as level 3 on EDIFACT text
@@ -472,6 +472,18 @@ pub trait SideEffects {
         settings: &effects::EffectSettings,
         when: &str,
     ) -> Result<(), InboxError>;
+
+    /// Runs the installed side effects again (`:reapply` = 1) in the open batch for the applied
+    /// messages `filter` names, in the interchanges after id `after`, at most `limit` of them:
+    /// each message's statements in a savepoint of its own, so that one failing on its data
+    /// is rolled back alone and said; the inbox, its outbox and CONTRLs are left as they are.
+    fn reapply_effects(
+        &mut self,
+        filter: &ReapplyFilter,
+        after: i64,
+        limit: u32,
+        when: &str,
+    ) -> Result<ReapplyBatch, InboxError>;
 }
 
 /// The interchanges the side effects refused, kept whole until they are decided again

@@ -60,6 +60,38 @@ pub struct KeptRefusal {
     pub raw: Vec<u8>,
 }
 
+/// Which applied messages `reapply --applied` runs the side effects again for.
+#[derive(Debug, Clone)]
+pub struct ReapplyFilter {
+    /// UNH S009/0065.
+    pub message_type: String,
+    /// Only interchanges received at or after this time (RFC 3339 UTC).
+    pub since: Option<String>,
+    /// Only messages whose recorded mapping is not the one installed now.
+    pub changed: bool,
+}
+
+/// One applied message the side effects ran again for.
+#[derive(Debug, Clone)]
+pub struct Reapplied {
+    pub interchange_id: i64,
+    pub sender: String,
+    pub recipient: String,
+    pub control_ref: String,
+    pub message_ref: String,
+    pub source_file: String,
+    /// Where a statement failed on its data: that message's statements rolled back alone.
+    pub failure: Option<Refusal>,
+}
+
+/// A batch of `reapply --applied`: the last interchange looked at (`None` when none was left),
+/// and each message run again.
+#[derive(Debug, Clone, Default)]
+pub struct ReapplyBatch {
+    pub last: Option<i64>,
+    pub messages: Vec<Reapplied>,
+}
+
 /// A rejected file's record, which its errors point at.
 #[derive(Debug, Clone)]
 pub struct RejectedFile {

@@ -14,8 +14,8 @@ use postgres::types::{ToSql, Type};
 use super::PgInbox;
 use super::migrations::MIGRATIONS;
 use crate::effects::{Effects, Param, Statement};
-use crate::inbox::effects::{EffectSettings, MessageScope, Scope, Value};
-use crate::inbox::{InboxError, Refusal, SideEffects};
+use crate::inbox::effects::{EffectSettings, MessageScope, Scope, Value, to_reapply};
+use crate::inbox::{InboxError, Reapplied, ReapplyBatch, ReapplyFilter, Refusal, SideEffects};
 
 /// A statement as the server runs it: `:name` written `$N` with its type's cast, numbered in the
 /// order the names first appear.
@@ -264,6 +264,108 @@ impl SideEffects for PgInbox {
         }));
         Ok(())
     }
+
+    fn reapply_effects(
+        &mut self,
+        filter: &ReapplyFilter,
+        after: i64,
+        limit: u32,
+        _when: &str,
+    ) -> Result<ReapplyBatch, InboxError> {
+        let Some(fx) = self.effects.clone() else {
+            return Err(setup("reapply", "no side effects are installed"));
+        };
+        self.begin()?;
+        let client = self.client.get_mut();
+        // Everything read first, as edi-inbox: the side effects may run as a role that may
+        // not read the inbox's tables.
+        let rows = client.query(
+            concat!(
+                "SELECT i.id, i.raw, i.raw_codec, i.sha256, i.source_file, ",
+                ts!("i.received_at"),
+                ",
+                        (SELECT array_agg(m.id ORDER BY m.position) FROM messages m
+                         WHERE m.interchange_id = i.id),
+                        (SELECT array_agg(e.mapping ORDER BY m.position) FROM messages m
+                         LEFT JOIN message_effects e ON e.message_id = m.id
+                         WHERE m.interchange_id = i.id)
+                 FROM interchanges i
+                 WHERE i.id > $1
+                   AND ($2::text IS NULL OR i.received_at >= $2::text::timestamptz)
+                   AND EXISTS (SELECT 1 FROM messages m
+                               WHERE m.interchange_id = i.id AND m.message_type = $3)
+                 ORDER BY i.id LIMIT $4"
+            ),
+            &[
+                &after,
+                &filter.since,
+                &filter.message_type,
+                &i64::from(limit),
+            ],
+        )?;
+        let mut batch = ReapplyBatch {
+            last: rows.last().map(|r| r.get(0)),
+            messages: Vec::new(),
+        };
+        fx.enter(client)?;
+        let mut applied = Vec::new();
+        for r in &rows {
+            let id: i64 = r.get(0);
+            let codec: String = r.get(2);
+            let mut raw: Vec<u8> = r.get(1);
+            if codec == "zstd" {
+                raw = crate::inbox::decompress(&raw)?;
+            }
+            let (sha256, source_file, received_at): (String, String, String) =
+                (r.get(3), r.get(4), r.get(5));
+            let ids: Vec<i64> = r.get::<_, Option<Vec<i64>>>(6).unwrap_or_default();
+            let recorded: Vec<Option<String>> = r
+                .get::<_, Option<Vec<Option<String>>>>(7)
+                .unwrap_or_default();
+            let i = crate::inbox::effects::read_again(&raw, id)?;
+            let scope = Scope {
+                interchange: &i,
+                interchange_id: id,
+                sha256: &sha256,
+                source: &source_file,
+                received_at: &received_at,
+                reapply: true,
+            };
+            for (n, m) in i.messages.iter().enumerate() {
+                let Some(mapping) = to_reapply(&fx.effects, filter, m, || {
+                    Ok(recorded.get(n).cloned().flatten())
+                })?
+                else {
+                    continue;
+                };
+                client.batch_execute("SAVEPOINT reapply")?;
+                let failure = match fx.run_message(client, &scope, n, m, &ids, mapping) {
+                    Ok(done) => {
+                        client.batch_execute("RELEASE reapply")?;
+                        applied.push(done);
+                        None
+                    }
+                    Err(InboxError::EffectFailed(refusal)) => {
+                        client.batch_execute("ROLLBACK TO reapply; RELEASE reapply")?;
+                        Some(refusal)
+                    }
+                    Err(e) => return Err(e),
+                };
+                batch.messages.push(Reapplied {
+                    interchange_id: id,
+                    sender: i.unb.sender.to_string(),
+                    recipient: i.unb.recipient.to_string(),
+                    control_ref: i.unb.control_ref.to_string(),
+                    message_ref: m.reference.to_string(),
+                    source_file: source_file.clone(),
+                    failure,
+                });
+            }
+        }
+        fx.leave(client)?;
+        fx.record(client, &applied)?;
+        Ok(batch)
+    }
 }
 
 /// Refuses a statement whose plan writes one of edi-inbox's own tables: planned with every
@@ -369,14 +471,27 @@ impl Installed {
             else {
                 continue;
             };
-            let ms = MessageScope::of(scope, n, message, ids, mapping)?;
-            let id = ms.id;
-            for p in self.files.get(&mapping.file).into_iter().flatten() {
-                self.execute(client, p, scope, Some(&ms))?;
-            }
-            applied.push((id, self.effects.checksum_for(Some(mapping))));
+            applied.push(self.run_message(client, scope, n, message, ids, mapping)?);
         }
         Ok(())
+    }
+
+    /// The `n`th message's statements (of `mapping`): its row's id and the mapping it ran, to
+    /// be recorded.
+    fn run_message(
+        &self,
+        client: &mut Client,
+        scope: &Scope<'_>,
+        n: usize,
+        message: &crate::edifact::Message,
+        ids: &[i64],
+        mapping: &crate::effects::Mapping,
+    ) -> Result<(i64, String), InboxError> {
+        let ms = MessageScope::of(scope, n, message, ids, mapping)?;
+        for p in self.files.get(&mapping.file).into_iter().flatten() {
+            self.execute(client, p, scope, Some(&ms))?;
+        }
+        Ok((ms.id, self.effects.checksum_for(Some(mapping))))
     }
 
     /// Records the mapping each message ran (for `reapply --applied --changed`).

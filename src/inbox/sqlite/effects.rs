@@ -10,13 +10,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rusqlite::hooks::{AuthAction, AuthContext, Authorization};
-use rusqlite::{Connection, ErrorCode, params};
+use rusqlite::{Connection, ErrorCode, OptionalExtension, params};
 
 use super::SqliteInbox;
 use super::migrations::{MIGRATIONS, Migration};
 use crate::effects::{Effects, Param, Statement};
-use crate::inbox::effects::{EffectSettings, MessageScope, Scope, Value};
-use crate::inbox::{InboxError, Refusal, SideEffects};
+use crate::inbox::effects::{EffectSettings, MessageScope, Scope, Value, to_reapply};
+use crate::inbox::{InboxError, Reapplied, ReapplyBatch, ReapplyFilter, Refusal, SideEffects};
 
 /// What the authorizer lets through, as a number an atomic holds.
 const OFF: u8 = 0;
@@ -245,6 +245,22 @@ impl SideEffects for SqliteInbox {
             }
         }
     }
+
+    fn reapply_effects(
+        &mut self,
+        filter: &ReapplyFilter,
+        after: i64,
+        limit: u32,
+        when: &str,
+    ) -> Result<ReapplyBatch, InboxError> {
+        let Some(fx) = self.effects.clone() else {
+            return Err(InboxError::Effects {
+                place: "reapply".into(),
+                reason: "no side effects are installed".into(),
+            });
+        };
+        self.reapply_batch(&fx, filter, after, limit, when)
+    }
 }
 
 /// The migrations not applied yet, then every statement prepared (and kept in the cache).
@@ -374,22 +390,38 @@ impl Installed {
                     .collect::<Result<Vec<i64>, _>>()?,
                 ),
             };
-            let ms = MessageScope::of(scope, n, message, ids, mapping)?;
-            let id = ms.id;
-            for p in self.files.get(&mapping.file).into_iter().flatten() {
-                self.execute(conn, p, scope, Some(&ms))?;
-            }
-            conn.prepare_cached(
-                "INSERT INTO message_effects (message_id, mapping, applied_at) VALUES (?1, ?2, ?3)
-                 ON CONFLICT (message_id) DO UPDATE SET mapping = excluded.mapping,
-                     applied_at = excluded.applied_at",
-            )?
-            .execute(params![
-                id,
-                self.effects.checksum_for(Some(mapping)),
-                scope.received_at
-            ])?;
+            self.run_message(conn, scope, n, ids, mapping, scope.received_at)?;
         }
+        Ok(())
+    }
+
+    /// The `n`th message's statements (of `mapping`), and the mapping it ran recorded.
+    fn run_message(
+        &self,
+        conn: &Connection,
+        scope: &Scope<'_>,
+        n: usize,
+        ids: &[i64],
+        mapping: &crate::effects::Mapping,
+        applied_at: &str,
+    ) -> Result<(), InboxError> {
+        let Some(message) = scope.interchange.messages.get(n) else {
+            return Ok(());
+        };
+        let ms = MessageScope::of(scope, n, message, ids, mapping)?;
+        for p in self.files.get(&mapping.file).into_iter().flatten() {
+            self.execute(conn, p, scope, Some(&ms))?;
+        }
+        conn.prepare_cached(
+            "INSERT INTO message_effects (message_id, mapping, applied_at) VALUES (?1, ?2, ?3)
+             ON CONFLICT (message_id) DO UPDATE SET mapping = excluded.mapping,
+                 applied_at = excluded.applied_at",
+        )?
+        .execute(params![
+            ms.id,
+            self.effects.checksum_for(Some(mapping)),
+            applied_at
+        ])?;
         Ok(())
     }
 
@@ -468,7 +500,110 @@ fn code_name(extended: i32) -> &'static str {
     }
 }
 
+/// An interchange stored in the inbox, read back for `reapply --applied`.
+struct Stored {
+    id: i64,
+    raw: Vec<u8>,
+    sha256: String,
+    source_file: String,
+    received_at: String,
+}
+
 impl SqliteInbox {
+    /// `reapply --applied`: see [`SideEffects::reapply_effects`].
+    fn reapply_batch(
+        &mut self,
+        fx: &Installed,
+        filter: &ReapplyFilter,
+        after: i64,
+        limit: u32,
+        when: &str,
+    ) -> Result<ReapplyBatch, InboxError> {
+        self.begin()?;
+        let stored: Vec<(Stored, String)> = self
+            .conn
+            .prepare_cached(
+                "SELECT i.id, i.raw, i.raw_codec, i.sha256, i.source_file, i.received_at
+                 FROM interchanges i
+                 WHERE i.id > ?1 AND (?2 IS NULL OR i.received_at >= ?2)
+                   AND EXISTS (SELECT 1 FROM messages m
+                               WHERE m.interchange_id = i.id AND m.message_type = ?3)
+                 ORDER BY i.id LIMIT ?4",
+            )?
+            .query_map(
+                params![after, filter.since, filter.message_type, limit],
+                |r| {
+                    Ok((
+                        Stored {
+                            id: r.get(0)?,
+                            raw: r.get(1)?,
+                            sha256: r.get(3)?,
+                            source_file: r.get(4)?,
+                            received_at: r.get(5)?,
+                        },
+                        r.get(2)?,
+                    ))
+                },
+            )?
+            .collect::<rusqlite::Result<_>>()?;
+        let mut batch = ReapplyBatch {
+            last: stored.last().map(|(s, _)| s.id),
+            messages: Vec::new(),
+        };
+        for (mut s, codec) in stored {
+            if codec == "zstd" {
+                s.raw = crate::inbox::decompress(&s.raw)?;
+            }
+            let i = crate::inbox::effects::read_again(&s.raw, s.id)?;
+            let ids: Vec<i64> = self
+                .conn
+                .prepare_cached(
+                    "SELECT id FROM messages WHERE interchange_id = ?1 ORDER BY position",
+                )?
+                .query_map([s.id], |r| r.get(0))?
+                .collect::<rusqlite::Result<_>>()?;
+            let scope = Scope {
+                interchange: &i,
+                interchange_id: s.id,
+                sha256: &s.sha256,
+                source: &s.source_file,
+                received_at: &s.received_at,
+                reapply: true,
+            };
+            for (n, m) in i.messages.iter().enumerate() {
+                let recorded = || {
+                    Ok(self
+                        .conn
+                        .prepare_cached(
+                            "SELECT mapping FROM message_effects WHERE message_id = ?1",
+                        )?
+                        .query_row([ids.get(n).copied().unwrap_or_default()], |r| r.get(0))
+                        .optional()?)
+                };
+                let Some(mapping) = to_reapply(&fx.effects, filter, m, recorded)? else {
+                    continue;
+                };
+                let failure = match self
+                    .in_savepoint(|conn| fx.run_message(conn, &scope, n, &ids, mapping, when))
+                {
+                    Ok(()) => None,
+                    Err(InboxError::EffectFailed(r)) if !self.conn.is_autocommit() => Some(r),
+                    Err(e) => return Err(e),
+                };
+                batch.messages.push(Reapplied {
+                    interchange_id: s.id,
+                    sender: i.unb.sender.to_string(),
+                    recipient: i.unb.recipient.to_string(),
+                    control_ref: i.unb.control_ref.to_string(),
+                    message_ref: m.reference.to_string(),
+                    source_file: s.source_file.clone(),
+                    failure,
+                });
+            }
+        }
+        Ok(batch)
+    }
+
     /// Keeps a refused interchange whole in the open batch, or counts an identical one again;
     /// how many times it has been refused.
     pub(super) fn keep_refused(
