@@ -99,6 +99,17 @@ pub enum Command {
     /// or failed again.
     Reapply(ReapplyArgs),
 
+    /// Check the side effects (--effects) against the inbox, or try them on a file: nothing is
+    /// changed.
+    ///
+    /// `check` applies the folder's migrations and prepares every statement, as a run does at
+    /// start-up, in a transaction that is rolled back; it says which files run for which
+    /// messages with which parameters, and which migrations are applied or to apply, or what
+    /// is wrong with the file and statement number (exit 1). `try FILE` does the same, then
+    /// decides FILE's interchanges in that transaction as ingest would, prints each new
+    /// message's JSON and the rows each statement changed, and rolls everything back.
+    Effects(EffectsArgs),
+
     /// Deliver the outbox: publish each event to a broker or a folder, and mark it published
     /// only once the destination confirmed it.
     ///
@@ -797,6 +808,46 @@ pub struct ReapplyArgs {
 
     #[command(flatten)]
     pub effects: EffectArgs,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct EffectsArgs {
+    #[command(subcommand)]
+    pub action: EffectsAction,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum EffectsAction {
+    /// Apply the migrations and prepare every statement in a transaction rolled back, and say
+    /// what is covered or what is wrong.
+    Check(EffectsCheckArgs),
+    /// Decide FILE's interchanges with the side effects in a transaction rolled back: each new
+    /// message's JSON and the rows each statement changed.
+    Try(EffectsTryArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct EffectsCheckArgs {
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
+
+    #[command(flatten)]
+    pub effects: EffectArgs,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct EffectsTryArgs {
+    /// Print JSON Lines: one object per interchange.
+    #[arg(long)]
+    pub json: bool,
+
+    #[command(flatten)]
+    pub effects: EffectArgs,
+
+    /// The file whose interchanges are tried.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
 }
 
 #[derive(Debug, clap::Args)]

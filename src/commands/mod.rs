@@ -7,6 +7,7 @@
 //! input needs whatever brought it, `crate::intake`.
 
 mod consume;
+mod effects;
 mod ingest;
 mod inspect;
 mod publish;
@@ -30,6 +31,15 @@ pub struct EffectPlan {
     settings: inbox::effects::EffectSettings,
 }
 
+impl EffectPlan {
+    /// The same, installed in `mode`, traced or not.
+    fn installed(mut self, mode: inbox::effects::InstallMode, trace: bool) -> EffectPlan {
+        self.settings.mode = mode;
+        self.settings.trace = trace;
+        self
+    }
+}
+
 /// The side effects `--effects` names, read and checked before anything else (a file that
 /// does not parse, an unknown parameter: exit 1, nothing read); `None` without `--effects`.
 fn effect_plan(args: &cli::EffectArgs) -> anyhow::Result<Option<EffectPlan>> {
@@ -49,6 +59,8 @@ fn effect_plan(args: &cli::EffectArgs) -> anyhow::Result<Option<EffectPlan>> {
         settings: inbox::effects::EffectSettings {
             timeout: args.effects_timeout,
             role: args.effects_role.clone(),
+            mode: inbox::effects::InstallMode::Keep,
+            trace: false,
         },
     }))
 }
@@ -271,6 +283,7 @@ pub fn main() -> ExitCode {
         cli::Command::List(args) => reports::list(&db, cli.busy_timeout, args),
         cli::Command::Show(args) => reports::show(&db, cli.busy_timeout, args),
         cli::Command::Reapply(args) => reapply::run(&db, cli.busy_timeout, args),
+        cli::Command::Effects(args) => effects::run(&db, cli.busy_timeout, args),
         cli::Command::Publish(args) => publish::run(&db, cli.busy_timeout, args),
         cli::Command::Consume(args) => consume::run(&db, named, cli.busy_timeout, args),
         #[cfg(feature = "as4")]

@@ -8,11 +8,73 @@ use crate::effects::Param;
 
 use super::InboxError;
 
-/// How the side effects run: each statement's time limit, and (PostgreSQL) the role they run as.
+/// How the side effects run: each statement's time limit, and (PostgreSQL) the role they run as;
+/// whether their installation is kept, and whether what each statement does is traced.
 #[derive(Debug, Clone)]
 pub struct EffectSettings {
     pub timeout: std::time::Duration,
     pub role: Option<String>,
+    pub mode: InstallMode,
+    /// Each statement's rows changed kept, for [`super::SideEffects::take_trace`].
+    pub trace: bool,
+}
+
+/// What becomes of the transaction that installs the side effects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InstallMode {
+    /// Committed: the operator's migrations applied for good (ingest, consume, receive).
+    Keep,
+    /// Rolled back: everything checked, nothing changed (`effects check`).
+    Check,
+    /// Left open, for decisions in it, then rolled back by the caller (`effects try`).
+    Try,
+}
+
+/// What installing the side effects found: each of the operator's migrations, and whether it
+/// was applied now (else before).
+#[derive(Debug, Clone, Default)]
+pub struct Installation {
+    pub migrations: Vec<(String, bool)>,
+}
+
+/// One statement run while tracing: for which interchange and message, and the rows it changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Traced {
+    pub control_ref: String,
+    pub message_ref: Option<String>,
+    pub statement: String,
+    pub rows: u64,
+}
+
+/// What each statement did, kept where the settings ask (`effects try`).
+#[derive(Debug, Default)]
+pub struct Trace(std::sync::Mutex<Vec<Traced>>);
+
+impl Trace {
+    /// A statement of `scope`'s interchange (and `message`) changed `rows` rows.
+    pub fn push(
+        &self,
+        scope: &Scope<'_>,
+        message: Option<&MessageScope<'_>>,
+        statement: &str,
+        rows: u64,
+    ) {
+        if let Ok(mut t) = self.0.lock() {
+            t.push(Traced {
+                control_ref: scope.interchange.unb.control_ref.to_string(),
+                message_ref: message.map(|m| m.message.reference.to_string()),
+                statement: statement.to_string(),
+                rows,
+            });
+        }
+    }
+
+    /// What was kept, taken.
+    pub fn take(trace: Option<&Trace>) -> Vec<Traced> {
+        trace
+            .and_then(|t| t.0.lock().ok().map(|mut t| std::mem::take(&mut *t)))
+            .unwrap_or_default()
+    }
 }
 
 /// A parameter's value, typed as the docs say: text, a whole number, or JSON text (`:message`,

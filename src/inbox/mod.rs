@@ -471,7 +471,10 @@ pub trait SideEffects {
         effects: std::sync::Arc<crate::effects::Effects>,
         settings: &effects::EffectSettings,
         when: &str,
-    ) -> Result<(), InboxError>;
+    ) -> Result<effects::Installation, InboxError>;
+
+    /// What each statement did since the last call, where the settings asked for a trace.
+    fn take_trace(&mut self) -> Vec<effects::Traced>;
 
     /// Runs the installed side effects again (`:reapply` = 1) in the open batch for the applied
     /// messages `filter` names, in the interchanges after id `after`, at most `limit` of them:

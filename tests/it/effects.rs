@@ -792,3 +792,87 @@ per_backend! {
         assert_eq!(lines.last().unwrap()["summary"]["reapplied"], 3, "{failing}");
     }
 }
+
+per_backend! {
+    /// `effects check`: every statement prepared and the migrations applied in a transaction
+    /// rolled back; what runs for what, with which parameters, and which migrations are to
+    /// apply; nothing changed. A wrong mapping is said with its file and statement, exit 1.
+    fn effects_check_says_what_is_covered_and_changes_nothing(site) {
+        site.ingest_json(&[]).code(0);
+        let fx = example(&site);
+        let fx = fx.to_str().unwrap();
+        let run = site.run(&["effects", "check", "--json", "--effects", fx]);
+        run.code(0);
+        let report = &run.json()[0];
+        let files = report["files"].as_array().unwrap();
+        assert_eq!(files.len(), 1, "{report}");
+        assert_eq!(files[0]["file"], "INVOIC.sql");
+        assert_eq!(files[0]["runs_for"], "INVOIC");
+        let statements = files[0]["statements"].as_array().unwrap();
+        assert_eq!(statements.len(), 2, "{report}");
+        assert!(statements[0]["parameters"].as_array().unwrap().contains(&":message".into()));
+        assert_eq!(report["migrations"][0]["state"], "to apply", "{report}");
+        assert_eq!(count(&site, "SELECT count(*) FROM effect_migrations"), 0, "rolled back");
+        // Applied by a run, said so.
+        site.ingest_json(&["--effects", fx]).code(0);
+        let run = site.run(&["effects", "check", "--effects", fx]);
+        run.code(0);
+        assert!(run.out().contains("migrations/0001_partner_invoices.sql  applied"), "{run}");
+        assert!(run.out().contains("INVOIC.sql  2 statements: each INVOIC message"), "{run}");
+        let wrong = mapping(
+            &site,
+            "wrong",
+            &[("ORDERS.sql", "INSERT INTO nowhere VALUES (:sender);")],
+        );
+        let run = site.run(&["effects", "check", "--effects", wrong.to_str().unwrap()]);
+        run.code(1);
+        assert!(run.err().contains("ORDERS.sql statement 1") && run.err().contains("nowhere"), "{run}");
+    }
+}
+
+per_backend! {
+    /// `effects try FILE`: the file's interchanges decided with the side effects in a
+    /// transaction rolled back: each new message's JSON and the rows each statement changed; a
+    /// refusal said as a run would say it (exit 3); nothing kept.
+    fn effects_try_shows_each_message_and_its_rows_and_keeps_nothing(site) {
+        site.ingest_json(&[]).code(0);
+        let fx = example(&site);
+        let fx = fx.to_str().unwrap();
+        let sample = crate::common::samples().join("valid/invoic-d96a-unoc-crlf.edi");
+        let run = site.run(&["effects", "try", "--json", "--effects", fx, sample.to_str().unwrap()]);
+        run.code(0);
+        let line = &run.json()[0];
+        assert_eq!(line["outcome"]["status"], "new", "{line}");
+        let messages = line["messages"].as_array().unwrap();
+        assert_eq!(messages.len(), 2, "{line}");
+        assert_eq!(messages[0]["segments"][1][2][0], "INV00001", "{line}");
+        // Each statement by its number (its line is the backend's example's), and its rows.
+        let rows: Vec<(String, u64)> = messages[0]["statements"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                let place = s["statement"].as_str().unwrap();
+                let numbered = place.split(" (line").next().unwrap().to_string();
+                (numbered, s["rows"].as_u64().unwrap())
+            })
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("INVOIC.sql statement 1".to_string(), 1),
+                ("INVOIC.sql statement 2".to_string(), 1)
+            ]
+        );
+        assert_eq!(site.stat("interchanges"), 0, "rolled back");
+        assert_eq!(count(&site, "SELECT count(*) FROM effect_migrations"), 0, "rolled back");
+        // A refusal, as a run says it.
+        let bad = site.path("bad.edi");
+        fs::write(&bad, invoices("B1", &["I1", ""])).unwrap();
+        let run = site.run(&["effects", "try", "--effects", fx, bad.to_str().unwrap()]);
+        run.code(3);
+        assert!(run.out().contains("REFUSED") && run.out().contains("invoice_date"), "{run}");
+        assert!(run.out().contains("rolled back: nothing of this was kept"), "{run}");
+        assert_eq!(count(&site, "SELECT count(*) FROM refusals"), 0);
+    }
+}

@@ -667,6 +667,7 @@ fn no_value_from_the_environment_shows_in_help_man_pages_or_completions() {
         "list",
         "show",
         "reapply",
+        "effects",
         "publish",
         "consume",
         "receive",

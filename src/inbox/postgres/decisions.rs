@@ -40,7 +40,18 @@ impl Decisions for PgInbox {
         loop {
             self.begin()?;
             let effects = self.effects.clone();
+            // Where the transaction holds writes of its own before the decision (`effects try`:
+            // the operator's migrations, not committed), a refusal goes back to here, not to
+            // the transaction's start.
+            let kept = self.try_transaction;
+            if kept {
+                self.client.get_mut().batch_execute("SAVEPOINT batch")?;
+            }
             let result = match decide(self.client.get_mut(), batch, effects.as_deref()) {
+                Err(e) if refusable(&e) && kept => {
+                    self.client.get_mut().batch_execute("ROLLBACK TO batch")?;
+                    self.decide_around_refused(batch)
+                }
                 Err(e) if refusable(&e) => {
                     self.rollback();
                     self.begin()?;

@@ -14,7 +14,10 @@ use postgres::types::{ToSql, Type};
 use super::PgInbox;
 use super::migrations::MIGRATIONS;
 use crate::effects::{Effects, Param, Statement};
-use crate::inbox::effects::{EffectSettings, MessageScope, Scope, Value, to_reapply};
+use crate::inbox::effects::{
+    EffectSettings, InstallMode, Installation, MessageScope, Scope, Trace, Traced, Value,
+    to_reapply,
+};
 use crate::inbox::{InboxError, Reapplied, ReapplyBatch, ReapplyFilter, Refusal, SideEffects};
 
 /// A statement as the server runs it: `:name` written `$N` with its type's cast, numbered in the
@@ -33,6 +36,8 @@ pub(super) struct Installed {
     role: Option<String>,
     /// The session's `statement_timeout`, put back after the side effects of a batch.
     session_timeout: String,
+    /// What each statement did, where the settings asked (`effects try`).
+    trace: Option<Trace>,
 }
 
 /// The SQL type a parameter is bound as, and how its placeholder is written.
@@ -155,114 +160,50 @@ impl SideEffects for PgInbox {
         effects: Arc<Effects>,
         settings: &EffectSettings,
         _when: &str,
-    ) -> Result<(), InboxError> {
-        let (timeout, role) = (settings.timeout, settings.role.as_deref());
+    ) -> Result<Installation, InboxError> {
         let schema = self.target.schema.clone();
-        let client = self.client.get_mut();
-        let session_timeout: String = client
+        let session_timeout: String = self
+            .client
+            .get_mut()
             .query_one("SELECT current_setting('statement_timeout')", &[])?
             .get(0);
-        let own = own_tables();
-        let mut tx = client.transaction()?;
-        // The lock edi-inbox's own migrations take: hosts starting together apply each of the
-        // operator's migrations once.
-        tx.execute(
-            "SELECT pg_advisory_xact_lock(hashtextextended('edi-inbox ' || $1, 0))",
-            &[&schema],
-        )?;
-        let applied: BTreeMap<i32, (String, String)> = tx
-            .query(
-                concat!(
-                    "SELECT number, sha256, ",
-                    ts!("applied_at"),
-                    " FROM effect_migrations"
-                ),
-                &[],
-            )?
-            .into_iter()
-            .map(|r| (r.get(0), (r.get(1), r.get(2))))
-            .collect();
-        let last = applied.keys().max().copied();
-        for m in &effects.migrations {
-            let place = format!("migrations/{}", m.file);
-            let number = m.number as i32;
-            match applied.get(&number) {
-                Some((sha, at)) if *sha != m.sha256 => {
-                    return Err(setup(
-                        &place,
-                        format!(
-                            "was applied at {at} and has changed since: an applied migration is never edited; write a new one"
-                        ),
-                    ));
-                }
-                Some(_) => continue,
-                None => {}
+        self.begin()?;
+        let result = install(
+            self.client.get_mut(),
+            &effects,
+            settings.role.as_deref(),
+            &schema,
+        );
+        let (files, installation) = match result {
+            Ok(done) => done,
+            Err(e) => {
+                self.rollback();
+                return Err(e);
             }
-            if let Some(last) = last.filter(|l| *l > number) {
-                return Err(setup(
-                    &place,
-                    format!(
-                        "is numbered below migration {last}, already applied: migrations are applied in their order; number it after {last}"
-                    ),
-                ));
+        };
+        match settings.mode {
+            InstallMode::Keep => {
+                self.client.get_mut().batch_execute("COMMIT")?;
+                self.in_tx = false;
             }
-            let first = first_word(&m.sql);
-            if ["BEGIN", "COMMIT", "ROLLBACK", "START", "END", "ABORT"].contains(&first.as_str()) {
-                return Err(setup(
-                    &place,
-                    "transaction control: each migration runs in edi-inbox's transaction",
-                ));
-            }
-            tx.batch_execute("SAVEPOINT migration")?;
-            if let Err(e) = tx.batch_execute(&m.sql) {
-                return Err(setup(&place, words(&e)));
-            }
-            tx.batch_execute("RELEASE migration")?;
-            tx.execute(
-                "INSERT INTO effect_migrations (number, file, sha256) VALUES ($1, $2, $3)",
-                &[&number, &m.file, &m.sha256],
-            )?;
+            InstallMode::Check => self.rollback(),
+            // The transaction stays open: the decisions of `effects try` go in it, then it is
+            // rolled back whole.
+            InstallMode::Try => self.try_transaction = true,
         }
-        if let Some(role) = role {
-            // SET LOCAL ROLE, with the name bound: the statements are planned as the role.
-            tx.execute("SELECT set_config('role', $1, true)", &[&role])
-                .map_err(|e| setup("--effects-role", words(&e)))?;
-        }
-        let mut files = BTreeMap::new();
-        for mapping in effects.interchange.iter().chain(effects.by_type.values()) {
-            let mut own_file = Vec::with_capacity(mapping.statements.len());
-            for s in &mapping.statements {
-                let place = s.place();
-                let first = first_word(&s.text());
-                if !DATA_STATEMENTS.contains(&first.as_str()) {
-                    return Err(setup(
-                        &place,
-                        format!(
-                            "may not run in the decision's transaction: {first} is not a data statement (SELECT, INSERT, UPDATE, DELETE, MERGE, WITH, VALUES); a change of schema belongs in migrations/"
-                        ),
-                    ));
-                }
-                let (sql, params) = render(s);
-                let statement = tx.prepare(&sql).map_err(|e| setup(&place, words(&e)))?;
-                check_writes(&mut tx, &sql, &params, &schema, &own)
-                    .map_err(|why| setup(&place, why))?;
-                own_file.push(Prepared {
-                    place,
-                    statement,
-                    params,
-                });
-            }
-            files.insert(mapping.file.clone(), own_file);
-        }
-        tx.commit()?;
         self.effects = Some(Arc::new(Installed {
             effects,
             files,
-            timeout,
-            role: role.map(str::to_string),
+            timeout: settings.timeout,
+            role: settings.role.clone(),
             session_timeout,
+            trace: settings.trace.then(Default::default),
         }));
-        Ok(())
+        Ok(installation)
+    }
+
+    fn take_trace(&mut self) -> Vec<Traced> {
+        Trace::take(self.effects.as_ref().and_then(|fx| fx.trace.as_ref()))
     }
 
     fn reapply_effects(
@@ -368,10 +309,118 @@ impl SideEffects for PgInbox {
     }
 }
 
+/// The operator's migrations not applied yet, then every statement checked and prepared, in
+/// the open transaction; what was applied.
+fn install(
+    tx: &mut Client,
+    effects: &Effects,
+    role: Option<&str>,
+    schema: &str,
+) -> Result<(BTreeMap<String, Vec<Prepared>>, Installation), InboxError> {
+    let own = own_tables();
+    // The lock edi-inbox's own migrations take: hosts starting together apply each of the
+    // operator's migrations once.
+    tx.execute(
+        "SELECT pg_advisory_xact_lock(hashtextextended('edi-inbox ' || $1, 0))",
+        &[&schema],
+    )?;
+    let applied: BTreeMap<i32, (String, String)> = tx
+        .query(
+            concat!(
+                "SELECT number, sha256, ",
+                ts!("applied_at"),
+                " FROM effect_migrations"
+            ),
+            &[],
+        )?
+        .into_iter()
+        .map(|r| (r.get(0), (r.get(1), r.get(2))))
+        .collect();
+    let last = applied.keys().max().copied();
+    let mut installation = Installation::default();
+    for m in &effects.migrations {
+        let place = format!("migrations/{}", m.file);
+        let number = m.number as i32;
+        match applied.get(&number) {
+            Some((sha, at)) if *sha != m.sha256 => {
+                return Err(setup(
+                    &place,
+                    format!(
+                        "was applied at {at} and has changed since: an applied migration is never edited; write a new one"
+                    ),
+                ));
+            }
+            Some(_) => {
+                installation.migrations.push((m.file.clone(), false));
+                continue;
+            }
+            None => {}
+        }
+        if let Some(last) = last.filter(|l| *l > number) {
+            return Err(setup(
+                &place,
+                format!(
+                    "is numbered below migration {last}, already applied: migrations are applied in their order; number it after {last}"
+                ),
+            ));
+        }
+        let first = first_word(&m.sql);
+        if ["BEGIN", "COMMIT", "ROLLBACK", "START", "END", "ABORT"].contains(&first.as_str()) {
+            return Err(setup(
+                &place,
+                "transaction control: each migration runs in edi-inbox's transaction",
+            ));
+        }
+        tx.batch_execute("SAVEPOINT migration")?;
+        if let Err(e) = tx.batch_execute(&m.sql) {
+            return Err(setup(&place, words(&e)));
+        }
+        tx.batch_execute("RELEASE migration")?;
+        tx.execute(
+            "INSERT INTO effect_migrations (number, file, sha256) VALUES ($1, $2, $3)",
+            &[&number, &m.file, &m.sha256],
+        )?;
+        installation.migrations.push((m.file.clone(), true));
+    }
+    if let Some(role) = role {
+        // SET LOCAL ROLE, with the name bound: the statements are planned as the role.
+        tx.execute("SELECT set_config('role', $1, true)", &[&role])
+            .map_err(|e| setup("--effects-role", words(&e)))?;
+    }
+    let mut files = BTreeMap::new();
+    for mapping in effects.interchange.iter().chain(effects.by_type.values()) {
+        let mut own_file = Vec::with_capacity(mapping.statements.len());
+        for s in &mapping.statements {
+            let place = s.place();
+            let first = first_word(&s.text());
+            if !DATA_STATEMENTS.contains(&first.as_str()) {
+                return Err(setup(
+                    &place,
+                    format!(
+                        "may not run in the decision's transaction: {first} is not a data statement (SELECT, INSERT, UPDATE, DELETE, MERGE, WITH, VALUES); a change of schema belongs in migrations/"
+                    ),
+                ));
+            }
+            let (sql, params) = render(s);
+            let statement = tx.prepare(&sql).map_err(|e| setup(&place, words(&e)))?;
+            check_writes(tx, &sql, &params, schema, &own).map_err(|why| setup(&place, why))?;
+            own_file.push(Prepared {
+                place,
+                statement,
+                params,
+            });
+        }
+        files.insert(mapping.file.clone(), own_file);
+    }
+    // edi-inbox's own again, for what follows in the transaction (`effects try` decides in it).
+    tx.execute("SELECT set_config('role', 'none', true)", &[])?;
+    Ok((files, installation))
+}
+
 /// Refuses a statement whose plan writes one of edi-inbox's own tables: planned with every
 /// parameter NULL (EXPLAIN never runs it; it checks the role's privileges).
 fn check_writes(
-    tx: &mut postgres::Transaction<'_>,
+    tx: &mut Client,
     sql: &str,
     params: &[Param],
     schema: &str,
@@ -537,7 +586,12 @@ impl Installed {
             .collect();
         let refs: Vec<&(dyn ToSql + Sync)> = bound.iter().map(|b| &**b as _).collect();
         match client.execute(&p.statement, &refs) {
-            Ok(n) => Ok(n),
+            Ok(n) => {
+                if let Some(trace) = &self.trace {
+                    trace.push(scope, message, &p.place, n);
+                }
+                Ok(n)
+            }
             Err(e) => Err(self.failure(p, message, e)),
         }
     }

@@ -63,6 +63,9 @@ pub struct PgInbox {
     host: String,
     /// The operator's side effects, where `--effects` installed them.
     effects: Option<std::sync::Arc<effects::Installed>>,
+    /// True while the open transaction is the one `effects try` installed the side effects in
+    /// (their migrations not committed): never rolled back to its start but by the caller.
+    try_transaction: bool,
 }
 
 /// `text` as a PostgreSQL text column takes it: a reason quotes the input's bytes, and a NUL

@@ -72,6 +72,7 @@ impl PgInbox {
             rollbacks: 0,
             host,
             effects: None,
+            try_transaction: false,
         })
     }
 }

@@ -67,6 +67,7 @@ impl PgInbox {
     }
 
     pub(super) fn rollback(&mut self) {
+        self.try_transaction = false;
         if self.in_tx {
             let _ = self.client.get_mut().batch_execute("ROLLBACK");
             self.in_tx = false;

@@ -15,7 +15,10 @@ use rusqlite::{Connection, ErrorCode, OptionalExtension, params};
 use super::SqliteInbox;
 use super::migrations::{MIGRATIONS, Migration};
 use crate::effects::{Effects, Param, Statement};
-use crate::inbox::effects::{EffectSettings, MessageScope, Scope, Value, to_reapply};
+use crate::inbox::effects::{
+    EffectSettings, InstallMode, Installation, MessageScope, Scope, Trace, Traced, Value,
+    to_reapply,
+};
 use crate::inbox::{InboxError, Reapplied, ReapplyBatch, ReapplyFilter, Refusal, SideEffects};
 
 /// What the authorizer lets through, as a number an atomic holds.
@@ -164,6 +167,8 @@ pub(super) struct Installed {
     files: BTreeMap<String, Vec<Prepared>>,
     timeout: Duration,
     guard: Arc<Guard>,
+    /// What each statement did, where the settings asked (`effects try`).
+    trace: Option<Trace>,
 }
 
 fn number(p: Param) -> usize {
@@ -203,7 +208,7 @@ impl SideEffects for SqliteInbox {
         effects: Arc<Effects>,
         settings: &EffectSettings,
         when: &str,
-    ) -> Result<(), InboxError> {
+    ) -> Result<Installation, InboxError> {
         if settings.role.is_some() {
             return Err(InboxError::Effects {
                 place: "--effects-role".into(),
@@ -229,21 +234,32 @@ impl SideEffects for SqliteInbox {
         self.conn.execute_batch("BEGIN IMMEDIATE")?;
         let result = install(&self.conn, &effects, &guard, when);
         match result {
-            Ok(files) => {
-                self.conn.execute_batch("COMMIT")?;
+            Ok((files, installation)) => {
+                match settings.mode {
+                    InstallMode::Keep => self.conn.execute_batch("COMMIT")?,
+                    InstallMode::Check => self.conn.execute_batch("ROLLBACK")?,
+                    // The transaction stays open: the decisions of `effects try` go in it
+                    // (the batch's own BEGIN finds it open), then it is rolled back whole.
+                    InstallMode::Try => {}
+                }
                 self.effects = Some(Arc::new(Installed {
                     effects,
                     files,
                     timeout,
                     guard,
+                    trace: settings.trace.then(Default::default),
                 }));
-                Ok(())
+                Ok(installation)
             }
             Err(e) => {
                 let _ = self.conn.execute_batch("ROLLBACK");
                 Err(e)
             }
         }
+    }
+
+    fn take_trace(&mut self) -> Vec<Traced> {
+        Trace::take(self.effects.as_ref().and_then(|fx| fx.trace.as_ref()))
     }
 
     fn reapply_effects(
@@ -269,12 +285,13 @@ fn install(
     effects: &Effects,
     guard: &Guard,
     when: &str,
-) -> Result<BTreeMap<String, Vec<Prepared>>, InboxError> {
+) -> Result<(BTreeMap<String, Vec<Prepared>>, Installation), InboxError> {
     let applied: BTreeMap<i64, (String, String, String)> = conn
         .prepare("SELECT number, file, sha256, applied_at FROM effect_migrations")?
         .query_map([], |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?, r.get(3)?))))?
         .collect::<Result<_, _>>()?;
     let last = applied.keys().max().copied();
+    let mut installation = Installation::default();
     for m in &effects.migrations {
         let place = format!("migrations/{}", m.file);
         match applied.get(&i64::from(m.number)) {
@@ -286,7 +303,10 @@ fn install(
                     ),
                 });
             }
-            Some(_) => continue,
+            Some(_) => {
+                installation.migrations.push((m.file.clone(), false));
+                continue;
+            }
             None => {}
         }
         if let Some(last) = last.filter(|l| *l > i64::from(m.number)) {
@@ -306,6 +326,7 @@ fn install(
             "INSERT INTO effect_migrations (number, file, sha256, applied_at) VALUES (?1, ?2, ?3, ?4)",
             params![m.number, m.file, m.sha256, when],
         )?;
+        installation.migrations.push((m.file.clone(), true));
     }
     let mut files = BTreeMap::new();
     let mappings = effects.interchange.iter().chain(effects.by_type.values());
@@ -332,7 +353,7 @@ fn install(
         }
         files.insert(mapping.file.clone(), own);
     }
-    Ok(files)
+    Ok((files, installation))
 }
 
 /// The first parameter SQLite found in a prepared statement that is not one of the `?N` the
@@ -449,6 +470,9 @@ impl Installed {
             Ok(conn.changes())
         })();
         drop(armed);
+        if let (Ok(n), Some(trace)) = (&result, &self.trace) {
+            trace.push(scope, message, &p.place, *n);
+        }
         result.map_err(|e| self.failure(p, message, e))
     }
 
