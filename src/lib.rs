@@ -1,13 +1,14 @@
 //! edi-inbox: the receiving half of the transactional inbox pattern for UN/EDIFACT interchanges.
 //!
-//! [`edifact`] reads envelopes from raw bytes, and is all the library offers: the rest is the
-//! program (`main`), built with the `cli` feature, which each part's feature brings: `sqlite`
+//! [`edifact`] reads envelopes from raw bytes, and [`effects`] reads and checks an `--effects`
+//! folder of the operator's SQL (no database: the fuzz target drives its lexer); that is all
+//! the library offers: the rest is the program (`main`), built with the `cli` feature, which each part's feature brings: `sqlite`
 //! and `postgres` (the inbox backends), each broker's (the `feature` of its line in the broker
 //! table, `brokers.rs`) and `as4` (`receive`), all on by default. The fuzz target leaves them
 //! all out, and with them the command line, the progress bar and SQLite.
 //!
-//! Where a new thing goes: reading a standard's bytes, `edifact/` (pure functions); storage,
-//! behind the traits of `inbox/`; what every input needs before and at its decision, `intake/`;
+//! Where a new thing goes: reading a standard's bytes, `edifact/` (pure functions); reading the
+//! operator's side effects, `effects/`; storage, behind the traits of `inbox/`; what every input needs before and at its decision, `intake/`;
 //! a broker's connection, `broker/`, its source `consume/`, its sink `publish/`; a command,
 //! `commands/` with its options in `cli.rs`.
 
