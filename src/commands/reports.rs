@@ -130,7 +130,7 @@ pub fn show(db: &Location, busy_timeout: Duration, args: &ShowArgs) -> anyhow::R
     let inbox = super::open_inbox(db, Access::Read, busy_timeout)?;
     let h = inbox.key_history(&args.sender, &args.recipient, &args.control_ref)?;
     let mut out = Out::default();
-    if h.interchanges.is_empty() && h.sightings.is_empty() {
+    if h.interchanges.is_empty() && h.sightings.is_empty() && h.refusals.is_empty() {
         problem(
             &mut out,
             &format!(
@@ -239,6 +239,22 @@ pub fn show(db: &Location, busy_timeout: Duration, args: &ShowArgs) -> anyhow::R
             s.seen_at,
             s.status.label(),
             s.source_file
+        ));
+    }
+    for r in &h.refusals {
+        let state = match (&r.resolved_at, &r.resolved_as) {
+            (Some(at), Some(how)) => format!("decided again {at} as {how}"),
+            _ => "kept, not applied (reapply --refused)".to_string(),
+        };
+        out.line(&format!(
+            "refusal {}  {}  in {}  sha256 {}  seen {} times, first {}, last {}; {state}",
+            r.id,
+            r.refusal,
+            r.source_file,
+            r.sha256,
+            r.refusal.times_seen,
+            r.first_seen_at,
+            r.last_seen_at
         ));
     }
     for a in &acks {

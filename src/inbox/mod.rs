@@ -34,7 +34,7 @@ pub use records::{
     ContrlEvent, Decision, DeliveryRecord, Event, EventEnvelope, EventFilter, KeptRefusal,
     KeyHistory, NewAcknowledgement, Outbox, OutboxEvent, OutboxFigures, OutboxKinds, PurgeTarget,
     Reapplied, ReapplyBatch, ReapplyFilter, Refusal, RejectedFile, Resend, Sighting, Stats,
-    StoredAcknowledgement, StoredInterchange, StoredMessage,
+    StoredAcknowledgement, StoredInterchange, StoredMessage, StoredRefusal,
 };
 
 /// zstd level for stored interchanges: level 1 gave the same size as level 3 on EDIFACT text

@@ -243,12 +243,31 @@ pub struct Sighting {
     pub seen_at: String,
 }
 
+/// A refusal of the side effects kept under a key, as `show` says it.
+#[derive(Debug, Clone, Serialize)]
+pub struct StoredRefusal {
+    /// Its id, which `reapply --refused --id` takes.
+    pub id: i64,
+    pub sha256: String,
+    #[serde(rename = "file")]
+    pub source_file: String,
+    #[serde(flatten)]
+    pub refusal: Refusal,
+    pub first_seen_at: String,
+    pub last_seen_at: String,
+    /// When `reapply` decided it again, and how (`new`, `duplicate`, `drift`); `None` while kept.
+    pub resolved_at: Option<String>,
+    pub resolved_as: Option<String>,
+}
+
 /// Everything stored under one key: the accepted copies (more than one only where the key was
 /// purged and delivered again) and every later sighting.
 #[derive(Debug, Clone, Serialize)]
 pub struct KeyHistory {
     pub interchanges: Vec<StoredInterchange>,
     pub sightings: Vec<Sighting>,
+    /// Refusals of the side effects (`--effects`) under the key, kept or resolved.
+    pub refusals: Vec<StoredRefusal>,
 }
 
 /// Which table a purge step deletes from.

@@ -536,6 +536,14 @@ per_backend! {
         let id = listed[0]["refusal_id"].as_i64().expect("the refusal's id");
         assert!(listed[0]["error"].as_str().unwrap().contains("INVOIC.sql statement 1"), "{listed:?}");
         assert_eq!(site.stat("refused"), 1);
+        // show names it under its key, kept.
+        let shown = site.show("S1", "R1", "B1");
+        assert_eq!(shown["refusals"][0]["id"], id, "{shown}");
+        assert_eq!(shown["refusals"][0]["message_ref"], "2", "{shown}");
+        assert!(shown["refusals"][0]["resolved_at"].is_null(), "{shown}");
+        let human = site.run(&["show", "S1", "R1", "B1"]);
+        human.code(0);
+        assert!(human.out().contains("kept, not applied (reapply --refused)"), "{human}");
         // Without --effects, reapply would apply it with no side effect at all: refused.
         site.run(&["reapply", "--refused"]).code(2);
         // The mapping still wrong: refused again, still kept.
@@ -562,6 +570,7 @@ per_backend! {
         );
         assert_eq!(site.stat("refused"), 0);
         assert!(site.list(&["--status", "refused"]).is_empty());
+        assert_eq!(site.show("S1", "R1", "B1")["refusals"][0]["resolved_as"], "new");
         let none = site.run(&["reapply", "--refused", "--json", "--effects", fixed.to_str().unwrap()]);
         none.code(0);
         assert_eq!(none.json().last().unwrap()["summary"]["files"], 0, "{none}");

@@ -8,7 +8,7 @@ use super::PgInbox;
 use crate::inbox::names::{Counter, not_published};
 use crate::inbox::{
     Event, EventFilter, InboxError, KeyHistory, OutboxFigures, OutboxKinds, Reports, Sighting,
-    Stats, StoredInterchange, StoredMessage,
+    Stats, StoredInterchange, StoredMessage, StoredRefusal,
 };
 use crate::status::Status;
 
@@ -300,9 +300,43 @@ pub(super) fn key_history(
             seen_at: r.get(4),
         });
     }
+    let mut refusals = Vec::new();
+    for r in c.query(
+        concat!(
+            "SELECT id, sha256, source_file, statement, message_ref, code, error,
+                    times_seen::bigint, ",
+            ts!("first_seen_at"),
+            ", ",
+            ts!("last_seen_at"),
+            ", ",
+            ts!("resolved_at"),
+            ", resolved_as
+             FROM refusals WHERE sender = $1 AND recipient = $2 AND control_ref = $3
+             ORDER BY id"
+        ),
+        &key,
+    )? {
+        refusals.push(StoredRefusal {
+            id: r.get(0),
+            sha256: r.get(1),
+            source_file: r.get(2),
+            refusal: crate::inbox::Refusal {
+                statement: r.get(3),
+                message_ref: r.get(4),
+                code: r.get(5),
+                error: r.get(6),
+                times_seen: r.get(7),
+            },
+            first_seen_at: r.get(8),
+            last_seen_at: r.get(9),
+            resolved_at: r.get(10),
+            resolved_as: r.get(11),
+        });
+    }
     Ok(KeyHistory {
         interchanges,
         sightings,
+        refusals,
     })
 }
 

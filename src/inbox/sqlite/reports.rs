@@ -7,7 +7,7 @@ use crate::inbox::Outbox;
 use crate::inbox::names::{Counter, not_published};
 use crate::inbox::{
     Event, EventFilter, InboxError, KeyHistory, OutboxFigures, OutboxKinds, Refusal, Reports,
-    Sighting, Stats, StoredInterchange, StoredMessage,
+    Sighting, Stats, StoredInterchange, StoredMessage, StoredRefusal,
 };
 use crate::status::Status;
 
@@ -294,9 +294,36 @@ pub(super) fn key_history(
             })
         })?
         .collect::<rusqlite::Result<_>>()?;
+    let refusals = conn
+        .prepare_cached(
+            "SELECT id, sha256, source_file, statement, message_ref, code, error, times_seen,
+                    first_seen_at, last_seen_at, resolved_at, resolved_as
+             FROM refusals WHERE sender = ?1 AND recipient = ?2 AND control_ref = ?3
+             ORDER BY id",
+        )?
+        .query_map(params![sender, recipient, control_ref], |r| {
+            Ok(StoredRefusal {
+                id: r.get(0)?,
+                sha256: r.get(1)?,
+                source_file: r.get(2)?,
+                refusal: Refusal {
+                    statement: r.get(3)?,
+                    message_ref: r.get(4)?,
+                    code: r.get(5)?,
+                    error: r.get(6)?,
+                    times_seen: r.get(7)?,
+                },
+                first_seen_at: r.get(8)?,
+                last_seen_at: r.get(9)?,
+                resolved_at: r.get(10)?,
+                resolved_as: r.get(11)?,
+            })
+        })?
+        .collect::<rusqlite::Result<_>>()?;
     Ok(KeyHistory {
         interchanges,
         sightings,
+        refusals,
     })
 }
 
