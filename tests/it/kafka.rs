@@ -405,6 +405,7 @@ per_backend! {
 /// How many interchanges the site's inbox holds, read from its database directly (a `stats`
 /// run per look would take longer than a batch); 0 before it exists.
 fn decided_now(site: &Site) -> i64 {
+    #[cfg(feature = "postgres")]
     if let Some(pg) = site.pg() {
         let mut c = pg.client();
         return c
