@@ -16,6 +16,7 @@ mod corpus;
 mod crash;
 mod docs;
 mod effects;
+mod effects_hard;
 mod guarantees;
 mod hostile_conditions;
 #[cfg(feature = "postgres")]
