@@ -24,7 +24,7 @@ pub(crate) fn example(site: &Site) -> PathBuf {
 type Files<'a> = Vec<(&'a str, &'a str)>;
 
 /// A folder of side effects made of `files` (name, SQL), under the site.
-fn mapping(site: &Site, name: &str, files: &[(&str, &str)]) -> PathBuf {
+pub(crate) fn mapping(site: &Site, name: &str, files: &[(&str, &str)]) -> PathBuf {
     let dir = site.path(name);
     for (file, sql) in files {
         let path = dir.join(file);

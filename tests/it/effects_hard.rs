@@ -1,6 +1,7 @@
 //! The operator's side effects (`--effects`, docs/effects.md) tried hard: `kill -9` at random
-//! moments of an ingest and of a `reapply --refused`. What it must leave: one business row per
-//! applied message, none for a refused interchange, each refusal kept once and resolved once.
+//! moments of an ingest and of a `reapply --refused`, and two hosts at once on one PostgreSQL
+//! inbox whose business table has no unique constraint. What each must leave: one business row
+//! per applied message, none for a refused interchange, each refusal kept once and resolved once.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -11,7 +12,7 @@ use std::time::{Duration, Instant};
 use crate::common::site::Site;
 use crate::common::synth::Synth;
 use crate::common::{Run, RunExt, StartExt};
-use crate::effects::{example, fixed_example, invoices};
+use crate::effects::{example, fixed_example, invoices, mapping};
 
 /// How many files the kill test drops.
 const FILES: usize = 300;
@@ -369,4 +370,135 @@ per_backend! {
         again.code(0);
         assert_eq!(again.json().last().unwrap()["summary"]["files"], 0, "{again}");
     }
+}
+
+/// Two hosts at once on one PostgreSQL inbox, each with its own copy of the same 200 files
+/// (host B's names sort the other way), with a mapping whose business table has no unique
+/// constraint: a plain INSERT of the sender, the control reference and the message reference.
+/// The key alone keeps it once. Host A's first batch is held open (its `_interchange.sql` waits
+/// on an advisory lock the test holds) with its ten keys taken, uncommitted, while host B takes
+/// the other 190 and comes to those ten last: B is seen waiting on A's transaction, then the
+/// lock is given up, A commits, and B's copies become duplicates, running no statement (as do
+/// A's copies of B's keys). One business row per message.
+#[cfg(feature = "postgres")]
+#[test]
+fn two_hosts_with_a_business_table_without_a_unique_key_write_one_row_per_message() {
+    let Some(inbox) = Site::postgres() else {
+        return;
+    };
+    let fx = mapping(
+        &inbox,
+        "fx",
+        &[
+            (
+                "migrations/0001_business_rows.sql",
+                "CREATE TABLE business_rows (sender text, control_ref text, message_ref text);",
+            ),
+            (
+                "_interchange.sql",
+                "SELECT pg_advisory_xact_lock(39, 0) WHERE :control_ref = 'H0000';",
+            ),
+            (
+                "INVOIC.sql",
+                "INSERT INTO business_rows VALUES (:sender, :control_ref, :message_ref);",
+            ),
+        ],
+    );
+    const N: usize = 200;
+    let mut messages = 0;
+    for host in ["a", "b"] {
+        fs::create_dir_all(inbox.path(&format!("{host}/drop"))).unwrap();
+    }
+    for n in 0..N {
+        let numbers: Vec<String> = (1..=1 + n % 3).map(|k| format!("N{k}")).collect();
+        let numbers: Vec<&str> = numbers.iter().map(String::as_str).collect();
+        messages += numbers.len() as i64;
+        let data = invoices(&format!("H{n:04}"), &numbers);
+        fs::write(inbox.path(&format!("a/drop/f{n:04}.edi")), &data).unwrap();
+        fs::write(inbox.path(&format!("b/drop/f{:04}.edi", N - 1 - n)), &data).unwrap();
+    }
+    let mut watch = inbox.pg().unwrap().client();
+    watch
+        .batch_execute("SELECT pg_advisory_lock(39, 0)")
+        .unwrap();
+    let start = |host: &str| {
+        let out = fs::File::create(inbox.path(&format!("{host}.jsonl"))).unwrap();
+        inbox
+            .command()
+            .args(["ingest", "--json", "--batch", "10", "--effects"])
+            .arg(&fx)
+            .arg("--archive")
+            .arg(inbox.path(&format!("{host}/archive")))
+            .arg(inbox.path(&format!("{host}/drop")))
+            .stdout(out)
+            .stderr(Stdio::piped())
+            .start()
+    };
+    let mut hosts = [start("a"), start("b")];
+    // Host A waiting on the test's lock, and a backend waiting on another's transaction: B's
+    // key insert on A's uncommitted keys.
+    let waiting = |watch: &mut postgres::Client, on: &str| -> i64 {
+        watch
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity
+                 WHERE datname = current_database() AND wait_event_type = 'Lock'
+                   AND wait_event = ANY(string_to_array($1, ','))",
+                &[&on],
+            )
+            .unwrap()
+            .get(0)
+    };
+    let until = Instant::now() + Duration::from_secs(60);
+    while waiting(&mut watch, "advisory") == 0
+        || waiting(&mut watch, "transactionid,speculative token") == 0
+    {
+        if let Some(k) = hosts
+            .iter_mut()
+            .position(|h| h.child().try_wait().unwrap().is_some())
+        {
+            let [a, b] = hosts;
+            let run = if k == 0 { a.wait() } else { b.wait() };
+            panic!("host {k} ended before B waited on A's keys\n{run}");
+        }
+        assert!(
+            Instant::now() < until,
+            "host B was not seen waiting on host A's keys in 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    watch
+        .batch_execute("SELECT pg_advisory_unlock(39, 0)")
+        .unwrap();
+    let mut new = Vec::new();
+    let mut duplicates = 0;
+    for (host, run) in ["a", "b"].iter().zip(hosts) {
+        let run = run.wait().note(format!("host {host}"));
+        run.code(0);
+        let lines =
+            crate::common::json_lines(&fs::read(inbox.path(&format!("{host}.jsonl"))).unwrap());
+        let summary = &lines.last().unwrap()["summary"];
+        new.push(summary["new"].as_i64().unwrap());
+        duplicates += summary["duplicate"].as_i64().unwrap();
+    }
+    assert_eq!(
+        (new, duplicates),
+        (vec![10, N as i64 - 10], N as i64),
+        "A's first batch new on A, the rest on B, each a duplicate on the other"
+    );
+    let state = inbox.state();
+    assert_eq!((state.keys.len(), state.messages), (N, messages));
+    assert_eq!(
+        inbox.count("SELECT count(*) FROM business_rows"),
+        messages,
+        "not one business row per message"
+    );
+    // Each row is its own message's.
+    assert_eq!(
+        inbox.count(
+            "SELECT count(DISTINCT m.id) FROM business_rows b
+             JOIN interchanges i ON i.sender = b.sender AND i.control_ref = b.control_ref
+             JOIN messages m ON m.interchange_id = i.id AND m.reference = b.message_ref"
+        ),
+        messages
+    );
 }
