@@ -1,7 +1,8 @@
 //! The operator's side effects (`--effects`, docs/effects.md) tried hard: `kill -9` at random
-//! moments of an ingest and of a `reapply --refused`, and two hosts at once on one PostgreSQL
-//! inbox whose business table has no unique constraint. What each must leave: one business row
-//! per applied message, none for a refused interchange, each refusal kept once and resolved once.
+//! moments of an ingest and of a `reapply --refused`, two hosts at once on one PostgreSQL inbox
+//! whose business table has no unique constraint, and a full file system under an SQLite inbox.
+//! What each must leave: one business row per applied message, none for a refused interchange,
+//! each refusal kept once and resolved once, nothing refused for a failure that is not the data's.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -501,4 +502,62 @@ fn two_hosts_with_a_business_table_without_a_unique_key_write_one_row_per_messag
         ),
         messages
     );
+}
+
+/// Side effects that fill the file system of an SQLite inbox (an 8 MiB tmpfs): the mapping
+/// writes a 20 MiB attachment per message, more than the 16 MiB page cache holds, so that the
+/// statement itself meets the full disk as SQLite spills its pages to the write-ahead log. An
+/// infrastructure failure, not the data's: the run exits 1, refuses nothing, decides nothing
+/// (none of edi-inbox's rows, none of the operator's), moves no file; with room again the next
+/// run applies both.
+#[test]
+fn sqlite_side_effects_that_fill_the_disk_fail_the_run_and_refuse_nothing() {
+    let mut site = Site::new();
+    let Some(disk) = crate::common::site::Tmpfs::mount(&site.path("dbfs"), "8m") else {
+        return;
+    };
+    site.set_db(disk.path.join("inbox.db"));
+    let fx = mapping(
+        &site,
+        "fx",
+        &[
+            (
+                "migrations/0001_attachments.sql",
+                "CREATE TABLE attachments (control_ref TEXT, message_ref TEXT, body BLOB);",
+            ),
+            (
+                "INVOIC.sql",
+                "INSERT INTO attachments VALUES (:control_ref, :message_ref, randomblob(20971520));",
+            ),
+        ],
+    );
+    site.put("a.edi", &invoices("A1", &["N1"]));
+    site.put("b.edi", &invoices("B1", &["N2"]));
+    let ingest = || {
+        site.cmd()
+            .args(["ingest", "--json", "--effects"])
+            .arg(&fx)
+            .arg("--quarantine")
+            .arg(site.path("failed"))
+            .arg(site.drop())
+            .run()
+    };
+    let run = ingest();
+    run.code(1);
+    let err = run.err();
+    assert!(err.contains("full"), "{run}");
+    assert!(!run.out().contains("refused"), "{run}");
+    assert_eq!(site.count("SELECT count(*) FROM refusals"), 0, "{run}");
+    for table in ["inbox", "interchanges", "messages", "outbox", "attachments"] {
+        let n = site.count(&format!("SELECT count(*) FROM {table}"));
+        assert_eq!(n, 0, "{n} rows in {table}\n{run}");
+    }
+    assert_eq!(site.files_in("drop"), ["a.edi", "b.edi"], "a file moved");
+    assert!(site.files_in("failed").is_empty(), "a file quarantined");
+    disk.remount("size=160m");
+    let run = ingest();
+    run.code(0);
+    assert_eq!(site.count("SELECT count(*) FROM interchanges"), 2, "{run}");
+    assert_eq!(site.count("SELECT count(*) FROM attachments"), 2);
+    assert_eq!(site.count("SELECT count(*) FROM refusals"), 0);
 }
