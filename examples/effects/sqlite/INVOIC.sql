@@ -1,24 +1,24 @@
--- An invoice (INVOIC, any directory): its document number (BGM 1004, the second segment's
--- second element), its date (DTM with qualifier 137, format 102 CCYYMMDD, written as an ISO
--- date), its total (MOA 77 after UNS, not a line's MOA before it) and currency (CUX 6345).
--- An upsert on the invoice's own key: idempotent, as reapply --applied needs.
+-- An invoice (INVOIC, any directory): its document number (BGM 1004), date (DTM 137, format 102
+-- CCYYMMDD, as an ISO date), total (MOA 77 after UNS, not a line's MOA before it) and currency
+-- (CUX 6345), its segments read once (s: each one's tag, qualifier and value). An upsert on the
+-- invoice's own key: idempotent, as reapply --applied needs.
 INSERT INTO partner_invoices
     (sender, invoice_no, invoice_date, total, currency, interchange_id, message_id)
-VALUES (
+WITH s AS MATERIALIZED (
+    SELECT key AS n, value ->> 0 AS tag, value -> 1 ->> 0 AS qualifier, value -> 1 ->> 1 AS v
+    FROM json_each(:message)
+)
+SELECT
     :sender,
     :message -> 1 -> 2 ->> 0,
-    (SELECT substr(d.value -> 1 ->> 1, 1, 4) || '-' || substr(d.value -> 1 ->> 1, 5, 2) || '-'
-            || substr(d.value -> 1 ->> 1, 7, 2)
-     FROM json_each(:message) AS d
-     WHERE d.value ->> 0 = 'DTM' AND d.value -> 1 ->> 0 = '137'),
-    (SELECT m.value -> 1 ->> 1
-     FROM json_each(:message) AS m
-     WHERE m.value ->> 0 = 'MOA' AND m.value -> 1 ->> 0 = '77'
-       AND m.key > (SELECT u.key FROM json_each(:message) AS u WHERE u.value ->> 0 = 'UNS')),
-    (SELECT c.value -> 1 ->> 1 FROM json_each(:message) AS c WHERE c.value ->> 0 = 'CUX'),
+    (SELECT substr(v, 1, 4) || '-' || substr(v, 5, 2) || '-' || substr(v, 7, 2)
+     FROM s WHERE tag = 'DTM' AND qualifier = '137'),
+    (SELECT v FROM s WHERE tag = 'MOA' AND qualifier = '77'
+       AND n > (SELECT n FROM s WHERE tag = 'UNS')),
+    (SELECT v FROM s WHERE tag = 'CUX'),
     :interchange_id,
     :message_id
-)
+WHERE true
 ON CONFLICT (sender, invoice_no) DO UPDATE SET
     invoice_date = excluded.invoice_date,
     total = excluded.total,
@@ -27,20 +27,21 @@ ON CONFLICT (sender, invoice_no) DO UPDATE SET
     message_id = excluded.message_id;
 
 -- Its lines: LIN 1082 (line number) and 7140 (the item number, a GTIN here), with the QTY 47
--- (invoiced quantity) that follows it, before the next LIN.
+-- (invoiced quantity) of the line: each segment numbered with the LIN before it (a window over
+-- the message, one pass), so that a line's quantity is found without a scan per line.
 INSERT INTO partner_invoice_lines (sender, invoice_no, line_no, gtin, quantity)
-SELECT :sender,
-       :message -> 1 -> 2 ->> 0,
-       l.value -> 1 ->> 0,
-       l.value -> 3 ->> 0,
-       (SELECT q.value -> 1 ->> 1
-        FROM json_each(:message) AS q
-        WHERE q.value ->> 0 = 'QTY' AND q.value -> 1 ->> 0 = '47' AND q.key > l.key
-          AND q.key < coalesce((SELECT min(n.key) FROM json_each(:message) AS n
-                                WHERE n.value ->> 0 IN ('LIN', 'UNS') AND n.key > l.key), 1e9)
-        ORDER BY q.key LIMIT 1)
-FROM json_each(:message) AS l
-WHERE l.value ->> 0 = 'LIN'
+WITH s AS (
+    SELECT key AS n, value AS v,
+           max(CASE WHEN value ->> 0 = 'LIN' THEN key END) OVER (ORDER BY key) AS line
+    FROM json_each(:message)
+),
+qty AS (
+    SELECT line, min(v -> 1 ->> 1) AS quantity
+    FROM s WHERE v ->> 0 = 'QTY' AND v -> 1 ->> 0 = '47' GROUP BY line
+)
+SELECT :sender, :message -> 1 -> 2 ->> 0, l.v -> 1 ->> 0, l.v -> 3 ->> 0, qty.quantity
+FROM s AS l LEFT JOIN qty ON qty.line = l.n
+WHERE l.v ->> 0 = 'LIN'
 ON CONFLICT (sender, invoice_no, line_no) DO UPDATE SET
     gtin = excluded.gtin,
     quantity = excluded.quantity;
