@@ -7,7 +7,7 @@
 #   benches/scripts/effects.sh [FILES] [ROUNDS]          (default 20000 5)
 #
 # PostgreSQL: the machine's server ($PG_ADMIN, default postgres://postgres@127.0.0.1:5432),
-# databases edi_bench_fx_* made and dropped here; SKIP_PG=1 leaves it out.
+# databases edi_bench_fx_* made and dropped here; SKIP_PG=1 leaves it out (SKIP_SQLITE=1 the other).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 files=${1:-20000}
@@ -44,8 +44,10 @@ paired() {
 }
 sqlite_db="$BENCH_DIR/effects-bench.db"
 fresh_sqlite() { rm -f "$sqlite_db" "$sqlite_db-wal" "$sqlite_db-shm"; echo "$sqlite_db"; }
-paired SQLite examples/effects/sqlite fresh_sqlite
-rm -f "$sqlite_db" "$sqlite_db-wal" "$sqlite_db-shm"
+if [ -z "${SKIP_SQLITE:-}" ]; then
+  paired SQLite examples/effects/sqlite fresh_sqlite
+  rm -f "$sqlite_db" "$sqlite_db-wal" "$sqlite_db-shm"
+fi
 if [ -z "${SKIP_PG:-}" ]; then
   admin() { psql "$PG_ADMIN/postgres" -qAtX -v ON_ERROR_STOP=1 "$@"; }
   n=0

@@ -46,7 +46,8 @@ fn placeholder(p: Param, n: usize) -> String {
         Param::InterchangeId | Param::MessageId | Param::Test | Param::Reapply => {
             format!("${n}::bigint")
         }
-        Param::Message => format!("(${n}::text)::jsonb"),
+        // Bound as jsonb itself: parsed once when bound, however often the statement names it.
+        Param::Message => format!("${n}::jsonb"),
         _ => format!("${n}::text"),
     }
 }
@@ -428,11 +429,18 @@ fn check_writes(
 ) -> Result<(), String> {
     let nulls_text: Option<&str> = None;
     let nulls_int: Option<i64> = None;
+    let nulls_json: Option<Jsonb<'_>> = None;
     let values: Vec<&(dyn ToSql + Sync)> = params
         .iter()
-        .map(|p| match placeholder(*p, 1).ends_with("bigint") {
-            true => &nulls_int as &(dyn ToSql + Sync),
-            false => &nulls_text as &(dyn ToSql + Sync),
+        .map(|p| {
+            let typed = placeholder(*p, 1);
+            if typed.ends_with("bigint") {
+                &nulls_int as &(dyn ToSql + Sync)
+            } else if typed.ends_with("jsonb") {
+                &nulls_json as &(dyn ToSql + Sync)
+            } else {
+                &nulls_text as &(dyn ToSql + Sync)
+            }
         })
         .collect();
     let rows = tx
@@ -455,6 +463,28 @@ fn check_writes(
         }
     }
     Ok(())
+}
+
+/// JSON text bound as `jsonb`: its binary form is a version byte (1) and the text.
+#[derive(Debug)]
+struct Jsonb<'a>(&'a str);
+
+impl postgres::types::ToSql for Jsonb<'_> {
+    fn to_sql(
+        &self,
+        _: &Type,
+        out: &mut postgres::types::private::BytesMut,
+    ) -> Result<postgres::types::IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        out.extend_from_slice(&[1]);
+        out.extend_from_slice(self.0.as_bytes());
+        Ok(postgres::types::IsNull::No)
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        *ty == Type::JSONB
+    }
+
+    postgres::types::to_sql_checked!();
 }
 
 /// A `json` value as its text (what the server sends for the type, in either format).
@@ -578,7 +608,9 @@ impl Installed {
             .map(|(v, ty)| -> Box<dyn ToSql + Sync + '_> {
                 match v {
                     Value::Null if *ty == Type::INT8 => Box::new(None::<i64>),
+                    Value::Null if *ty == Type::JSONB => Box::new(None::<Jsonb<'_>>),
                     Value::Null => Box::new(None::<&str>),
+                    Value::Json(t) if *ty == Type::JSONB => Box::new(Jsonb(t)),
                     Value::Text(t) | Value::Json(t) => Box::new(*t),
                     Value::Int(n) => Box::new(*n),
                 }
