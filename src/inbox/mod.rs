@@ -136,6 +136,15 @@ impl InboxError {
     pub fn is_busy(&self) -> bool {
         matches!(self, InboxError::Busy(_))
     }
+
+    /// `reapply --applied` on an inbox with no side effects installed (a caller's mistake: the
+    /// command installs them first).
+    pub fn no_effects() -> InboxError {
+        InboxError::Effects {
+            place: "reapply".into(),
+            reason: "no side effects are installed".into(),
+        }
+    }
 }
 
 /// Deciding: a batch's interchanges, its rejected input and its deliveries, in the batch's

@@ -215,7 +215,7 @@ impl SideEffects for PgInbox {
         _when: &str,
     ) -> Result<ReapplyBatch, InboxError> {
         let Some(fx) = self.effects.clone() else {
-            return Err(setup("reapply", "no side effects are installed"));
+            return Err(InboxError::no_effects());
         };
         self.begin()?;
         let client = self.client.get_mut();

@@ -270,10 +270,7 @@ impl SideEffects for SqliteInbox {
         when: &str,
     ) -> Result<ReapplyBatch, InboxError> {
         let Some(fx) = self.effects.clone() else {
-            return Err(InboxError::Effects {
-                place: "reapply".into(),
-                reason: "no side effects are installed".into(),
-            });
+            return Err(InboxError::no_effects());
         };
         self.reapply_batch(&fx, filter, after, limit, when)
     }
