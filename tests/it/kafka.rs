@@ -122,9 +122,66 @@ per_backend! {
             kafka.group, kafka.topic
         );
         assert!(prom.contains(&lag), "{lag} in {prom}");
-        let lines = consume(&site, "3s", &["--from", &kafka.group_url()]).code(0).json();
+        // A run that decides nothing still writes the position and the lag of each partition
+        // it holds (issue 36, item 7: such a run sometimes wrote neither).
+        let idle = site.path("idle.prom");
+        let lines = consume(
+            &site,
+            "3s",
+            &["--from", &kafka.group_url(), "--metrics-file", idle.to_str().unwrap()],
+        )
+        .code(0)
+        .json();
         assert_eq!(lines.last().unwrap()["summary"]["deliveries"], 0);
+        let prom = fs::read_to_string(&idle).unwrap();
+        for family in ["position", "lag"] {
+            let value = if family == "lag" { 0 } else { samples.len() };
+            let want = format!(
+                "edi_inbox_consume_{family}{{group=\"{}\",topic=\"{}\",partition=\"0\"}} {value}\n",
+                kafka.group, kafka.topic
+            );
+            assert!(
+                prom.contains(&want),
+                "a run that decided nothing must still write {want} in {prom}"
+            );
+        }
     }
+}
+
+/// Partitions given by hand are said as such, with the group however it was given (`--group`
+/// here, not `?group=`); a partition the topic lacks is refused at the start, named with the
+/// partitions the topic has, before anything is decided (issue 36, item 7: `&partitions=0,7`
+/// on a one-partition topic was taken without a word).
+#[test]
+fn partitions_given_by_hand_are_said_and_one_the_topic_lacks_is_refused() {
+    let Some(kafka) = Kafka::create() else { return };
+    kafka.send(&puts(&crate::consume::synthetic(3, 36), "k"));
+    let site = Site::new();
+    let url = format!("kafka://{}/{}?partitions=0", kafka.servers, kafka.topic);
+    let run = consume(&site, "2s", &["--from", &url, "--group", &kafka.group]);
+    run.code(0);
+    let stderr = run.err();
+    let want = format!(
+        "kafka://{}/{} (group {}): partitions given (by hand): {}/0",
+        kafka.servers, kafka.topic, kafka.group, kafka.topic
+    );
+    assert!(stderr.contains(&want), "wanted {want:?} in {stderr}");
+    assert_eq!(decided_per_record(&site), [(1, 3)].into());
+
+    let other = Site::new();
+    let url = format!("{}&partitions=0,7", kafka.group_url());
+    let run = consume(&other, "2s", &["--from", &url]);
+    run.code(1);
+    let stderr = run.err();
+    let want = format!(
+        "the topic {} has no partition 7 (it has 1 partition: 0)",
+        kafka.topic
+    );
+    assert!(stderr.contains(&want), "wanted {want:?} in {stderr}");
+    assert!(
+        decided_per_record(&other).is_empty(),
+        "nothing may be decided from a refused assignment"
+    );
 }
 
 /// The partitions a consumer said it was given (`partitions given: T/0 T/2`), in all.
