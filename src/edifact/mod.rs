@@ -25,6 +25,6 @@ pub use charset::Charset;
 pub use error::{EnvelopeError, ErrorKind, Tag};
 pub use interchanges::rejected_contexts;
 pub use interchanges::{Interchanges, interchanges};
-pub use message::{MessageSegments, message_segments};
+pub use message::{MessageJson, MessageSegments, message_segments};
 pub use model::{Group, Interchange, Message, RejectedContext, Unb};
 pub use syntax::Separators;

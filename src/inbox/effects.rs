@@ -92,8 +92,9 @@ pub struct MessageScope<'a> {
     /// Its row's id in `messages`.
     pub id: i64,
     pub message: &'a Message,
-    /// Its segments as JSON (docs/parser.md), made where a statement uses `:message`.
-    pub json: Option<String>,
+    /// Its segments as JSON (docs/parser.md), made where a statement uses `:message`, each
+    /// segment's place in it kept for SQLite's `message_segments`.
+    pub json: Option<std::sync::Arc<edifact::MessageJson>>,
 }
 
 /// A new interchange, as its side effects see it.
@@ -141,19 +142,20 @@ impl Scope<'_> {
                     .and_then(|g| self.interchange.groups.get(g))
                     .map(|g| g.reference.as_str())
             })),
-            Param::Message => opt(message.and_then(|m| m.json.as_deref())).json(),
+            Param::Message => {
+                opt(message.and_then(|m| m.json.as_deref().map(|j| j.text.as_str()))).json()
+            }
         }
     }
 
     /// The JSON of `message`'s segments (docs/parser.md), as `:message` binds it.
-    pub fn message_json(&self, message: &Message) -> Result<String, InboxError> {
+    pub fn message_json(&self, message: &Message) -> Result<edifact::MessageJson, InboxError> {
         let read = edifact::message_segments(self.interchange, message).map_err(|e| {
             InboxError::Backend(
                 format!("message {} cannot be read whole: {e}", message.reference).into(),
             )
         })?;
-        serde_json::to_string(&read)
-            .map_err(|e| InboxError::Backend(format!("message {}: {e}", message.reference).into()))
+        Ok(read.to_json())
     }
 }
 
@@ -181,7 +183,7 @@ impl<'a> MessageScope<'a> {
             InboxError::Backend(format!("message {} has no row", message.reference).into())
         })?;
         let json = if uses_message(&mapping.statements) {
-            Some(scope.message_json(message)?)
+            Some(std::sync::Arc::new(scope.message_json(message)?))
         } else {
             None
         };

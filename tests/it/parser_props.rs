@@ -23,8 +23,23 @@ fn read_all(data: &[u8]) -> Vec<Result<Interchange<'_>, String>> {
                     let segments = message_segments(&i, m).unwrap_or_else(|e| {
                         panic!("message {} of an accepted interchange: {e}", m.reference)
                     });
-                    let json = serde_json::to_value(&segments).unwrap();
+                    let text = serde_json::to_string(&segments).unwrap();
+                    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
                     assert_eq!(json.as_array().map(Vec::len), Some(m.segments));
+                    // The writer the side effects bind (`to_json`) gives serde's bytes, each
+                    // segment's place in them the segment's own array.
+                    let direct = segments.to_json();
+                    assert_eq!(direct.text, text, "message {}", m.reference);
+                    for (k, (_, span)) in direct.segments.iter().enumerate() {
+                        let one: serde_json::Value =
+                            serde_json::from_str(&direct.text[span.clone()]).unwrap();
+                        assert_eq!(
+                            Some(&one),
+                            json.get(k),
+                            "message {} segment {k}",
+                            m.reference
+                        );
+                    }
                 }
                 out.push(Ok(i));
             }

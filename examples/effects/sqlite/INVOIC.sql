@@ -1,21 +1,19 @@
 -- An invoice (INVOIC, any directory): its document number (BGM 1004), date (DTM 137, format 102
 -- CCYYMMDD, as an ISO date), total (MOA 77 after UNS, not a line's MOA before it) and currency
--- (CUX 6345), its segments read once (s: each one's tag, qualifier and value). An upsert on the
--- invoice's own key: idempotent, as reapply --applied needs.
+-- (CUX 6345), each segment found by its tag in message_segments(:message) (docs/effects.md).
+-- An upsert on the invoice's own key: idempotent, as reapply --applied needs.
 INSERT INTO partner_invoices
     (sender, invoice_no, invoice_date, total, currency, interchange_id, message_id)
-WITH s AS MATERIALIZED (
-    SELECT key AS n, value ->> 0 AS tag, value -> 1 ->> 0 AS qualifier, value -> 1 ->> 1 AS v
-    FROM json_each(:message)
-)
 SELECT
     :sender,
-    :message -> 1 -> 2 ->> 0,
-    (SELECT substr(v, 1, 4) || '-' || substr(v, 5, 2) || '-' || substr(v, 7, 2)
-     FROM s WHERE tag = 'DTM' AND qualifier = '137'),
-    (SELECT v FROM s WHERE tag = 'MOA' AND qualifier = '77'
-       AND n > (SELECT n FROM s WHERE tag = 'UNS')),
-    (SELECT v FROM s WHERE tag = 'CUX'),
+    (SELECT segment -> 2 ->> 0 FROM message_segments(:message) WHERE tag = 'BGM'),
+    (SELECT substr(d, 1, 4) || '-' || substr(d, 5, 2) || '-' || substr(d, 7, 2)
+     FROM (SELECT segment -> 1 ->> 1 AS d FROM message_segments(:message)
+           WHERE tag = 'DTM' AND segment -> 1 ->> 0 = '137')),
+    (SELECT segment -> 1 ->> 1 FROM message_segments(:message)
+     WHERE tag = 'MOA' AND segment -> 1 ->> 0 = '77'
+       AND n > (SELECT n FROM message_segments(:message) WHERE tag = 'UNS')),
+    (SELECT segment -> 1 ->> 1 FROM message_segments(:message) WHERE tag = 'CUX'),
     :interchange_id,
     :message_id
 WHERE true
@@ -26,22 +24,20 @@ ON CONFLICT (sender, invoice_no) DO UPDATE SET
     interchange_id = excluded.interchange_id,
     message_id = excluded.message_id;
 
--- Its lines: LIN 1082 (line number) and 7140 (the item number, a GTIN here), with the QTY 47
--- (invoiced quantity) of the line: each segment numbered with the LIN before it (a window over
--- the message, one pass), so that a line's quantity is found without a scan per line.
+-- Its lines: LIN 1082 (line number) and 7140 (the item number, a GTIN here), each with the
+-- first QTY 47 (invoiced quantity) between it and the next LIN (or the UNS after the last).
 INSERT INTO partner_invoice_lines (sender, invoice_no, line_no, gtin, quantity)
-WITH s AS (
-    SELECT key AS n, value AS v,
-           max(CASE WHEN value ->> 0 = 'LIN' THEN key END) OVER (ORDER BY key) AS line
-    FROM json_each(:message)
-),
-qty AS (
-    SELECT line, min(v -> 1 ->> 1) AS quantity
-    FROM s WHERE v ->> 0 = 'QTY' AND v -> 1 ->> 0 = '47' GROUP BY line
-)
-SELECT :sender, :message -> 1 -> 2 ->> 0, l.v -> 1 ->> 0, l.v -> 3 ->> 0, qty.quantity
-FROM s AS l LEFT JOIN qty ON qty.line = l.n
-WHERE l.v ->> 0 = 'LIN'
+SELECT
+    :sender,
+    (SELECT segment -> 2 ->> 0 FROM message_segments(:message) WHERE tag = 'BGM'),
+    l.segment -> 1 ->> 0,
+    l.segment -> 3 ->> 0,
+    (SELECT q.segment -> 1 ->> 1 FROM message_segments(:message) AS q
+     WHERE q.tag = 'QTY' AND q.segment -> 1 ->> 0 = '47' AND q.n > l.n AND q.n < l.next
+     ORDER BY q.n LIMIT 1)
+FROM (SELECT n, tag, segment, lead(n, 1, 1000000000) OVER (ORDER BY n) AS next
+      FROM message_segments(:message) WHERE tag IN ('LIN', 'UNS')) AS l
+WHERE l.tag = 'LIN'
 ON CONFLICT (sender, invoice_no, line_no) DO UPDATE SET
     gtin = excluded.gtin,
     quantity = excluded.quantity;

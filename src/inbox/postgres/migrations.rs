@@ -21,6 +21,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0010_transport_message_sender.sql"),
     include_str!("migrations/0011_position_topic_ids.sql"),
     include_str!("migrations/0012_effects.sql"),
+    include_str!("migrations/0013_message_segments.sql"),
 ];
 
 /// The version the inbox's schema has, or `None` where there is none yet.

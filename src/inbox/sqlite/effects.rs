@@ -13,6 +13,7 @@ use rusqlite::hooks::{AuthAction, AuthContext, Authorization};
 use rusqlite::{Connection, ErrorCode, OptionalExtension, params};
 
 use super::SqliteInbox;
+use super::message_segments::{Current, holding};
 use super::migrations::{MIGRATIONS, Migration};
 use crate::effects::{Effects, Param, Statement};
 use crate::inbox::effects::{
@@ -169,6 +170,8 @@ pub(super) struct Installed {
     guard: Arc<Guard>,
     /// What each statement did, where the settings asked (`effects try`).
     trace: Option<Trace>,
+    /// The message whose statements run, for `message_segments(:message)`.
+    current: Current,
 }
 
 fn number(p: Param) -> usize {
@@ -231,6 +234,8 @@ impl SideEffects for SqliteInbox {
             .progress_handler(STEPS_PER_LOOK, Some(move || clock.expired()));
         let count = effects.statements().count();
         self.conn.set_prepared_statement_cache_capacity(64 + count);
+        let current = Current::default();
+        super::message_segments::register(&self.conn, current.clone())?;
         self.conn.execute_batch("BEGIN IMMEDIATE")?;
         let result = install(&self.conn, &effects, &guard, when);
         match result {
@@ -248,6 +253,7 @@ impl SideEffects for SqliteInbox {
                     timeout,
                     guard,
                     trace: settings.trace.then(Default::default),
+                    current,
                 }));
                 Ok(installation)
             }
@@ -427,6 +433,7 @@ impl Installed {
             return Ok(());
         };
         let ms = MessageScope::of(scope, n, message, ids, mapping)?;
+        let _held = holding(&self.current, ms.json.clone());
         for p in self.files.get(&mapping.file).into_iter().flatten() {
             self.execute(conn, p, scope, Some(&ms))?;
         }

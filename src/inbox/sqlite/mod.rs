@@ -21,6 +21,7 @@ mod acknowledgements;
 mod decisions;
 mod effects;
 mod error;
+mod message_segments;
 mod migrations;
 mod open;
 mod positions;
