@@ -880,11 +880,32 @@ pub struct StatsArgs {
     pub json: bool,
 }
 
+/// `list --status`: the outcomes an event is stored with, in the words of `status::Status`
+/// (converted in `commands/reports.rs`), each with its help; `skipped` is never stored, so it is
+/// not offered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StatusArg {
+    /// Applied: the key was new.
+    New,
+    /// Not applied: the same key with the same content was applied before.
+    Duplicate,
+    /// Not applied, kept for review: the same key with other content.
+    Drift,
+    /// Not applied: the input breaks a rule of the envelope, or cannot be read.
+    Rejected,
+    /// Not applied, kept whole: one of the operator's side effects (`--effects`) failed on its
+    /// data; `reapply --refused` decides it again once the mapping or the data is fixed.
+    Refused,
+    /// An outbox event parked after `publish --max-attempts` failed attempts (never an
+    /// interchange's outcome).
+    Failed,
+}
+
 #[derive(Debug, clap::Args)]
 pub struct ListArgs {
     /// Only events of this kind.
     #[arg(long, value_enum)]
-    pub status: Option<crate::status::Status>,
+    pub status: Option<StatusArg>,
 
     /// Only events of this sender (UNB 0004).
     #[arg(long, value_name = "ID")]

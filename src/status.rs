@@ -1,10 +1,11 @@
 //! What happened to an interchange (or to a file that gave none): one vocabulary for the JSON,
-//! the human lines, the database and `list --status`, and one way to show it.
+//! the human lines, the database and `list --status` (whose words, `cli::StatusArg`, the command
+//! line keeps: nothing here reads clap), and one way to show it.
 
 use serde::Serialize;
 
 /// An outcome.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {
     /// Applied: the key was new.
@@ -22,7 +23,6 @@ pub enum Status {
     /// interchange's outcome).
     Failed,
     /// Not read this run (too young); never stored, so `list` never shows it.
-    #[value(skip)]
     Skipped,
 }
 

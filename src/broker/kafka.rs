@@ -1,8 +1,8 @@
 //! Kafka, as `consume`, `publish` and a dead-letter publisher reach it: the URL (bootstrap
 //! servers, topics, consumer group), the client's settings (`--kafka-config FILE` of
-//! `key=value` lines, then `EDI_INBOX_KAFKA_*` variables, handed to librdkafka as they are), and
-//! their secrets, which no message, `Debug` or error shows. librdkafka's clients are
-//! synchronous with threads of their own: no runtime here.
+//! `key=value` lines, then the `EDI_INBOX_KAFKA_*` variables the command read, handed to
+//! librdkafka as they are), and their secrets, which no message, `Debug` or error shows.
+//! librdkafka's clients are synchronous with threads of their own: no runtime here.
 
 use rdkafka::ClientConfig;
 
@@ -91,10 +91,6 @@ pub fn is_topic_name(t: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
-/// The variables that set a librdkafka property: `EDI_INBOX_KAFKA_SASL_PASSWORD` sets
-/// `sasl.password` (the rest of the name in lower case, `_` for `.`).
-pub const ENV_PREFIX: &str = "EDI_INBOX_KAFKA_";
-
 /// The client settings given: those of the file, then those of the environment over them.
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct Settings {
@@ -114,8 +110,9 @@ impl std::fmt::Debug for Settings {
 }
 
 impl Settings {
-    /// The settings of the run `run`: its `--kafka-config` file's, then `EDI_INBOX_KAFKA_*`,
-    /// then its TLS files where no setting names them.
+    /// The settings of the run `run`: its `--kafka-config` file's, then its `EDI_INBOX_KAFKA_*`
+    /// variables (but `EDI_INBOX_KAFKA_CONFIG`, the file's name), then its TLS files where no
+    /// setting names them.
     pub fn of(run: &super::Settings) -> Result<Settings, String> {
         let mut s = match run.kafka_config.clone() {
             Some(path) => {
@@ -126,12 +123,12 @@ impl Settings {
             }
             None => Settings::default(),
         };
-        let mut vars: Vec<(String, String)> = std::env::vars_os()
-            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-            .filter_map(|(k, v)| {
-                let key = k.strip_prefix(ENV_PREFIX)?;
-                (key != "CONFIG").then(|| (key.to_ascii_lowercase().replace('_', "."), v))
-            })
+        let mut vars: Vec<(String, String)> = run
+            .kafka_variables
+            .0
+            .iter()
+            .filter(|(key, _)| key != "CONFIG")
+            .map(|(key, v)| (key.to_ascii_lowercase().replace('_', "."), v.clone()))
             .collect();
         vars.sort();
         for (k, v) in vars {
@@ -491,6 +488,33 @@ pub fn topic_ids<C: rdkafka::ClientContext>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_variables_are_the_runs_not_the_processs() {
+        let variables = super::super::settings::KafkaVariables::of(
+            [
+                ("EDI_INBOX_KAFKA_SASL_PASSWORD", "s3cret"),
+                ("EDI_INBOX_KAFKA_CONFIG", "/nowhere"),
+                ("EDI_INBOX_KAFKA_CLIENT_RACK", "a"),
+                ("OTHER_CLIENT_RACK", "b"),
+            ]
+            .map(|(k, v)| (k.into(), v.into())),
+        );
+        let run = super::super::Settings {
+            kafka_variables: variables,
+            ..Default::default()
+        };
+        let s = Settings::of(&run).unwrap();
+        assert_eq!(s.get("sasl.password"), Some("s3cret"));
+        assert_eq!(s.get("client.rack"), Some("a"));
+        assert_eq!(s.get("config"), None);
+        assert!(!format!("{run:?}").contains("s3cret"), "{run:?}");
+        // Nothing of the process's own environment: the run's settings are all there is.
+        assert_eq!(
+            Settings::of(&super::super::Settings::default()).unwrap(),
+            Settings::default()
+        );
+    }
 
     #[test]
     fn the_tls_files_become_librdkafkas_ssl_settings_and_never_plaintext() {

@@ -158,7 +158,8 @@ fn flagged(flag: &str, text: &str) -> String {
 }
 
 /// The run's settings for every broker connection (the `--from`, `--to` and `--dead-letter` of
-/// `urls`): its TLS and credential files, its Kafka settings file and SQS endpoint. An error (a
+/// `urls`): its TLS and credential files, its Kafka settings file and `EDI_INBOX_KAFKA_*`
+/// variables (the one place they are read from the environment), its SQS endpoint. An error (a
 /// usage error, exit 2) where a TLS setting applies to none of the URLs, or a file cannot be
 /// read, before anything connects.
 fn broker_settings(
@@ -175,6 +176,7 @@ fn broker_settings(
             nats_nkey: tls.nats_nkey.clone(),
         },
         kafka_config: kafka.kafka_config.clone(),
+        kafka_variables: crate::broker::settings::KafkaVariables::of(std::env::vars_os()),
         sqs_endpoint: sqs.sqs_endpoint.clone(),
     };
     #[cfg(feature = "broker")]

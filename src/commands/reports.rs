@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::cli::{ListArgs, ShowArgs, StatsArgs};
+use crate::cli::{ListArgs, ShowArgs, StatsArgs, StatusArg};
 use crate::commands::inspect::print_segments;
 use crate::exit::ExitStatus;
 use crate::inbox::{Access, EventFilter, Location};
@@ -87,7 +87,14 @@ pub fn stats(
 pub fn list(db: &Location, busy_timeout: Duration, args: &ListArgs) -> anyhow::Result<ExitStatus> {
     let inbox = super::open_inbox(db, Access::Read, busy_timeout)?;
     let events = inbox.events(&EventFilter {
-        status: args.status,
+        status: args.status.map(|s| match s {
+            StatusArg::New => Status::New,
+            StatusArg::Duplicate => Status::Duplicate,
+            StatusArg::Drift => Status::Drift,
+            StatusArg::Rejected => Status::Rejected,
+            StatusArg::Refused => Status::Refused,
+            StatusArg::Failed => Status::Failed,
+        }),
         sender: args.sender.clone(),
         since: args.since.clone(),
         limit: args.limit,

@@ -21,6 +21,7 @@ mod guarantees;
 mod hostile_conditions;
 #[cfg(feature = "postgres")]
 mod hosts;
+mod imports;
 mod ingest;
 mod inspect;
 #[cfg(feature = "kafka")]
