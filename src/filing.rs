@@ -187,7 +187,11 @@ const NAME_MAX: usize = 255;
 
 /// Room kept after a name for what a move may add: a clash suffix (`.9999`) and, in the
 /// quarantine, the reason's `.error.txt`.
-const SUFFIX_ROOM: usize = ".9999".len() + ".error.txt".len();
+const SUFFIX_ROOM: usize = ".9999".len() + NOTE_SUFFIX.len();
+
+/// The end of the name of the note beside a quarantined file (`NAME.error.txt`), which a walk
+/// passes over.
+pub const NOTE_SUFFIX: &str = ".error.txt";
 
 /// The name a file gets in the archive or quarantine: its own, byte for byte (names need not be
 /// UTF-8, and rewriting them made two names one); shortened, with a hash of the whole name
@@ -643,7 +647,7 @@ fn link_then_unlink(src: &Path, dest: &Path) -> io::Result<()> {
 /// `NAME.error.txt` beside `NAME`.
 pub fn reason_path(file: &Path) -> PathBuf {
     let mut name = file.as_os_str().to_owned();
-    name.push(".error.txt");
+    name.push(NOTE_SUFFIX);
     PathBuf::from(name)
 }
 

@@ -24,13 +24,15 @@ pub struct InputProblem {
     pub message: String,
 }
 
-/// True for names a walk passes over: hidden ones, and files still being written by a transfer
-/// (`.tmp`, `.part`, `.partial`).
+/// True for names a walk passes over: hidden ones, files still being written by a transfer
+/// (`.tmp`, `.part`, `.partial`), and the quarantine's notes (`NAME.error.txt`), which go back to
+/// the drop folder with their file when it is reprocessed and are no interchange.
 pub fn is_skipped_name(name: &str) -> bool {
     name.starts_with('.')
         || name.ends_with(".tmp")
         || name.ends_with(".part")
         || name.ends_with(".partial")
+        || name.ends_with(crate::filing::NOTE_SUFFIX)
 }
 
 /// What a run must never read as input: its own database (and the files SQLite keeps beside it),
@@ -269,10 +271,22 @@ mod tests {
 
     #[test]
     fn skips_hidden_and_partial_names() {
-        for name in [".hidden", "a.tmp", "b.part", "c.partial"] {
+        for name in [
+            ".hidden",
+            "a.tmp",
+            "b.part",
+            "c.partial",
+            "inv.edi.error.txt",
+        ] {
             assert!(is_skipped_name(name), "{name}");
         }
-        for name in ["a.edi", "part", "a.tmp.edi"] {
+        for name in [
+            "a.edi",
+            "part",
+            "a.tmp.edi",
+            "error.txt.edi",
+            "a.error.txt.edi",
+        ] {
             assert!(!is_skipped_name(name), "{name}");
         }
     }

@@ -244,6 +244,30 @@ per_backend! {
     }
 }
 
+per_backend! {
+    /// A quarantined file moved back to the drop folder with its note (issue 40, item 5): the
+    /// file is decided again, and applied once fixed; the note (`NAME.error.txt`) is no
+    /// interchange and is passed over, not rejected and quarantined in its turn.
+    fn a_quarantined_file_goes_back_with_its_note_and_only_the_file_is_read(site) {
+        site.put_sample("broken/unz-count-wrong.edi", "inv.edi");
+        let quarantine = site.path("failed");
+        let q = quarantine.to_str().unwrap();
+        let lines = site.ingest_json(&["--quarantine", q]).code(3).json();
+        assert_eq!(summary(&lines)["rejected"], 1);
+        let note = quarantine.join("inv.edi.error.txt");
+        assert!(note.exists(), "the quarantine's note");
+        // Fixed, and moved back with its note, as an operator does.
+        site.put_sample("valid/orders-d01b-no-una.edi", "inv.edi");
+        fs::rename(&note, site.drop().join("inv.edi.error.txt")).unwrap();
+        fs::remove_file(quarantine.join("inv.edi")).unwrap();
+        let lines = site.ingest_json(&["--quarantine", q]).code(0).json();
+        assert_eq!(summary(&lines)["files"], 1, "the note was read as input: {lines:?}");
+        assert_eq!(statuses(&lines), ["new"]);
+        assert!(site.drop().join("inv.edi.error.txt").exists(), "the note is left alone");
+        assert!(!quarantine.join("inv.edi.error.txt.error.txt").exists());
+    }
+}
+
 #[test]
 fn a_file_that_is_not_a_database_is_fatal_and_untouched() {
     let site = Site::new();
