@@ -853,7 +853,7 @@ pub struct EffectsTryArgs {
 #[derive(Debug, clap::Args)]
 pub struct PurgeArgs {
     /// Purge inbox entries received more than this many days ago (a whole number, at least 1).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "N", value_parser = purge_days, allow_negative_numbers = true)]
     pub days: u32,
 
     /// Count what would go; delete nothing.
@@ -871,6 +871,25 @@ pub struct PurgeArgs {
     /// Write the run's figures here in the Prometheus text format, atomically.
     #[arg(long, value_name = "PATH")]
     pub metrics_file: Option<PathBuf>,
+}
+
+/// `--days N` of purge: a whole number of days, at least 1, refused in words otherwise (the
+/// range clap would print says nothing of why).
+fn purge_days(text: &str) -> Result<u32, String> {
+    let why = "purge keeps the keys of the last N days to tell redeliveries from new \
+               interchanges: with 0 days nothing would be kept, and every redelivery would be \
+               applied again";
+    match text.trim().parse::<i64>() {
+        Ok(n) if n >= 1 => u32::try_from(n)
+            .map_err(|_| format!("{n} days is more than this edi-inbox counts ({})", u32::MAX)),
+        Ok(0) => Err(format!("0 days: {why}; give 1 or more")),
+        Ok(n) => Err(format!(
+            "{n} days: a number of days cannot be negative; {why}; give 1 or more"
+        )),
+        Err(_) => Err(format!(
+            "{text:?} is not a whole number of days; give 1 or more"
+        )),
+    }
 }
 
 #[derive(Debug, clap::Args)]

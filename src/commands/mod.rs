@@ -310,6 +310,27 @@ pub fn main() -> ExitCode {
             if from_inbox && !text.contains(&shown) {
                 text = format!("{text} (the inbox {shown})");
             }
+            // No inbox where one was looked for: where nothing named it, a usage error for
+            // every command (as ingest's, consume's and receive's check before reading), else
+            // the path (or schema) named is the thing to check.
+            let missing = e.chain().any(|c| {
+                matches!(
+                    c.downcast_ref::<inbox::InboxError>(),
+                    Some(inbox::InboxError::Missing { .. })
+                )
+            });
+            if missing && !named {
+                output::warn(&format!(
+                    "error: {text}: name one with --db or EDI_INBOX_DB (without either, {} in the current folder is used where it exists)",
+                    cli::DEFAULT_DB
+                ));
+                return stamp_metrics(&cli.command, ExitStatus::Usage).into();
+            }
+            if missing {
+                text = format!(
+                    "{text}: check the path named by --db or EDI_INBOX_DB (and --pg-schema, for PostgreSQL), or run ingest once to create it"
+                );
+            }
             output::warn(&format!("error: {text}"));
             let busy = e.chain().any(|c| {
                 c.downcast_ref::<inbox::InboxError>()

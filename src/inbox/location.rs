@@ -37,6 +37,14 @@ impl Location {
                 let _ = pg_schema;
                 Err(unavailable("a PostgreSQL inbox", "postgres"))
             }
+            // `postgress://...`, `sqlite://...`: a URL of a scheme --db does not take, never a
+            // file named after it (which would be created, the password in its name).
+            Some(text) if foreign_scheme(text).is_some() => Err(InboxError::BadLocation {
+                reason: format!(
+                    "{}:// is not a scheme --db takes: postgres:// or postgresql:// name a PostgreSQL database, anything else is an SQLite file's path",
+                    foreign_scheme(text).unwrap_or_default()
+                ),
+            }),
             _ if cfg!(not(feature = "sqlite")) => Err(unavailable("an SQLite inbox", "sqlite")),
             _ => Ok(Location::Sqlite(PathBuf::from(db))),
         }
@@ -155,6 +163,16 @@ const LIBPQ_KEYWORDS: &[&str] = &[
     "load_balance_hosts",
 ];
 
+/// The scheme of a URL (`SCHEME://...`, RFC 3986's letters, digits, `+`, `-` and `.`) that is
+/// not PostgreSQL's.
+fn foreign_scheme(text: &str) -> Option<&str> {
+    let (scheme, _) = text.split_once("://")?;
+    let mut chars = scheme.chars();
+    let well_formed = chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+    (well_formed && !is_url(text)).then_some(scheme)
+}
+
 /// A `postgres://` or `postgresql://` URL (rather than libpq's `key=value` form).
 pub(crate) fn is_url(text: &str) -> bool {
     text.starts_with("postgres://") || text.starts_with("postgresql://")
@@ -163,6 +181,21 @@ pub(crate) fn is_url(text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_url_of_another_scheme_is_told_from_a_path() {
+        for (text, scheme) in [
+            ("postgress://u:secret@h/db", Some("postgress")),
+            ("sqlite://inbox.db", Some("sqlite")),
+            ("postgres://u@h/db", None),
+            ("postgresql://h/db", None),
+            ("/srv/edi/inbox.db", None),
+            ("./a://b.db", None),
+            ("my inbox://x", None),
+        ] {
+            assert_eq!(foreign_scheme(text), scheme, "{text}");
+        }
+    }
 
     #[test]
     fn connection_strings_are_told_from_paths() {

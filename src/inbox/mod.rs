@@ -71,7 +71,8 @@ pub enum InboxError {
         found: i64,
         known: usize,
     },
-    #[error("there is no inbox database at {path}: name it with --db or EDI_INBOX_DB")]
+    /// What to do about it depends on whether `--db` named it: the command says (commands/).
+    #[error("there is no inbox database at {path}")]
     Missing { path: String },
     #[error("{path} is a folder: --db names the database file")]
     IsAFolder { path: String },

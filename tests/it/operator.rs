@@ -241,6 +241,93 @@ fn reports_need_an_existing_database() {
     assert!(!site.db().exists());
 }
 
+/// Errors that name the fix (issue 40, item 6): no inbox where nothing named one is a usage
+/// error for every command, saying how to name one; a named one that is not there says to
+/// check the path; a database in a folder that does not exist says so (not SQLite's "Error
+/// code 14"); a misspelt scheme is refused as one, never created as a file named after the URL
+/// (its password in the name); purge's days refused in words.
+#[test]
+fn errors_name_the_fix() {
+    let site = Site::new();
+    let folder = site.path("empty");
+    fs::create_dir_all(&folder).unwrap();
+    for args in [
+        &["stats"][..],
+        &["list"],
+        &["show", "a", "b", "c"],
+        &["purge", "--days", "3"],
+        &["ingest", "."],
+    ] {
+        let out = edi_inbox()
+            .current_dir(&folder)
+            .args(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("--db or EDI_INBOX_DB"), "{args:?}: {err}");
+    }
+    let named = site.path("none.db");
+    let out = edi_inbox()
+        .arg("--db")
+        .arg(&named)
+        .arg("stats")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("check the path named by --db") && err.contains("run ingest once"),
+        "{err}"
+    );
+
+    let nowhere = site.path("no-such-folder/inbox.db");
+    let out = edi_inbox()
+        .arg("--db")
+        .arg(&nowhere)
+        .args(["ingest", "."])
+        .current_dir(&folder)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("no-such-folder does not exist") && !err.contains("Error code"),
+        "{err}"
+    );
+
+    let out = edi_inbox()
+        .current_dir(&folder)
+        .args(["--db", "postgress://edi:s3cret@db.example/edi", "stats"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("postgress:// is not a scheme --db takes"),
+        "{err}"
+    );
+    assert!(!err.contains("s3cret"), "the password shown: {err}");
+    assert_eq!(
+        fs::read_dir(&folder).unwrap().count(),
+        0,
+        "a file was made after the URL"
+    );
+
+    for (days, why) in [
+        ("0", "0 days: purge keeps the keys"),
+        ("-1", "cannot be negative"),
+    ] {
+        let out = site.cmd().args(["purge", "--days", days]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{days}: {err}");
+        assert!(
+            err.contains(why) && !err.contains("4294967295"),
+            "{days}: {err}"
+        );
+    }
+}
+
 per_backend! {
     fn list_shows_recent_events_newest_first_with_filters(site) {
         site.put_sample("valid/orders-d01b-no-una.edi", "a.edi");

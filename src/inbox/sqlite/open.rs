@@ -141,6 +141,55 @@ impl SqliteInbox {
 /// file is never mistaken for one.
 pub const APPLICATION_ID: i32 = 0x4544_4978;
 
+/// A database to be created at `path`: its folder must exist and be writable, each said in
+/// words (SQLite says "unable to open database file: Error code 14" of either). The file is
+/// made here, empty, which SQLite takes for a database not created yet.
+fn creatable(path: &Path, shown: &str) -> Result<(), InboxError> {
+    let folder = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let reason = match std::fs::metadata(folder) {
+        Ok(m) if m.is_dir() => None,
+        Ok(_) => Some(format!(
+            "{} is not a folder: the database {shown} cannot be made in it",
+            folder.display()
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(format!(
+            "the folder {} does not exist: ingest creates the database {shown}, not its folder; create the folder, or name a path in one that exists",
+            folder.display()
+        )),
+        Err(e) => Some(format!(
+            "the folder {} cannot be read: {e}",
+            folder.display()
+        )),
+    };
+    if let Some(reason) = reason {
+        return Err(InboxError::BadLocation { reason });
+    }
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+    {
+        // Made now, or by another run creating the same database at once.
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            Err(InboxError::BadLocation {
+                reason: format!(
+                    "the database {shown} cannot be created: this user may not write in the folder {} ({e})",
+                    folder.display()
+                ),
+            })
+        }
+        Err(e) => Err(InboxError::Io {
+            path: shown.to_string(),
+            source: e,
+        }),
+    }
+}
+
 /// What must be true of the file at `path` before SQLite may open it: SQLite writes a header
 /// into any file of fewer than 512 bytes, and creates what is missing.
 pub(super) fn precheck(path: &Path, shown: &str, access: Access) -> Result<(), InboxError> {
@@ -148,7 +197,7 @@ pub(super) fn precheck(path: &Path, shown: &str, access: Access) -> Result<(), I
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return match access {
-                Access::Create => Ok(()),
+                Access::Create => creatable(path, shown),
                 _ => Err(InboxError::Missing {
                     path: shown.to_string(),
                 }),
