@@ -998,6 +998,7 @@ per_backend! {
             site.sql(
                 "ALTER TABLE acknowledgements DROP COLUMN syntax_version;
                  DROP TABLE message_effects; DROP TABLE refusals; DROP TABLE effect_migrations;
+                 DROP FUNCTION message_segments(jsonb);
                  DROP TABLE consumer_positions; DROP TABLE transport_messages;
                  ALTER TABLE deliveries DROP COLUMN record_key;
                  ALTER TABLE deliveries DROP COLUMN produced_at;
