@@ -78,6 +78,20 @@ pub enum Command {
     /// references. Sightings, rejected-file records and delivery records older than N days go too.
     Purge(PurgeArgs),
 
+    /// Move an SQLite inbox into PostgreSQL, keys and all: after the move, an interchange the
+    /// SQLite inbox had decided is a duplicate on PostgreSQL, and nothing it published is
+    /// published again.
+    ///
+    /// Copies every table of edi-inbox (the keys with their hashes and times, the interchanges
+    /// and messages, sightings, rejections, the outbox with what was published or parked, the
+    /// CONTRLs and their counters, consumer positions, transport message ids, refusals) in one
+    /// transaction on the target, with the source's write lock held; checks the rows of each
+    /// table and a SHA-256 over the keys on both sides before it commits. Run again, it finds
+    /// the target holding exactly the source and changes nothing. A target that holds anything
+    /// else is refused (exit 1) unless --replace. The side effects' own tables are not copied
+    /// (named on standard error). Stop every timer and service first (docs/operating.md).
+    Migrate(MigrateArgs),
+
     /// Counts an operator checks first.
     Stats(StatsArgs),
 
@@ -848,6 +862,33 @@ pub struct EffectsTryArgs {
     /// The file whose interchanges are tried.
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct MigrateArgs {
+    /// The SQLite inbox to copy (its file).
+    #[arg(long, value_name = "SQLITE_FILE")]
+    pub from: PathBuf,
+
+    /// The PostgreSQL inbox to copy it into (postgres://..., or host=... dbname=...), in the
+    /// schema --pg-schema names; created where it does not exist. A password is best left to
+    /// PGPASSWORD or a password file, or given in EDI_INBOX_MIGRATE_TO, out of the command line.
+    #[arg(
+        long,
+        value_name = "POSTGRES_URL",
+        env = "EDI_INBOX_MIGRATE_TO",
+        hide_env_values = true
+    )]
+    pub to: std::ffi::OsString,
+
+    /// Delete what the target holds of an inbox first (in the copy's transaction): for a
+    /// target that was tried out before. Its keys are lost: a redelivery of one is then new.
+    #[arg(long)]
+    pub replace: bool,
+
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, clap::Args)]

@@ -10,6 +10,7 @@ mod consume;
 mod effects;
 mod ingest;
 mod inspect;
+mod migrate;
 mod publish;
 mod purge;
 mod reapply;
@@ -281,6 +282,7 @@ pub fn main() -> ExitCode {
         cli::Command::Inspect(args) => inspect::run(args),
         cli::Command::Ingest(args) => ingest::run(&db, named, cli.busy_timeout, args),
         cli::Command::Purge(args) => purge::run(&db, cli.busy_timeout, args),
+        cli::Command::Migrate(args) => migrate::run(&cli.pg_schema, cli.busy_timeout, args),
         cli::Command::Stats(args) => reports::stats(&db, cli.busy_timeout, args),
         cli::Command::List(args) => reports::list(&db, cli.busy_timeout, args),
         cli::Command::Show(args) => reports::show(&db, cli.busy_timeout, args),
@@ -307,7 +309,9 @@ pub fn main() -> ExitCode {
             let from_inbox = e
                 .chain()
                 .any(|c| c.downcast_ref::<inbox::InboxError>().is_some());
-            if from_inbox && !text.contains(&shown) {
+            // (migrate names its own two inboxes, and --db is none of them.)
+            let own_inboxes = matches!(cli.command, cli::Command::Migrate(_));
+            if from_inbox && !own_inboxes && !text.contains(&shown) {
                 text = format!("{text} (the inbox {shown})");
             }
             // No inbox where one was looked for: where nothing named it, a usage error for

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::copying::{CopySource, CopyTarget};
 #[cfg(feature = "postgres")]
 use super::postgres;
 #[cfg(feature = "sqlite")]
@@ -102,6 +103,57 @@ pub fn open(
             Box::new(postgres::PgInbox::connect(target, busy_timeout, access)?)
         }
     })
+}
+
+/// Opens the SQLite inbox at `db` as the source of a copy (`migrate --from`), brought up to
+/// the current schema where it is older (as `purge` would), never created.
+pub fn open_copy_source(
+    db: &Location,
+    busy_timeout: Duration,
+) -> Result<Box<dyn CopySource>, InboxError> {
+    match db {
+        #[cfg(feature = "sqlite")]
+        Location::Sqlite(path) => Ok(Box::new(sqlite::SqliteInbox::connect(
+            path,
+            busy_timeout,
+            Access::Write,
+        )?)),
+        #[cfg(not(feature = "sqlite"))]
+        Location::Sqlite(_) => {
+            let _ = busy_timeout;
+            Err(unavailable("an SQLite inbox", "sqlite"))
+        }
+        #[cfg(feature = "postgres")]
+        Location::Postgres(_) => Err(InboxError::BadLocation {
+            reason: "a copy is made from an SQLite inbox: --from names its file".into(),
+        }),
+    }
+}
+
+/// Opens the PostgreSQL inbox at `db` as the target of a copy (`migrate --to`), its schema
+/// created or brought up to date.
+pub fn open_copy_target(
+    db: &Location,
+    busy_timeout: Duration,
+) -> Result<Box<dyn CopyTarget>, InboxError> {
+    match db {
+        #[cfg(feature = "postgres")]
+        Location::Postgres(target) => Ok(Box::new(postgres::PgInbox::connect(
+            target,
+            busy_timeout,
+            Access::Create,
+        )?)),
+        _ => {
+            let _ = busy_timeout;
+            Err(InboxError::BadLocation {
+                reason: if cfg!(feature = "postgres") {
+                    "a copy is made into a PostgreSQL inbox: --to names it (postgres://...)".into()
+                } else {
+                    "a PostgreSQL inbox is not available in this build (it was built without the `postgres` feature)".into()
+                },
+            })
+        }
+    }
 }
 
 /// True for what `--db` gives as a PostgreSQL connection: a `postgres://` or `postgresql://`

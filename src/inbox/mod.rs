@@ -18,6 +18,7 @@
 //! No decision is durable before [`Transaction::commit`] (a purge step commits its own short
 //! transaction); a batch left open when the inbox is dropped (a failed run) is rolled back.
 
+pub mod copying;
 pub mod effects;
 mod location;
 pub mod names;
@@ -29,7 +30,7 @@ mod sqlite;
 
 use crate::edifact::{EnvelopeError, Interchange};
 
-pub use location::{Location, open};
+pub use location::{Location, open, open_copy_source, open_copy_target};
 pub use records::{
     ContrlEvent, Decision, DeliveryRecord, Event, EventEnvelope, EventFilter, KeptRefusal,
     KeyHistory, NewAcknowledgement, Outbox, OutboxEvent, OutboxFigures, OutboxKinds, PurgeTarget,
@@ -126,6 +127,9 @@ pub enum InboxError {
     /// A refusal of the side effects under `--on-effect-error halt`: the run stops there.
     #[error("{0}")]
     Halted(String),
+    /// A table `migrate` cannot copy as the target holds it.
+    #[error("cannot copy the table {table}: {reason}")]
+    Copy { table: String, reason: String },
     /// A side effect ran longer than `--effects-timeout`: a failure of the run, not of the data.
     #[error("{statement} ran longer than --effects-timeout ({seconds} s) and was stopped")]
     EffectTimeout { statement: String, seconds: u64 },

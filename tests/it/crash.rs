@@ -506,3 +506,56 @@ fn a_kafka_consumer_stopped_between_its_two_commits_decides_no_record_twice() {
         "Kafka's offsets did not catch up ({committed:?}), though the broker had evicted the member that died before the rerun"
     );
 }
+
+/// `migrate` stopped dead in the middle of its copy (after its first table) and just before its
+/// commit: the target holds nothing of the source (one transaction), the source is as it was,
+/// and the run after it copies everything, checked on both sides (issue 40, item 1).
+#[cfg(all(feature = "postgres", feature = "sqlite"))]
+#[test]
+fn a_migration_stopped_dead_leaves_nothing_half_copied() {
+    let Some(pg) = Site::postgres() else {
+        return;
+    };
+    let sqlite = Site::new();
+    sqlite.fill(40, 7);
+    sqlite.ingest(10).code(3);
+    let keys = sqlite.stat("inbox");
+    assert!(keys > 30);
+    let migrate = |failpoints: &str| {
+        let mut c = sqlite.command();
+        c.env("FAILPOINTS", failpoints)
+            .args(["migrate", "--json", "--from"])
+            .arg(sqlite.db())
+            .arg("--to")
+            .arg(pg.db_arg());
+        c.run()
+    };
+    for point in ["migrate-after-first-table", "migrate-before-commit"] {
+        migrate(&format!("{point}=return"))
+            .note(format!("stopped at {point}"))
+            .signalled();
+        assert_eq!(
+            pg.count("SELECT count(*) FROM interchanges"),
+            0,
+            "a copy stopped at {point} left rows in the target"
+        );
+        assert_eq!(sqlite.stat("inbox"), keys, "the source changed");
+    }
+    let done = migrate("");
+    done.code(0);
+    let report = done.json().remove(0);
+    assert_eq!(report["outcome"], "copied", "{done}");
+    assert_eq!(report["keys"], keys, "{done}");
+    assert_eq!(pg.stat("inbox"), keys);
+    // The rerun of ingest over the same files on PostgreSQL decides nothing new.
+    let again = pg
+        .command()
+        .args(["ingest", "-q"])
+        .arg(sqlite.path("archive"))
+        .run();
+    assert_eq!(
+        pg.stat("interchanges"),
+        sqlite.stat("interchanges"),
+        "{again}"
+    );
+}

@@ -26,6 +26,8 @@ mod ingest;
 mod inspect;
 #[cfg(feature = "kafka")]
 mod kafka;
+#[cfg(all(feature = "postgres", feature = "sqlite"))]
+mod migrate;
 mod operator;
 /// The Debian package is of the default build, every part in it.
 #[cfg(all(

@@ -23,6 +23,7 @@
 mod sql;
 
 mod acknowledgements;
+mod copying;
 mod decisions;
 mod effects;
 mod error;

@@ -18,6 +18,7 @@
 //! of `migrations.rs`, never an edit of a released one.
 
 mod acknowledgements;
+mod copying;
 mod decisions;
 mod effects;
 mod error;
