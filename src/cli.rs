@@ -1002,6 +1002,16 @@ pub struct ShowArgs {
     #[arg(long, conflicts_with_all = ["json", "raw"])]
     pub contrl: bool,
 
+    /// Set each drifted copy (same key, other content, not applied) beside the applied one,
+    /// segment by segment: unchanged segments as context, changed ones marked `-` (applied)
+    /// and `+` (drifted), each with its segment number; with --json one object per copy.
+    #[arg(long, conflicts_with_all = ["raw", "contrl", "segments"])]
+    pub diff: bool,
+
+    /// With --raw: print the Nth drifted copy's bytes instead (as --diff numbers them, from 1).
+    #[arg(long, value_name = "N", requires = "raw", value_parser = clap::value_parser!(u32).range(1..))]
+    pub copy: Option<u32>,
+
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,

@@ -7,6 +7,7 @@
 //! input needs whatever brought it, `crate::intake`.
 
 mod consume;
+mod drift;
 mod effects;
 mod ingest;
 mod inspect;

@@ -163,6 +163,13 @@ pub fn show(db: &Location, busy_timeout: Duration, args: &ShowArgs) -> anyhow::R
         out.flush();
         return Ok(reported(&out));
     }
+    if args.diff || args.copy.is_some() {
+        let copies = inbox.drifted_copies(&args.sender, &args.recipient, &args.control_ref)?;
+        return Ok(match args.copy {
+            Some(n) => super::drift::raw_copy(&mut out, &copies, n as usize),
+            None => super::drift::print(&mut out, &h.interchanges, &copies, args.json),
+        });
+    }
     if args.raw {
         let pick = h
             .interchanges

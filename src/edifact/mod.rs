@@ -18,6 +18,7 @@ mod interchanges;
 pub mod lexer;
 pub mod message;
 mod model;
+pub mod quote;
 mod segments;
 pub mod syntax;
 

@@ -32,10 +32,10 @@ use crate::edifact::{EnvelopeError, Interchange};
 
 pub use location::{Location, open, open_copy_source, open_copy_target};
 pub use records::{
-    ContrlEvent, Decision, DeliveryRecord, Event, EventEnvelope, EventFilter, KeptRefusal,
-    KeyHistory, NewAcknowledgement, Outbox, OutboxEvent, OutboxFigures, OutboxKinds, PurgeTarget,
-    Reapplied, ReapplyBatch, ReapplyFilter, Refusal, RejectedFile, Resend, Sighting, Stats,
-    StoredAcknowledgement, StoredInterchange, StoredMessage, StoredRefusal,
+    ContrlEvent, Decision, DeliveryRecord, DriftedCopy, Event, EventEnvelope, EventFilter,
+    KeptRefusal, KeyHistory, NewAcknowledgement, Outbox, OutboxEvent, OutboxFigures, OutboxKinds,
+    PurgeTarget, Reapplied, ReapplyBatch, ReapplyFilter, Refusal, RejectedFile, Resend, Sighting,
+    Stats, StoredAcknowledgement, StoredInterchange, StoredMessage, StoredRefusal,
 };
 
 /// zstd level for stored interchanges: level 1 gave the same size as level 3 on EDIFACT text
@@ -547,6 +547,15 @@ pub trait Reports {
 
     /// A cumulative counter's value.
     fn counter(&self, c: names::Counter) -> Result<i64, InboxError>;
+
+    /// The copies of a key that drifted (same key, other content), with their bytes, in the
+    /// order they were seen.
+    fn drifted_copies(
+        &self,
+        sender: &str,
+        recipient: &str,
+        control_ref: &str,
+    ) -> Result<Vec<DriftedCopy>, InboxError>;
 }
 
 /// The duplicate-detection window: what `purge` counts and deletes.

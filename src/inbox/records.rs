@@ -243,6 +243,20 @@ pub struct Sighting {
     pub seen_at: String,
 }
 
+/// A copy of a key that was not applied because its content differs from the applied one
+/// (drift), kept whole: what `show --diff` sets beside the applied copy.
+#[derive(Debug, Clone, Serialize)]
+pub struct DriftedCopy {
+    pub sha256: String,
+    /// The hash of the applied copy it was compared with.
+    pub stored_sha256: String,
+    #[serde(rename = "file")]
+    pub source_file: String,
+    pub seen_at: String,
+    #[serde(skip)]
+    pub payload: Vec<u8>,
+}
+
 /// A refusal of the side effects kept under a key, as `show` says it.
 #[derive(Debug, Clone, Serialize)]
 pub struct StoredRefusal {

@@ -15,6 +15,7 @@ mod corpus;
 #[cfg(feature = "failpoints")]
 mod crash;
 mod docs;
+mod drift;
 mod effects;
 mod effects_hard;
 mod guarantees;

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use postgres::GenericClient;
 
 use super::PgInbox;
+use crate::inbox::DriftedCopy;
 use crate::inbox::names::{Counter, not_published};
 use crate::inbox::{
     Event, EventFilter, InboxError, KeyHistory, OutboxFigures, OutboxKinds, Reports, Sighting,
@@ -37,6 +38,35 @@ impl Reports for PgInbox {
             recipient,
             control_ref,
         )
+    }
+
+    fn drifted_copies(
+        &self,
+        sender: &str,
+        recipient: &str,
+        control_ref: &str,
+    ) -> Result<Vec<DriftedCopy>, InboxError> {
+        let mut copies = Vec::new();
+        for r in self.client.borrow_mut().query(
+            concat!(
+                "SELECT sha256, stored_sha256, source_file, ",
+                ts!("seen_at"),
+                ", payload FROM sightings
+                 WHERE sender = $1 AND recipient = $2 AND control_ref = $3 AND status = 'drift'
+                   AND payload IS NOT NULL
+                 ORDER BY id"
+            ),
+            &[&sender, &recipient, &control_ref],
+        )? {
+            copies.push(DriftedCopy {
+                sha256: r.get(0),
+                stored_sha256: r.get(1),
+                source_file: r.get(2),
+                seen_at: r.get(3),
+                payload: r.get(4),
+            });
+        }
+        Ok(copies)
     }
 
     fn counter(&self, c: Counter) -> Result<i64, InboxError> {

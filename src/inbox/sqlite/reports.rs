@@ -3,6 +3,7 @@
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::SqliteInbox;
+use crate::inbox::DriftedCopy;
 use crate::inbox::Outbox;
 use crate::inbox::names::{Counter, not_published};
 use crate::inbox::{
@@ -38,6 +39,32 @@ impl Reports for SqliteInbox {
         control_ref: &str,
     ) -> Result<KeyHistory, InboxError> {
         key_history(&self.conn, sender, recipient, control_ref)
+    }
+
+    fn drifted_copies(
+        &self,
+        sender: &str,
+        recipient: &str,
+        control_ref: &str,
+    ) -> Result<Vec<DriftedCopy>, InboxError> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT sha256, stored_sha256, source_file, seen_at, payload FROM sightings
+             WHERE sender = ?1 AND recipient = ?2 AND control_ref = ?3 AND status = 'drift'
+               AND payload IS NOT NULL
+             ORDER BY id",
+        )?;
+        let copies = stmt
+            .query_map(params![sender, recipient, control_ref], |r| {
+                Ok(DriftedCopy {
+                    sha256: r.get(0)?,
+                    stored_sha256: r.get(1)?,
+                    source_file: r.get(2)?,
+                    seen_at: r.get(3)?,
+                    payload: r.get(4)?,
+                })
+            })?
+            .collect::<rusqlite::Result<_>>()?;
+        Ok(copies)
     }
 
     fn counter(&self, c: Counter) -> Result<i64, InboxError> {
