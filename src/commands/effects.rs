@@ -294,7 +294,9 @@ fn try_file(
             out.json(&line);
             continue;
         }
-        out.line(&o.human());
+        for line in o.human_lines() {
+            out.line(&line);
+        }
         for s in &line.interchange_statements {
             out.line(&format!(
                 "  {}: {}",

@@ -90,7 +90,9 @@ pub fn run(
             if args.json {
                 out.json(o);
             } else {
-                out.line(&o.human());
+                for line in o.human_lines() {
+                    out.line(&line);
+                }
             }
         }
         out.flush();

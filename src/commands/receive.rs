@@ -250,7 +250,9 @@ impl Run<'_> {
         if self.args.json {
             self.out.json(o);
         } else if !self.args.quiet || o.status().is_problem() {
-            self.out.line(&o.human());
+            for line in o.human_lines() {
+                self.out.line(&line);
+            }
         }
     }
 

@@ -77,7 +77,20 @@ pub fn quote_at(data: &[u8], offset: usize) -> Option<Quote> {
     if data.is_empty() {
         return None;
     }
-    let offset = offset.min(data.len());
+    // Past the end (a file cut short): the last segment, the marker just after it.
+    if offset >= data.len() {
+        let seps = separators_before(data, data.len());
+        let end = data
+            .iter()
+            .rposition(|&b| !seps.is_padding(b))
+            .map_or(0, |i| i + 1);
+        if end == 0 {
+            return None;
+        }
+        let mut q = quote_at(&data[..end], end - 1)?;
+        q.column = q.text.chars().count();
+        return Some(q);
+    }
     let seps = separators_before(data, offset);
     let released = |i: usize| -> bool {
         // A terminator is data where an odd number of release characters stands before it.
@@ -194,7 +207,9 @@ mod tests {
         let q = quote_at(b"UNB+\x01\x02X'", 6).unwrap();
         assert_eq!(q.text, "UNB+\\x01\\x02X'");
         assert_eq!(q.column, 12);
-        // The end of a file cut short.
+        // The end of a file cut short: its last segment, the marker after it.
+        let q = quote_at(b"UNB+UNOA:2+S'UNH+1+X'\r\n", 24).unwrap();
+        assert_eq!((q.text.as_str(), q.column), ("UNH+1+X'", 8));
         let q = quote_at(b"UNB+UNOA:2+S", 12).unwrap();
         assert_eq!(q.column, q.text.chars().count());
         assert_eq!(quote_at(b"", 0), None);

@@ -89,6 +89,22 @@ impl Figures {
     }
 }
 
+/// An identifier (a table's or a column's name, from the schema's own catalogue) as SQL quotes
+/// it: the one thing a statement of the copy puts in its text, as no parameter can stand for a
+/// name.
+pub fn ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// Identifiers, quoted, with commas between.
+pub fn idents<S: AsRef<str>>(names: &[S]) -> String {
+    names
+        .iter()
+        .map(|n| ident(n.as_ref()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Adds one key to a running [`Figures::keys_sha256`].
 pub fn hash_key(h: &mut sha2::Sha256, sender: &str, recipient: &str, control_ref: &str, sha: &str) {
     use sha2::Digest as _;

@@ -179,7 +179,8 @@ fn decide_once(
                     };
                     inbox.reject(&file, shown, e, when)?;
                     record = Some(file);
-                    let mut o = Outcome::rejected(p.source.clone(), e.to_string(), Some(e.offset));
+                    let mut o = Outcome::rejected(p.source.clone(), e.to_string(), Some(e.offset))
+                        .quoting(p.bytes);
                     if let Some(c) = context {
                         o.contrl = acks.answer_rejected(inbox, c, e, sending.0, when)?;
                     }

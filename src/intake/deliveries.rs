@@ -145,7 +145,7 @@ pub fn decide_deliveries(
     // find).
     for ((o, u), p) in outcomes.iter_mut().zip(unreadable).zip(&sources) {
         if let Some(Unreadable { reason, offset }) = u {
-            *o = vec![Outcome::rejected(p.source.clone(), reason, offset)];
+            *o = vec![Outcome::rejected(p.source.clone(), reason, offset).quoting(p.bytes)];
         }
     }
     keep_refused(inbox, &sources, &outcomes, when)?;

@@ -4,6 +4,7 @@
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
 use crate::edifact::Interchange;
+use crate::edifact::quote::Quote;
 use crate::inbox::{Decision, Refusal};
 use crate::output::{SHOWN_NAME_CHARS, count, shortened};
 use crate::status::Status;
@@ -61,6 +62,9 @@ pub enum Event {
     Rejected {
         error: String,
         offset: Option<usize>,
+        /// The input's text at the offset, where its bytes were at hand (boxed: most outcomes
+        /// have none).
+        quote: Option<Box<Quote>>,
     },
     /// An input left in place, with the reason (too young, changed while read).
     Skipped { reason: String },
@@ -122,7 +126,37 @@ impl Outcome {
     }
 
     pub fn rejected(source: Source, error: String, offset: Option<usize>) -> Outcome {
-        Outcome::new(source, Event::Rejected { error, offset })
+        Outcome::new(
+            source,
+            Event::Rejected {
+                error,
+                offset,
+                quote: None,
+            },
+        )
+    }
+
+    /// The same, with the text of `bytes` (the input the offset is of) quoted at the offset of
+    /// a rejection.
+    pub fn quoting(mut self, bytes: &[u8]) -> Outcome {
+        if let Event::Rejected {
+            offset: Some(at),
+            quote,
+            ..
+        } = &mut self.event
+        {
+            *quote = crate::edifact::quote::quote_at(bytes, *at).map(Box::new);
+        }
+        self
+    }
+
+    /// The human line, and under a rejection the text at its offset with a `^` under the byte.
+    pub fn human_lines(&self) -> Vec<String> {
+        let mut lines = vec![self.human()];
+        if let Event::Rejected { quote: Some(q), .. } = &self.event {
+            lines.extend(q.lines(QUOTE_INDENT));
+        }
+        lines
     }
 
     pub fn skipped(source: Source, reason: String) -> Outcome {
@@ -153,6 +187,7 @@ impl Outcome {
             Event::Rejected {
                 error,
                 offset: Some(at),
+                ..
             } => Some(format!("{error} (byte {at})")),
             Event::Rejected { error, .. } => Some(error.clone()),
             _ => None,
@@ -254,10 +289,17 @@ impl Serialize for Outcome {
                     m.serialize_entry("refusal", r)?;
                 }
             }
-            Event::Rejected { error, offset } => {
+            Event::Rejected {
+                error,
+                offset,
+                quote,
+            } => {
                 m.serialize_entry("error", error)?;
                 if let Some(at) = offset {
                     m.serialize_entry("offset", at)?;
+                }
+                if let Some(q) = quote {
+                    m.serialize_entry("quote", q)?;
                 }
             }
             Event::Skipped { reason } => m.serialize_entry("error", reason)?,
@@ -279,6 +321,9 @@ impl Serialize for Outcome {
         m.end()
     }
 }
+
+/// The indent of a rejection's quote under its line.
+const QUOTE_INDENT: &str = "           ";
 
 /// How many empty groups a human line names; a count says the rest.
 const SHOWN_GROUPS: usize = 5;

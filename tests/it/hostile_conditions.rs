@@ -872,7 +872,8 @@ fn control_characters_from_the_input_are_escaped_in_human_output() {
     let text = String::from_utf8(out.stdout.clone()).unwrap();
     let all = [text.as_str(), &stderr(&out)].concat();
     assert!(!all.contains('\x1b'), "{all:?}");
-    assert_eq!(text.lines().count(), 4, "{text}");
+    // Three outcomes, the two lines of the rejection's quote under its line, the summary.
+    assert_eq!(text.lines().count(), 6, "{text}");
     assert!(
         !text.lines().any(|l| l.starts_with("new        forged")),
         "{text}"

@@ -43,6 +43,7 @@ mod parser_props;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod publish;
+mod rejections;
 mod samples;
 mod segments;
 mod sinks;

@@ -243,8 +243,12 @@ impl<'a> Run<'a> {
         if self.args.json {
             self.out.json(o);
         } else if !self.args.quiet || o.status().is_problem() {
-            let line = o.human();
-            self.progress.suspend(|| self.out.line(&line));
+            let lines = o.human_lines();
+            self.progress.suspend(|| {
+                for line in &lines {
+                    self.out.line(line);
+                }
+            });
         }
     }
 
@@ -275,7 +279,8 @@ impl<'a> Run<'a> {
             d.outcomes
                 .iter()
                 .filter(|o| o.status().is_problem())
-                .map(|o| format!("{}\n", escape(&o.human())))
+                .flat_map(|o| o.human_lines())
+                .map(|line| format!("{}\n", escape(&line)))
                 .collect::<String>()
         });
         match filing::move_into(&d.path, dir, reason.as_deref(), d.claim.as_ref()) {

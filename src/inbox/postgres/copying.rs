@@ -6,7 +6,7 @@ use postgres::types::ToSql;
 
 use super::PgInbox;
 use crate::inbox::InboxError;
-use crate::inbox::copying::{self, CopyTarget, Figures, TABLES, Table, Value};
+use crate::inbox::copying::{self, CopyTarget, Figures, TABLES, Table, Value, ident, idents};
 
 /// The most parameters one statement binds (the protocol counts them in 16 bits).
 const MAX_PARAMETERS: usize = 60_000;
@@ -65,7 +65,7 @@ impl CopyTarget for PgInbox {
         // what the copy is about to bring).
         self.client.get_mut().batch_execute(&format!(
             "LOCK TABLE {} IN EXCLUSIVE MODE",
-            present.join(", ")
+            idents(&present)
         ))?;
         self.figures()
     }
@@ -75,7 +75,7 @@ impl CopyTarget for PgInbox {
         for name in present.iter().rev() {
             self.client
                 .get_mut()
-                .batch_execute(&format!("DELETE FROM {name}"))?;
+                .batch_execute(&format!("DELETE FROM {}", ident(name)))?;
         }
         Ok(())
     }
@@ -130,11 +130,13 @@ impl CopyTarget for PgInbox {
         let per_statement = (MAX_PARAMETERS / width.max(1)).clamp(1, 1000);
         for chunk in rows.chunks(per_statement) {
             let mut sql = format!(
-                "INSERT INTO {} ({}{}) VALUES ",
-                table.name,
-                table.columns.join(", "),
-                if host.is_some() { ", host" } else { "" }
+                "INSERT INTO {} ({}) VALUES ",
+                ident(&table.name),
+                idents(&table.columns)
             );
+            if host.is_some() {
+                sql.insert_str(sql.len() - ") VALUES ".len(), ", host");
+            }
             let mut params: Vec<Box<dyn ToSql + Sync>> = Vec::with_capacity(chunk.len() * width);
             for (i, row) in chunk.iter().enumerate() {
                 if i > 0 {
@@ -177,16 +179,15 @@ impl CopyTarget for PgInbox {
             let copied: Option<i64> = self
                 .client
                 .get_mut()
-                .query_one(&format!("SELECT max(id)::int8 FROM {name}"), &[])?
+                .query_one(&format!("SELECT max(id)::int8 FROM {}", ident(name)), &[])?
                 .get(0);
             let source_next = next_ids.iter().find(|(t, _)| t == name).map(|(_, n)| n - 1);
             let last = copied.into_iter().chain(source_next).max();
             if let Some(last) = last.filter(|n| *n >= 1) {
                 // Never back: a sequence already past `last` stays where it is.
                 self.client.get_mut().execute(
-                    &format!(
-                        "SELECT setval($1::text::regclass, greatest($2::int8, CASE WHEN is_called THEN last_value ELSE 0 END)) FROM {sequence}"
-                    ),
+                    "SELECT setval($1::text::regclass, greatest($2::int8,
+                         coalesce(pg_sequence_last_value($1::text::regclass), 0)))",
                     &[&sequence, &last],
                 )?;
             }
@@ -201,7 +202,7 @@ impl CopyTarget for PgInbox {
             let n: i64 = self
                 .client
                 .get_mut()
-                .query_one(&format!("SELECT count(*) FROM {name}"), &[])?
+                .query_one(&format!("SELECT count(*) FROM {}", ident(name)), &[])?
                 .get(0);
             rows.push((name.to_string(), n));
         }

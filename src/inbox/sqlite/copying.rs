@@ -6,7 +6,9 @@ use rusqlite::types::ValueRef;
 
 use super::SqliteInbox;
 use crate::inbox::InboxError;
-use crate::inbox::copying::{self, CopySource, Figures, NOT_COPIED, TABLES, Table, Value};
+use crate::inbox::copying::{
+    self, CopySource, Figures, NOT_COPIED, TABLES, Table, Value, ident, idents,
+};
 
 impl SqliteInbox {
     /// Takes the write lock for the rest of the copy (released when the inbox is dropped).
@@ -57,15 +59,11 @@ impl CopySource for SqliteInbox {
         row: &mut dyn FnMut(Vec<Value>) -> Result<(), InboxError>,
     ) -> Result<(), InboxError> {
         self.hold_for_copy()?;
-        let columns = table
-            .columns
-            .iter()
-            .map(|c| quoted(c))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let mut stmt = self
-            .conn
-            .prepare(&format!("SELECT {columns} FROM {}", quoted(&table.name)))?;
+        let mut stmt = self.conn.prepare(&format!(
+            "SELECT {} FROM {}",
+            idents(&table.columns),
+            ident(&table.name)
+        ))?;
         let mut rows = stmt.query([])?;
         while let Some(r) = rows.next()? {
             let mut values = Vec::with_capacity(table.columns.len());
@@ -93,11 +91,11 @@ impl CopySource for SqliteInbox {
         if !present {
             return Ok(0);
         }
-        Ok(self.conn.query_row(
-            &format!("SELECT count(*) FROM {}", quoted(table)),
-            [],
-            |r| r.get(0),
-        )?)
+        Ok(self
+            .conn
+            .query_row(&format!("SELECT count(*) FROM {}", ident(table)), [], |r| {
+                r.get(0)
+            })?)
     }
 
     fn next_ids(&mut self) -> Result<Vec<(String, i64)>, InboxError> {
@@ -115,7 +113,7 @@ impl CopySource for SqliteInbox {
         let mut rows = Vec::new();
         for t in &tables {
             let n: i64 = self.conn.query_row(
-                &format!("SELECT count(*) FROM {}", quoted(&t.name)),
+                &format!("SELECT count(*) FROM {}", ident(&t.name)),
                 [],
                 |r| r.get(0),
             )?;
@@ -140,9 +138,4 @@ impl CopySource for SqliteInbox {
             keys_sha256: hex::encode(h.finalize()),
         })
     }
-}
-
-/// An identifier as SQL quotes it (the names come from the database's own catalogue).
-fn quoted(name: &str) -> String {
-    format!("\"{}\"", name.replace('"', "\"\""))
 }
