@@ -46,6 +46,12 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
     pub busy_timeout: Duration,
 
+    /// node_exporter's textfile collector folder: where no --metrics-file is given, ingest,
+    /// purge, publish, consume and receive write their figures to DIR/edi_inbox_COMMAND.prom
+    /// (the file the units name).
+    #[arg(long, global = true, env = "EDI_INBOX_METRICS", value_name = "DIR")]
+    pub metrics_dir: Option<PathBuf>,
+
     #[command(subcommand)]
     pub command: Command,
 }
@@ -191,6 +197,23 @@ impl Command {
             _ => return None,
         };
         path.as_deref().map(|p| (name, p))
+    }
+
+    /// Where no --metrics-file is given, `dir/edi_inbox_COMMAND.prom` (--metrics-dir,
+    /// EDI_INBOX_METRICS) for the commands that write metrics.
+    pub fn default_metrics_file(&mut self, dir: &std::path::Path) {
+        let (name, path) = match self {
+            Command::Ingest(a) => ("ingest", &mut a.metrics_file),
+            Command::Purge(a) => ("purge", &mut a.metrics_file),
+            Command::Publish(a) => ("publish", &mut a.metrics_file),
+            Command::Consume(a) => ("consume", &mut a.metrics_file),
+            #[cfg(feature = "as4")]
+            Command::Receive(a) => ("receive", &mut a.metrics_file),
+            _ => return,
+        };
+        if path.is_none() {
+            *path = Some(dir.join(format!("edi_inbox_{name}.prom")));
+        }
     }
 }
 
@@ -735,18 +758,24 @@ pub struct IngestArgs {
     pub quiet: bool,
 
     /// After the commit, move each file whose interchanges were all new or duplicate here.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", env = "EDI_INBOX_ARCHIVE")]
     pub archive: Option<PathBuf>,
 
     /// Move each file with a rejected or drifted interchange here, with NAME.error.txt beside it.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", env = "EDI_INBOX_QUARANTINE")]
     pub quarantine: Option<PathBuf>,
 
     /// Skip files modified more recently than this (a partner may still be writing them),
     /// e.g. 30s, 5m; they are reported as skipped and left in place. A modification time in the
     /// future (another host's clock) counts as old enough, never as a reason to skip a file
     /// forever.
-    #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = parse_duration)]
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "0s",
+        value_parser = parse_duration,
+        env = "EDI_INBOX_MIN_AGE"
+    )]
     pub min_age: Duration,
 
     /// Commit every N interchanges or after one second, whichever comes first (group commit);
@@ -770,8 +799,8 @@ pub struct IngestArgs {
     #[command(flatten)]
     pub effects: EffectArgs,
 
-    /// Files or folders to read.
-    #[arg(required = true, value_name = "PATH")]
+    /// Files or folders to read (without any, the folder EDI_INBOX_DROP names).
+    #[arg(required = true, value_name = "PATH", env = "EDI_INBOX_DROP")]
     pub paths: Vec<PathBuf>,
 }
 
@@ -894,7 +923,13 @@ pub struct MigrateArgs {
 #[derive(Debug, clap::Args)]
 pub struct PurgeArgs {
     /// Purge inbox entries received more than this many days ago (a whole number, at least 1).
-    #[arg(long, value_name = "N", value_parser = purge_days, allow_negative_numbers = true)]
+    #[arg(
+        long,
+        value_name = "N",
+        value_parser = purge_days,
+        allow_negative_numbers = true,
+        env = "EDI_INBOX_PURGE_DAYS"
+    )]
     pub days: u32,
 
     /// Count what would go; delete nothing.

@@ -265,7 +265,11 @@ pub fn main() -> ExitCode {
     let cli = {
         use clap::FromArgMatches as _;
         let matches = cli::command().get_matches();
-        cli::Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+        let mut cli = cli::Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+        if let Some(dir) = cli.metrics_dir.clone() {
+            cli.command.default_metrics_file(&dir);
+        }
+        cli
     };
     let named = cli.db.is_some();
     let db = cli

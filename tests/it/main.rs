@@ -18,6 +18,7 @@ mod docs;
 mod drift;
 mod effects;
 mod effects_hard;
+mod environment;
 mod guarantees;
 mod hostile_conditions;
 #[cfg(feature = "postgres")]

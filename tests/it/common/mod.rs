@@ -180,6 +180,15 @@ pub fn edi_inbox() -> Command {
         "EDI_INBOX_TLS_KEY",
         "EDI_INBOX_NATS_CREDS",
         "EDI_INBOX_NATS_NKEY",
+        // What the environment file sets for a cron host (packaging/env): never from the
+        // environment the tests run in.
+        "EDI_INBOX_DROP",
+        "EDI_INBOX_ARCHIVE",
+        "EDI_INBOX_QUARANTINE",
+        "EDI_INBOX_MIN_AGE",
+        "EDI_INBOX_METRICS",
+        "EDI_INBOX_PURGE_DAYS",
+        "EDI_INBOX_MIGRATE_TO",
     ] {
         cmd.env_remove(var);
     }

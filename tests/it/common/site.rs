@@ -145,6 +145,12 @@ impl Site {
             .env_remove("EDI_INBOX_TLS_KEY")
             .env_remove("EDI_INBOX_NATS_CREDS")
             .env_remove("EDI_INBOX_NATS_NKEY")
+            .env_remove("EDI_INBOX_DROP")
+            .env_remove("EDI_INBOX_ARCHIVE")
+            .env_remove("EDI_INBOX_QUARANTINE")
+            .env_remove("EDI_INBOX_MIN_AGE")
+            .env_remove("EDI_INBOX_METRICS")
+            .env_remove("EDI_INBOX_PURGE_DAYS")
             // The test broker forms a Kafka group only once a session timeout went by.
             .env("EDI_INBOX_KAFKA_SESSION_TIMEOUT_MS", "6000")
             .envs(crate::common::AWS_TEST_ENV)
