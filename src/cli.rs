@@ -287,7 +287,8 @@ pub struct ConsumeArgs {
     #[arg(long)]
     pub json: bool,
 
-    /// Print only problems (drift, rejected) and the summary.
+    /// Print only problems (drift, rejected) and the summary; nothing at all when nothing was
+    /// read (an empty drop folder, or only files left for --min-age).
     #[arg(short, long)]
     pub quiet: bool,
 

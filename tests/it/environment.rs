@@ -148,3 +148,36 @@ fn ingest_and_purge_run_from_the_environment_file_alone() {
         "{purge}"
     );
 }
+
+/// The cron recipe's `ingest -q` every minute: a run that read nothing (an empty drop folder,
+/// or only files still being written) prints nothing at all; one that did prints its summary.
+#[test]
+fn a_quiet_run_that_read_nothing_says_nothing() {
+    let site = Site::new();
+    let quiet = |extra: &[&str]| {
+        site.cmd()
+            .args(["ingest", "-q"])
+            .args(extra)
+            .arg(site.drop())
+            .run()
+    };
+    let empty = quiet(&[]);
+    empty.code(0);
+    assert_eq!(empty.out(), "", "an empty drop folder: {empty}");
+    site.put_sample("valid/orders-d01b-no-una.edi", "young.edi");
+    let young = quiet(&["--min-age", "1h"]);
+    young.code(0);
+    assert_eq!(young.out(), "", "only a file left for --min-age: {young}");
+    let did = quiet(&[]);
+    did.code(0);
+    assert_eq!(
+        did.out(),
+        "1 file: 1 new, 0 duplicate, 0 drift, 0 rejected, 0 skipped\n",
+        "{did}"
+    );
+    // Without -q the summary is always said.
+    fs::create_dir_all(site.path("empty")).unwrap();
+    let loud = site.cmd().args(["ingest"]).arg(site.path("empty")).run();
+    loud.code(0);
+    assert!(loud.out().starts_with("0 files: "), "{loud}");
+}

@@ -219,6 +219,9 @@ impl<'a> Run<'a> {
         let s = &self.summary;
         if self.args.json {
             self.out.json_summary(s);
+        } else if self.args.quiet && s.files == s.skipped && self.other_problems == 0 {
+            // -q from cron every minute: a run that read nothing (an empty drop folder, or only
+            // files still being written) says nothing, so that cron mails only what happened.
         } else {
             // Refusals are said where there are any: without --effects there never are.
             let refused = match s.refused {
