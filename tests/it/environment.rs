@@ -1,6 +1,7 @@
-//! The environment file is the one configuration (issue 40, item 7): the binary reads every
-//! variable `packaging/env` sets (but the units' `*_ARGS`), so that a cron host can source it
-//! and run the commands without flags.
+//! A cron host's day (issue 40, item 7): the environment file is the one configuration (the
+//! binary reads every variable `packaging/env` sets, but the units' `*_ARGS`, so that a cron
+//! host can source it and run the commands without flags); `-q` says nothing when nothing was
+//! read; a report on a copy of the inbox creates nothing beside it.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -180,4 +181,45 @@ fn a_quiet_run_that_read_nothing_says_nothing() {
     let loud = site.cmd().args(["ingest"]).arg(site.path("empty")).run();
     loud.code(0);
     assert!(loud.out().starts_with("0 files: "), "{loud}");
+}
+
+/// A copy of the inbox (a backup, a file taken to another host to look at): `stats`, `list`
+/// and `show` read it and create nothing beside it, as the docs say of every report (before,
+/// SQLite made `-wal` and `-shm` next to the copy).
+#[test]
+fn reports_on_a_copied_database_create_nothing_beside_it() {
+    let site = Site::new();
+    site.put_sample("valid/two-interchanges.edi", "a.edi");
+    site.ingest_quietly(&[]).code(0);
+    let copy_dir = site.path("copy");
+    fs::create_dir_all(&copy_dir).unwrap();
+    let copy = copy_dir.join("inbox.db");
+    fs::copy(site.db(), &copy).unwrap();
+    for args in [
+        &["stats"][..],
+        &["list"],
+        &["show", "PARTNERA", "HUB", "A1"],
+    ] {
+        let run = crate::common::edi_inbox()
+            .arg("--db")
+            .arg(&copy)
+            .args(args)
+            .run();
+        run.code(0);
+        let beside: Vec<String> = fs::read_dir(&copy_dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            beside,
+            ["inbox.db"],
+            "{args:?} created files beside the copy\n{run}"
+        );
+    }
+    let stats = crate::common::edi_inbox()
+        .arg("--db")
+        .arg(&copy)
+        .args(["stats", "--json"])
+        .run();
+    assert_eq!(stats.json()[0]["interchanges"], 2, "{stats}");
 }

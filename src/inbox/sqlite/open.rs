@@ -85,6 +85,13 @@ impl SqliteInbox {
         shown: &str,
         busy_timeout: Duration,
     ) -> Result<SqliteInbox, InboxError> {
+        // A database with neither -wal nor -shm beside it (a copy, a backup restored, one an
+        // older edi-inbox closed) has every commit in its file: read as it stands, so that a
+        // report creates nothing beside it. Every run of ingest keeps both files (persist_wal),
+        // so a live inbox never takes this way.
+        if !companion(path, "-wal").exists() && !companion(path, "-shm").exists() {
+            return SqliteInbox::connect_immutable(path, shown, busy_timeout);
+        }
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let conn = Connection::open_with_flags(path, flags)?;
         conn.busy_timeout(busy_timeout)?;
@@ -349,4 +356,11 @@ pub(super) fn identify(conn: &Connection) -> rusqlite::Result<(i32, i64, i64)> {
         [],
         |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
     )
+}
+
+/// The file SQLite keeps beside the database under `suffix` (`-wal`, `-shm`).
+fn companion(path: &Path, suffix: &str) -> std::path::PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    name.into()
 }
