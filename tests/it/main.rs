@@ -19,6 +19,7 @@ mod drift;
 mod effects;
 mod effects_hard;
 mod environment;
+mod examples;
 mod guarantees;
 mod hostile_conditions;
 #[cfg(feature = "postgres")]
