@@ -122,6 +122,12 @@ pub fn warn(text: &str) {
     let _ = writeln!(io::stderr().lock(), "edi-inbox: {}", escape(text));
 }
 
+/// A summary line with the time it is said, for a log that cron appends to and that has no
+/// times of its own: `LINE  (at 2026-12-04T22:31:00.123Z)`.
+pub fn stamped(line: &str) -> String {
+    format!("{line}  (at {})", crate::clock::now())
+}
+
 /// `1 message`, `2 messages`: a count and its noun, singular for one.
 pub fn count<N: Into<u64> + Copy>(n: N, singular: &str, plural: &str) -> String {
     if n.into() == 1 {

@@ -103,7 +103,7 @@ pub fn run(db: &Location, busy_timeout: Duration, args: &PurgeArgs) -> anyhow::R
                 count(m, "AS4 message id", "AS4 message ids")
             ),
         };
-        out.line(&format!(
+        out.line(&crate::output::stamped(&format!(
             "{verb} {} received before {} ({} days), {}, {}{deliveries}",
             count(n(report.purged), "inbox entry", "inbox entries"),
             report.cutoff,
@@ -114,7 +114,7 @@ pub fn run(db: &Location, busy_timeout: Duration, args: &PurgeArgs) -> anyhow::R
                 "rejected-file record",
                 "rejected-file records"
             )
-        ));
+        )));
         if !args.dry_run {
             out.line(&match &report.oldest_kept {
                 Some(t) => format!("oldest entry kept: {t}"),

@@ -228,7 +228,7 @@ impl<'a> Run<'a> {
                 0 => String::new(),
                 n => format!(", {n} refused"),
             };
-            self.out.line(&format!(
+            self.out.line(&crate::output::stamped(&format!(
                 "{}: {} new, {} duplicate, {} drift, {} rejected{refused}, {} skipped",
                 count(s.files as u64, "file", "files"),
                 s.new,
@@ -236,7 +236,7 @@ impl<'a> Run<'a> {
                 s.drift,
                 s.rejected,
                 s.skipped
-            ));
+            )));
         }
         self.out.flush();
     }

@@ -127,7 +127,7 @@ impl Run<'_> {
                 oldest_unpublished_age_seconds: stats.outbox_oldest_unpublished_age_seconds,
             });
         } else {
-            self.out.line(&format!(
+            self.out.line(&crate::output::stamped(&format!(
                 "{} to {}: {} published ({} already there), {} failed ({} parked); {} unpublished, {} parked in all",
                 count(s.published as u64 + s.failed as u64, "event", "events"),
                 destination.shown(),
@@ -137,7 +137,7 @@ impl Run<'_> {
                 s.parked,
                 stats.outbox_unpublished,
                 stats.outbox_failed,
-            ));
+            )));
         }
         self.out.flush();
         let mut metrics_failed = false;
