@@ -177,16 +177,234 @@ pub struct Event {
     /// For a refused interchange: its refusal's id, which `reapply --refused --id` takes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refusal_id: Option<i64>,
+    /// The message types (UNH 0065) of the interchange, each once, in order: of the copy
+    /// accepted under the key for a duplicate or drift; of the one message for a parked event
+    /// (`CONTRL` for a CONTRL's); empty where none was stored (rejected, refused).
+    pub message_types: Vec<String>,
+    /// How many messages that interchange has (1 for a parked event); `None` as above.
+    pub messages: Option<i64>,
 }
 
-/// What `list` asks for.
+/// What `list` asks for. The times are RFC 3339 UTC, compared as text with the stored times
+/// (same format).
 #[derive(Debug, Clone, Default)]
 pub struct EventFilter {
     pub status: Option<Status>,
     pub sender: Option<String>,
-    /// RFC 3339 UTC, compared as text with the stored times (same format).
+    pub recipient: Option<String>,
+    pub control_ref: Option<String>,
+    /// UNH 0065: an interchange holding a message of this type.
+    pub message_type: Option<String>,
+    /// The file as listed, or its name in any folder.
+    pub file: Option<String>,
+    /// At or after.
     pub since: Option<String>,
+    /// Before.
+    pub until: Option<String>,
     pub limit: u32,
+    pub offset: u32,
+}
+
+impl Event {
+    /// `message_types` from the database's list joined by commas (in no order, maybe
+    /// repeated).
+    pub(crate) fn types_of(joined: Option<String>) -> Vec<String> {
+        let mut types: Vec<String> = joined
+            .unwrap_or_default()
+            .split(',')
+            .filter(|t| !t.is_empty())
+            .map(str::to_string)
+            .collect();
+        types.sort_unstable();
+        types.dedup();
+        types
+    }
+}
+
+/// A CONTRL sent (stored to be delivered), as `list --contrl` prints it.
+#[derive(Debug, Clone, Serialize)]
+pub struct SentContrl {
+    /// When it was made (in the transaction that decided what it answers).
+    pub time: String,
+    /// Who it goes to: the answered interchange's sender, with its qualifier (0004:0007).
+    pub partner: String,
+    /// The answered interchange's key.
+    pub sender: String,
+    pub recipient: String,
+    pub control_ref: String,
+    /// The CONTRL's own control reference.
+    pub own_ref: String,
+    /// UCI 0083: `7` acknowledged, `8` received, `4` rejected.
+    pub action: String,
+    /// 0085, where rejected.
+    pub error_code: Option<String>,
+    /// When its last sending was delivered by `publish`; `None` while it waits or is parked.
+    pub published_at: Option<String>,
+    /// When `publish` parked its last sending; `None` unless parked.
+    pub failed_at: Option<String>,
+}
+
+impl SentContrl {
+    /// Positive (acknowledged or received) or negative (rejected).
+    pub fn positive(&self) -> bool {
+        self.action != "4"
+    }
+}
+
+/// One line of `stats --by`: the volumes of one day and one sender, recipient or type.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Volume {
+    /// The day, UTC (`2026-11-29`).
+    pub day: String,
+    /// The sender, recipient or message type.
+    pub key: String,
+    /// Interchanges accepted (new); for a type, those holding a message of it.
+    pub interchanges: i64,
+    /// Messages accepted; for a type, its messages.
+    pub messages: i64,
+    /// Duplicates and drift seen (sightings still kept; purge deletes them with the window);
+    /// `None` by message type (a sighting's messages are not read).
+    pub duplicates: Option<i64>,
+    pub drift: Option<i64>,
+    /// Rejected interchanges whose UNB was read (their errors counted once per interchange);
+    /// `None` by message type.
+    pub rejected: Option<i64>,
+}
+
+/// One figure of a [`Volume`], as a backend's query counts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Figure {
+    Interchanges,
+    Messages,
+    Duplicates,
+    Drift,
+    Rejected,
+}
+
+/// The volumes being counted, by day then key: each backend's queries add to them.
+#[derive(Debug)]
+pub(crate) struct Volumes {
+    rows: std::collections::BTreeMap<(String, String), Volume>,
+    /// Whether sightings and rejections are counted (not by message type).
+    all: bool,
+}
+
+impl Volumes {
+    pub(crate) fn new(by: VolumeBy) -> Volumes {
+        Volumes {
+            rows: Default::default(),
+            all: by != VolumeBy::MessageType,
+        }
+    }
+
+    pub(crate) fn add(&mut self, day: String, key: String, figure: Figure, n: i64) {
+        let all = self.all.then_some(0);
+        let v = self
+            .rows
+            .entry((day.clone(), key.clone()))
+            .or_insert_with(|| Volume {
+                day,
+                key,
+                duplicates: all,
+                drift: all,
+                rejected: all,
+                ..Volume::default()
+            });
+        let add = |f: &mut Option<i64>| *f = Some(f.unwrap_or(0) + n);
+        match figure {
+            Figure::Interchanges => v.interchanges += n,
+            Figure::Messages => v.messages += n,
+            Figure::Duplicates => add(&mut v.duplicates),
+            Figure::Drift => add(&mut v.drift),
+            Figure::Rejected => add(&mut v.rejected),
+        }
+    }
+
+    pub(crate) fn into_rows(self) -> Vec<Volume> {
+        self.rows.into_values().collect()
+    }
+
+    /// The queries of each figure `by` counts, each giving day, key and count for the days
+    /// from the first parameter (the same on both backends but for how a backend says a
+    /// time's day, `day`, and a time at or after the parameter, `from`).
+    pub(crate) fn queries(
+        by: VolumeBy,
+        day: impl Fn(&str) -> String,
+        from: impl Fn(&str) -> String,
+    ) -> Vec<(Figure, String)> {
+        let of_messages = |figure, count: &str, key: &str| {
+            (
+                figure,
+                format!(
+                    "SELECT {}, {key}, {count}
+                     FROM interchanges i JOIN messages m ON m.interchange_id = i.id
+                     WHERE {} GROUP BY 1, 2",
+                    day("i.received_at"),
+                    from("i.received_at")
+                ),
+            )
+        };
+        let k = match by {
+            VolumeBy::Sender => "sender",
+            VolumeBy::Recipient => "recipient",
+            VolumeBy::MessageType => {
+                return vec![
+                    of_messages(
+                        Figure::Interchanges,
+                        "count(DISTINCT i.id)",
+                        "m.message_type",
+                    ),
+                    of_messages(Figure::Messages, "count(*)", "m.message_type"),
+                ];
+            }
+        };
+        let sighted = |figure, status: Status| {
+            (
+                figure,
+                format!(
+                    "SELECT {}, {k}, count(*) FROM sightings WHERE {} AND status = '{}'
+                     GROUP BY 1, 2",
+                    day("seen_at"),
+                    from("seen_at"),
+                    status.as_str()
+                ),
+            )
+        };
+        vec![
+            (
+                Figure::Interchanges,
+                format!(
+                    "SELECT {}, {k}, count(*) FROM interchanges WHERE {} GROUP BY 1, 2",
+                    day("received_at"),
+                    from("received_at")
+                ),
+            ),
+            of_messages(Figure::Messages, "count(*)", &format!("i.{k}")),
+            sighted(Figure::Duplicates, Status::Duplicate),
+            sighted(Figure::Drift, Status::Drift),
+            // An interchange's errors counted once: its file and key.
+            (
+                Figure::Rejected,
+                format!(
+                    "SELECT {}, {k}, count(*) FROM (
+                         SELECT min(first_seen_at) AS first_seen_at, {k} FROM rejections
+                         WHERE {k} IS NOT NULL
+                         GROUP BY file_id, sender, recipient, control_ref
+                     ) r WHERE {} GROUP BY 1, 2",
+                    day("first_seen_at"),
+                    from("first_seen_at")
+                ),
+            ),
+        ]
+    }
+}
+
+/// What `stats --by` counts for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VolumeBy {
+    Sender,
+    Recipient,
+    MessageType,
 }
 
 /// A stored interchange, as `show` prints it. JSON names are those of `inspect --json` for the
@@ -260,6 +478,30 @@ pub struct StoredRefusal {
     pub resolved_as: Option<String>,
 }
 
+/// A rejected interchange whose UNB was read, kept under its key, as `show` says it.
+#[derive(Debug, Clone, Serialize)]
+pub struct StoredRejection {
+    /// The error (the first of the interchange, where it has more).
+    pub error: String,
+    /// The error's short name.
+    pub kind: String,
+    /// Where in the file.
+    pub byte_offset: i64,
+    #[serde(rename = "file")]
+    pub source_file: String,
+    /// The file's sha256.
+    pub file_sha256: String,
+    pub file_size: i64,
+    /// True where only the start of the file was kept.
+    pub truncated: bool,
+    pub first_seen_at: String,
+    pub last_seen_at: String,
+    pub times_seen: i64,
+    /// The file's bytes as kept.
+    #[serde(skip)]
+    pub bytes: Vec<u8>,
+}
+
 /// Everything stored under one key: the accepted copies (more than one only where the key was
 /// purged and delivered again) and every later sighting.
 #[derive(Debug, Clone, Serialize)]
@@ -268,6 +510,18 @@ pub struct KeyHistory {
     pub sightings: Vec<Sighting>,
     /// Refusals of the side effects (`--effects`) under the key, kept or resolved.
     pub refusals: Vec<StoredRefusal>,
+    /// Rejections of an interchange under the key (its UNB read, something after it broken).
+    pub rejections: Vec<StoredRejection>,
+}
+
+impl KeyHistory {
+    /// True where nothing at all is stored under the key.
+    pub fn is_empty(&self) -> bool {
+        self.interchanges.is_empty()
+            && self.sightings.is_empty()
+            && self.refusals.is_empty()
+            && self.rejections.is_empty()
+    }
 }
 
 /// Which table a purge step deletes from.
