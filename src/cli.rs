@@ -728,7 +728,12 @@ pub struct IngestArgs {
     pub archive: Option<PathBuf>,
 
     /// Move each file with a rejected or drifted interchange here, with NAME.error.txt beside it.
-    #[arg(long, value_name = "DIR", env = "EDI_INBOX_QUARANTINE")]
+    #[arg(
+        long,
+        value_name = "DIR",
+        env = "EDI_INBOX_QUARANTINE",
+        hide_env_values = true
+    )]
     pub quarantine: Option<PathBuf>,
 
     /// Skip files modified more recently than this (a partner may still be writing them),
@@ -914,7 +919,12 @@ pub struct StatsArgs {
 
     /// The quarantine folder ingest moves files to: how many files are in it now (their
     /// NAME.error.txt notes not counted).
-    #[arg(long, value_name = "DIR", env = "EDI_INBOX_QUARANTINE")]
+    #[arg(
+        long,
+        value_name = "DIR",
+        env = "EDI_INBOX_QUARANTINE",
+        hide_env_values = true
+    )]
     pub quarantine: Option<PathBuf>,
 }
 
