@@ -271,9 +271,9 @@ pub struct Volume {
     pub rejected: Option<i64>,
 }
 
-/// One figure of a [`Volume`], as a backend's query counts it.
+/// One figure of a [`Volume`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Figure {
+enum Figure {
     Interchanges,
     Messages,
     Duplicates,
@@ -285,6 +285,7 @@ pub(crate) enum Figure {
 #[derive(Debug)]
 pub(crate) struct Volumes {
     rows: std::collections::BTreeMap<(String, String), Volume>,
+    by: VolumeBy,
     /// Whether sightings and rejections are counted (not by message type).
     all: bool,
 }
@@ -293,11 +294,12 @@ impl Volumes {
     pub(crate) fn new(by: VolumeBy) -> Volumes {
         Volumes {
             rows: Default::default(),
+            by,
             all: by != VolumeBy::MessageType,
         }
     }
 
-    pub(crate) fn add(&mut self, day: String, key: String, figure: Figure, n: i64) {
+    fn add(&mut self, day: String, key: String, figure: Figure, n: i64) {
         let all = self.all.then_some(0);
         let v = self
             .rows
@@ -324,78 +326,35 @@ impl Volumes {
         self.rows.into_values().collect()
     }
 
-    /// The queries of each figure `by` counts, each giving day, key and count for the days
-    /// from the first parameter (the same on both backends but for how a backend says a
-    /// time's day, `day`, and a time at or after the parameter, `from`).
-    pub(crate) fn queries(
-        by: VolumeBy,
-        day: impl Fn(&str) -> String,
-        from: impl Fn(&str) -> String,
-    ) -> Vec<(Figure, String)> {
-        let of_messages = |figure, count: &str, key: &str| {
-            (
-                figure,
-                format!(
-                    "SELECT {}, {key}, {count}
-                     FROM interchanges i JOIN messages m ON m.interchange_id = i.id
-                     WHERE {} GROUP BY 1, 2",
-                    day("i.received_at"),
-                    from("i.received_at")
-                ),
-            )
+    /// Adds a row of a backend's volume query (see `VOLUMES` in each backend's reports.rs):
+    /// what it counts (`interchanges`, `messages`, `interchanges of type`, a sighting's status,
+    /// `rejected`), the day, the pair of partners and, for messages, their type. The pair's
+    /// rows are summed for the partner `by` counts for.
+    pub(crate) fn add_row(
+        &mut self,
+        what: &str,
+        day: String,
+        pair: (String, String),
+        message_type: Option<String>,
+        n: i64,
+    ) {
+        let by_type = !self.all;
+        let figure = match what {
+            "interchanges" if !by_type => Figure::Interchanges,
+            "interchanges of type" if by_type => Figure::Interchanges,
+            "messages" => Figure::Messages,
+            "duplicate" if !by_type => Figure::Duplicates,
+            "drift" if !by_type => Figure::Drift,
+            "rejected" if !by_type => Figure::Rejected,
+            _ => return,
         };
-        let k = match by {
-            VolumeBy::Sender => "sender",
-            VolumeBy::Recipient => "recipient",
-            VolumeBy::MessageType => {
-                return vec![
-                    of_messages(
-                        Figure::Interchanges,
-                        "count(DISTINCT i.id)",
-                        "m.message_type",
-                    ),
-                    of_messages(Figure::Messages, "count(*)", "m.message_type"),
-                ];
-            }
+        let key = match (self.by, message_type) {
+            (VolumeBy::Sender, _) => pair.0,
+            (VolumeBy::Recipient, _) => pair.1,
+            (VolumeBy::MessageType, Some(t)) => t,
+            (VolumeBy::MessageType, None) => return,
         };
-        let sighted = |figure, status: Status| {
-            (
-                figure,
-                format!(
-                    "SELECT {}, {k}, count(*) FROM sightings WHERE {} AND status = '{}'
-                     GROUP BY 1, 2",
-                    day("seen_at"),
-                    from("seen_at"),
-                    status.as_str()
-                ),
-            )
-        };
-        vec![
-            (
-                Figure::Interchanges,
-                format!(
-                    "SELECT {}, {k}, count(*) FROM interchanges WHERE {} GROUP BY 1, 2",
-                    day("received_at"),
-                    from("received_at")
-                ),
-            ),
-            of_messages(Figure::Messages, "count(*)", &format!("i.{k}")),
-            sighted(Figure::Duplicates, Status::Duplicate),
-            sighted(Figure::Drift, Status::Drift),
-            // An interchange's errors counted once: its file and key.
-            (
-                Figure::Rejected,
-                format!(
-                    "SELECT {}, {k}, count(*) FROM (
-                         SELECT min(first_seen_at) AS first_seen_at, {k} FROM rejections
-                         WHERE {k} IS NOT NULL
-                         GROUP BY file_id, sender, recipient, control_ref
-                     ) r WHERE {} GROUP BY 1, 2",
-                    day("first_seen_at"),
-                    from("first_seen_at")
-                ),
-            ),
-        ]
+        self.add(day, key, figure, n);
     }
 }
 

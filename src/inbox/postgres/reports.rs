@@ -123,7 +123,10 @@ pub(super) fn stats(c: &mut impl GenericClient) -> Result<Stats, InboxError> {
 /// with the interchange its messages are read from (`iid`) or its one message's type
 /// (`one_type`). A rejected file takes the key of its first error (by byte) that matches the key
 /// filters, so that a file is found by any interchange in it whose UNB was read. As SQLite's.
-const EVENTS: &str = "
+/// A macro, for `concat!` to join it with `ts!`.
+macro_rules! events {
+    () => {
+        "
     SELECT * FROM (
         SELECT received_at AS time, $9::text AS status, source_file AS file, sender, recipient,
                control_ref, NULL::text AS error, NULL::bigint AS errors, NULL::text AS unit_ref,
@@ -179,7 +182,9 @@ const EVENTS: &str = "
       AND ($7::text IS NULL OR time < $7::text::timestamptz)
       AND ($8::text IS NULL OR one_type = $8
            OR EXISTS (SELECT 1 FROM messages m WHERE m.interchange_id = iid
-                      AND m.message_type = $8))";
+                      AND m.message_type = $8))"
+    };
+}
 
 /// `list`'s filters as $1 to $12 of [`EVENTS`]; `status` is `f.status`'s word.
 fn event_params<'a>(
@@ -205,7 +210,7 @@ fn event_params<'a>(
 pub(super) fn count_events(c: &mut impl GenericClient, f: &EventFilter) -> Result<u64, InboxError> {
     let n: i64 = c
         .query_one(
-            &format!("SELECT count(*) FROM ({EVENTS}) e"),
+            concat!("SELECT count(*) FROM (", events!(), ") e"),
             &event_params(f, &f.status.map(Status::as_str)),
         )?
         .get(0);
@@ -224,17 +229,20 @@ pub(super) fn events(
     params.push(&limit);
     params.push(&offset);
     let rows = c.query(
-        &format!(
-            "SELECT {}, e.status, e.file, e.sender, e.recipient, e.control_ref, e.error,
+        concat!(
+            "SELECT ",
+            ts!("e.time"),
+            ", e.status, e.file, e.sender, e.recipient, e.control_ref, e.error,
                     e.errors, e.unit_ref, e.event_type, e.send, e.detail, e.n,
                     coalesce(e.one_type, (SELECT string_agg(m.message_type, ',') FROM messages m
                                           WHERE m.interchange_id = e.iid)),
                     CASE WHEN e.one_type IS NOT NULL THEN 1
                          WHEN e.iid IS NOT NULL THEN (SELECT count(*) FROM messages m
                                                       WHERE m.interchange_id = e.iid) END
-             FROM ({EVENTS} ORDER BY time DESC, n DESC LIMIT $13 OFFSET $14) e
-             ORDER BY e.time DESC, e.n DESC",
-            ts!("e.time")
+             FROM (",
+            events!(),
+            " ORDER BY time DESC, n DESC LIMIT $13 OFFSET $14) e
+             ORDER BY e.time DESC, e.n DESC"
         ),
         &params,
     )?;
@@ -283,23 +291,29 @@ pub(super) fn events(
         .collect()
 }
 
-pub(super) fn sent_contrls(
-    c: &mut impl GenericClient,
-    f: &EventFilter,
-) -> Result<(Vec<SentContrl>, u64), InboxError> {
-    // The acknowledgement's latest sending decides whether it was delivered.
-    let from = "FROM acknowledgements a
+/// The CONTRLs `list --contrl` shows, with its filters ($1 to $5); an acknowledgement's latest
+/// sending says whether it was delivered. A macro, for `concat!` to join it with `ts!`.
+macro_rules! sent {
+    () => {
+        " FROM acknowledgements a
          LEFT JOIN contrl_outbox o ON o.id = (SELECT max(x.id) FROM contrl_outbox x
                                               WHERE x.acknowledgement_id = a.id)
          WHERE ($1::text IS NULL OR a.sender = $1)
            AND ($2::text IS NULL OR a.recipient = $2)
            AND ($3::text IS NULL OR a.control_ref = $3)
            AND ($4::text IS NULL OR a.created_at >= $4::text::timestamptz)
-           AND ($5::text IS NULL OR a.created_at < $5::text::timestamptz)";
+           AND ($5::text IS NULL OR a.created_at < $5::text::timestamptz)"
+    };
+}
+
+pub(super) fn sent_contrls(
+    c: &mut impl GenericClient,
+    f: &EventFilter,
+) -> Result<(Vec<SentContrl>, u64), InboxError> {
     let filters: [&(dyn ToSql + Sync); 5] =
         [&f.sender, &f.recipient, &f.control_ref, &f.since, &f.until];
     let total: i64 = c
-        .query_one(&format!("SELECT count(*) {from}"), &filters)?
+        .query_one(concat!("SELECT count(*)", sent!()), &filters)?
         .get(0);
     let limit = i64::from(f.limit);
     let offset = i64::from(f.offset);
@@ -308,13 +322,16 @@ pub(super) fn sent_contrls(
     page.push(&offset);
     let sent = c
         .query(
-            &format!(
-                "SELECT {}, a.partner, a.sender, a.recipient, a.control_ref, a.own_ref,
-                        a.action, a.error_code, {}, {}
-                 {from} ORDER BY a.created_at DESC, a.id DESC LIMIT $6 OFFSET $7",
+            concat!(
+                "SELECT ",
                 ts!("a.created_at"),
+                ", a.partner, a.sender, a.recipient, a.control_ref, a.own_ref, a.action,
+                 a.error_code, ",
                 ts!("o.published_at"),
-                ts!("o.failed_at")
+                ", ",
+                ts!("o.failed_at"),
+                sent!(),
+                " ORDER BY a.created_at DESC, a.id DESC LIMIT $6 OFFSET $7"
             ),
             &page,
         )?
@@ -335,21 +352,44 @@ pub(super) fn sent_contrls(
     Ok((sent, total.max(0) as u64))
 }
 
+/// Every figure of `stats --by` for each day (UTC) from $1, pair of partners and (for
+/// messages) type, as SQLite's `VOLUMES`: the partners' figures are summed in Rust for the
+/// sender or the recipient (see `Volumes::add_row`).
+const VOLUMES: &str = "
+    SELECT 'interchanges', to_char(received_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), sender,
+           recipient, NULL::text, count(*)
+    FROM interchanges WHERE ($1::text IS NULL OR received_at >= $1::text::timestamptz)
+    GROUP BY 2, 3, 4
+    UNION ALL
+    SELECT 'messages', to_char(i.received_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), i.sender,
+           i.recipient, m.message_type, count(*)
+    FROM interchanges i JOIN messages m ON m.interchange_id = i.id
+    WHERE ($1::text IS NULL OR i.received_at >= $1::text::timestamptz) GROUP BY 2, 3, 4, 5
+    UNION ALL
+    SELECT 'interchanges of type', to_char(i.received_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'),
+           i.sender, i.recipient, m.message_type, count(DISTINCT i.id)
+    FROM interchanges i JOIN messages m ON m.interchange_id = i.id
+    WHERE ($1::text IS NULL OR i.received_at >= $1::text::timestamptz) GROUP BY 2, 3, 4, 5
+    UNION ALL
+    SELECT status, to_char(seen_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), sender, recipient, NULL,
+           count(*)
+    FROM sightings WHERE ($1::text IS NULL OR seen_at >= $1::text::timestamptz)
+    GROUP BY 1, 2, 3, 4
+    UNION ALL
+    SELECT 'rejected', to_char(first_seen_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), sender,
+           recipient, NULL, count(*)
+    FROM (SELECT min(first_seen_at) AS first_seen_at, sender, recipient FROM rejections
+          WHERE sender IS NOT NULL GROUP BY file_id, sender, recipient, control_ref) r
+    WHERE ($1::text IS NULL OR first_seen_at >= $1::text::timestamptz) GROUP BY 2, 3, 4";
+
 pub(super) fn volumes(
     c: &mut impl GenericClient,
     by: VolumeBy,
     since: Option<&str>,
 ) -> Result<Vec<Volume>, InboxError> {
-    let queries = Volumes::queries(
-        by,
-        |t| format!("to_char({t} AT TIME ZONE 'UTC', 'YYYY-MM-DD')"),
-        |t| format!("($1::text IS NULL OR {t} >= $1::text::timestamptz)"),
-    );
     let mut volumes = Volumes::new(by);
-    for (figure, sql) in queries {
-        for r in c.query(&sql, &[&since])? {
-            volumes.add(r.get(0), r.get(1), figure, r.get(2));
-        }
+    for r in c.query(VOLUMES, &[&since])? {
+        volumes.add_row(r.get(0), r.get(1), (r.get(2), r.get(3)), r.get(4), r.get(5));
     }
     Ok(volumes.into_rows())
 }

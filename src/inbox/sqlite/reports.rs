@@ -275,19 +275,21 @@ pub(super) fn events(conn: &Connection, f: &EventFilter) -> Result<Vec<Event>, I
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
+/// The CONTRLs `list --contrl` shows, with its filters as named parameters; an
+/// acknowledgement's latest sending says whether it was delivered.
+const SENT: &str = "FROM acknowledgements a
+     LEFT JOIN contrl_outbox o ON o.id = (SELECT max(x.id) FROM contrl_outbox x
+                                          WHERE x.acknowledgement_id = a.id)
+     WHERE (:sender IS NULL OR a.sender = :sender)
+       AND (:recipient IS NULL OR a.recipient = :recipient)
+       AND (:ref IS NULL OR a.control_ref = :ref)
+       AND (:since IS NULL OR a.created_at >= :since)
+       AND (:until IS NULL OR a.created_at < :until)";
+
 pub(super) fn sent_contrls(
     conn: &Connection,
     f: &EventFilter,
 ) -> Result<(Vec<SentContrl>, u64), InboxError> {
-    // The acknowledgement's latest sending decides whether it was delivered.
-    let from = "FROM acknowledgements a
-         LEFT JOIN contrl_outbox o ON o.id = (SELECT max(x.id) FROM contrl_outbox x
-                                              WHERE x.acknowledgement_id = a.id)
-         WHERE (:sender IS NULL OR a.sender = :sender)
-           AND (:recipient IS NULL OR a.recipient = :recipient)
-           AND (:ref IS NULL OR a.control_ref = :ref)
-           AND (:since IS NULL OR a.created_at >= :since)
-           AND (:until IS NULL OR a.created_at < :until)";
     let filters: [(&str, &dyn rusqlite::ToSql); 5] = [
         (":sender", &f.sender),
         (":recipient", &f.recipient),
@@ -296,7 +298,7 @@ pub(super) fn sent_contrls(
         (":until", &f.until),
     ];
     let total: i64 = conn
-        .prepare_cached(&format!("SELECT count(*) {from}"))?
+        .prepare_cached(&format!("SELECT count(*) {SENT}"))?
         .query_row(&filters[..], |r| r.get(0))?;
     let mut page: Vec<(&str, &dyn rusqlite::ToSql)> = filters.to_vec();
     page.push((":limit", &f.limit));
@@ -305,7 +307,7 @@ pub(super) fn sent_contrls(
         .prepare_cached(&format!(
             "SELECT a.created_at, a.partner, a.sender, a.recipient, a.control_ref, a.own_ref,
                     a.action, a.error_code, o.published_at, o.failed_at
-             {from} ORDER BY a.created_at DESC, a.id DESC LIMIT :limit OFFSET :offset"
+             {SENT} ORDER BY a.created_at DESC, a.id DESC LIMIT :limit OFFSET :offset"
         ))?
         .query_map(page.as_slice(), |r| {
             Ok(SentContrl {
@@ -325,25 +327,48 @@ pub(super) fn sent_contrls(
     Ok((sent, total.max(0) as u64))
 }
 
+/// Every figure of `stats --by` for each day (UTC: times are stored as RFC 3339 UTC text, a
+/// day is its first ten characters) from ?1, pair of partners and (for messages) type: the
+/// partners' figures are summed in Rust for the sender or the recipient (see
+/// `Volumes::add_row`). An interchange's rejections are counted once: its file and key.
+const VOLUMES: &str = "
+    SELECT 'interchanges', substr(received_at, 1, 10), sender, recipient, NULL, count(*)
+    FROM interchanges WHERE received_at >= ?1 GROUP BY 2, 3, 4
+    UNION ALL
+    SELECT 'messages', substr(i.received_at, 1, 10), i.sender, i.recipient, m.message_type,
+           count(*)
+    FROM interchanges i JOIN messages m ON m.interchange_id = i.id
+    WHERE i.received_at >= ?1 GROUP BY 2, 3, 4, 5
+    UNION ALL
+    SELECT 'interchanges of type', substr(i.received_at, 1, 10), i.sender, i.recipient,
+           m.message_type, count(DISTINCT i.id)
+    FROM interchanges i JOIN messages m ON m.interchange_id = i.id
+    WHERE i.received_at >= ?1 GROUP BY 2, 3, 4, 5
+    UNION ALL
+    SELECT status, substr(seen_at, 1, 10), sender, recipient, NULL, count(*)
+    FROM sightings WHERE seen_at >= ?1 GROUP BY 1, 2, 3, 4
+    UNION ALL
+    SELECT 'rejected', substr(first_seen_at, 1, 10), sender, recipient, NULL, count(*)
+    FROM (SELECT min(first_seen_at) AS first_seen_at, sender, recipient FROM rejections
+          WHERE sender IS NOT NULL GROUP BY file_id, sender, recipient, control_ref)
+    WHERE first_seen_at >= ?1 GROUP BY 2, 3, 4";
+
 pub(super) fn volumes(
     conn: &Connection,
     by: VolumeBy,
     since: Option<&str>,
 ) -> Result<Vec<Volume>, InboxError> {
-    // Times are stored as RFC 3339 UTC text: a day is its first ten characters.
-    let queries = Volumes::queries(
-        by,
-        |t| format!("substr({t}, 1, 10)"),
-        |t| format!("({t} >= ?1)"),
-    );
     let mut volumes = Volumes::new(by);
-    let since = since.unwrap_or("");
-    for (figure, sql) in queries {
-        let mut stmt = conn.prepare(&sql)?;
-        let mut rows = stmt.query([since])?;
-        while let Some(r) = rows.next()? {
-            volumes.add(r.get(0)?, r.get(1)?, figure, r.get(2)?);
-        }
+    let mut stmt = conn.prepare_cached(VOLUMES)?;
+    let mut rows = stmt.query([since.unwrap_or("")])?;
+    while let Some(r) = rows.next()? {
+        volumes.add_row(
+            &r.get::<_, String>(0)?,
+            r.get(1)?,
+            (r.get(2)?, r.get(3)?),
+            r.get(4)?,
+            r.get(5)?,
+        );
     }
     Ok(volumes.into_rows())
 }
