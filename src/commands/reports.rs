@@ -580,7 +580,14 @@ pub fn show(db: &Location, busy_timeout: Duration, args: &ShowArgs) -> anyhow::R
             ));
         }
     }
-    out.line(&format!("sightings    {}", h.sightings.len()));
+    if h.interchanges.is_empty() && h.sightings.is_empty() && !h.rejections.is_empty() {
+        // Only rejected: there is no envelope stored to show, nor sightings of it.
+        out.line(&format!(
+            "interchange {control_ref} from {sender} to {recipient}: rejected, never stored"
+        ));
+    } else {
+        out.line(&format!("sightings    {}", h.sightings.len()));
+    }
     for s in &h.sightings {
         let detail = if s.status == Status::Drift {
             format!("sha256 {} (first accepted {})", s.sha256, s.stored_sha256)

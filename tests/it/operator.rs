@@ -510,7 +510,8 @@ per_backend! {
 
         let out = site.run(&["show", "BROKENSENDER", "RECIPIENT", "B0001"]).success().out();
         assert!(
-            out.contains("rejected     in ")
+            out.starts_with("interchange B0001 from BROKENSENDER to RECIPIENT: rejected, never stored\n")
+                && out.contains("rejected     in ")
                 && out.contains("bad.edi at byte 118: UNT at byte 118")
                 && out.contains("UCI 0083 4, 0085 "),
             "{out}"
