@@ -49,11 +49,12 @@ pub fn stats(
         ByArg::Recipient => (VolumeBy::Recipient, "recipient"),
         ByArg::Type => (VolumeBy::MessageType, "type"),
     });
-    // From the start of the day --since names (the volumes are whole days).
+    // From the start of the day --since names (the volumes are whole days): its first ten
+    // characters, as parse_since writes every time.
     let since = args
         .since
         .as_deref()
-        .map(|t| format!("{}T00:00:00.000Z", &t[..10]));
+        .map(|t| format!("{}T00:00:00.000Z", t.get(..10).unwrap_or(t)));
     let volumes = match by {
         Some((by, _)) => Some(inbox.volumes(by, since.as_deref())?),
         None => None,
