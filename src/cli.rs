@@ -98,13 +98,16 @@ pub enum Command {
     /// (named on standard error). Stop every timer and service first (docs/operating.md).
     Migrate(MigrateArgs),
 
-    /// Counts an operator checks first.
+    /// Counts an operator checks first; with --by, the volumes of each day by sender, recipient
+    /// or message type.
     Stats(StatsArgs),
 
-    /// The most recent events (new, duplicate, drift, rejected), newest first.
+    /// The most recent events (new, duplicate, drift, rejected, refused, failed), newest first;
+    /// with --contrl, the CONTRLs sent.
     List(ListArgs),
 
-    /// One interchange: its envelope, messages and every sighting. Exit 3 for an unknown key.
+    /// One interchange, by its key or its number: its envelope, messages, every sighting, its
+    /// rejections and the CONTRLs that answered it. Exit 3 for an unknown key.
     Show(ShowArgs),
 
     /// Decide again the interchanges the side effects (--effects) refused, once the mapping or
@@ -763,7 +766,12 @@ pub struct IngestArgs {
     pub archive: Option<PathBuf>,
 
     /// Move each file with a rejected or drifted interchange here, with NAME.error.txt beside it.
-    #[arg(long, value_name = "DIR", env = "EDI_INBOX_QUARANTINE")]
+    #[arg(
+        long,
+        value_name = "DIR",
+        env = "EDI_INBOX_QUARANTINE",
+        hide_env_values = true
+    )]
     pub quarantine: Option<PathBuf>,
 
     /// Skip files modified more recently than this (a partner may still be writing them),
@@ -974,6 +982,38 @@ pub struct StatsArgs {
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
+
+    /// Also the volumes of each day (UTC) for each sender, recipient or message type:
+    /// interchanges and messages accepted, duplicates, drift and rejected interchanges
+    /// (`volumes` in --json).
+    #[arg(long, value_enum, value_name = "WHAT")]
+    pub by: Option<ByArg>,
+
+    /// With --by, only the days from this one: as list --since takes it (2026-11-01, 7d,
+    /// yesterday...), counted from the start of its day (UTC).
+    #[arg(long, value_name = "DATE", value_parser = parse_since, requires = "by")]
+    pub since: Option<String>,
+
+    /// The quarantine folder ingest moves files to: how many files are in it now (their
+    /// NAME.error.txt notes not counted).
+    #[arg(
+        long,
+        value_name = "DIR",
+        env = "EDI_INBOX_QUARANTINE",
+        hide_env_values = true
+    )]
+    pub quarantine: Option<PathBuf>,
+}
+
+/// `stats --by`: what the volumes are counted for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ByArg {
+    /// UNB 0004.
+    Sender,
+    /// UNB 0010.
+    Recipient,
+    /// UNH S009/0065, the message type.
+    Type,
 }
 
 /// `list --status`: the outcomes an event is stored with, in the words of `status::Status`
@@ -1003,34 +1043,67 @@ pub struct ListArgs {
     #[arg(long, value_enum)]
     pub status: Option<StatusArg>,
 
-    /// Only events of this sender (UNB 0004).
+    /// Only events of this sender (UNB 0004); a rejected interchange whose UNB was read is
+    /// found by it too.
     #[arg(long, value_name = "ID")]
     pub sender: Option<String>,
 
-    /// Only events at or after this time: 2026-11-01 (UTC), 2026-11-01T08:00:00Z or
-    /// 2026-11-01T10:00:00+02:00.
+    /// Only events of this recipient (UNB 0010).
+    #[arg(long, value_name = "ID")]
+    pub recipient: Option<String>,
+
+    /// Only events of this interchange control reference (UNB 0020).
+    #[arg(long = "ref", value_name = "REF")]
+    pub control_ref: Option<String>,
+
+    /// Only events of interchanges holding a message of this type (UNH 0065: INVOIC, ORDERS...).
+    #[arg(long = "type", value_name = "TYPE")]
+    pub message_type: Option<String>,
+
+    /// Only events of this file: its path as listed, or its name in any folder.
+    #[arg(long, value_name = "NAME")]
+    pub file: Option<String>,
+
+    /// Only events at or after this time: 2026-11-01 (midnight UTC), 2026-11-01T08:00:00Z,
+    /// 2026-11-01T10:00:00+02:00, or relative to now: 2h, 30m, 7d, today, yesterday (midnight
+    /// UTC).
     #[arg(long, value_name = "DATE", value_parser = parse_since)]
     pub since: Option<String>,
+
+    /// Only events before this time (the same forms as --since): `--since yesterday --until
+    /// today` is yesterday's events.
+    #[arg(long, value_name = "DATE", value_parser = parse_since)]
+    pub until: Option<String>,
 
     /// At most this many events.
     #[arg(long, value_name = "N", default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..))]
     pub limit: u32,
 
-    /// Print JSON Lines.
+    /// Skip this many of the newest events that match first (the next page: --offset 50).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub offset: u32,
+
+    /// List the CONTRLs sent instead: when, to which partner, for which interchange,
+    /// acknowledged or rejected (with 0085), and whether delivered. Takes --sender (the
+    /// partner answered), --recipient, --ref, --since, --until, --limit and --offset.
+    #[arg(long, conflicts_with_all = ["status", "message_type", "file"])]
+    pub contrl: bool,
+
+    /// Print JSON Lines, each event with `total`: how many match, before --limit and --offset.
     #[arg(long)]
     pub json: bool,
 }
 
 #[derive(Debug, clap::Args)]
 pub struct ShowArgs {
-    /// UNB 0004.
-    pub sender: String,
-    /// UNB 0010.
-    pub recipient: String,
-    /// UNB 0020.
-    pub control_ref: String,
+    /// The interchange: SENDER RECIPIENT REF (UNB 0004, 0010, 0020: the three parts of the
+    /// key list prints as `SENDER -> RECIPIENT ref REF`, each quoted there as a shell needs
+    /// it), or the number it is stored as (`stored as #N` in show, `id` in show --json).
+    #[arg(required = true, num_args = 1..=5, value_name = "ID | SENDER RECIPIENT REF")]
+    pub key: Vec<String>,
 
-    /// Print the stored bytes of the interchange (the copy the inbox holds, else the latest).
+    /// Print the stored bytes of the interchange (the copy the inbox holds, else the latest;
+    /// for a rejected interchange, the file it was in, as far as it was kept).
     #[arg(long, conflicts_with = "json")]
     pub raw: bool,
 
@@ -1155,7 +1228,7 @@ mod tests {
             parse_since("2026-11-01T08:30:00Z"),
             Ok("2026-11-01T08:30:00.000Z".to_string())
         );
-        assert!(parse_since("yesterday").is_err());
+        assert!(parse_since("tuesday").is_err());
     }
 
     #[test]

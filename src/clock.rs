@@ -38,10 +38,22 @@ pub fn days_ago(days: u32) -> String {
 }
 
 /// `2026-11-01` (midnight UTC), or an RFC 3339 time with `Z`, a `+02:00`/`-05:00` offset, or
-/// none (UTC), as stored text, so that it compares as text with stored times.
+/// none (UTC), or a time relative to now (see [`relative`]), as stored text, so that it
+/// compares as text with stored times.
 pub fn parse_since(text: &str) -> Result<String, String> {
-    let hint = "(try 2026-11-01, 2026-11-01T08:00:00Z or 2026-11-01T10:00:00+02:00)";
+    parse_since_at(text, SystemTime::now())
+}
+
+/// [`parse_since`] with `now` given, so that relative times can be checked at a fixed time.
+pub fn parse_since_at(text: &str, now: SystemTime) -> Result<String, String> {
+    let hint = "(try 2h, 30m, 7d, today, yesterday, 2026-11-01, 2026-11-01T08:00:00Z or \
+                2026-11-01T10:00:00+02:00)";
     let t = text.trim();
+    if let Some(at) = relative(t, now) {
+        return at
+            .map(rfc3339)
+            .ok_or_else(|| format!("{text:?} is out of range {hint}"));
+    }
     let (base, offset) = match split_offset(t) {
         Some((base, offset)) => (format!("{base}Z"), offset),
         None if t.len() == 10 => (format!("{t}T00:00:00Z"), 0),
@@ -55,6 +67,37 @@ pub fn parse_since(text: &str) -> Result<String, String> {
     }
     .ok_or_else(|| format!("{text:?} is out of range {hint}"))?;
     Ok(rfc3339(utc))
+}
+
+/// A time relative to `now`: `today` and `yesterday` (midnight UTC of that day), or a
+/// duration before now (`2h`, `30m`, `7d`, `1h30m`: whatever `humantime` reads that ends in a
+/// unit). `None` where the text is none of these (an absolute time, or a mistake); `Some(None)`
+/// where it is one but reaches before 1970.
+fn relative(t: &str, now: SystemTime) -> Option<Option<SystemTime>> {
+    const DAY: u64 = 86_400;
+    let midnight = || {
+        let secs = now
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or(Duration::ZERO)
+            .as_secs();
+        SystemTime::UNIX_EPOCH + Duration::from_secs(secs - secs % DAY)
+    };
+    match t.to_ascii_lowercase().as_str() {
+        "today" => return Some(Some(midnight())),
+        "yesterday" => return Some(midnight().checked_sub(Duration::from_secs(DAY))),
+        _ => {}
+    }
+    // A plain number is not taken for seconds here: `--since 2026` reads better as a mistake.
+    if !t.ends_with(|c: char| c.is_ascii_alphabetic())
+        || !t.starts_with(|c: char| c.is_ascii_digit())
+    {
+        return None;
+    }
+    let back = humantime::parse_duration(t).ok()?;
+    Some(
+        now.checked_sub(back)
+            .filter(|at| *at >= SystemTime::UNIX_EPOCH),
+    )
 }
 
 /// `("2026-11-01T10:00:00", 7200)` for `2026-11-01T10:00:00+02:00`.
@@ -103,7 +146,24 @@ mod tests {
             ok("2026-11-01T08:30:00.250+00:00"),
             "2026-11-01T08:30:00.250Z"
         );
-        assert!(parse_since("yesterday").is_err());
+        assert!(parse_since("tuesday").is_err());
+        assert!(parse_since("2026").is_err());
         assert!(parse_since("2026-11-01T08:30:00+25:00").is_err());
+    }
+
+    #[test]
+    fn since_takes_times_relative_to_now_in_utc() {
+        // 2026-11-02T09:15:30.000Z
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_793_610_930);
+        let at = |t: &str| parse_since_at(t, now).unwrap();
+        assert_eq!(rfc3339(now), "2026-11-02T09:15:30.000Z");
+        assert_eq!(at("2h"), "2026-11-02T07:15:30.000Z");
+        assert_eq!(at("30m"), "2026-11-02T08:45:30.000Z");
+        assert_eq!(at("7d"), "2026-10-26T09:15:30.000Z");
+        assert_eq!(at("1h30m"), "2026-11-02T07:45:30.000Z");
+        assert_eq!(at("today"), "2026-11-02T00:00:00.000Z");
+        assert_eq!(at("Yesterday"), "2026-11-01T00:00:00.000Z");
+        assert!(parse_since_at("100000000d", now).is_err());
+        assert!(parse_since_at("2x", now).is_err());
     }
 }

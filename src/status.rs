@@ -28,7 +28,7 @@ pub enum Status {
 
 impl Status {
     /// The word in JSON and in the database.
-    pub fn as_str(self) -> &'static str {
+    pub const fn as_str(self) -> &'static str {
         match self {
             Status::New => "new",
             Status::Duplicate => "duplicate",

@@ -1,14 +1,17 @@
 //! `edi-inbox stats`, `list` and `show`: what the inbox holds, for the operator.
 
+use std::path::Path;
 use std::time::Duration;
 
+use anyhow::Context as _;
 use serde::Serialize;
 
-use crate::cli::{ListArgs, ShowArgs, StatsArgs, StatusArg};
+use crate::cli::{ByArg, ListArgs, ShowArgs, StatsArgs, StatusArg};
 use crate::commands::inspect::print_segments;
 use crate::exit::ExitStatus;
-use crate::inbox::{Access, EventFilter, Location};
-use crate::output::{Out, problem};
+use crate::filing::NOTE_SUFFIX;
+use crate::inbox::{Access, EventFilter, Location, Volume, VolumeBy};
+use crate::output::{Out, escape, problem};
 use crate::status::Status;
 
 #[derive(Debug, Serialize)]
@@ -16,6 +19,15 @@ struct StatsJson {
     #[serde(flatten)]
     stats: crate::inbox::Stats,
     database_bytes: u64,
+    /// Files in the quarantine folder now (`--quarantine`), where one was named.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    quarantined_now: Option<u64>,
+    /// `--by`: what the volumes are counted for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    by: Option<&'static str>,
+    /// `--by`: the volumes of each day and sender, recipient or type.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    volumes: Option<Vec<Volume>>,
 }
 
 /// Runs `stats`.
@@ -25,9 +37,34 @@ pub fn stats(
     args: &StatsArgs,
 ) -> anyhow::Result<ExitStatus> {
     let inbox = super::open_inbox(db, Access::Read, busy_timeout)?;
+    let quarantined_now = match &args.quarantine {
+        Some(dir) => Some(
+            quarantined(dir)
+                .with_context(|| format!("cannot read the quarantine folder {}", dir.display()))?,
+        ),
+        None => None,
+    };
+    let by = args.by.map(|b| match b {
+        ByArg::Sender => (VolumeBy::Sender, "sender"),
+        ByArg::Recipient => (VolumeBy::Recipient, "recipient"),
+        ByArg::Type => (VolumeBy::MessageType, "type"),
+    });
+    // From the start of the day --since names (the volumes are whole days): its first ten
+    // characters, as parse_since writes every time.
+    let since = args
+        .since
+        .as_deref()
+        .map(|t| format!("{}T00:00:00.000Z", t.get(..10).unwrap_or(t)));
+    let volumes = match by {
+        Some((by, _)) => Some(inbox.volumes(by, since.as_deref())?),
+        None => None,
+    };
     let s = StatsJson {
         stats: inbox.stats()?,
         database_bytes: inbox.size_bytes(),
+        quarantined_now,
+        by: by.map(|(_, word)| word),
+        volumes,
     };
     let mut out = Out::default();
     if args.json {
@@ -78,15 +115,134 @@ pub fn stats(
         ] {
             out.line(&line);
         }
+        if let (Some(n), Some(dir)) = (s.quarantined_now, &args.quarantine) {
+            out.line(&format!("in quarantine now    {n} ({})", dir.display()));
+        }
+        if let (Some(volumes), Some(word)) = (&s.volumes, s.by) {
+            out.line("");
+            volume_table(&mut out, word, volumes);
+        }
     }
     out.flush();
     Ok(reported(&out))
 }
 
+/// The files in the quarantine folder: each a file ingest moved there, beside its
+/// `NAME.error.txt` note (not counted), and no hidden file (a move under way).
+fn quarantined(dir: &Path) -> std::io::Result<u64> {
+    let mut n = 0;
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if entry.file_type()?.is_file() && !name.ends_with(NOTE_SUFFIX) && !name.starts_with('.') {
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+/// `stats --by`: a header, then one line for each day and key, in columns.
+fn volume_table(out: &mut Out, word: &str, volumes: &[Volume]) {
+    let mut rows = vec![
+        [
+            "day",
+            word,
+            "interchanges",
+            "messages",
+            "duplicates",
+            "drift",
+            "rejected",
+        ]
+        .map(String::from),
+    ];
+    // By message type, only what is counted by it.
+    let figure = |n: Option<i64>| n.map_or_else(|| "-".to_string(), |n| n.to_string());
+    for v in volumes {
+        rows.push([
+            v.day.clone(),
+            shell_word(&v.key).into_owned(),
+            v.interchanges.to_string(),
+            v.messages.to_string(),
+            figure(v.duplicates),
+            figure(v.drift),
+            figure(v.rejected),
+        ]);
+    }
+    if volumes.is_empty() {
+        out.line(&format!("no volumes by {word} in these days"));
+        return;
+    }
+    for line in columns(&rows, &[false, false, true, true, true, true, true]) {
+        out.line(&line);
+    }
+}
+
+/// Rows as lines of columns, each as wide as its widest cell (counted in characters, as
+/// shown: escaped), two spaces apart; `right` aligns the numbers' columns to the right.
+fn columns<const N: usize>(rows: &[[String; N]], right: &[bool; N]) -> Vec<String> {
+    let shown: Vec<[String; N]> = rows
+        .iter()
+        .map(|r| r.clone().map(|c| escape(&c).into_owned()))
+        .collect();
+    let mut width = [0; N];
+    for r in &shown {
+        for (w, c) in width.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    shown
+        .iter()
+        .map(|r| {
+            let mut line = String::new();
+            for (i, c) in r.iter().enumerate() {
+                if i > 0 {
+                    line.push_str("  ");
+                }
+                let pad = width[i] - c.chars().count();
+                let last = i == N - 1;
+                if right[i] {
+                    line.push_str(&" ".repeat(pad));
+                    line.push_str(c);
+                } else {
+                    line.push_str(c);
+                    if !last {
+                        line.push_str(&" ".repeat(pad));
+                    }
+                }
+            }
+            line.trim_end().to_string()
+        })
+        .collect()
+}
+
+/// A key's part as a shell takes it: as it is where it holds only characters no shell reads
+/// as special, else in single quotes (a quote inside as `'\''`), so that it can be pasted as
+/// an argument of `show`.
+fn shell_word(text: &str) -> std::borrow::Cow<'_, str> {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "%+,-./:=@_".contains(c);
+    if !text.is_empty() && text.chars().all(plain) {
+        std::borrow::Cow::Borrowed(text)
+    } else {
+        format!("'{}'", text.replace('\'', r"'\''")).into()
+    }
+}
+
+/// A key as ingest prints it: `SENDER -> RECIPIENT ref REF`, each part quoted for a shell
+/// where it needs it.
+fn key_words(sender: &str, recipient: &str, control_ref: &str) -> String {
+    format!(
+        "{} -> {} ref {}",
+        shell_word(sender),
+        shell_word(recipient),
+        shell_word(control_ref)
+    )
+}
+
 /// Runs `list`.
 pub fn list(db: &Location, busy_timeout: Duration, args: &ListArgs) -> anyhow::Result<ExitStatus> {
     let inbox = super::open_inbox(db, Access::Read, busy_timeout)?;
-    let events = inbox.events(&EventFilter {
+    let filter = EventFilter {
         status: args.status.map(|s| match s {
             StatusArg::New => Status::New,
             StatusArg::Duplicate => Status::Duplicate,
@@ -96,61 +252,249 @@ pub fn list(db: &Location, busy_timeout: Duration, args: &ListArgs) -> anyhow::R
             StatusArg::Failed => Status::Failed,
         }),
         sender: args.sender.clone(),
+        recipient: args.recipient.clone(),
+        control_ref: args.control_ref.clone(),
+        message_type: args.message_type.clone(),
+        file: args.file.clone(),
         since: args.since.clone(),
+        until: args.until.clone(),
         limit: args.limit,
-    })?;
-    let mut out = Out::default();
-    for e in &events {
-        if args.json {
-            out.json(e);
-        } else {
-            let what = match (&e.sender, &e.recipient, &e.control_ref) {
-                (Some(s), Some(r), Some(c)) if e.refusal_id.is_some() => format!(
-                    "{s} {r} {c}  refusal {}: {}",
-                    e.refusal_id.unwrap_or_default(),
-                    e.error.as_deref().unwrap_or_default()
-                ),
-                (Some(s), Some(r), Some(c)) => format!("{s} {r} {c}"),
-                _ => match e.errors {
-                    Some(n) if n > 1 => format!(
-                        "{} (and {} more errors in the file)",
-                        e.error.as_deref().unwrap_or_default(),
-                        n - 1
-                    ),
-                    _ => e.error.clone().unwrap_or_default(),
-                },
-            };
-            out.line(&format!(
-                "{}  {}  {}  {what}",
-                e.time,
-                e.status.label(),
-                e.file
-            ));
-        }
+        offset: args.offset,
+    };
+    if args.contrl {
+        return list_contrls(inbox.as_ref(), &filter, args.json);
     }
+    let events = inbox.events(&filter)?;
+    let total = inbox.count_events(&filter)?;
+    let mut out = Out::default();
+    if args.json {
+        #[derive(Serialize)]
+        struct Listed<'a> {
+            #[serde(flatten)]
+            event: &'a crate::inbox::Event,
+            /// How many events match, whatever --limit and --offset.
+            total: u64,
+        }
+        for event in &events {
+            out.json(&Listed { event, total });
+        }
+        out.flush();
+        return Ok(reported(&out));
+    }
+    if events.is_empty() {
+        out.line(&nothing_listed("events", total, args.offset));
+        out.flush();
+        return Ok(reported(&out));
+    }
+    let mut rows = vec![
+        [
+            "time", "status", "file", "key", "type", "messages", "detail",
+        ]
+        .map(String::from),
+    ];
+    for e in &events {
+        let key = match (&e.sender, &e.recipient, &e.control_ref) {
+            (Some(s), Some(r), Some(c)) => key_words(s, r, c),
+            _ => String::new(),
+        };
+        let detail = match (e.refusal_id, &e.error) {
+            (Some(id), error) => format!("refusal {id}: {}", error.as_deref().unwrap_or_default()),
+            (None, Some(error)) => match e.errors {
+                Some(n) if n > 1 && e.status == Status::Rejected => {
+                    format!("{error} (and {} more errors in the file)", n - 1)
+                }
+                _ => error.clone(),
+            },
+            (None, None) => String::new(),
+        };
+        rows.push([
+            e.time.clone(),
+            e.status.label().trim_end().to_string(),
+            e.file.clone(),
+            key,
+            e.message_types.join(","),
+            e.messages.map(|n| n.to_string()).unwrap_or_default(),
+            detail,
+        ]);
+    }
+    for line in columns(&rows, &[false, false, false, false, false, true, false]) {
+        out.line(&line);
+    }
+    out.line(&listed(
+        ["event", "events"],
+        events.len(),
+        total,
+        args.offset,
+    ));
     out.flush();
     Ok(reported(&out))
+}
+
+/// The last line of a list: how many of how many, and where the next page starts.
+fn listed(what: [&str; 2], shown: usize, total: u64, offset: u32) -> String {
+    let first = u64::from(offset) + 1;
+    let last = u64::from(offset) + shown as u64;
+    let [one, what] = what;
+    if first == 1 && last == total {
+        crate::output::count(total, one, what)
+    } else if last < total {
+        format!("{what} {first} to {last} of {total}; --offset {last} for the next")
+    } else {
+        format!("{what} {first} to {last} of {total}")
+    }
+}
+
+/// What a list says where it shows nothing.
+fn nothing_listed(what: &str, total: u64, offset: u32) -> String {
+    if total == 0 {
+        format!("no {what} match")
+    } else {
+        format!("no {what} past --offset {offset}: {total} match")
+    }
+}
+
+/// `list --contrl`: the CONTRLs sent, newest first.
+fn list_contrls(
+    inbox: &dyn crate::inbox::Inbox,
+    filter: &EventFilter,
+    json: bool,
+) -> anyhow::Result<ExitStatus> {
+    let (sent, total) = inbox.sent_contrls(filter)?;
+    let mut out = Out::default();
+    if json {
+        #[derive(Serialize)]
+        struct Listed<'a> {
+            #[serde(flatten)]
+            sent: &'a crate::inbox::SentContrl,
+            /// `positive` (acknowledged or received) or `negative` (rejected).
+            answer: &'static str,
+            total: u64,
+        }
+        for s in &sent {
+            out.json(&Listed {
+                sent: s,
+                answer: if s.positive() { "positive" } else { "negative" },
+                total,
+            });
+        }
+        out.flush();
+        return Ok(reported(&out));
+    }
+    if sent.is_empty() {
+        out.line(&nothing_listed("CONTRLs", total, filter.offset));
+        out.flush();
+        return Ok(reported(&out));
+    }
+    let mut rows =
+        vec![["time", "partner", "answers", "contrl", "answer", "delivery"].map(String::from)];
+    for s in &sent {
+        let answer = match (s.action.as_str(), &s.error_code) {
+            ("7", _) => "positive (7 acknowledged)".to_string(),
+            ("8", _) => "positive (8 received)".to_string(),
+            (a, Some(code)) => format!("negative ({a} rejected, 0085 {code})"),
+            (a, None) => format!("negative ({a} rejected)"),
+        };
+        let delivery = match (&s.published_at, &s.failed_at) {
+            (Some(at), _) => format!("published {at}"),
+            (None, Some(at)) => format!("failed {at}"),
+            (None, None) => "unpublished".to_string(),
+        };
+        rows.push([
+            s.time.clone(),
+            // The partner with its qualifier; none given leaves a bare colon.
+            shell_word(s.partner.trim_end_matches(':')).into_owned(),
+            key_words(&s.sender, &s.recipient, &s.control_ref),
+            s.own_ref.clone(),
+            answer,
+            delivery,
+        ]);
+    }
+    for line in columns(&rows, &[false; 6]) {
+        out.line(&line);
+    }
+    out.line(&listed(
+        ["CONTRL", "CONTRLs"],
+        sent.len(),
+        total,
+        filter.offset,
+    ));
+    out.flush();
+    Ok(reported(&out))
+}
+
+/// What `show` was asked for.
+enum Asked {
+    /// A key: sender, recipient, control reference.
+    Key(String, String, String),
+    /// A number no interchange is stored as.
+    NoSuchNumber,
+    /// Words that name no interchange: the usage error to say.
+    Usage(String),
+}
+
+/// The key `show` was given: `SENDER RECIPIENT REF`, or the number an interchange is stored
+/// as; `SENDER -> RECIPIENT ref REF` too, as list prints it, where it gets past the shell
+/// (after `--`, its `->` quoted).
+fn asked(inbox: &dyn crate::inbox::Inbox, words: &[String]) -> anyhow::Result<Asked> {
+    let w: Vec<&str> = words.iter().map(String::as_str).collect();
+    Ok(match w.as_slice() {
+        [id] => match id.parse::<i64>() {
+            Ok(n) => match inbox.interchange_key(n)? {
+                Some((s, r, c)) => Asked::Key(s, r, c),
+                None => Asked::NoSuchNumber,
+            },
+            Err(_) => Asked::Usage(format!(
+                "{id:?} is not the number of an interchange (as show prints it: stored as #N); \
+                 name one by its number, or by SENDER RECIPIENT REF"
+            )),
+        },
+        [s, r, c] | [s, "->", r, "ref", c] => {
+            Asked::Key(s.to_string(), r.to_string(), c.to_string())
+        }
+        [_, "-", "ref", _] => Asked::Usage(
+            "the shell took the > of -> for a redirection (and wrote to a file named after the \
+             recipient): quote it ('->'), or give SENDER RECIPIENT REF"
+                .to_string(),
+        ),
+        _ => Asked::Usage(format!(
+            "show takes an interchange's number, or SENDER RECIPIENT REF; {} words were given",
+            w.len()
+        )),
+    })
 }
 
 /// Runs `show`.
 pub fn show(db: &Location, busy_timeout: Duration, args: &ShowArgs) -> anyhow::Result<ExitStatus> {
     let inbox = super::open_inbox(db, Access::Read, busy_timeout)?;
-    let h = inbox.key_history(&args.sender, &args.recipient, &args.control_ref)?;
     let mut out = Out::default();
-    if h.interchanges.is_empty() && h.sightings.is_empty() && h.refusals.is_empty() {
+    let (sender, recipient, control_ref) = match asked(inbox.as_ref(), &args.key)? {
+        Asked::Key(s, r, c) => (s, r, c),
+        Asked::NoSuchNumber => {
+            problem(
+                &mut out,
+                &format!(
+                    "no interchange is stored as #{} in {}",
+                    args.key[0],
+                    db.shown()
+                ),
+            );
+            return Ok(ExitStatus::Problems);
+        }
+        Asked::Usage(text) => return super::usage(&text),
+    };
+    let h = inbox.key_history(&sender, &recipient, &control_ref)?;
+    let acks = inbox.acknowledgements(&sender, &recipient, &control_ref)?;
+    if h.is_empty() && acks.is_empty() {
         problem(
             &mut out,
             &format!(
-                "no interchange from {} to {} with control reference {} is stored in {}",
-                args.sender,
-                args.recipient,
-                args.control_ref,
+                "no interchange from {sender} to {recipient} with control reference {control_ref} \
+                 is stored in {}",
                 db.shown()
             ),
         );
         return Ok(ExitStatus::Problems);
     }
-    let acks = inbox.acknowledgements(&args.sender, &args.recipient, &args.control_ref)?;
     if args.contrl {
         match acks.first() {
             Some(a) => out.raw(&a.bytes),
@@ -164,7 +508,7 @@ pub fn show(db: &Location, busy_timeout: Duration, args: &ShowArgs) -> anyhow::R
         return Ok(reported(&out));
     }
     if args.diff || args.copy.is_some() {
-        let copies = inbox.drifted_copies(&args.sender, &args.recipient, &args.control_ref)?;
+        let copies = inbox.drifted_copies(&sender, &recipient, &control_ref)?;
         return Ok(match args.copy {
             Some(n) => super::drift::raw_copy(&mut out, &copies, n as usize),
             None => super::drift::print(&mut out, &h.interchanges, &copies, args.json),
@@ -178,6 +522,9 @@ pub fn show(db: &Location, busy_timeout: Duration, args: &ShowArgs) -> anyhow::R
             .or(h.interchanges.last());
         if let Some(i) = pick {
             out.raw(&i.raw);
+        } else if let Some(r) = h.rejections.last() {
+            // Rejected, never stored as an interchange: the file it came in, as kept.
+            out.raw(&r.bytes);
         }
         out.flush();
         return Ok(reported(&out));
@@ -241,7 +588,14 @@ pub fn show(db: &Location, busy_timeout: Duration, args: &ShowArgs) -> anyhow::R
             ));
         }
     }
-    out.line(&format!("sightings    {}", h.sightings.len()));
+    if h.interchanges.is_empty() && h.sightings.is_empty() && !h.rejections.is_empty() {
+        // Only rejected: there is no envelope stored to show, nor sightings of it.
+        out.line(&format!(
+            "interchange {control_ref} from {sender} to {recipient}: rejected, never stored"
+        ));
+    } else {
+        out.line(&format!("sightings    {}", h.sightings.len()));
+    }
     for s in &h.sightings {
         let detail = if s.status == Status::Drift {
             format!("sha256 {} (first accepted {})", s.sha256, s.stored_sha256)
@@ -269,6 +623,27 @@ pub fn show(db: &Location, busy_timeout: Duration, args: &ShowArgs) -> anyhow::R
             r.refusal.times_seen,
             r.first_seen_at,
             r.last_seen_at
+        ));
+    }
+    for r in &h.rejections {
+        out.line(&format!(
+            "rejected     in {} at byte {}: {}; seen {}, first {}, last {}",
+            r.source_file,
+            r.byte_offset,
+            r.error,
+            crate::output::count(r.times_seen.max(0) as u64, "time", "times"),
+            r.first_seen_at,
+            r.last_seen_at
+        ));
+        out.line(&format!(
+            "  file kept  {} bytes{} (show --raw prints them), sha256 {}",
+            r.bytes.len(),
+            if r.truncated {
+                format!(" of {}", r.file_size)
+            } else {
+                String::new()
+            },
+            r.file_sha256
         ));
     }
     for a in &acks {

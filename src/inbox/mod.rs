@@ -34,9 +34,18 @@ pub use location::{Location, open, open_copy_source, open_copy_target};
 pub use records::{
     ContrlEvent, Decision, DeliveryRecord, DriftedCopy, Event, EventEnvelope, EventFilter,
     KeptRefusal, KeyHistory, NewAcknowledgement, Outbox, OutboxEvent, OutboxFigures, OutboxKinds,
-    PurgeTarget, Reapplied, ReapplyBatch, ReapplyFilter, Refusal, RejectedFile, Resend, Sighting,
-    Stats, StoredAcknowledgement, StoredInterchange, StoredMessage, StoredRefusal,
+    PurgeTarget, Reapplied, ReapplyBatch, ReapplyFilter, Refusal, RejectedFile, Resend, SentContrl,
+    Sighting, Stats, StoredAcknowledgement, StoredInterchange, StoredMessage, StoredRefusal,
+    StoredRejection, Volume, VolumeBy,
 };
+
+/// An interchange's key: sender (UNB 0004), recipient (0010), control reference (0020).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InterchangeKey<'a> {
+    pub sender: &'a str,
+    pub recipient: &'a str,
+    pub control_ref: &'a str,
+}
 
 /// zstd level for stored interchanges: level 1 gave the same size as level 3 on EDIFACT text
 /// (about 0.4x the input, with the rows) for less CPU (see BENCHMARKS.md).
@@ -177,12 +186,14 @@ pub trait Decisions {
         seen_at: &str,
     ) -> Result<RejectedFile, InboxError>;
 
-    /// Records one rejected piece of input against its file's record.
+    /// Records one rejected piece of input against its file's record, under the key of its
+    /// interchange where its UNB was read (so that `list --sender` and `show` find it).
     fn reject(
         &mut self,
         file: &RejectedFile,
         source_file: &str,
         error: &EnvelopeError,
+        key: Option<InterchangeKey<'_>>,
         seen_at: &str,
     ) -> Result<(), InboxError>;
 
@@ -534,8 +545,22 @@ pub trait Reports {
     /// The bytes the inbox takes where it is stored.
     fn size_bytes(&self) -> u64;
 
-    /// The most recent events, newest first.
+    /// The most recent events, newest first, past `filter.offset`, at most `filter.limit`.
     fn events(&self, filter: &EventFilter) -> Result<Vec<Event>, InboxError>;
+
+    /// How many events match `filter`, whatever its limit and offset.
+    fn count_events(&self, filter: &EventFilter) -> Result<u64, InboxError>;
+
+    /// The CONTRLs sent, newest first, matching the key and time parts of `filter` (its
+    /// sender is the answered one), past its offset, at most its limit; and how many match.
+    fn sent_contrls(&self, filter: &EventFilter) -> Result<(Vec<SentContrl>, u64), InboxError>;
+
+    /// The volumes of each day (UTC) from `since` (a day, `2026-11-01`) for each sender,
+    /// recipient or message type, by day then key.
+    fn volumes(&self, by: VolumeBy, since: Option<&str>) -> Result<Vec<Volume>, InboxError>;
+
+    /// The key of the interchange stored as `id` (`show` prints it as `stored as #N`).
+    fn interchange_key(&self, id: i64) -> Result<Option<(String, String, String)>, InboxError>;
 
     /// Everything stored under one key.
     fn key_history(

@@ -177,16 +177,193 @@ pub struct Event {
     /// For a refused interchange: its refusal's id, which `reapply --refused --id` takes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refusal_id: Option<i64>,
+    /// The message types (UNH 0065) of the interchange, each once, in order: of the copy
+    /// accepted under the key for a duplicate or drift; of the one message for a parked event
+    /// (`CONTRL` for a CONTRL's); empty where none was stored (rejected, refused).
+    pub message_types: Vec<String>,
+    /// How many messages that interchange has (1 for a parked event); `None` as above.
+    pub messages: Option<i64>,
 }
 
-/// What `list` asks for.
+/// What `list` asks for. The times are RFC 3339 UTC, compared as text with the stored times
+/// (same format).
 #[derive(Debug, Clone, Default)]
 pub struct EventFilter {
     pub status: Option<Status>,
     pub sender: Option<String>,
-    /// RFC 3339 UTC, compared as text with the stored times (same format).
+    pub recipient: Option<String>,
+    pub control_ref: Option<String>,
+    /// UNH 0065: an interchange holding a message of this type.
+    pub message_type: Option<String>,
+    /// The file as listed, or its name in any folder.
+    pub file: Option<String>,
+    /// At or after.
     pub since: Option<String>,
+    /// Before.
+    pub until: Option<String>,
     pub limit: u32,
+    pub offset: u32,
+}
+
+impl Event {
+    /// `message_types` from the database's list joined by commas (in no order, maybe
+    /// repeated).
+    pub(crate) fn types_of(joined: Option<String>) -> Vec<String> {
+        let mut types: Vec<String> = joined
+            .unwrap_or_default()
+            .split(',')
+            .filter(|t| !t.is_empty())
+            .map(str::to_string)
+            .collect();
+        types.sort_unstable();
+        types.dedup();
+        types
+    }
+}
+
+/// A CONTRL sent (stored to be delivered), as `list --contrl` prints it.
+#[derive(Debug, Clone, Serialize)]
+pub struct SentContrl {
+    /// When it was made (in the transaction that decided what it answers).
+    pub time: String,
+    /// Who it goes to: the answered interchange's sender, with its qualifier (0004:0007).
+    pub partner: String,
+    /// The answered interchange's key.
+    pub sender: String,
+    pub recipient: String,
+    pub control_ref: String,
+    /// The CONTRL's own control reference.
+    pub own_ref: String,
+    /// UCI 0083: `7` acknowledged, `8` received, `4` rejected.
+    pub action: String,
+    /// 0085, where rejected.
+    pub error_code: Option<String>,
+    /// When its last sending was delivered by `publish`; `None` while it waits or is parked.
+    pub published_at: Option<String>,
+    /// When `publish` parked its last sending; `None` unless parked.
+    pub failed_at: Option<String>,
+}
+
+impl SentContrl {
+    /// Positive (acknowledged or received) or negative (rejected).
+    pub fn positive(&self) -> bool {
+        self.action != "4"
+    }
+}
+
+/// One line of `stats --by`: the volumes of one day and one sender, recipient or type.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Volume {
+    /// The day, UTC (`2026-11-29`).
+    pub day: String,
+    /// The sender, recipient or message type.
+    pub key: String,
+    /// Interchanges accepted (new); for a type, those holding a message of it.
+    pub interchanges: i64,
+    /// Messages accepted; for a type, its messages.
+    pub messages: i64,
+    /// Duplicates and drift seen (sightings still kept; purge deletes them with the window);
+    /// `None` by message type (a sighting's messages are not read).
+    pub duplicates: Option<i64>,
+    pub drift: Option<i64>,
+    /// Rejected interchanges whose UNB was read (their errors counted once per interchange);
+    /// `None` by message type.
+    pub rejected: Option<i64>,
+}
+
+/// One figure of a [`Volume`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Figure {
+    Interchanges,
+    Messages,
+    Duplicates,
+    Drift,
+    Rejected,
+}
+
+/// The volumes being counted, by day then key: each backend's queries add to them.
+#[derive(Debug)]
+pub(crate) struct Volumes {
+    rows: std::collections::BTreeMap<(String, String), Volume>,
+    by: VolumeBy,
+    /// Whether sightings and rejections are counted (not by message type).
+    all: bool,
+}
+
+impl Volumes {
+    pub(crate) fn new(by: VolumeBy) -> Volumes {
+        Volumes {
+            rows: Default::default(),
+            by,
+            all: by != VolumeBy::MessageType,
+        }
+    }
+
+    fn add(&mut self, day: String, key: String, figure: Figure, n: i64) {
+        let all = self.all.then_some(0);
+        let v = self
+            .rows
+            .entry((day.clone(), key.clone()))
+            .or_insert_with(|| Volume {
+                day,
+                key,
+                duplicates: all,
+                drift: all,
+                rejected: all,
+                ..Volume::default()
+            });
+        let add = |f: &mut Option<i64>| *f = Some(f.unwrap_or(0) + n);
+        match figure {
+            Figure::Interchanges => v.interchanges += n,
+            Figure::Messages => v.messages += n,
+            Figure::Duplicates => add(&mut v.duplicates),
+            Figure::Drift => add(&mut v.drift),
+            Figure::Rejected => add(&mut v.rejected),
+        }
+    }
+
+    pub(crate) fn into_rows(self) -> Vec<Volume> {
+        self.rows.into_values().collect()
+    }
+
+    /// Adds a row of a backend's volume query (see `VOLUMES` in each backend's reports.rs):
+    /// what it counts (`interchanges`, `messages`, `interchanges of type`, a sighting's status,
+    /// `rejected`), the day, the pair of partners and, for messages, their type. The pair's
+    /// rows are summed for the partner `by` counts for.
+    pub(crate) fn add_row(
+        &mut self,
+        what: &str,
+        day: String,
+        pair: (String, String),
+        message_type: Option<String>,
+        n: i64,
+    ) {
+        let by_type = !self.all;
+        let figure = match what {
+            "interchanges" if !by_type => Figure::Interchanges,
+            "interchanges of type" if by_type => Figure::Interchanges,
+            "messages" => Figure::Messages,
+            "duplicate" if !by_type => Figure::Duplicates,
+            "drift" if !by_type => Figure::Drift,
+            "rejected" if !by_type => Figure::Rejected,
+            _ => return,
+        };
+        let key = match (self.by, message_type) {
+            (VolumeBy::Sender, _) => pair.0,
+            (VolumeBy::Recipient, _) => pair.1,
+            (VolumeBy::MessageType, Some(t)) => t,
+            (VolumeBy::MessageType, None) => return,
+        };
+        self.add(day, key, figure, n);
+    }
+}
+
+/// What `stats --by` counts for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VolumeBy {
+    Sender,
+    Recipient,
+    MessageType,
 }
 
 /// A stored interchange, as `show` prints it. JSON names are those of `inspect --json` for the
@@ -274,6 +451,30 @@ pub struct StoredRefusal {
     pub resolved_as: Option<String>,
 }
 
+/// A rejected interchange whose UNB was read, kept under its key, as `show` says it.
+#[derive(Debug, Clone, Serialize)]
+pub struct StoredRejection {
+    /// The error (the first of the interchange, where it has more).
+    pub error: String,
+    /// The error's short name.
+    pub kind: String,
+    /// Where in the file.
+    pub byte_offset: i64,
+    #[serde(rename = "file")]
+    pub source_file: String,
+    /// The file's sha256.
+    pub file_sha256: String,
+    pub file_size: i64,
+    /// True where only the start of the file was kept.
+    pub truncated: bool,
+    pub first_seen_at: String,
+    pub last_seen_at: String,
+    pub times_seen: i64,
+    /// The file's bytes as kept.
+    #[serde(skip)]
+    pub bytes: Vec<u8>,
+}
+
 /// Everything stored under one key: the accepted copies (more than one only where the key was
 /// purged and delivered again) and every later sighting.
 #[derive(Debug, Clone, Serialize)]
@@ -282,6 +483,18 @@ pub struct KeyHistory {
     pub sightings: Vec<Sighting>,
     /// Refusals of the side effects (`--effects`) under the key, kept or resolved.
     pub refusals: Vec<StoredRefusal>,
+    /// Rejections of an interchange under the key (its UNB read, something after it broken).
+    pub rejections: Vec<StoredRejection>,
+}
+
+impl KeyHistory {
+    /// True where nothing at all is stored under the key.
+    pub fn is_empty(&self) -> bool {
+        self.interchanges.is_empty()
+            && self.sightings.is_empty()
+            && self.refusals.is_empty()
+            && self.rejections.is_empty()
+    }
 }
 
 /// Which table a purge step deletes from.

@@ -43,11 +43,6 @@ impl AckPolicy {
         self.halt_on_refusal
     }
 
-    /// True where nothing is ever answered (a rejected input need not be parsed again).
-    pub fn never(&self) -> bool {
-        self.mode == Mode::Never
-    }
-
     /// The action a CONTRL for this interchange would state, where one is due.
     pub fn wanted(&self, i: &Interchange<'_>) -> Option<Action> {
         let types: Vec<&str> = i.messages.iter().map(|m| m.message_type.as_str()).collect();

@@ -8,7 +8,7 @@ use super::acknowledge::{AckPolicy, partner};
 use super::outcome::{Outcome, Source};
 use super::prepare::Attached;
 use crate::edifact::{self, RejectedContext};
-use crate::inbox::{Candidate, Inbox, InboxError};
+use crate::inbox::{Candidate, Inbox, InboxError, InterchangeKey};
 
 /// One input's interchanges as the inbox decides them: a file's, or a delivery's.
 pub struct Parsed<'a> {
@@ -120,12 +120,13 @@ fn decide_once(
         }
     }
     let mut decisions = decisions.into_iter();
-    // What the parser had read of each rejected interchange, where its answer is due (an
-    // input with errors parsed again, once, and only where a CONTRL may be).
+    // What the parser had read of each rejected interchange (an input with errors parsed
+    // again, once): its key, which the rejection is stored under so that `list --sender` and
+    // `show` find it, and what its CONTRL answers, where one is due.
     let contexts: Vec<Vec<Option<RejectedContext>>> = inputs
         .iter()
         .map(|p| {
-            let mut read = if !acks.never() && p.items.iter().any(|item| item.is_err()) {
+            let mut read = if p.items.iter().any(|item| item.is_err()) {
                 edifact::rejected_contexts(p.bytes)
             } else {
                 Default::default()
@@ -133,7 +134,7 @@ fn decide_once(
             p.items
                 .iter()
                 .map(|item| match item {
-                    Err(e) => read.remove(&e.offset).filter(|c| acks.answers_rejected(c)),
+                    Err(e) => read.remove(&e.offset),
                     _ => None,
                 })
                 .collect()
@@ -144,7 +145,14 @@ fn decide_once(
         .iter()
         .filter(|c| acks.wanted(c.interchange).is_some())
         .map(|c| partner(&c.interchange.unb))
-        .chain(contexts.iter().flatten().flatten().map(|c| partner(&c.unb)))
+        .chain(
+            contexts
+                .iter()
+                .flatten()
+                .flatten()
+                .filter(|c| acks.answers_rejected(c))
+                .map(|c| partner(&c.unb)),
+        )
         .collect();
     partners.sort_unstable();
     partners.dedup();
@@ -177,11 +185,22 @@ fn decide_once(
                             inbox.rejected_file(shown, p.bytes, p.sha256.unwrap_or(""), when)?
                         }
                     };
-                    inbox.reject(&file, shown, e, when)?;
+                    let key =
+                        context
+                            .as_ref()
+                            .filter(|c| c.unb.is_keyed())
+                            .map(|c| InterchangeKey {
+                                sender: &c.unb.sender,
+                                recipient: &c.unb.recipient,
+                                control_ref: &c.unb.control_ref,
+                            });
+                    inbox.reject(&file, shown, e, key, when)?;
                     record = Some(file);
                     let mut o = Outcome::rejected(p.source.clone(), e.to_string(), Some(e.offset))
                         .quoting(p.bytes);
-                    if let Some(c) = context {
+                    if let Some(c) = context
+                        && acks.answers_rejected(c)
+                    {
                         o.contrl = acks.answer_rejected(inbox, c, e, sending.0, when)?;
                     }
                     o

@@ -373,9 +373,254 @@ per_backend! {
             .assert()
             .code(0)
             .stdout(
-                predicate::str::contains("new        ")
-                    .and(predicate::str::contains("SENDER+ONE RECEIVER ORD'0042")),
+                predicate::str::contains("  new  ").and(predicate::str::contains(
+                    r"SENDER+ONE -> RECEIVER ref 'ORD'\''0042'",
+                )),
             );
+    }
+}
+
+/// Three valid samples (four interchanges: PARTNERA -> HUB A1 and A2, ORDERS each;
+/// LEVELBSENDER -> LEVELBRCPT LB0001, INVRPT; SENDER+ONE -> RECEIVER ORD'0042, ORDERS) and one
+/// rejected interchange whose UNB was read (BROKENSENDER -> RECIPIENT B0001), ingested with
+/// CONTRLs, then once again (a duplicate of each valid one).
+fn find_site(site: &Site) {
+    site.put_sample("valid/two-interchanges.edi", "a.edi");
+    site.put_sample("valid/invrpt-level-b.edi", "b.edi");
+    site.put_sample("valid/orders-d01b-no-una.edi", "c.edi");
+    site.put_sample("broken/unt-count-wrong.edi", "bad.edi");
+    site.ingest_json(&[
+        "--contrl",
+        "always",
+        "--quarantine",
+        site.path("q").to_str().unwrap(),
+    ])
+    .code(3);
+    site.ingest_json(&[]).code(0);
+}
+
+per_backend! {
+    /// Issue 40, item 4: `list` finds by every part of the key, the message type, the file,
+    /// times relative to now and a time before which; pages with --offset; and says how many
+    /// match in all (`total` on each event in --json). On the code before, --recipient, --ref,
+    /// --type, --file, --until, --offset and `--since 2h` were refused (exit 2).
+    fn list_finds_by_key_type_file_and_time_and_pages_with_a_total(site) {
+        find_site(&site);
+        let refs = |args: &[&str]| -> (Vec<String>, Vec<u64>) {
+            let events = site.list(args);
+            (
+                events.iter().map(|e| e["control_ref"].as_str().unwrap_or("-").to_string()).collect(),
+                events.iter().map(|e| e["total"].as_u64().unwrap()).collect(),
+            )
+        };
+        let sorted = |mut v: Vec<String>| {
+            v.sort();
+            v
+        };
+        let (all, totals) = refs(&[]);
+        assert_eq!(all.len(), 9, "{all:?}");
+        assert!(totals.iter().all(|t| *t == 9), "{totals:?}");
+        let (hub, totals) = refs(&["--recipient", "HUB"]);
+        assert_eq!(sorted(hub), ["A1", "A1", "A2", "A2"]);
+        assert_eq!(totals, [4, 4, 4, 4]);
+        assert_eq!(refs(&["--ref", "LB0001", "--status", "new"]).0, ["LB0001"]);
+        let invrpt = site.list(&["--type", "INVRPT"]);
+        assert_eq!(invrpt.len(), 2, "{invrpt:?}");
+        for e in &invrpt {
+            assert_eq!(e["message_types"], serde_json::json!(["INVRPT"]), "{e}");
+            assert_eq!(e["messages"], 1, "{e}");
+        }
+        assert_eq!(refs(&["--type", "ORDERS"]).0.len(), 6);
+        assert_eq!(sorted(refs(&["--file", "a.edi"]).0), ["A1", "A1", "A2", "A2"]);
+        assert_eq!(refs(&["--file", "drop/a.edi"]).0.len(), 4);
+        assert!(refs(&["--file", "a"]).0.is_empty(), "a name matches whole");
+        assert_eq!(refs(&["--since", "2h"]).0.len(), 9);
+        assert_eq!(refs(&["--since", "today"]).0.len(), 9);
+        assert!(refs(&["--until", "30m"]).0.is_empty());
+        assert!(refs(&["--since", "yesterday", "--until", "today"]).0.is_empty());
+        assert_eq!(refs(&["--until", "2999-01-01"]).0.len(), 9);
+        // Pages: the same events, in the same order, whatever the page size.
+        let (page2, totals) = refs(&["--limit", "4", "--offset", "4"]);
+        assert_eq!(page2, all[4..8]);
+        assert_eq!(totals, [9, 9, 9, 9]);
+        assert!(refs(&["--offset", "9"]).0.is_empty());
+        for bad in [&["--since", "2x"][..], &["--until", "tuesday"], &["--offset", "-1"]] {
+            site.cmd().arg("list").args(bad).assert().code(2);
+        }
+    }
+}
+
+per_backend! {
+    /// Issue 40, item 4: `list`'s human form has a header, columns that line up, the key as
+    /// ingest prints it (each part quoted as a shell needs it, to paste into `show`), the
+    /// message type and count, a last line with the total and the next page, and "no events
+    /// match" where none does. On the code before: no header, the key as `S R C`, no type, no
+    /// total, and nothing at all for no events.
+    fn list_prints_a_header_aligned_columns_the_key_and_a_total(site) {
+        find_site(&site);
+        let out = site.run(&["list", "--limit", "3"]).success().out();
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 5, "{out}");
+        assert!(lines[0].starts_with("time "), "{out}");
+        for column in ["status", "file", "key", "type"] {
+            let at = lines[0].find(column).unwrap_or_else(|| panic!("no {column}: {out}"));
+            for row in &lines[1..4] {
+                assert_eq!(row.as_bytes()[at - 2..at], *b"  ", "{column} at {at}: {out}");
+                assert_ne!(row.as_bytes()[at], b' ', "{column} at {at}: {out}");
+            }
+        }
+        assert_eq!(lines[4], "events 1 to 3 of 9; --offset 3 for the next", "{out}");
+        let out = site.run(&["list", "--ref", "ORD'0042", "--status", "new"]).success().out();
+        assert!(
+            out.contains(r"SENDER+ONE -> RECEIVER ref 'ORD'\''0042'  ORDERS  ")
+                && out.ends_with("\n1 event\n"),
+            "{out}"
+        );
+        let out = site.run(&["list", "--sender", "BROKENSENDER"]).success().out();
+        assert!(
+            out.contains("BROKENSENDER -> RECIPIENT ref B0001") && out.contains("UNT at byte"),
+            "{out}"
+        );
+        assert_eq!(site.run(&["list", "--sender", "NOBODY"]).success().out(), "no events match\n");
+        assert_eq!(
+            site.run(&["list", "--offset", "20"]).success().out(),
+            "no events past --offset 20: 9 match\n"
+        );
+    }
+}
+
+per_backend! {
+    /// Issue 40, items 2 and 4: a rejected interchange whose UNB was read is found by its
+    /// sender (`list --sender`, its key in --json rather than `"sender": null`) and `show`n:
+    /// its error, the bytes of its file (`--raw`) and the negative CONTRL that answered it.
+    /// `list --contrl` lists the CONTRLs sent, positive and negative. On the code before,
+    /// `list --sender BROKENSENDER` found nothing and `show` answered exit 3.
+    fn a_rejected_interchange_is_found_by_its_sender_and_shown_with_its_contrl(site) {
+        find_site(&site);
+        let found = site.list(&["--sender", "BROKENSENDER"]);
+        assert_eq!(found.len(), 1, "{found:?}");
+        let e = &found[0];
+        assert_eq!(
+            (&e["status"], &e["sender"], &e["recipient"], &e["control_ref"]),
+            (&"rejected".into(), &"BROKENSENDER".into(), &"RECIPIENT".into(), &"B0001".into())
+        );
+        assert!(e["error"].as_str().unwrap().contains("UNT at byte 118"), "{e}");
+        assert_eq!(site.list(&["--status", "rejected", "--ref", "B0001"]).len(), 1);
+        assert!(site.list(&["--status", "rejected", "--ref", "A1"]).is_empty());
+
+        let out = site.run(&["show", "BROKENSENDER", "RECIPIENT", "B0001"]).success().out();
+        assert!(
+            out.starts_with("interchange B0001 from BROKENSENDER to RECIPIENT: rejected, never stored\n")
+                && out.contains("rejected     in ")
+                && out.contains("bad.edi at byte 118: UNT at byte 118")
+                && out.contains("UCI 0083 4, 0085 "),
+            "{out}"
+        );
+        let shown = site.show("BROKENSENDER", "RECIPIENT", "B0001");
+        assert_eq!(shown["rejections"][0]["byte_offset"], 118, "{shown}");
+        assert_eq!(shown["acknowledgements"][0]["action"], "4", "{shown}");
+        let raw = site.run(&["show", "BROKENSENDER", "RECIPIENT", "B0001", "--raw"]);
+        raw.success();
+        assert_eq!(raw.stdout, fs::read(samples().join("broken/unt-count-wrong.edi")).unwrap());
+
+        let sent = site.list(&["--contrl"]);
+        assert_eq!(sent.len(), 5, "{sent:?}");
+        let negative: Vec<&Value> = sent.iter().filter(|s| s["answer"] == "negative").collect();
+        assert_eq!(negative.len(), 1, "{sent:?}");
+        assert_eq!(
+            (&negative[0]["sender"], &negative[0]["control_ref"], &negative[0]["action"]),
+            (&"BROKENSENDER".into(), &"B0001".into(), &"4".into())
+        );
+        assert!(sent.iter().all(|s| s["total"] == 5 && s["time"].is_string()), "{sent:?}");
+        assert_eq!(site.list(&["--contrl", "--sender", "PARTNERA"]).len(), 2);
+        let out = site.run(&["list", "--contrl", "--sender", "PARTNERA"]).success().out();
+        assert!(
+            out.starts_with("time ")
+                && out.contains("PARTNERA -> HUB ref A1")
+                && out.contains("positive (7 acknowledged)")
+                && out.ends_with("\n2 CONTRLs\n"),
+            "{out}"
+        );
+    }
+}
+
+per_backend! {
+    /// Issue 40, item 4: `show ID` takes the number `show` prints (`stored as #N`, `id` in
+    /// --json) and shows that interchange's key; an unknown number is exit 3, a word that is
+    /// no number exit 2, and the key pasted unquoted (the shell's redirection at `->`) is
+    /// explained. On the code before, `show N` was a usage error (three arguments wanted).
+    fn show_takes_the_number_show_prints(site) {
+        find_site(&site);
+        let shown = site.show("LEVELBSENDER", "LEVELBRCPT", "LB0001");
+        let id = shown["interchanges"][0]["id"].as_i64().unwrap().to_string();
+        let by_key = site.run(&["show", "LEVELBSENDER", "LEVELBRCPT", "LB0001"]).success().out();
+        assert!(by_key.contains(&format!("(stored as #{id}, in the inbox)")), "{by_key}");
+        assert_eq!(site.run(&["show", &id]).success().out(), by_key);
+        let json = site.json(&["show", &id, "--json"]).success().json();
+        assert_eq!(json[0], shown);
+        site.run(&["show", "987654"]).code(3);
+        site.run(&["show", "LB0001"]).code(2);
+        site.run(&["show", "LEVELBSENDER", "LEVELBRCPT"]).code(2);
+        let pasted = site.run(&["show", "LEVELBSENDER", "-", "ref", "LB0001"]);
+        pasted.code(2);
+        assert!(pasted.err().contains("redirection"), "{}", pasted.err());
+    }
+}
+
+per_backend! {
+    /// Issue 40, item 4: `stats --by sender|recipient|type [--since]`: the volumes of each day
+    /// for each partner or type, and with --quarantine (or EDI_INBOX_QUARANTINE) the files in
+    /// quarantine now, their notes not counted. On the code before, --by and --quarantine were
+    /// refused (exit 2).
+    fn stats_by_partner_gives_each_days_volumes_and_the_quarantine_now(site) {
+        find_site(&site);
+        let today = humantime::format_rfc3339(SystemTime::now()).to_string()[..10].to_string();
+        let stats = site.json(&["stats", "--json", "--by", "sender"]).success().json().remove(0);
+        assert_eq!(stats["by"], "sender");
+        let volumes = stats["volumes"].as_array().unwrap();
+        let of = |key: &str| -> Vec<i64> {
+            let v = volumes.iter().find(|v| v["key"] == key).unwrap_or_else(|| panic!("{key}: {stats}"));
+            assert_eq!(v["day"], today.as_str(), "{v}");
+            ["interchanges", "messages", "duplicates", "drift", "rejected"]
+                .map(|f| v[f].as_i64().unwrap())
+                .to_vec()
+        };
+        assert_eq!(volumes.len(), 4, "{stats}");
+        assert_eq!(of("PARTNERA"), [2, 2, 2, 0, 0]);
+        assert_eq!(of("LEVELBSENDER"), [1, 1, 1, 0, 0]);
+        assert_eq!(of("BROKENSENDER"), [0, 0, 0, 0, 1]);
+        assert!(stats.get("quarantined_now").is_none(), "{stats}");
+        let by_type = site.json(&["stats", "--json", "--by", "type", "--since", "7d"]).success().json().remove(0);
+        let orders = by_type["volumes"].as_array().unwrap().iter().find(|v| v["key"] == "ORDERS").unwrap().clone();
+        assert_eq!((&orders["interchanges"], &orders["messages"], &orders["duplicates"]), (&3.into(), &3.into(), &Value::Null));
+        let later = site.json(&["stats", "--json", "--by", "recipient", "--since", "2999-01-01"]).success().json().remove(0);
+        assert_eq!(later["volumes"], serde_json::json!([]));
+
+        assert_eq!(site.files_in("q").len(), 2, "the file and its note");
+        let q = site.path("q");
+        let stats = site.json(&["stats", "--json", "--quarantine", q.to_str().unwrap()]).success().json().remove(0);
+        assert_eq!(stats["quarantined_now"], 1, "{stats}");
+        let out = site.cmd().env("EDI_INBOX_QUARANTINE", &q).args(["stats", "--by", "sender"]).output().unwrap();
+        let out = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.contains("in quarantine now    1 ("), "{out}");
+        assert!(out.contains("day         sender        interchanges  messages  duplicates  drift  rejected"), "{out}");
+        assert!(out.contains(&format!("{today}  PARTNERA                 2         2           2      0         0")), "{out}");
+        site.run(&["stats", "--since", "7d"]).code(2);
+    }
+}
+
+/// Issue 40, item 7: the commands' list in `--help` said `list` shows "new, duplicate, drift,
+/// rejected" events, leaving out `failed` (and `refused`), which it lists too.
+#[test]
+fn the_help_names_every_kind_of_event_list_shows() {
+    let out = edi_inbox().arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    let line = help
+        .lines()
+        .find(|l| l.trim_start().starts_with("list "))
+        .unwrap_or_else(|| panic!("{help}"));
+    for kind in ["new", "duplicate", "drift", "rejected", "refused", "failed"] {
+        assert!(line.contains(kind), "{kind}: {line}");
     }
 }
 

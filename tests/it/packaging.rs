@@ -641,6 +641,7 @@ fn no_value_from_the_environment_shows_in_help_man_pages_or_completions() {
         ("EDI_INBOX_TLS_CA", format!("/etc/{secret}-ca.pem")),
         ("EDI_INBOX_TLS_CERT", format!("/etc/{secret}.pem")),
         ("EDI_INBOX_TLS_KEY", format!("/etc/{secret}.key")),
+        ("EDI_INBOX_QUARANTINE", format!("/var/{secret}-quarantine")),
         ("EDI_INBOX_NATS_CREDS", format!("/etc/{secret}.creds")),
         ("EDI_INBOX_NATS_NKEY", format!("/etc/{secret}.nk")),
         // A rule, not a secret: taken (an unknown one would be refused), and hidden as well.

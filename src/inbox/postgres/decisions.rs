@@ -11,8 +11,8 @@ use crate::edifact::{EnvelopeError, Interchange};
 use crate::inbox::names::{Counter, RECEIVED, delivery_counts};
 use crate::inbox::postgres::error::{KeyVanished, describe, refusable, retryable};
 use crate::inbox::{
-    Candidate, Decision, Decisions, DeliveryRecord, InboxError, KeyProbe, REJECTED_BYTES_LIMIT,
-    RejectedFile,
+    Candidate, Decision, Decisions, DeliveryRecord, InboxError, InterchangeKey, KeyProbe,
+    REJECTED_BYTES_LIMIT, RejectedFile,
 };
 
 /// The message rows of new interchanges, from twelve arrays ($1..$12).
@@ -103,10 +103,11 @@ impl Decisions for PgInbox {
         file: &RejectedFile,
         source_file: &str,
         error: &EnvelopeError,
+        key: Option<InterchangeKey<'_>>,
         _seen_at: &str,
     ) -> Result<(), InboxError> {
         self.begin()?;
-        record_rejection(self.client.get_mut(), file, source_file, error)?;
+        record_rejection(self.client.get_mut(), file, source_file, error, key)?;
         *self
             .pending_counts
             .entry(Counter::IngestRejected.name())
@@ -703,11 +704,13 @@ pub(super) fn record_rejection(
     file: &RejectedFile,
     source_file: &str,
     error: &EnvelopeError,
+    key: Option<InterchangeKey<'_>>,
 ) -> Result<(), InboxError> {
     c.execute(
         "INSERT INTO rejections (source_file, file_sha256, error, kind, byte_offset,
-             first_seen_at, last_seen_at, file_size, truncated, file_id)
-         VALUES ($1, $2, $3, $4, $5, now(), now(), $6, $7, $8)
+             first_seen_at, last_seen_at, file_size, truncated, file_id, sender, recipient,
+             control_ref)
+         VALUES ($1, $2, $3, $4, $5, now(), now(), $6, $7, $8, $9, $10, $11)
          ON CONFLICT (source_file, file_sha256, kind, byte_offset)
          DO UPDATE SET last_seen_at = excluded.last_seen_at,
                        times_seen = rejections.times_seen + 1",
@@ -720,6 +723,9 @@ pub(super) fn record_rejection(
             &(file.size as i64),
             &(file.size > REJECTED_BYTES_LIMIT),
             &file.id,
+            &key.map(|k| storable(k.sender)),
+            &key.map(|k| storable(k.recipient)),
+            &key.map(|k| storable(k.control_ref)),
         ],
     )?;
     Ok(())

@@ -3,14 +3,23 @@
 use std::collections::BTreeMap;
 
 use postgres::GenericClient;
+use postgres::types::ToSql;
 
 use super::PgInbox;
 use crate::inbox::DriftedCopy;
 use crate::inbox::names::{Counter, not_published};
+use crate::inbox::records::Volumes;
 use crate::inbox::{
-    Event, EventFilter, InboxError, KeyHistory, OutboxFigures, OutboxKinds, Reports, Sighting,
-    Stats, StoredInterchange, StoredMessage, StoredRefusal,
+    Event, EventFilter, InboxError, KeyHistory, OutboxFigures, OutboxKinds, Reports, SentContrl,
+    Sighting, Stats, StoredInterchange, StoredMessage, StoredRefusal, StoredRejection, Volume,
+    VolumeBy,
 };
+
+/// The status words the events are stored with, as parameters.
+const NEW: &str = Status::New.as_str();
+const REJECTED: &str = Status::Rejected.as_str();
+const FAILED: &str = Status::Failed.as_str();
+const REFUSED: &str = Status::Refused.as_str();
 use crate::status::Status;
 
 impl Reports for PgInbox {
@@ -24,6 +33,22 @@ impl Reports for PgInbox {
 
     fn events(&self, filter: &EventFilter) -> Result<Vec<Event>, InboxError> {
         events(&mut *self.client.borrow_mut(), filter)
+    }
+
+    fn count_events(&self, filter: &EventFilter) -> Result<u64, InboxError> {
+        count_events(&mut *self.client.borrow_mut(), filter)
+    }
+
+    fn sent_contrls(&self, filter: &EventFilter) -> Result<(Vec<SentContrl>, u64), InboxError> {
+        sent_contrls(&mut *self.client.borrow_mut(), filter)
+    }
+
+    fn volumes(&self, by: VolumeBy, since: Option<&str>) -> Result<Vec<Volume>, InboxError> {
+        volumes(&mut *self.client.borrow_mut(), by, since)
+    }
+
+    fn interchange_key(&self, id: i64) -> Result<Option<(String, String, String)>, InboxError> {
+        interchange_key(&mut *self.client.borrow_mut(), id)
     }
 
     fn key_history(
@@ -124,70 +149,132 @@ pub(super) fn stats(c: &mut impl GenericClient) -> Result<Stats, InboxError> {
     Ok(stats)
 }
 
+/// Every event `list` shows, with `list`'s filters ($1 to $12, see [`event_params`]): each
+/// with the interchange its messages are read from (`iid`) or its one message's type
+/// (`one_type`). A rejected file takes the key of its first error (by byte) that matches the key
+/// filters, so that a file is found by any interchange in it whose UNB was read. As SQLite's.
+/// A macro, for `concat!` to join it with `ts!`.
+macro_rules! events {
+    () => {
+        "
+    SELECT * FROM (
+        SELECT received_at AS time, $9::text AS status, source_file AS file, sender, recipient,
+               control_ref, NULL::text AS error, NULL::bigint AS errors, NULL::text AS unit_ref,
+               NULL::text AS event_type, NULL::bigint AS send, NULL::text AS detail, id AS n,
+               id AS iid, NULL::text AS one_type
+        FROM interchanges
+        UNION ALL
+        SELECT s.seen_at, s.status, s.source_file, s.sender, s.recipient, s.control_ref, NULL,
+               NULL, NULL, NULL, NULL, NULL, s.id,
+               (SELECT max(x.id) FROM interchanges x WHERE x.sender = s.sender
+                AND x.recipient = s.recipient AND x.control_ref = s.control_ref), NULL
+        FROM sightings s
+        UNION ALL
+        SELECT f.last_seen_at, $10::text, f.source_file, r.sender, r.recipient, r.control_ref,
+               r.error, (SELECT count(*) FROM rejections c WHERE c.file_id = f.id), NULL, NULL,
+               NULL, NULL, f.id, NULL, NULL
+        FROM (SELECT g.id, g.source_file, g.last_seen_at,
+                     (SELECT r.id FROM rejections r WHERE r.file_id = g.id
+                        AND ($2::text IS NULL OR r.sender = $2)
+                        AND ($3::text IS NULL OR r.recipient = $3)
+                        AND ($4::text IS NULL OR r.control_ref = $4)
+                      ORDER BY r.byte_offset LIMIT 1) AS rid
+              FROM rejected_files g) f
+        LEFT JOIN rejections r ON r.id = f.rid
+        UNION ALL
+        SELECT o.failed_at, $11::text, i.source_file, i.sender, i.recipient, i.control_ref,
+               coalesce(o.last_error, ''), o.attempts::bigint, m.reference, o.event_type, NULL,
+               NULL, o.id, NULL, m.message_type
+        FROM outbox o
+        JOIN messages m ON m.id = o.message_id
+        JOIN interchanges i ON i.id = m.interchange_id
+        WHERE o.failed_at IS NOT NULL AND o.published_at IS NULL
+        UNION ALL
+        SELECT o.failed_at, $11::text, coalesce(i.source_file, ''), a.sender, a.recipient,
+               a.control_ref, coalesce(o.last_error, ''), o.attempts::bigint, a.own_ref,
+               o.event_type, o.send::bigint, NULL, o.id, NULL, 'CONTRL'
+        FROM contrl_outbox o
+        JOIN acknowledgements a ON a.id = o.acknowledgement_id
+        LEFT JOIN inbox i ON i.sender = a.sender AND i.recipient = a.recipient
+                          AND i.control_ref = a.control_ref
+        WHERE o.failed_at IS NOT NULL AND o.published_at IS NULL
+        UNION ALL
+        SELECT last_seen_at, $12::text, source_file, sender, recipient, control_ref, statement,
+               times_seen::bigint, message_ref, code, NULL, error, id, NULL, NULL
+        FROM refusals WHERE resolved_at IS NULL
+    ) u
+    WHERE ($1::text IS NULL OR status = $1)
+      AND ($2::text IS NULL OR sender = $2)
+      AND ($3::text IS NULL OR recipient = $3)
+      AND ($4::text IS NULL OR control_ref = $4)
+      AND ($5::text IS NULL OR file = $5 OR right(file, length($5) + 1) = '/' || $5)
+      AND ($6::text IS NULL OR time >= $6::text::timestamptz)
+      AND ($7::text IS NULL OR time < $7::text::timestamptz)
+      AND ($8::text IS NULL OR one_type = $8
+           OR EXISTS (SELECT 1 FROM messages m WHERE m.interchange_id = iid
+                      AND m.message_type = $8))"
+    };
+}
+
+/// `list`'s filters as $1 to $12 of [`EVENTS`]; `status` is `f.status`'s word.
+fn event_params<'a>(
+    f: &'a EventFilter,
+    status: &'a Option<&'static str>,
+) -> [&'a (dyn ToSql + Sync); 12] {
+    [
+        status,
+        &f.sender,
+        &f.recipient,
+        &f.control_ref,
+        &f.file,
+        &f.since,
+        &f.until,
+        &f.message_type,
+        &NEW,
+        &REJECTED,
+        &FAILED,
+        &REFUSED,
+    ]
+}
+
+pub(super) fn count_events(c: &mut impl GenericClient, f: &EventFilter) -> Result<u64, InboxError> {
+    let n: i64 = c
+        .query_one(
+            concat!("SELECT count(*) FROM (", events!(), ") e"),
+            &event_params(f, &f.status.map(Status::as_str)),
+        )?
+        .get(0);
+    Ok(n.max(0) as u64)
+}
+
 pub(super) fn events(
     c: &mut impl GenericClient,
     f: &EventFilter,
 ) -> Result<Vec<Event>, InboxError> {
+    // The page first, then its message types: read for the rows shown only.
+    let limit = i64::from(f.limit);
+    let offset = i64::from(f.offset);
+    let word = f.status.map(Status::as_str);
+    let mut params: Vec<&(dyn ToSql + Sync)> = event_params(f, &word).to_vec();
+    params.push(&limit);
+    params.push(&offset);
     let rows = c.query(
         concat!(
             "SELECT ",
-            ts!("time"),
-            ", status, file, sender, recipient, control_ref, error, errors, unit_ref, event_type,
-               send, detail, n FROM (
-                 SELECT received_at AS time, $5::text AS status, source_file AS file, sender,
-                        recipient, control_ref, NULL::text AS error, NULL::bigint AS errors,
-                        NULL::text AS unit_ref, NULL::text AS event_type, NULL::bigint AS send,
-                        NULL::text AS detail, id AS n
-                 FROM interchanges
-                 UNION ALL
-                 SELECT seen_at, status, source_file, sender, recipient, control_ref, NULL, NULL,
-                        NULL, NULL, NULL, NULL, id
-                 FROM sightings
-                 UNION ALL
-                 SELECT f.last_seen_at, $6::text, f.source_file, NULL, NULL, NULL,
-                        (SELECT r.error FROM rejections r WHERE r.file_id = f.id
-                         ORDER BY r.byte_offset LIMIT 1),
-                        (SELECT count(*) FROM rejections r WHERE r.file_id = f.id), NULL, NULL,
-                        NULL, NULL, f.id
-                 FROM rejected_files f
-                 UNION ALL
-                 SELECT o.failed_at, $7::text, i.source_file, i.sender, i.recipient,
-                        i.control_ref, coalesce(o.last_error, ''), o.attempts::bigint,
-                        m.reference, o.event_type, NULL, NULL, o.id
-                 FROM outbox o
-                 JOIN messages m ON m.id = o.message_id
-                 JOIN interchanges i ON i.id = m.interchange_id
-                 WHERE o.failed_at IS NOT NULL AND o.published_at IS NULL
-                 UNION ALL
-                 SELECT o.failed_at, $7::text, coalesce(i.source_file, ''), a.sender,
-                        a.recipient, a.control_ref, coalesce(o.last_error, ''),
-                        o.attempts::bigint, a.own_ref, o.event_type, o.send::bigint, NULL, o.id
-                 FROM contrl_outbox o
-                 JOIN acknowledgements a ON a.id = o.acknowledgement_id
-                 LEFT JOIN inbox i ON i.sender = a.sender AND i.recipient = a.recipient
-                                   AND i.control_ref = a.control_ref
-                 WHERE o.failed_at IS NOT NULL AND o.published_at IS NULL
-                 UNION ALL
-                 SELECT last_seen_at, $8::text, source_file, sender, recipient, control_ref,
-                        statement, times_seen::bigint, message_ref, code, NULL, error, id
-                 FROM refusals WHERE resolved_at IS NULL
-             ) e
-             WHERE ($1::text IS NULL OR status = $1)
-               AND ($2::text IS NULL OR sender = $2)
-               AND ($3::text::timestamptz IS NULL OR time >= $3::text::timestamptz)
-             ORDER BY time DESC, n DESC
-             LIMIT $4"
+            ts!("e.time"),
+            ", e.status, e.file, e.sender, e.recipient, e.control_ref, e.error,
+                    e.errors, e.unit_ref, e.event_type, e.send, e.detail, e.n,
+                    coalesce(e.one_type, (SELECT string_agg(m.message_type, ',') FROM messages m
+                                          WHERE m.interchange_id = e.iid)),
+                    CASE WHEN e.one_type IS NOT NULL THEN 1
+                         WHEN e.iid IS NOT NULL THEN (SELECT count(*) FROM messages m
+                                                      WHERE m.interchange_id = e.iid) END
+             FROM (",
+            events!(),
+            " ORDER BY time DESC, n DESC LIMIT $13 OFFSET $14) e
+             ORDER BY e.time DESC, e.n DESC"
         ),
-        &[
-            &f.status.map(Status::as_str),
-            &f.sender,
-            &f.since,
-            &i64::from(f.limit),
-            &Status::New.as_str(),
-            &Status::Rejected.as_str(),
-            &Status::Failed.as_str(),
-            &Status::Refused.as_str(),
-        ],
+        &params,
     )?;
     rows.into_iter()
         .map(|r| {
@@ -227,9 +314,125 @@ pub(super) fn events(
                 error,
                 errors: if refused { None } else { r.get(7) },
                 refusal_id: if refused { r.get(12) } else { None },
+                message_types: Event::types_of(r.get(13)),
+                messages: r.get::<_, Option<i64>>(14),
             })
         })
         .collect()
+}
+
+/// The CONTRLs `list --contrl` shows, with its filters ($1 to $5); an acknowledgement's latest
+/// sending says whether it was delivered. A macro, for `concat!` to join it with `ts!`.
+macro_rules! sent {
+    () => {
+        " FROM acknowledgements a
+         LEFT JOIN contrl_outbox o ON o.id = (SELECT max(x.id) FROM contrl_outbox x
+                                              WHERE x.acknowledgement_id = a.id)
+         WHERE ($1::text IS NULL OR a.sender = $1)
+           AND ($2::text IS NULL OR a.recipient = $2)
+           AND ($3::text IS NULL OR a.control_ref = $3)
+           AND ($4::text IS NULL OR a.created_at >= $4::text::timestamptz)
+           AND ($5::text IS NULL OR a.created_at < $5::text::timestamptz)"
+    };
+}
+
+pub(super) fn sent_contrls(
+    c: &mut impl GenericClient,
+    f: &EventFilter,
+) -> Result<(Vec<SentContrl>, u64), InboxError> {
+    let filters: [&(dyn ToSql + Sync); 5] =
+        [&f.sender, &f.recipient, &f.control_ref, &f.since, &f.until];
+    let total: i64 = c
+        .query_one(concat!("SELECT count(*)", sent!()), &filters)?
+        .get(0);
+    let limit = i64::from(f.limit);
+    let offset = i64::from(f.offset);
+    let mut page: Vec<&(dyn ToSql + Sync)> = filters.to_vec();
+    page.push(&limit);
+    page.push(&offset);
+    let sent = c
+        .query(
+            concat!(
+                "SELECT ",
+                ts!("a.created_at"),
+                ", a.partner, a.sender, a.recipient, a.control_ref, a.own_ref, a.action,
+                 a.error_code, ",
+                ts!("o.published_at"),
+                ", ",
+                ts!("o.failed_at"),
+                sent!(),
+                " ORDER BY a.created_at DESC, a.id DESC LIMIT $6 OFFSET $7"
+            ),
+            &page,
+        )?
+        .into_iter()
+        .map(|r| SentContrl {
+            time: r.get(0),
+            partner: r.get(1),
+            sender: r.get(2),
+            recipient: r.get(3),
+            control_ref: r.get(4),
+            own_ref: r.get(5),
+            action: r.get(6),
+            error_code: r.get(7),
+            published_at: r.get(8),
+            failed_at: r.get(9),
+        })
+        .collect();
+    Ok((sent, total.max(0) as u64))
+}
+
+/// Every figure of `stats --by` for each day (UTC) from $1, pair of partners and (for
+/// messages) type, as SQLite's `VOLUMES`: the partners' figures are summed in Rust for the
+/// sender or the recipient (see `Volumes::add_row`).
+const VOLUMES: &str = "
+    SELECT 'interchanges', to_char(received_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), sender,
+           recipient, NULL::text, count(*)
+    FROM interchanges WHERE ($1::text IS NULL OR received_at >= $1::text::timestamptz)
+    GROUP BY 2, 3, 4
+    UNION ALL
+    SELECT 'messages', to_char(i.received_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), i.sender,
+           i.recipient, m.message_type, count(*)
+    FROM interchanges i JOIN messages m ON m.interchange_id = i.id
+    WHERE ($1::text IS NULL OR i.received_at >= $1::text::timestamptz) GROUP BY 2, 3, 4, 5
+    UNION ALL
+    SELECT 'interchanges of type', to_char(i.received_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'),
+           i.sender, i.recipient, m.message_type, count(DISTINCT i.id)
+    FROM interchanges i JOIN messages m ON m.interchange_id = i.id
+    WHERE ($1::text IS NULL OR i.received_at >= $1::text::timestamptz) GROUP BY 2, 3, 4, 5
+    UNION ALL
+    SELECT status, to_char(seen_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), sender, recipient, NULL,
+           count(*)
+    FROM sightings WHERE ($1::text IS NULL OR seen_at >= $1::text::timestamptz)
+    GROUP BY 1, 2, 3, 4
+    UNION ALL
+    SELECT 'rejected', to_char(first_seen_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), sender,
+           recipient, NULL, count(*)
+    FROM (SELECT min(first_seen_at) AS first_seen_at, sender, recipient FROM rejections
+          WHERE sender IS NOT NULL GROUP BY file_id, sender, recipient, control_ref) r
+    WHERE ($1::text IS NULL OR first_seen_at >= $1::text::timestamptz) GROUP BY 2, 3, 4";
+
+pub(super) fn volumes(
+    c: &mut impl GenericClient,
+    by: VolumeBy,
+    since: Option<&str>,
+) -> Result<Vec<Volume>, InboxError> {
+    let mut volumes = Volumes::new(by);
+    for r in c.query(VOLUMES, &[&since])? {
+        volumes.add_row(r.get(0), r.get(1), (r.get(2), r.get(3)), r.get(4), r.get(5));
+    }
+    Ok(volumes.into_rows())
+}
+
+pub(super) fn interchange_key(
+    c: &mut impl GenericClient,
+    id: i64,
+) -> Result<Option<(String, String, String)>, InboxError> {
+    Ok(c.query_opt(
+        "SELECT sender, recipient, control_ref FROM interchanges WHERE id = $1",
+        &[&id],
+    )?
+    .map(|r| (r.get(0), r.get(1), r.get(2))))
 }
 
 pub(super) fn status(word: &str) -> Result<Status, InboxError> {
@@ -363,10 +566,40 @@ pub(super) fn key_history(
             resolved_as: r.get(11),
         });
     }
+    let mut rejections = Vec::new();
+    for r in c.query(
+        concat!(
+            "SELECT r.error, r.kind, r.byte_offset, r.source_file, r.file_sha256, r.file_size,
+                    r.truncated, ",
+            ts!("r.first_seen_at"),
+            ", ",
+            ts!("r.last_seen_at"),
+            ", r.times_seen::bigint, f.bytes
+             FROM rejections r LEFT JOIN rejected_files f ON f.id = r.file_id
+             WHERE r.sender = $1 AND r.recipient = $2 AND r.control_ref = $3
+             ORDER BY r.id"
+        ),
+        &key,
+    )? {
+        rejections.push(StoredRejection {
+            error: r.get(0),
+            kind: r.get(1),
+            byte_offset: r.get(2),
+            source_file: r.get(3),
+            file_sha256: r.get(4),
+            file_size: r.get(5),
+            truncated: r.get(6),
+            first_seen_at: r.get(7),
+            last_seen_at: r.get(8),
+            times_seen: r.get(9),
+            bytes: r.get::<_, Option<Vec<u8>>>(10).unwrap_or_default(),
+        });
+    }
     Ok(KeyHistory {
         interchanges,
         sightings,
         refusals,
+        rejections,
     })
 }
 

@@ -12,8 +12,8 @@ use super::SqliteInbox;
 use crate::edifact::{EnvelopeError, Interchange, Message};
 use crate::inbox::names::{Counter, RECEIVED, delivery_counts};
 use crate::inbox::{
-    Candidate, Decision, Decisions, DeliveryRecord, InboxError, KeyProbe, REJECTED_BYTES_LIMIT,
-    RejectedFile,
+    Candidate, Decision, Decisions, DeliveryRecord, InboxError, InterchangeKey, KeyProbe,
+    REJECTED_BYTES_LIMIT, RejectedFile,
 };
 
 impl Decisions for SqliteInbox {
@@ -54,9 +54,10 @@ impl Decisions for SqliteInbox {
         file: &RejectedFile,
         source_file: &str,
         error: &EnvelopeError,
+        key: Option<InterchangeKey<'_>>,
         seen_at: &str,
     ) -> Result<(), InboxError> {
-        self.in_savepoint(|c| record_rejection(c, file, source_file, error, seen_at))?;
+        self.in_savepoint(|c| record_rejection(c, file, source_file, error, key, seen_at))?;
         *self
             .pending_counts
             .entry(Counter::IngestRejected.name())
@@ -462,12 +463,13 @@ pub(super) fn record_rejection(
     file: &RejectedFile,
     source_file: &str,
     error: &EnvelopeError,
+    key: Option<InterchangeKey<'_>>,
     seen_at: &str,
 ) -> Result<(), InboxError> {
     conn.prepare_cached(
         "INSERT INTO rejections (source_file, file_sha256, error, kind, byte_offset, first_seen_at,
-             last_seen_at, file_size, truncated, file_id)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7, ?8, ?9)
+             last_seen_at, file_size, truncated, file_id, sender, recipient, control_ref)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
          ON CONFLICT (source_file, file_sha256, kind, byte_offset)
          DO UPDATE SET last_seen_at = excluded.last_seen_at, times_seen = times_seen + 1",
     )?
@@ -481,6 +483,9 @@ pub(super) fn record_rejection(
         file.size as i64,
         file.size > REJECTED_BYTES_LIMIT,
         file.id,
+        key.map(|k| k.sender),
+        key.map(|k| k.recipient),
+        key.map(|k| k.control_ref),
     ])?;
     Ok(())
 }

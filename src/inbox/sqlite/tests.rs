@@ -276,6 +276,9 @@ fn ids_come_from_the_sequence_and_continue_after_an_upgrade() {
              DROP TABLE transport_messages; DROP TABLE message_effects;
              DROP TABLE refusals; DROP TABLE effect_migrations;
              DROP TABLE contrl_outbox; DROP TABLE acknowledgements; DROP TABLE contrl_counters;
+             DROP INDEX rejections_key; ALTER TABLE rejections DROP COLUMN sender;
+             ALTER TABLE rejections DROP COLUMN recipient;
+             ALTER TABLE rejections DROP COLUMN control_ref;
              DROP INDEX outbox_failed; DROP INDEX outbox_unpublished;
              DROP INDEX outbox_message;
              ALTER TABLE outbox DROP COLUMN attempts;

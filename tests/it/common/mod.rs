@@ -172,6 +172,7 @@ pub fn edi_inbox() -> Command {
     cmd.envs(AWS_TEST_ENV);
     for var in [
         "EDI_INBOX_DB",
+        "EDI_INBOX_QUARANTINE",
         "EDI_INBOX_PUBLISH_TO",
         "EDI_INBOX_CONSUME_FROM",
         "EDI_INBOX_DEAD_LETTER",
@@ -241,19 +242,23 @@ pub fn run_together(commands: Vec<std::process::Command>) -> Vec<Run> {
 }
 
 /// SQL that undoes `0012_positions.sql` (the Kafka positions, a delivery's key and time),
-/// `0013_transport_messages.sql` (AS4's message ids) and `0016_effects.sql` (the side effects'
-/// refusals, migrations and mappings), for a test that takes an SQLite inbox back to an older
+/// `0013_transport_messages.sql` (AS4's message ids), `0016_effects.sql` (the side effects'
+/// refusals, migrations and mappings) and `0017_rejection_keys.sql`, for a test that takes an SQLite inbox back to an older
 /// version.
 pub const UNDO_POSITIONS: &str = "
     DROP TABLE message_effects; DROP TABLE refusals; DROP TABLE effect_migrations;
     DROP TABLE consumer_positions; DROP TABLE transport_messages;
     ALTER TABLE deliveries DROP COLUMN record_key;
-    ALTER TABLE deliveries DROP COLUMN produced_at;";
+    ALTER TABLE deliveries DROP COLUMN produced_at;
+    DROP INDEX rejections_key; ALTER TABLE rejections DROP COLUMN sender;
+    ALTER TABLE rejections DROP COLUMN recipient; ALTER TABLE rejections DROP COLUMN control_ref;";
 
 /// SQL that takes an SQLite inbox back from schema 14 to before migration 6 (the publisher's
 /// columns; and the later ones: the deliveries, the acknowledgements, the positions), for the
 /// tests that open an older inbox and see it brought up to date.
 pub const UNDO_PUBLISH_COLUMNS: &str = "
+    DROP INDEX rejections_key; ALTER TABLE rejections DROP COLUMN sender;
+    ALTER TABLE rejections DROP COLUMN recipient; ALTER TABLE rejections DROP COLUMN control_ref;
     DROP TABLE message_effects; DROP TABLE refusals; DROP TABLE effect_migrations;
     DROP TABLE consumer_positions; DROP TABLE transport_messages;
     DROP TABLE deliveries; DROP TABLE contrl_outbox; DROP TABLE acknowledgements;
