@@ -627,14 +627,29 @@ pub fn show(db: &Location, busy_timeout: Duration, args: &ShowArgs) -> anyhow::R
     }
     for r in &h.rejections {
         out.line(&format!(
-            "rejected     in {} at byte {}: {}; seen {}, first {}, last {}",
+            "rejected     in {}{}: {}; seen {}, first {}, last {}",
             r.source_file,
-            r.byte_offset,
+            // The parser's own words name the byte already where no segment is concerned.
+            if r.error.starts_with(&format!("at byte {}", r.byte_offset)) {
+                String::new()
+            } else {
+                format!(" at byte {}", r.byte_offset)
+            },
             r.error,
             crate::output::count(r.times_seen.max(0) as u64, "time", "times"),
             r.first_seen_at,
             r.last_seen_at
         ));
+        // The text at the byte, from the bytes kept (where the offset lies within them).
+        if let Some(q) = usize::try_from(r.byte_offset)
+            .ok()
+            .filter(|at| *at <= r.bytes.len())
+            .and_then(|at| crate::edifact::quote::quote_at(&r.bytes, at))
+        {
+            for line in q.lines("             ") {
+                out.line(&line);
+            }
+        }
         out.line(&format!(
             "  file kept  {} bytes{} (show --raw prints them), sha256 {}",
             r.bytes.len(),

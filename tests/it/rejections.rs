@@ -42,6 +42,19 @@ per_backend! {
         assert!(note.lines().nth(1).is_some_and(|l| l.trim_start().starts_with("UNT+")), "{note}");
         assert!(note.lines().nth(2).is_some_and(|l| l.trim() == "^"), "{note}");
 
+        // show: under the rejection, the same text from the bytes kept.
+        let show = site.run(&["show", "BROKENSENDER", "RECIPIENT", "B0001"]);
+        show.code(0);
+        let shown = show.out();
+        let lines: Vec<&str> = shown.lines().collect();
+        let at = lines
+            .iter()
+            .position(|l| l.starts_with("rejected     in ") && l.contains("counts 5 segments"))
+            .unwrap_or_else(|| panic!("show names no rejection\n{show}"));
+        assert_eq!(lines[at + 1].trim(), "UNT+5+1'", "{show}");
+        assert_eq!(lines[at + 2].trim(), "^", "{show}");
+        assert_eq!(column(lines[at + 2]), column(lines[at + 1]), "{show}");
+
         // JSON: the quote's text and the column of the byte in it.
         site.put_sample("broken/unt-count-wrong.edi", "c.edi");
         let lines = site.ingest_json(&[]).code(3).json();
