@@ -112,6 +112,7 @@ fn check_before_reading(
     if let Some(status) = crate::intake::preflight::check(db, named, "read")? {
         return Ok(Some(status));
     }
+    check_paths_exist(&args.paths, args.metrics_file.as_deref())?;
     for (dir, option) in [
         (&args.archive, "--archive"),
         (&args.quarantine, "--quarantine"),
@@ -126,6 +127,44 @@ fn check_before_reading(
         }
     }
     Ok(None)
+}
+
+/// Every PATH named must exist: one that does not (an unmounted drop folder, a shell pattern
+/// that matched nothing) is a configuration failure, exit 1 with nothing read, and said in the
+/// metrics file (`edi_inbox_ingest_paths_missing`, its own alert) beside the previous run's
+/// figures. Reading the other paths and reporting this one as rejected would hide it among the
+/// partners' broken files, where `list` cannot show it.
+pub(crate) fn check_paths_exist(
+    paths: &[PathBuf],
+    metrics_file: Option<&Path>,
+) -> anyhow::Result<()> {
+    let missing = walk::missing(paths);
+    if missing.is_empty() {
+        return Ok(());
+    }
+    for (path, why) in &missing {
+        crate::output::warn(&format!(
+            "error: {} does not exist ({why})",
+            walk::display(path)
+        ));
+    }
+    if let Some(path) = metrics_file {
+        let mut m = Metrics::default();
+        m.single(&catalogue::INGEST_PATHS_MISSING, missing.len() as f64);
+        if let Err(e) =
+            crate::metrics::replace_families(path, &[&catalogue::INGEST_PATHS_MISSING], &m)
+        {
+            crate::output::warn(&format!(
+                "cannot write the metrics file {}: {e}",
+                path.display()
+            ));
+        }
+    }
+    anyhow::bail!(
+        "{} named to read {} not exist; nothing was read or decided",
+        count(missing.len() as u64, "path", "paths"),
+        if missing.len() == 1 { "does" } else { "do" }
+    )
 }
 
 /// What the walk passes over: the inbox's own files, what this run moves files into or writes.
@@ -186,6 +225,7 @@ fn write_metrics(
         &catalogue::INGEST_LAST_SUCCESS_TIMESTAMP_SECONDS,
         unix_now(),
     )
+    .single(&catalogue::INGEST_PATHS_MISSING, 0.0)
     .single(&catalogue::INBOX_ENTRIES, inbox.stats()?.inbox as f64)
     .single(&catalogue::DATABASE_SIZE_BYTES, inbox.size_bytes() as f64);
     m.write_to(path)?;
