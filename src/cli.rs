@@ -715,6 +715,18 @@ pub struct PublishArgs {
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
     pub retry_after: Duration,
 
+    /// First make the parked events (refused --max-attempts times; list --status failed) of
+    /// --kind due again, as if never tried, once their cause is fixed; then publish as usual.
+    /// Where another publish holds the inbox, that one sends them. Exit 3 where none was parked
+    /// (or none of --id).
+    #[arg(long)]
+    pub retry_parked: bool,
+
+    /// With --retry-parked: only the parked event of this id (event_id in list --json), in the
+    /// outbox --kind message or --kind contrl names (list says which).
+    #[arg(long, value_name = "N", requires = "retry_parked")]
+    pub id: Option<i64>,
+
     /// Print JSON Lines: one object per event (or interchange), then a summary object.
     #[arg(long)]
     pub json: bool,

@@ -19,9 +19,10 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use crate::cli::IngestArgs;
 use crate::exit::ExitStatus;
 use crate::filing::{self, Claimed};
+use crate::inbox::SightingRow;
 use crate::inbox::names::Counter;
 use crate::inbox::{Inbox, Location};
-use crate::intake::{AckPolicy, Outcome, Source, Summary};
+use crate::intake::{AckPolicy, Event, Outcome, Source, Summary};
 use crate::metrics::{Metrics, catalogue, unix_now};
 use crate::output::{Out, count, escape, problem};
 use crate::walk;
@@ -295,27 +296,52 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// After a commit: print each file's outcomes, then move it.
-    fn finish(&mut self, decided: Vec<Decided>) {
+    /// After a commit: print each file's outcomes, then move it. Returns where each moved
+    /// file's sightings went, for the inbox to record after the moves: the destination (with
+    /// the suffix the move gave it) is only known once the file is there, and recorded before
+    /// (in the decision's transaction) it would be a lie after a crash between the commit and
+    /// the move, which leaves the file in the drop folder for the next run.
+    fn finish(&mut self, decided: Vec<Decided>) -> Vec<(SightingRow, String)> {
+        let mut moves = Vec::new();
         for d in decided {
             self.summary.files += 1;
             for o in &d.outcomes {
                 self.report(o);
             }
-            if d.movable {
-                self.move_file(&d);
+            if d.movable
+                && let Some(to) = self.move_file(&d)
+            {
+                let to = walk::display(&std::path::absolute(&to).unwrap_or(to));
+                moves.extend(d.outcomes.iter().filter_map(|o| match &o.event {
+                    Event::Decided(decided) => decided.row.map(|row| (row, to.clone())),
+                    _ => None,
+                }));
             }
         }
+        moves
     }
 
-    fn move_file(&mut self, d: &Decided) {
+    /// Where files went could not be recorded: they are where they are, and the inbox says it
+    /// does not know (`moved_to` empty); a problem to look at, not a failure of the run.
+    fn not_recorded(&mut self, e: &crate::inbox::InboxError) {
+        self.other_problems += 1;
+        problem(
+            &mut self.out,
+            &format!(
+                "the files of this batch were moved, but where to could not be recorded in the inbox: {e}"
+            ),
+        );
+    }
+
+    /// Moves a decided file; returns where it is now, where it was moved (or already there).
+    fn move_file(&mut self, d: &Decided) -> Option<PathBuf> {
         let bad = d.outcomes.iter().any(|o| o.status().is_problem());
         let target = if bad {
             self.args.quarantine.as_deref()
         } else {
             self.args.archive.as_deref()
         };
-        let Some(dir) = target else { return };
+        let dir = target?;
         crash_point!("before-move");
         // Escaped like every human line: the reason file is read on a terminal too.
         let reason = bad.then(|| {
@@ -327,19 +353,23 @@ impl<'a> Run<'a> {
                 .collect::<String>()
         });
         match filing::move_into(&d.path, dir, reason.as_deref(), d.claim.as_ref()) {
-            Ok(filing::Moved::Gone) => {}
-            Ok(filing::Moved::To(_) | filing::Moved::AlreadyThere(_)) => {
+            Ok(filing::Moved::Gone) => None,
+            Ok(filing::Moved::To(to) | filing::Moved::AlreadyThere(to)) => {
                 crash_point!("after-move");
+                Some(to)
             }
             // Nothing is lost and nothing is wrong: the new bytes are read by the next run.
-            Ok(filing::Moved::Changed) => problem(
-                &mut self.out,
-                &format!(
-                    "{}: note: the file changed after it was read (a new upload under the same name?); not moved to {}, the next run reads it",
-                    d.shown,
-                    dir.display()
-                ),
-            ),
+            Ok(filing::Moved::Changed) => {
+                problem(
+                    &mut self.out,
+                    &format!(
+                        "{}: note: the file changed after it was read (a new upload under the same name?); not moved to {}, the next run reads it",
+                        d.shown,
+                        dir.display()
+                    ),
+                );
+                None
+            }
             Err(e) => {
                 self.other_problems += 1;
                 problem(
@@ -350,6 +380,7 @@ impl<'a> Run<'a> {
                         dir.display()
                     ),
                 );
+                None
             }
         }
     }

@@ -22,6 +22,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0011_position_topic_ids.sql"),
     include_str!("migrations/0012_effects.sql"),
     include_str!("migrations/0013_message_segments.sql"),
+    include_str!("migrations/0014_filing.sql"),
 ];
 
 /// The version the inbox's schema has, or `None` where there is none yet.

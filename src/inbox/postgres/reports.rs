@@ -8,8 +8,8 @@ use super::PgInbox;
 use crate::inbox::DriftedCopy;
 use crate::inbox::names::{Counter, not_published};
 use crate::inbox::{
-    Event, EventFilter, InboxError, KeyHistory, OutboxFigures, OutboxKinds, Reports, Sighting,
-    Stats, StoredInterchange, StoredMessage, StoredRefusal,
+    Event, EventFilter, Filed, InboxError, KeyHistory, OutboxFigures, OutboxKinds, Reports,
+    Sighting, Stats, StoredInterchange, StoredMessage, StoredRefusal,
 };
 use crate::status::Status;
 
@@ -133,27 +133,27 @@ pub(super) fn events(
             "SELECT ",
             ts!("time"),
             ", status, file, sender, recipient, control_ref, error, errors, unit_ref, event_type,
-               send, detail, n FROM (
+               send, detail, n, source_path, host, moved_to FROM (
                  SELECT received_at AS time, $5::text AS status, source_file AS file, sender,
                         recipient, control_ref, NULL::text AS error, NULL::bigint AS errors,
                         NULL::text AS unit_ref, NULL::text AS event_type, NULL::bigint AS send,
-                        NULL::text AS detail, id AS n
+                        NULL::text AS detail, id AS n, source_path, host, moved_to
                  FROM interchanges
                  UNION ALL
                  SELECT seen_at, status, source_file, sender, recipient, control_ref, NULL, NULL,
-                        NULL, NULL, NULL, NULL, id
+                        NULL, NULL, NULL, NULL, id, source_path, host, moved_to
                  FROM sightings
                  UNION ALL
                  SELECT f.last_seen_at, $6::text, f.source_file, NULL, NULL, NULL,
                         (SELECT r.error FROM rejections r WHERE r.file_id = f.id
                          ORDER BY r.byte_offset LIMIT 1),
                         (SELECT count(*) FROM rejections r WHERE r.file_id = f.id), NULL, NULL,
-                        NULL, NULL, f.id
+                        NULL, NULL, f.id, NULL, NULL, NULL
                  FROM rejected_files f
                  UNION ALL
                  SELECT o.failed_at, $7::text, i.source_file, i.sender, i.recipient,
                         i.control_ref, coalesce(o.last_error, ''), o.attempts::bigint,
-                        m.reference, o.event_type, NULL, NULL, o.id
+                        m.reference, o.event_type, NULL, NULL, o.id, NULL, NULL, NULL
                  FROM outbox o
                  JOIN messages m ON m.id = o.message_id
                  JOIN interchanges i ON i.id = m.interchange_id
@@ -161,7 +161,8 @@ pub(super) fn events(
                  UNION ALL
                  SELECT o.failed_at, $7::text, coalesce(i.source_file, ''), a.sender,
                         a.recipient, a.control_ref, coalesce(o.last_error, ''),
-                        o.attempts::bigint, a.own_ref, o.event_type, o.send::bigint, NULL, o.id
+                        o.attempts::bigint, a.own_ref, o.event_type, o.send::bigint, NULL, o.id,
+                        NULL, NULL, NULL
                  FROM contrl_outbox o
                  JOIN acknowledgements a ON a.id = o.acknowledgement_id
                  LEFT JOIN inbox i ON i.sender = a.sender AND i.recipient = a.recipient
@@ -169,7 +170,8 @@ pub(super) fn events(
                  WHERE o.failed_at IS NOT NULL AND o.published_at IS NULL
                  UNION ALL
                  SELECT last_seen_at, $8::text, source_file, sender, recipient, control_ref,
-                        statement, times_seen::bigint, message_ref, code, NULL, error, id
+                        statement, times_seen::bigint, message_ref, code, NULL, error, id,
+                        NULL, NULL, NULL
                  FROM refusals WHERE resolved_at IS NULL
              ) e
              WHERE ($1::text IS NULL OR status = $1)
@@ -227,6 +229,17 @@ pub(super) fn events(
                 error,
                 errors: if refused { None } else { r.get(7) },
                 refusal_id: if refused { r.get(12) } else { None },
+                event_id: if status == Status::Failed {
+                    r.get(12)
+                } else {
+                    None
+                },
+                event_kind: crate::inbox::event_kind(status, r.get(10)),
+                filed: Filed {
+                    source_path: r.get(13),
+                    host: r.get(14),
+                    moved_to: r.get(15),
+                },
             })
         })
         .collect()
@@ -258,7 +271,7 @@ pub(super) fn key_history(
                     syntax_id || ':' || syntax_version, prepared_date, prepared_time,
                     test_indicator, application_ref, sha256, source_file, ",
             ts!("received_at"),
-            ", raw, raw_codec
+            ", raw, raw_codec, source_path, host, moved_to
              FROM interchanges WHERE sender = $1 AND recipient = $2 AND control_ref = $3
              ORDER BY id"
         ),
@@ -307,6 +320,11 @@ pub(super) fn key_history(
             sha256: r.get(11),
             source_file: r.get(12),
             received_at: r.get(13),
+            filed: Filed {
+                source_path: r.get(16),
+                host: r.get(17),
+                moved_to: r.get(18),
+            },
             in_inbox: current == Some(id),
             messages,
             raw,
@@ -317,7 +335,8 @@ pub(super) fn key_history(
         concat!(
             "SELECT status, sha256, stored_sha256, source_file, ",
             ts!("seen_at"),
-            " FROM sightings WHERE sender = $1 AND recipient = $2 AND control_ref = $3
+            ", source_path, host, moved_to
+             FROM sightings WHERE sender = $1 AND recipient = $2 AND control_ref = $3
              ORDER BY id"
         ),
         &key,
@@ -328,6 +347,11 @@ pub(super) fn key_history(
             stored_sha256: r.get(2),
             source_file: r.get(3),
             seen_at: r.get(4),
+            filed: Filed {
+                source_path: r.get(5),
+                host: r.get(6),
+                moved_to: r.get(7),
+            },
         });
     }
     let mut refusals = Vec::new();

@@ -33,6 +33,7 @@ pub(super) const MIGRATIONS: &[Migration] = &[
     Migration::Sql(include_str!("migrations/0014_transport_message_sender.sql")),
     Migration::Sql(include_str!("migrations/0015_position_topic_ids.sql")),
     Migration::Sql(include_str!("migrations/0016_effects.sql")),
+    Migration::Sql(include_str!("migrations/0017_filing.sql")),
 ];
 
 impl SqliteInbox {

@@ -7,8 +7,8 @@ use crate::inbox::DriftedCopy;
 use crate::inbox::Outbox;
 use crate::inbox::names::{Counter, not_published};
 use crate::inbox::{
-    Event, EventFilter, InboxError, KeyHistory, OutboxFigures, OutboxKinds, Refusal, Reports,
-    Sighting, Stats, StoredInterchange, StoredMessage, StoredRefusal,
+    Event, EventFilter, Filed, InboxError, KeyHistory, OutboxFigures, OutboxKinds, Refusal,
+    Reports, Sighting, Stats, StoredInterchange, StoredMessage, StoredRefusal,
 };
 use crate::status::Status;
 
@@ -129,26 +129,27 @@ pub(super) fn stats(conn: &Connection) -> Result<Stats, InboxError> {
 pub(super) fn events(conn: &Connection, f: &EventFilter) -> Result<Vec<Event>, InboxError> {
     let mut stmt = conn.prepare_cached(
         "SELECT time, status, file, sender, recipient, control_ref, error, errors, unit_ref,
-                event_type, send, detail, n FROM (
+                event_type, send, detail, n, source_path, host, moved_to FROM (
              SELECT received_at AS time, ?5 AS status, source_file AS file, sender, recipient,
                     control_ref, NULL AS error, NULL AS errors, NULL AS unit_ref,
-                    NULL AS event_type, NULL AS send, NULL AS detail, id AS n
+                    NULL AS event_type, NULL AS send, NULL AS detail, id AS n, source_path, host,
+                    moved_to
              FROM interchanges
              UNION ALL
              SELECT seen_at, status, source_file, sender, recipient, control_ref, NULL, NULL,
-                    NULL, NULL, NULL, NULL, id
+                    NULL, NULL, NULL, NULL, id, source_path, host, moved_to
              FROM sightings
              UNION ALL
              SELECT f.last_seen_at, ?6, f.source_file, NULL, NULL, NULL,
                     (SELECT r.error FROM rejections r WHERE r.file_id = f.id
                      ORDER BY r.byte_offset LIMIT 1),
                     (SELECT count(*) FROM rejections r WHERE r.file_id = f.id), NULL, NULL, NULL,
-                    NULL, f.id
+                    NULL, f.id, NULL, NULL, NULL
              FROM rejected_files f
              UNION ALL
              SELECT o.failed_at, ?7, i.source_file, i.sender, i.recipient, i.control_ref,
                     coalesce(o.last_error, ''), o.attempts, m.reference, o.event_type, NULL, NULL,
-                    o.id
+                    o.id, NULL, NULL, NULL
              FROM outbox o
              JOIN messages m ON m.id = o.message_id
              JOIN interchanges i ON i.id = m.interchange_id
@@ -156,7 +157,7 @@ pub(super) fn events(conn: &Connection, f: &EventFilter) -> Result<Vec<Event>, I
              UNION ALL
              SELECT o.failed_at, ?7, coalesce(i.source_file, ''), a.sender, a.recipient,
                     a.control_ref, coalesce(o.last_error, ''), o.attempts, a.own_ref,
-                    o.event_type, o.send, NULL, o.id
+                    o.event_type, o.send, NULL, o.id, NULL, NULL, NULL
              FROM contrl_outbox o
              JOIN acknowledgements a ON a.id = o.acknowledgement_id
              LEFT JOIN inbox i ON i.sender = a.sender AND i.recipient = a.recipient
@@ -164,7 +165,7 @@ pub(super) fn events(conn: &Connection, f: &EventFilter) -> Result<Vec<Event>, I
              WHERE o.failed_at IS NOT NULL AND o.published_at IS NULL
              UNION ALL
              SELECT last_seen_at, ?8, source_file, sender, recipient, control_ref, statement,
-                    times_seen, message_ref, code, NULL, error, id
+                    times_seen, message_ref, code, NULL, error, id, NULL, NULL, NULL
              FROM refusals WHERE resolved_at IS NULL
          )
          WHERE (?1 IS NULL OR status = ?1)
@@ -227,6 +228,17 @@ pub(super) fn events(conn: &Connection, f: &EventFilter) -> Result<Vec<Event>, I
                 } else {
                     r.get(7)?
                 },
+                event_id: if status == Status::Failed {
+                    r.get(12)?
+                } else {
+                    None
+                },
+                event_kind: crate::inbox::event_kind(status, r.get(10)?),
+                filed: Filed {
+                    source_path: r.get(13)?,
+                    host: r.get(14)?,
+                    moved_to: r.get(15)?,
+                },
             })
         },
     )?;
@@ -249,7 +261,8 @@ pub(super) fn key_history(
     let mut stmt = conn.prepare_cached(
         "SELECT id, sender, sender_qualifier, recipient, recipient_qualifier, control_ref,
                 syntax_id || ':' || syntax_version, prepared_date, prepared_time, test_indicator,
-                application_ref, sha256, source_file, received_at, raw, raw_codec
+                application_ref, sha256, source_file, received_at, raw, raw_codec, source_path,
+                host, moved_to
          FROM interchanges WHERE sender = ?1 AND recipient = ?2 AND control_ref = ?3 ORDER BY id",
     )?;
     let stored = stmt
@@ -271,6 +284,11 @@ pub(super) fn key_history(
                 sha256: r.get(11)?,
                 source_file: r.get(12)?,
                 received_at: r.get(13)?,
+                filed: Filed {
+                    source_path: r.get(16)?,
+                    host: r.get(17)?,
+                    moved_to: r.get(18)?,
+                },
                 in_inbox: current == Some(id),
                 messages: Vec::new(),
                 raw: r.get(14)?,
@@ -307,7 +325,8 @@ pub(super) fn key_history(
             .collect::<rusqlite::Result<_>>()?;
     }
     let mut stmt = conn.prepare_cached(
-        "SELECT status, sha256, stored_sha256, source_file, seen_at FROM sightings
+        "SELECT status, sha256, stored_sha256, source_file, seen_at, source_path, host, moved_to
+         FROM sightings
          WHERE sender = ?1 AND recipient = ?2 AND control_ref = ?3 ORDER BY id",
     )?;
     let sightings = stmt
@@ -318,6 +337,11 @@ pub(super) fn key_history(
                 stored_sha256: r.get(2)?,
                 source_file: r.get(3)?,
                 seen_at: r.get(4)?,
+                filed: Filed {
+                    source_path: r.get(5)?,
+                    host: r.get(6)?,
+                    moved_to: r.get(7)?,
+                },
             })
         })?
         .collect::<rusqlite::Result<_>>()?;
