@@ -778,3 +778,73 @@ per_backend! {
         assert!(from_b.iter().all(|l| l["status"] == "duplicate" && l["moved_to"] == at(&bdir, "archive/inv1.edi")), "{from_b:?}");
     }
 }
+
+per_backend! {
+    /// `reprocess QUARANTINED_FILE...` (issue 40, item 5): a quarantined file decided again as
+    /// ingest decides it and filed where ingest files it; unchanged, it is rejected again and
+    /// goes back into the quarantine under the next name with a new note, the old note removed;
+    /// corrected, it is applied and archived with its old note beside it, and its sighting says
+    /// where it was read from and went. Files outside the quarantine, and notes, are refused
+    /// (exit 2) and left alone.
+    fn reprocess_decides_a_quarantined_file_again_and_files_it_with_its_note(site) {
+        site.put_sample("broken/unt-count-wrong.edi", "x.edi");
+        site.ingest(1000).code(3);
+        let failed = site.path("failed");
+        let archive = site.path("archive");
+        assert!(failed.join("x.edi.error.txt").exists());
+        let reprocess = |file: &Path| {
+            let mut c = site.command();
+            c.arg("reprocess")
+                .arg("--archive")
+                .arg(&archive)
+                .arg("--quarantine")
+                .arg(&failed)
+                .arg(file);
+            c.run()
+        };
+
+        // Refused: a note, a file outside the quarantine; nothing read, nothing moved.
+        let other = site.put_sample("valid/orders-d01b-no-una.edi", "y.edi");
+        for (file, why) in [
+            (failed.join("x.edi.error.txt"), "is a quarantine note"),
+            (other.clone(), "is not in the --quarantine folder"),
+        ] {
+            let out = reprocess(&file);
+            out.code(2);
+            assert!(out.err().contains(why), "{}", out.err());
+        }
+        assert!(other.exists() && failed.join("x.edi").exists());
+        fs::remove_file(&other).unwrap();
+
+        // Unchanged: rejected again, back into the quarantine with a new note.
+        let out = reprocess(&failed.join("x.edi"));
+        out.code(3);
+        assert!(out.out().contains("rejected   "), "{}", out.out());
+        let mut names: Vec<String> = fs::read_dir(&failed)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["x.1.edi", "x.1.edi.error.txt"]);
+        let note = fs::read_to_string(failed.join("x.1.edi.error.txt")).unwrap();
+        assert!(note.contains("failed/x.edi") && note.contains("UNT at byte 118"), "{note}");
+
+        // Corrected: applied, archived, its old note beside it; the sighting says so.
+        fs::copy(samples().join("valid/orders-d01b-no-una.edi"), failed.join("x.1.edi")).unwrap();
+        let out = reprocess(&failed.join("x.1.edi"));
+        out.code(0);
+        assert!(out.out().contains("1 new"), "{}", out.out());
+        assert_eq!(fs::read_dir(&failed).unwrap().count(), 0, "the quarantine is empty");
+        assert_eq!(
+            fs::read_to_string(archive.join("x.1.edi.error.txt")).unwrap(),
+            note,
+            "the old note went with the file"
+        );
+        assert!(archive.join("x.1.edi").exists());
+        let shown = site.json(&["show", "SENDER+ONE", "RECEIVER", "ORD'0042", "--json"]).success().json();
+        let first = &shown[0]["interchanges"][0];
+        // Absolute paths as the run was given them (these are absolute already).
+        assert_eq!(first["source_path"], failed.join("x.1.edi").display().to_string(), "{first}");
+        assert_eq!(first["moved_to"], archive.join("x.1.edi").display().to_string(), "{first}");
+    }
+}

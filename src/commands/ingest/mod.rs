@@ -8,6 +8,7 @@
 
 mod budget;
 mod pipeline;
+pub mod reprocess;
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -49,6 +50,8 @@ struct Run<'a> {
     progress: ProgressBar,
     /// How interchanges are answered, from `--contrl` and `--contrl-duplicates`.
     acks: AckPolicy,
+    /// `reprocess`: the files are in the quarantine, each with its note, which goes with it.
+    reprocess: bool,
 }
 
 /// Runs `ingest`, in stages: check what must hold before anything is read; open the inbox;
@@ -64,6 +67,18 @@ pub fn run(
     busy_timeout: Duration,
     args: &IngestArgs,
 ) -> anyhow::Result<ExitStatus> {
+    run_files(db, named, busy_timeout, args, false)
+}
+
+/// [`run`], or with `reprocess` the run of `reprocess` over quarantined files (checked by
+/// [`reprocess::run`]): the same decisions and moves, and each file's note moved with it.
+fn run_files(
+    db: &Location,
+    named: bool,
+    busy_timeout: Duration,
+    args: &IngestArgs,
+    reprocess: bool,
+) -> anyhow::Result<ExitStatus> {
     let started = Instant::now();
     if let Some(status) = check_before_reading(db, named, args)? {
         return Ok(status);
@@ -73,6 +88,7 @@ pub fn run(
     let exclude = exclusions(db, args);
     let (inputs, problems) = walk::collect(&args.paths, &exclude);
     let mut run = Run::new(args, inputs.len());
+    run.reprocess = reprocess;
     for p in &problems {
         run.summary.files += 1;
         run.report(&Outcome::rejected(
@@ -252,6 +268,7 @@ impl<'a> Run<'a> {
             other_problems: 0,
             progress,
             acks: super::ack_policy(&args.acks, &args.effects),
+            reprocess: false,
         }
     }
 
@@ -356,6 +373,21 @@ impl<'a> Run<'a> {
             Ok(filing::Moved::Gone) => None,
             Ok(filing::Moved::To(to) | filing::Moved::AlreadyThere(to)) => {
                 crash_point!("after-move");
+                if self.reprocess
+                    && let Err(e) = filing::carry_note(&d.path, &to, bad)
+                {
+                    self.other_problems += 1;
+                    let what = if bad { "removed" } else { "moved with it" };
+                    problem(
+                        &mut self.out,
+                        &format!(
+                            "{}: moved to {}, but its old note {} could not be {what}: {e}",
+                            d.shown,
+                            to.display(),
+                            filing::reason_path(&d.path).display()
+                        ),
+                    );
+                }
                 Some(to)
             }
             // Nothing is lost and nothing is wrong: the new bytes are read by the next run.
