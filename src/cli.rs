@@ -75,6 +75,27 @@ pub enum Command {
     /// that makes them true.
     Ingest(IngestArgs),
 
+    /// Decide again files of the quarantine, once corrected (or once a partner's resend is the
+    /// fix): each as ingest decides a file, filed where ingest files it (the archive when all
+    /// its interchanges are new or duplicate, else back into the quarantine under the next free
+    /// name with a new NAME.error.txt), and its old note with it (beside it in the archive,
+    /// removed when a new one replaces it).
+    ///
+    /// Takes ingest's options (EDI_INBOX_ARCHIVE and EDI_INBOX_QUARANTINE too, not
+    /// EDI_INBOX_DROP); --archive and --quarantine are required, and each FILE must be a
+    /// file of the --quarantine folder (else exit 2, nothing read). A drifted file drifts again:
+    /// its key is taken by the copy applied first. Exit status as ingest's.
+    #[command(
+        mut_arg("paths", |a| a
+            .value_name("QUARANTINED_FILE")
+            // Named one by one: never the drop folder EDI_INBOX_DROP names for ingest.
+            .env(None::<&'static str>)
+            .help("Files of the --quarantine folder to decide again (not their .error.txt notes).")),
+        mut_arg("archive", |a| a.required(true)),
+        mut_arg("quarantine", |a| a.required(true)),
+    )]
+    Reprocess(IngestArgs),
+
     /// Delete inbox entries older than the retention window.
     ///
     /// Only the inbox (the duplicate-detection window) is purged; the business tables
@@ -717,6 +738,18 @@ pub struct PublishArgs {
     /// An event refused is tried again only on a later run, and not before this long after.
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
     pub retry_after: Duration,
+
+    /// First make the parked events (refused --max-attempts times; list --status failed) of
+    /// --kind due again, as if never tried, once their cause is fixed; then publish as usual.
+    /// Where another publish holds the inbox, that one sends them. Exit 3 where none was parked
+    /// (or none of --id).
+    #[arg(long)]
+    pub retry_parked: bool,
+
+    /// With --retry-parked: only the parked event of this id (event_id in list --json), in the
+    /// outbox --kind message or --kind contrl names (list says which).
+    #[arg(long, value_name = "N", requires = "retry_parked")]
+    pub id: Option<i64>,
 
     /// Print JSON Lines: one object per event (or interchange), then a summary object.
     #[arg(long)]

@@ -644,6 +644,30 @@ fn link_then_unlink(src: &Path, dest: &Path) -> io::Result<()> {
     fs::remove_file(src)
 }
 
+/// The quarantine's note of a reprocessed file, once the file went from `old` to `new`: where
+/// it went back to the quarantine with a new note of its own (`superseded`), the old one is
+/// removed; where it went to the archive, the note goes with it (`NEW.error.txt`, why it was
+/// quarantined once), never over another note. No note (removed by hand) is nothing to do.
+pub fn carry_note(old: &Path, new: &Path, superseded: bool) -> io::Result<()> {
+    let note = reason_path(old);
+    let result = if superseded {
+        fs::remove_file(&note)
+    } else {
+        let dest = reason_path(new);
+        match rename_noreplace(&note, &dest) {
+            Err(e) if e.kind() == io::ErrorKind::CrossesDevices => {
+                write_new(&dest, &fs::read_to_string(&note)?)?;
+                fs::remove_file(&note)
+            }
+            other => other,
+        }
+    };
+    match result {
+        Err(e) if e.kind() == io::ErrorKind::NotFound && !note.exists() => Ok(()),
+        other => other,
+    }
+}
+
 /// `NAME.error.txt` beside `NAME`.
 pub fn reason_path(file: &Path) -> PathBuf {
     let mut name = file.as_os_str().to_owned();

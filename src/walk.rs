@@ -218,6 +218,26 @@ pub fn collect(paths: &[PathBuf], exclude: &Exclusions) -> (Vec<InputFile>, Vec<
     (files, problems)
 }
 
+/// The paths named on the command line that do not exist (a link to nothing counts), each with
+/// what it may be: a drop folder not mounted or misnamed, or a shell pattern that matched
+/// nothing (the shell then passes the pattern itself, `drop/*.edi`). A run given one has been
+/// started wrongly: it is a failure of its configuration, not input to reject.
+pub fn missing(paths: &[PathBuf]) -> Vec<(PathBuf, &'static str)> {
+    paths
+        .iter()
+        .filter(|p| fs::metadata(p).is_err_and(|e| e.kind() == io::ErrorKind::NotFound))
+        .map(|p| {
+            let shown = display(p);
+            let why = if shown.contains(['*', '?', '[']) {
+                "a shell pattern that matched nothing?"
+            } else {
+                "a drop folder not mounted, or misnamed?"
+            };
+            (p.clone(), why)
+        })
+        .collect()
+}
+
 /// Reads a whole file. `Ok(None)` where a file found in a folder has gone since the walk.
 pub fn read(file: &InputFile) -> io::Result<Option<Vec<u8>>> {
     match fs::read(&file.path) {

@@ -234,6 +234,7 @@ fn try_file(
         bytes: &bytes,
         items,
         sha256: None,
+        source_path: None,
     }];
     // No CONTRL: nothing of this is kept.
     let acks = intake::AckPolicy::new(crate::edifact::contrl::Mode::Never, false);

@@ -286,6 +286,7 @@ pub fn main() -> ExitCode {
     let result = match &cli.command {
         cli::Command::Inspect(args) => inspect::run(args),
         cli::Command::Ingest(args) => ingest::run(&db, named, cli.busy_timeout, args),
+        cli::Command::Reprocess(args) => ingest::reprocess::run(&db, named, cli.busy_timeout, args),
         cli::Command::Purge(args) => purge::run(&db, cli.busy_timeout, args),
         cli::Command::Migrate(args) => migrate::run(&cli.pg_schema, cli.busy_timeout, args),
         cli::Command::Stats(args) => reports::stats(&db, cli.busy_timeout, args),

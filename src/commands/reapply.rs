@@ -60,6 +60,7 @@ pub fn run(
                 bytes: &k.raw,
                 items: intake::prepare::interchanges(&k.raw, None).collect(),
                 sha256: None,
+                source_path: None,
             })
             .collect();
         let outcomes = intake::decide(&mut *inbox, &inputs, &when, acks)?;

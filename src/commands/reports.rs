@@ -299,6 +299,13 @@ pub fn list(db: &Location, busy_timeout: Duration, args: &ListArgs) -> anyhow::R
         };
         let detail = match (e.refusal_id, &e.error) {
             (Some(id), error) => format!("refusal {id}: {}", error.as_deref().unwrap_or_default()),
+            // A parked event, by the id `publish --retry-parked --kind K --id N` takes.
+            (None, error) if e.event_id.is_some() => format!(
+                "{} event {}: {}",
+                e.event_kind.unwrap_or_default(),
+                e.event_id.unwrap_or_default(),
+                error.as_deref().unwrap_or_default()
+            ),
             (None, Some(error)) => match e.errors {
                 Some(n) if n > 1 && e.status == Status::Rejected => {
                     format!("{error} (and {} more errors in the file)", n - 1)
@@ -569,10 +576,13 @@ pub fn show(db: &Location, busy_timeout: Duration, args: &ShowArgs) -> anyhow::R
             format!("  test         {}", if i.test { "yes" } else { "no" }),
             format!("  sha256       {}", i.sha256),
             format!("  first seen   {} in {}", i.received_at, i.source_file),
-            format!("  messages     {}", i.messages.len()),
         ] {
             out.line(&line);
         }
+        if let Some(filed) = filed(&i.filed) {
+            out.line(&format!("  filed        {filed}"));
+        }
+        out.line(&format!("  messages     {}", i.messages.len()));
         for m in &i.messages {
             out.line(&format!(
                 "    {:<14} {} {}:{}:{}  {} segments  outbox {}",
@@ -608,6 +618,9 @@ pub fn show(db: &Location, busy_timeout: Duration, args: &ShowArgs) -> anyhow::R
             s.status.label(),
             s.source_file
         ));
+        if let Some(filed) = filed(&s.filed) {
+            out.line(&format!("    filed  {filed}"));
+        }
     }
     for r in &h.refusals {
         let state = match (&r.resolved_at, &r.resolved_as) {
@@ -675,6 +688,26 @@ pub fn show(db: &Location, busy_timeout: Duration, args: &ShowArgs) -> anyhow::R
     }
     out.flush();
     Ok(reported(&out))
+}
+
+/// Where a sighting was read from, on which host, and where its file went, in words; `None`
+/// where nothing of it is known (a row from before edi-inbox kept them).
+fn filed(f: &crate::inbox::Filed) -> Option<String> {
+    if f.source_path.is_none() && f.host.is_none() && f.moved_to.is_none() {
+        return None;
+    }
+    let mut text = match &f.source_path {
+        Some(p) => format!("read from {p}"),
+        None => "not read from a file".to_string(),
+    };
+    if let Some(h) = &f.host {
+        text = format!("{text} on {h}");
+    }
+    Some(match (&f.moved_to, &f.source_path) {
+        (Some(to), _) => format!("{text}, moved to {to}"),
+        (None, Some(_)) => format!("{text}, not moved (or its move not recorded)"),
+        (None, None) => text,
+    })
 }
 
 /// `show --segments`: each message's segments, from the stored bytes of the copy the inbox

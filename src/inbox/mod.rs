@@ -32,11 +32,11 @@ use crate::edifact::{EnvelopeError, Interchange};
 
 pub use location::{Location, open, open_copy_source, open_copy_target};
 pub use records::{
-    ContrlEvent, Decision, DeliveryRecord, DriftedCopy, Event, EventEnvelope, EventFilter,
+    ContrlEvent, Decision, DeliveryRecord, DriftedCopy, Event, EventEnvelope, EventFilter, Filed,
     KeptRefusal, KeyHistory, NewAcknowledgement, Outbox, OutboxEvent, OutboxFigures, OutboxKinds,
     PurgeTarget, Reapplied, ReapplyBatch, ReapplyFilter, Refusal, RejectedFile, Resend, SentContrl,
-    Sighting, Stats, StoredAcknowledgement, StoredInterchange, StoredMessage, StoredRefusal,
-    StoredRejection, Volume, VolumeBy,
+    Sighting, SightingRow, Stats, StoredAcknowledgement, StoredInterchange, StoredMessage,
+    StoredRefusal, StoredRejection, Volume, VolumeBy, event_kind,
 };
 
 /// An interchange's key: sender (UNB 0004), recipient (0010), control reference (0020).
@@ -204,6 +204,11 @@ pub trait Decisions {
         deliveries: &[DeliveryRecord<'_>],
         seen_at: &str,
     ) -> Result<(), InboxError>;
+
+    /// Records where the files of committed sightings were moved (`moved_to` of each row), in
+    /// one short transaction of its own, after the moves: a crash before it leaves `moved_to`
+    /// unknown, never a destination the file did not reach.
+    fn record_moves(&mut self, moves: &[(SightingRow, String)]) -> Result<(), InboxError>;
 
     /// A look at the keys from another thread (`Send`), so that work done ahead (compressing)
     /// can be spared for what will only be a duplicate. A hint only: the decision is still
@@ -481,6 +486,11 @@ pub trait Publishing {
         pass: &str,
         max_attempts: u32,
     ) -> Result<usize, InboxError>;
+
+    /// Makes the parked events of `outbox` due again (all of them, or the one of id `id`), in
+    /// one short transaction: not failed, no attempt made, so that the next pass claims them
+    /// as new (their last error is kept until they go through). Returns their ids, in order.
+    fn retry_parked(&mut self, outbox: Outbox, id: Option<i64>) -> Result<Vec<i64>, InboxError>;
 }
 
 /// The operator's side effects (`--effects`, docs/effects.md): SQL run in the decision's
@@ -643,6 +653,9 @@ pub struct Candidate<'a> {
     /// when it turns out to be new.
     pub compressed: Option<&'a [u8]>,
     pub source_file: &'a str,
+    /// The absolute path of the file it was read from; `None` for a broker's delivery or a
+    /// request.
+    pub source_path: Option<&'a str>,
     /// When it was received, by this host's clock; a backend with a clock of its own (a
     /// database server shared by hosts whose clocks differ) uses that instead.
     pub received_at: &'a str,
@@ -662,6 +675,15 @@ impl Candidate<'_> {
 pub trait KeyProbe {
     /// True where the key is in the inbox; false where it is not or the probe cannot tell.
     fn has(&self, sender: &str, recipient: &str, control_ref: &str) -> bool;
+}
+
+/// This machine's name (`uname -n`), which every host's rows are told apart by: its counters
+/// on PostgreSQL, and the sightings it decided.
+pub fn host_name() -> String {
+    rustix::system::uname()
+        .nodename()
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// A CONTRL's own control reference (0020, at most 14 characters) from its counter's value.

@@ -70,7 +70,7 @@ impl Counter {
     pub fn of(d: &Decision) -> Counter {
         match d {
             Decision::New { .. } => Counter::IngestNew,
-            Decision::Duplicate => Counter::IngestDuplicate,
+            Decision::Duplicate { .. } => Counter::IngestDuplicate,
             Decision::Drift { .. } => Counter::IngestDrift,
             Decision::Unstorable { .. } => Counter::IngestRejected,
             Decision::Refused(_) => Counter::IngestRefused,
@@ -96,7 +96,10 @@ mod tests {
     fn the_words() {
         assert_eq!(received("INVOIC"), "edifact.INVOIC.received");
         assert_eq!(NOT_RESENT, ("4", "26"));
-        assert_eq!(Counter::of(&Decision::Duplicate).name(), "ingest_duplicate");
+        assert_eq!(
+            Counter::of(&Decision::Duplicate { sighting_id: 1 }).name(),
+            "ingest_duplicate"
+        );
         assert_eq!(
             not_published("1", "edifact.ORDERS.received", None, "no stream"),
             "message 1 (edifact.ORDERS.received) not published: no stream"

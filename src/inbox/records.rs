@@ -10,16 +10,45 @@ use crate::status::Status;
 pub enum Decision {
     /// The key was new: the interchange, its messages and their outbox events were written.
     New { interchange_id: i64 },
-    /// The key was there with the same payload hash: nothing written but the sighting.
-    Duplicate,
-    /// The key was there with another payload hash: nothing applied; the bytes are kept.
-    Drift { stored_sha256: String },
+    /// The key was there with the same payload hash: nothing written but the sighting (the
+    /// `sightings` row of that id).
+    Duplicate { sighting_id: i64 },
+    /// The key was there with another payload hash: nothing applied; the bytes are kept in the
+    /// `sightings` row of that id.
+    Drift {
+        stored_sha256: String,
+        sighting_id: i64,
+    },
     /// The inbox cannot store it (a PostgreSQL server refusing a key too long for its index,
     /// say): nothing applied, and it is reported as rejected.
     Unstorable { reason: String },
     /// One of the operator's side effects failed on its data (`--effects`): nothing of it
     /// applied, and it is kept whole, with the reason, for `reapply --refused`.
     Refused(Refusal),
+}
+
+impl Decision {
+    /// The row that records this sighting of the key, where one does: the interchange for the
+    /// first (new), a `sightings` row for a duplicate or drift.
+    pub fn sighting_row(&self) -> Option<SightingRow> {
+        match self {
+            Decision::New { interchange_id } => Some(SightingRow::Interchange(*interchange_id)),
+            Decision::Duplicate { sighting_id } | Decision::Drift { sighting_id, .. } => {
+                Some(SightingRow::Sighting(*sighting_id))
+            }
+            Decision::Unstorable { .. } | Decision::Refused(_) => None,
+        }
+    }
+}
+
+/// The row that records one sighting of a key (issue 40, item 3): where its file is said to
+/// have been moved once it was ([`crate::inbox::Decisions::record_moves`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SightingRow {
+    /// `interchanges`, by id: the first sighting, which was new.
+    Interchange(i64),
+    /// `sightings`, by id: a duplicate or a drift.
+    Sighting(i64),
 }
 
 /// Why the operator's side effect refused an interchange: the statement, the message it ran
@@ -183,6 +212,25 @@ pub struct Event {
     pub message_types: Vec<String>,
     /// How many messages that interchange has (1 for a parked event); `None` as above.
     pub messages: Option<i64>,
+    /// For a parked event: its id in its outbox, which `publish --retry-parked --id` takes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub event_id: Option<i64>,
+    /// For a parked event: its outbox, `message` or `contrl` (`publish --kind`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub event_kind: Option<&'static str>,
+    /// For a sighting (new, duplicate, drift): where its file was read from, who decided it,
+    /// where it went.
+    #[serde(flatten)]
+    pub filed: Filed,
+}
+
+/// The outbox a parked event is in, by the `send` column only a CONTRL's event has.
+pub fn event_kind(status: crate::status::Status, send: Option<i64>) -> Option<&'static str> {
+    (status == crate::status::Status::Failed).then_some(if send.is_some() {
+        "contrl"
+    } else {
+        "message"
+    })
 }
 
 /// What `list` asks for. The times are RFC 3339 UTC, compared as text with the stored times
@@ -386,6 +434,8 @@ pub struct StoredInterchange {
     #[serde(rename = "file")]
     pub source_file: String,
     pub received_at: String,
+    #[serde(flatten)]
+    pub filed: Filed,
     /// True while the inbox holds this copy's key (not purged).
     pub in_inbox: bool,
     pub messages: Vec<StoredMessage>,
@@ -418,6 +468,27 @@ pub struct Sighting {
     #[serde(rename = "file")]
     pub source_file: String,
     pub seen_at: String,
+    #[serde(flatten)]
+    pub filed: Filed,
+}
+
+/// Where a sighting was read from, who decided it, and where its file went (issue 40, item 3);
+/// each `None` where not known: a broker's delivery has no path and is not moved, a file left
+/// in place (no `--archive`, moved by no one, or a run that stopped between its commit and
+/// the record of its move) has no `moved_to`, and rows from before edi-inbox kept them have
+/// none at all.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Filed {
+    /// The absolute path the file was read from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source_path: Option<String>,
+    /// The host (its name, as `uname -n` says it) that decided it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// Where it was moved after the commit: the archive or the quarantine, with the suffix the
+    /// move gave it (`inv.1.edi`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub moved_to: Option<String>,
 }
 
 /// A copy of a key that was not applied because its content differs from the applied one

@@ -83,12 +83,12 @@ impl AckPolicy {
         let (action, error) = match d {
             Decision::New { .. } => (action, None),
             Decision::Drift { .. } => (Action::Rejected, duplicate),
-            Decision::Duplicate if self.reject_duplicates => (Action::Rejected, duplicate),
+            Decision::Duplicate { .. } if self.reject_duplicates => (Action::Rejected, duplicate),
             // A partner that sends again most likely lost our answer: the same answer, once per
             // sending of theirs (where the first copy got none, one now). Our own redelivery
             // (the same file after a crash before its move, a broker's redelivery, another
             // host's copy) is not the partner asking again.
-            Decision::Duplicate => {
+            Decision::Duplicate { .. } => {
                 let key = (
                     u.sender.as_str(),
                     u.recipient.as_str(),

@@ -18,6 +18,8 @@ pub struct Parsed<'a> {
     pub items: Vec<Attached<'a>>,
     /// Its SHA-256, where it holds rejected input (its record is keyed by it).
     pub sha256: Option<&'a str>,
+    /// The absolute path of the file it was read from; `None` for a delivery or a request.
+    pub source_path: Option<&'a str>,
 }
 
 impl Source {
@@ -103,6 +105,7 @@ fn decide_once(
                 interchange: i,
                 compressed: c.as_deref(),
                 source_file: p.source.name(),
+                source_path: p.source_path,
                 received_at: when,
             })
         })

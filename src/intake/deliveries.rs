@@ -137,6 +137,7 @@ pub fn decide_deliveries(
             bytes: d.bytes,
             items,
             sha256: sha256.as_deref(),
+            source_path: None,
         })
         .collect();
     let mut outcomes = decide(inbox, &sources, when, acks)?;

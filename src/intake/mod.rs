@@ -23,7 +23,7 @@ pub use acknowledge::AckPolicy;
 pub use decide::{Parsed, decide};
 pub use deliveries::{Delivered, Incoming, Unreadable, decide_deliveries};
 pub use messages::{Answered, Message, decide_messages};
-pub use outcome::{Outcome, Source, Summary};
+pub use outcome::{Event, Outcome, Source, Summary};
 pub use prepare::{Attached, Detached};
 
 /// What the intake's tests share.

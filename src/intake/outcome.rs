@@ -5,7 +5,7 @@ use serde::ser::{Serialize, SerializeMap, Serializer};
 
 use crate::edifact::Interchange;
 use crate::edifact::quote::Quote;
-use crate::inbox::{Decision, Refusal};
+use crate::inbox::{Decision, Refusal, SightingRow};
 use crate::output::{SHOWN_NAME_CHARS, count, shortened};
 use crate::status::Status;
 
@@ -51,6 +51,9 @@ pub struct Decided {
     pub offset: usize,
     /// For refused: why the operator's side effect refused it (boxed: most outcomes have none).
     pub refusal: Option<Box<Refusal>>,
+    /// The row that records this sighting (the interchange, or its sightings row), for where
+    /// its file is moved; `None` for a refusal.
+    pub row: Option<SightingRow>,
 }
 
 /// What happened.
@@ -94,8 +97,8 @@ impl Outcome {
         let mut refusal = None;
         let (status, stored_sha256) = match decision {
             Decision::New { .. } => (Status::New, None),
-            Decision::Duplicate => (Status::Duplicate, None),
-            Decision::Drift { stored_sha256 } => (Status::Drift, Some(stored_sha256.clone())),
+            Decision::Duplicate { .. } => (Status::Duplicate, None),
+            Decision::Drift { stored_sha256, .. } => (Status::Drift, Some(stored_sha256.clone())),
             Decision::Refused(r) => {
                 refusal = Some(Box::new(r.clone()));
                 (Status::Refused, None)
@@ -121,6 +124,7 @@ impl Outcome {
                 empty_groups: i.empty_groups().map(|g| g.reference.to_string()).collect(),
                 offset: i.offset,
                 refusal,
+                row: decision.sighting_row(),
             }),
         )
     }
@@ -389,6 +393,7 @@ mod tests {
             empty_groups: Vec::new(),
             offset: 0,
             refusal: None,
+            row: None,
         })
     }
 

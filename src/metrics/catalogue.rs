@@ -89,6 +89,13 @@ pub const INGEST_LAST_RUN_INTERCHANGES: Family = Family {
     labels: &["status"],
 };
 
+pub const INGEST_PATHS_MISSING: Family = Family {
+    name: "edi_inbox_ingest_paths_missing",
+    kind: Kind::Gauge,
+    help: "Paths named to the last ingest run (drop folders, files, shell patterns that matched nothing) that did not exist: such a run reads nothing and exits 1.",
+    labels: &[],
+};
+
 pub const INGEST_LAST_SUCCESS_TIMESTAMP_SECONDS: Family = Family {
     name: "edi_inbox_ingest_last_success_timestamp_seconds",
     kind: Kind::Gauge,
@@ -326,6 +333,7 @@ pub const ALL: &[&Family] = &[
     &INGEST_LAST_RUN_FILES,
     &INGEST_LAST_RUN_INTERCHANGES,
     &INGEST_LAST_SUCCESS_TIMESTAMP_SECONDS,
+    &INGEST_PATHS_MISSING,
     &PURGE_ENTRIES_TOTAL,
     &PURGE_LAST_RUN_DURATION_SECONDS,
     &PURGE_LAST_RUN_ENTRIES,

@@ -114,28 +114,37 @@ fn escape(v: &str) -> String {
 /// which is what the alert on "no successful run for a while" must go on seeing).
 pub fn stamp_run(path: &Path, command: &str, exit_code: u8) -> std::io::Result<()> {
     use catalogue::{LAST_RUN_EXIT_CODE as EXIT_CODE, LAST_RUN_TIMESTAMP_SECONDS as RUN_TIMESTAMP};
+    let mut m = Metrics::default();
+    m.family(&EXIT_CODE)
+        .sample(&EXIT_CODE, &[command], f64::from(exit_code))
+        .family(&RUN_TIMESTAMP)
+        .sample(&RUN_TIMESTAMP, &[command], unix_now());
+    replace_families(path, &[&EXIT_CODE, &RUN_TIMESTAMP], &m)
+}
+
+/// Rewrites the metrics file at `path` with the families `replaced` taken out and `m` added:
+/// the rest of what the file held (the previous run's figures) is kept. For a run that writes
+/// no figures of its own but must say something (its exit status, a path that did not exist).
+pub fn replace_families(path: &Path, replaced: &[&Family], m: &Metrics) -> std::io::Result<()> {
     let before = match fs::read_to_string(path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
         Err(e) => return Err(e),
     };
-    let mut m = Metrics::default();
+    let mut out = Metrics::default();
     for line in before.lines() {
         let name = line
             .strip_prefix("# HELP ")
             .or_else(|| line.strip_prefix("# TYPE "))
             .unwrap_or(line);
         let name = name.split(['{', ' ']).next().unwrap_or_default();
-        if name != EXIT_CODE.name && name != RUN_TIMESTAMP.name && !line.is_empty() {
-            m.text.push_str(line);
-            m.text.push('\n');
+        if !line.is_empty() && !replaced.iter().any(|f| f.name == name) {
+            out.text.push_str(line);
+            out.text.push('\n');
         }
     }
-    m.family(&EXIT_CODE)
-        .sample(&EXIT_CODE, &[command], f64::from(exit_code))
-        .family(&RUN_TIMESTAMP)
-        .sample(&RUN_TIMESTAMP, &[command], unix_now());
-    m.write_to(path)
+    out.text.push_str(&m.text);
+    out.write_to(path)
 }
 
 /// The value of an unlabelled sample `name` in the metrics file at `path`, if it holds one.

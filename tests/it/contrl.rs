@@ -1002,6 +1002,10 @@ per_backend! {
                  DROP TABLE consumer_positions; DROP TABLE transport_messages;
                  ALTER TABLE deliveries DROP COLUMN record_key;
                  ALTER TABLE deliveries DROP COLUMN produced_at;
+                 ALTER TABLE interchanges DROP COLUMN source_path, DROP COLUMN host,
+                     DROP COLUMN moved_to;
+                 ALTER TABLE sightings DROP COLUMN source_path, DROP COLUMN host,
+                     DROP COLUMN moved_to;
                  DELETE FROM schema_migrations WHERE version >= 7",
             );
         } else {

@@ -137,6 +137,10 @@ fn lay_out(site: &Site) {
             .run()
             .code(3);
     }
+    // A corrected file in the quarantine (reprocess): PARTNERA's A7.
+    let two = fs::read_to_string(samples.join("valid/two-interchanges.edi")).unwrap();
+    let a1 = two.split("UNZ+1+A1'").next().unwrap().replace("A1", "A7");
+    fs::write(root.join("failed/inv7.edi"), format!("{a1}UNZ+1+A7'")).unwrap();
     let env = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("packaging/env"))
         .unwrap()
         .replace("/var/lib/edi-inbox/", &format!("{}/", root.display()))

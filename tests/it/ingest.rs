@@ -699,3 +699,156 @@ fn json_lines_escape_c1_and_bidi_controls() {
         assert_eq!(lines[0]["sender"], "SEND\u{9B}ER", "{lines:?}");
     }
 }
+
+per_backend! {
+    /// Where each sighting was read from, where its file went and which host decided it (issue
+    /// 40, item 3): two hosts' `drop/inv1.edi` (each run in its own folder, the second under
+    /// another host name where `unshare --uts` may give it one) are told apart by their
+    /// absolute paths and hosts, the first moved to `archive/inv1.1.edi` (its name taken),
+    /// a drift to the quarantine; `show` and `list` print them.
+    fn each_sighting_records_its_path_its_move_and_its_host(site) {
+        let sample = fs::read(samples().join("valid/two-interchanges.edi")).unwrap();
+        for host in ["a", "b"] {
+            fs::create_dir_all(site.path(host).join("drop")).unwrap();
+            fs::write(site.path(host).join("drop/inv1.edi"), &sample).unwrap();
+        }
+        let drifted = String::from_utf8_lossy(&sample).replace("A-1", "A-9");
+        fs::write(site.path("b/drop/inv2.edi"), drifted.split("UNA^").next().unwrap()).unwrap();
+        fs::create_dir_all(site.path("a/archive")).unwrap();
+        fs::write(site.path("a/archive/inv1.edi"), b"an earlier file of that name").unwrap();
+        let ingest = ["ingest", "-q", "--archive", "archive", "--quarantine", "failed", "drop"];
+        site.command().current_dir(site.path("a")).args(ingest).run().code(0);
+        let this_host = String::from_utf8(std::process::Command::new("uname").arg("-n").output().unwrap().stdout)
+            .unwrap().trim().to_string();
+        // The second host: another name where this machine lets a process have one.
+        let renamed = std::process::Command::new("unshare")
+            .args(["--uts", "sh", "-c", "hostname edi-inbox-host-b"])
+            .status()
+            .is_ok_and(|s| s.success());
+        let mut b = site.command();
+        if renamed {
+            let program = b.get_program().to_owned();
+            let args: Vec<_> = b.get_args().map(|a| a.to_owned()).collect();
+            let envs: Vec<_> = b.get_envs().map(|(k, v)| (k.to_owned(), v.map(|v| v.to_owned()))).collect();
+            let mut u = std::process::Command::new("unshare");
+            u.args(["--uts", "sh", "-c", "hostname edi-inbox-host-b && exec \"$0\" \"$@\""]).arg(program).args(args);
+            for (k, v) in envs {
+                match v {
+                    Some(v) => u.env(k, v),
+                    None => u.env_remove(k),
+                };
+            }
+            b = u;
+        } else {
+            eprintln!("NOTE: unshare --uts is not allowed here: both hosts are named {this_host}");
+        }
+        b.current_dir(site.path("b")).args(ingest).run().code(3);
+        let host_b = if renamed { "edi-inbox-host-b" } else { this_host.as_str() };
+        let a = fs::canonicalize(site.path("a")).unwrap();
+        let bdir = fs::canonicalize(site.path("b")).unwrap();
+        let at = |dir: &Path, rel: &str| dir.join(rel).display().to_string();
+
+        let shown = site.json(&["show", "PARTNERA", "HUB", "A1", "--json"]).success().json();
+        let first = &shown[0]["interchanges"][0];
+        assert_eq!(first["file"], "drop/inv1.edi", "{first}");
+        assert_eq!(first["source_path"], at(&a, "drop/inv1.edi"), "{first}");
+        assert_eq!(first["host"], this_host, "{first}");
+        assert_eq!(first["moved_to"], at(&a, "archive/inv1.1.edi"), "{first}");
+        assert!(a.join("archive/inv1.1.edi").exists());
+        let sightings = shown[0]["sightings"].as_array().unwrap();
+        assert_eq!(sightings.len(), 2, "{sightings:?}");
+        let dup = sightings.iter().find(|s| s["status"] == "duplicate").unwrap();
+        assert_eq!(dup["file"], "drop/inv1.edi", "{dup}");
+        assert_eq!(dup["source_path"], at(&bdir, "drop/inv1.edi"), "{dup}");
+        assert_eq!(dup["host"], host_b, "{dup}");
+        assert_eq!(dup["moved_to"], at(&bdir, "archive/inv1.edi"), "{dup}");
+        let drift = sightings.iter().find(|s| s["status"] == "drift").unwrap();
+        assert_eq!(drift["source_path"], at(&bdir, "drop/inv2.edi"), "{drift}");
+        assert_eq!(drift["moved_to"], at(&bdir, "failed/inv2.edi"), "{drift}");
+
+        let human = site.cmd().args(["show", "PARTNERA", "HUB", "A1"]).run().code(0).out();
+        for want in [
+            format!("  filed        read from {} on {this_host}, moved to {}", at(&a, "drop/inv1.edi"), at(&a, "archive/inv1.1.edi")),
+            format!("    filed  read from {} on {host_b}, moved to {}", at(&bdir, "drop/inv1.edi"), at(&bdir, "archive/inv1.edi")),
+        ] {
+            assert!(human.contains(&want), "{want}\nin\n{human}");
+        }
+        let listed = site.json(&["list", "--json"]).success().json();
+        let from_b: Vec<_> = listed
+            .iter()
+            .filter(|l| l["file"] == "drop/inv1.edi" && l["host"] == host_b && l["source_path"] == at(&bdir, "drop/inv1.edi"))
+            .collect();
+        assert_eq!(from_b.len(), 2, "A1 and A2 seen again by the second host: {listed:?}");
+        assert!(from_b.iter().all(|l| l["status"] == "duplicate" && l["moved_to"] == at(&bdir, "archive/inv1.edi")), "{from_b:?}");
+    }
+}
+
+per_backend! {
+    /// `reprocess QUARANTINED_FILE...` (issue 40, item 5): a quarantined file decided again as
+    /// ingest decides it and filed where ingest files it; unchanged, it is rejected again and
+    /// goes back into the quarantine under the next name with a new note, the old note removed;
+    /// corrected, it is applied and archived with its old note beside it, and its sighting says
+    /// where it was read from and went. Files outside the quarantine, and notes, are refused
+    /// (exit 2) and left alone.
+    fn reprocess_decides_a_quarantined_file_again_and_files_it_with_its_note(site) {
+        site.put_sample("broken/unt-count-wrong.edi", "x.edi");
+        site.ingest(1000).code(3);
+        let failed = site.path("failed");
+        let archive = site.path("archive");
+        assert!(failed.join("x.edi.error.txt").exists());
+        let reprocess = |file: &Path| {
+            let mut c = site.command();
+            c.arg("reprocess")
+                .arg("--archive")
+                .arg(&archive)
+                .arg("--quarantine")
+                .arg(&failed)
+                .arg(file);
+            c.run()
+        };
+
+        // Refused: a note, a file outside the quarantine; nothing read, nothing moved.
+        let other = site.put_sample("valid/orders-d01b-no-una.edi", "y.edi");
+        for (file, why) in [
+            (failed.join("x.edi.error.txt"), "is a quarantine note"),
+            (other.clone(), "is not in the --quarantine folder"),
+        ] {
+            let out = reprocess(&file);
+            out.code(2);
+            assert!(out.err().contains(why), "{}", out.err());
+        }
+        assert!(other.exists() && failed.join("x.edi").exists());
+        fs::remove_file(&other).unwrap();
+
+        // Unchanged: rejected again, back into the quarantine with a new note.
+        let out = reprocess(&failed.join("x.edi"));
+        out.code(3);
+        assert!(out.out().contains("rejected   "), "{}", out.out());
+        let mut names: Vec<String> = fs::read_dir(&failed)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["x.1.edi", "x.1.edi.error.txt"]);
+        let note = fs::read_to_string(failed.join("x.1.edi.error.txt")).unwrap();
+        assert!(note.contains("failed/x.edi") && note.contains("UNT at byte 118"), "{note}");
+
+        // Corrected: applied, archived, its old note beside it; the sighting says so.
+        fs::copy(samples().join("valid/orders-d01b-no-una.edi"), failed.join("x.1.edi")).unwrap();
+        let out = reprocess(&failed.join("x.1.edi"));
+        out.code(0);
+        assert!(out.out().contains("1 new"), "{}", out.out());
+        assert_eq!(fs::read_dir(&failed).unwrap().count(), 0, "the quarantine is empty");
+        assert_eq!(
+            fs::read_to_string(archive.join("x.1.edi.error.txt")).unwrap(),
+            note,
+            "the old note went with the file"
+        );
+        assert!(archive.join("x.1.edi").exists());
+        let shown = site.json(&["show", "SENDER+ONE", "RECEIVER", "ORD'0042", "--json"]).success().json();
+        let first = &shown[0]["interchanges"][0];
+        // Absolute paths as the run was given them (these are absolute already).
+        assert_eq!(first["source_path"], failed.join("x.1.edi").display().to_string(), "{first}");
+        assert_eq!(first["moved_to"], archive.join("x.1.edi").display().to_string(), "{first}");
+    }
+}

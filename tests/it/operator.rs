@@ -843,6 +843,56 @@ fn a_run_that_fails_records_its_exit_status_and_keeps_the_last_success() {
     );
 }
 
+per_backend! {
+    /// A drop folder that does not exist (unmounted, misnamed), or a shell pattern that matched
+    /// nothing (it arrives as itself), is a configuration failure (issue 40, item 6): exit 1,
+    /// nothing read, not even from the paths that exist, nothing recorded as rejected; each
+    /// path named on standard error, and `edi_inbox_ingest_paths_missing` in the metrics file
+    /// beside the previous run's figures, set back to 0 by the next good run.
+    fn a_drop_folder_that_does_not_exist_is_a_configuration_failure(site) {
+        let prom = site.path("metrics/edi_inbox_ingest.prom");
+        // `ingest -q --metrics-file PROM DROP` and the PATHs that follow.
+        let ingest = |more: &[&std::path::Path]| {
+            let mut c = site.command();
+            c.args(["ingest", "-q", "--metrics-file"]).arg(&prom).arg(site.drop()).args(more);
+            c.output().unwrap()
+        };
+        assert_eq!(ingest(&[]).status.code(), Some(0));
+        site.put_sample("valid/two-interchanges.edi", "a.edi");
+        let missing_gauge = |text: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix("edi_inbox_ingest_paths_missing "))
+                .map(str::to_string)
+        };
+        let unmounted = site.path("mnt/drop");
+        let pattern = site.path("drop/*.xml");
+        let out = ingest(&[&unmounted, &pattern]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains(&format!("{} does not exist (a drop folder not mounted, or misnamed?)", unmounted.display()))
+                && err.contains(&format!("{} does not exist (a shell pattern that matched nothing?)", pattern.display()))
+                && err.contains("2 paths named to read do not exist; nothing was read or decided"),
+            "{err}"
+        );
+        assert!(site.drop().join("a.edi").exists(), "nothing read or moved");
+        let text = fs::read_to_string(&prom).unwrap();
+        assert_eq!(missing_gauge(&text).as_deref(), Some("2"), "{text}");
+        assert!(text.contains("\nedi_inbox_last_run_exit_code{command=\"ingest\"} 1\n"), "{text}");
+        check_exposition(&text);
+        assert!(text.contains("edi_inbox_ingest_last_success_timestamp_seconds "), "{text}");
+        // Nothing was recorded: no rejection for list to show, no decision.
+        let list = site.cmd().args(["list", "--json"]).output().unwrap();
+        assert_eq!(list.status.code(), Some(0), "{list:?}");
+        assert!(list.stdout.is_empty(), "{list:?}");
+
+        // Mounted again: the next run reads, and says so in the figure.
+        assert_eq!(ingest(&[]).status.code(), Some(0));
+        let text = fs::read_to_string(&prom).unwrap();
+        assert_eq!(missing_gauge(&text).as_deref(), Some("0"), "{text}");
+    }
+}
+
 /// `publish --follow` writes its figures while it runs; waiting for a broker that does not
 /// answer, it keeps the last success the file held, so the alert sees the publisher stalled.
 #[test]

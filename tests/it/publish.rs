@@ -78,6 +78,65 @@ fn status_of(lines: &[serde_json::Value]) -> Vec<String> {
 }
 
 per_backend! {
+    /// A parked event is retried by a command, not by SQL (issue 40, item 5): `list --status
+    /// failed` names each with its outbox and id; `publish --retry-parked --kind message --id N`
+    /// makes that one due again and publishes it, `--retry-parked` alone the rest; with none
+    /// parked it says so and exits 3; `--id` without one outbox is a usage error.
+    fn parked_events_are_retried_by_a_command(site) {
+        samples_ingested(&site);
+        let probe = site.path("probe");
+        let sent = publish(&site, &["--json", "--to", &format!("dir:{}", probe.display())]).code(0).json();
+        let names: Vec<String> = sent
+            .iter()
+            .filter_map(|l| l["id"].as_str().map(|id| format!("{id}.edi")))
+            .collect();
+        assert_eq!(names.len(), 10, "{sent:?}");
+        site.sql("UPDATE outbox SET published_at = NULL");
+        // A folder where every event's name is a folder already: each refused, parked at once.
+        let blocked = site.path("blocked");
+        for name in &names {
+            fs::create_dir_all(blocked.join(name)).unwrap();
+        }
+        let to = format!("dir:{}", blocked.display());
+        publish(&site, &["-q", "--max-attempts", "1", "--to", &to]).code(3);
+        assert_eq!(site.stat("outbox_failed"), 10);
+        let parked = site.json(&["list", "--status", "failed", "--json"]).success().json();
+        assert_eq!(parked.len(), 10, "{parked:?}");
+        assert!(parked.iter().all(|l| l["event_kind"] == "message" && l["event_id"].is_i64()), "{parked:?}");
+        let human = site.cmd().args(["list", "--status", "failed"]).run().code(0).out();
+        let first = parked[0]["event_id"].as_i64().unwrap();
+        assert!(human.contains(&format!("message event {first}: ")), "{human}");
+        for name in &names {
+            fs::remove_dir(blocked.join(name)).unwrap();
+        }
+
+        // --id without one outbox: refused, nothing changed.
+        let out = publish(&site, &["--to", &to, "--retry-parked", "--id", &first.to_string()]);
+        out.code(2);
+        assert!(out.err().contains("--kind message or --kind contrl"), "{}", out.err());
+        assert_eq!(site.stat("outbox_failed"), 10);
+
+        let id = first.to_string();
+        let lines = publish(&site, &["--json", "--to", &to, "--retry-parked", "--kind", "message", "--id", &id]).code(0).json();
+        assert_eq!(lines[0]["status"], "retried", "{lines:?}");
+        assert_eq!(lines[0]["kind"], "message", "{lines:?}");
+        assert_eq!(lines[0]["event_id"], first, "{lines:?}");
+        assert_eq!(lines.last().unwrap()["summary"]["published"], 1, "{lines:?}");
+        assert_eq!(site.stat("outbox_failed"), 9);
+
+        let out = publish(&site, &["--to", &to, "--retry-parked"]);
+        out.code(0);
+        assert_eq!(out.out().lines().filter(|l| l.starts_with("retried  message event ")).count(), 9, "{}", out.out());
+        assert_eq!((site.stat("outbox_failed"), site.stat("outbox_unpublished")), (0, 0));
+        assert_eq!(fs::read_dir(&blocked).unwrap().count(), 10);
+
+        let out = publish(&site, &["--to", &to, "--retry-parked"]);
+        out.code(3);
+        assert!(out.err().contains("--retry-parked: no parked event"), "{}", out.err());
+    }
+}
+
+per_backend! {
     /// The folder: one file per event, named by its id, holding the message (UNH..UNT); a
     /// rerun sends nothing; events marked unpublished again (a crash between the write and
     /// the mark) find their files there and are not written twice.

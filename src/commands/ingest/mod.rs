@@ -8,6 +8,7 @@
 
 mod budget;
 mod pipeline;
+pub mod reprocess;
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -16,12 +17,16 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+// The commands' usage error, for reprocess.rs beside this file (through here, not up two
+// levels: commands/mod.rs runs reprocess, and the two must not use each other).
+use super::usage;
 use crate::cli::IngestArgs;
 use crate::exit::ExitStatus;
 use crate::filing::{self, Claimed};
+use crate::inbox::SightingRow;
 use crate::inbox::names::Counter;
 use crate::inbox::{Inbox, Location};
-use crate::intake::{AckPolicy, Outcome, Source, Summary};
+use crate::intake::{AckPolicy, Event, Outcome, Source, Summary};
 use crate::metrics::{Metrics, catalogue, unix_now};
 use crate::output::{Out, count, escape, problem};
 use crate::walk;
@@ -48,6 +53,8 @@ struct Run<'a> {
     progress: ProgressBar,
     /// How interchanges are answered, from `--contrl` and `--contrl-duplicates`.
     acks: AckPolicy,
+    /// `reprocess`: the files are in the quarantine, each with its note, which goes with it.
+    reprocess: bool,
 }
 
 /// Runs `ingest`, in stages: check what must hold before anything is read; open the inbox;
@@ -63,6 +70,18 @@ pub fn run(
     busy_timeout: Duration,
     args: &IngestArgs,
 ) -> anyhow::Result<ExitStatus> {
+    run_files(db, named, busy_timeout, args, false)
+}
+
+/// [`run`], or with `reprocess` the run of `reprocess` over quarantined files (checked by
+/// [`reprocess::run`]): the same decisions and moves, and each file's note moved with it.
+fn run_files(
+    db: &Location,
+    named: bool,
+    busy_timeout: Duration,
+    args: &IngestArgs,
+    reprocess: bool,
+) -> anyhow::Result<ExitStatus> {
     let started = Instant::now();
     if let Some(status) = check_before_reading(db, named, args)? {
         return Ok(status);
@@ -72,6 +91,7 @@ pub fn run(
     let exclude = exclusions(db, args);
     let (inputs, problems) = walk::collect(&args.paths, &exclude);
     let mut run = Run::new(args, inputs.len());
+    run.reprocess = reprocess;
     for p in &problems {
         run.summary.files += 1;
         run.report(&Outcome::rejected(
@@ -112,6 +132,7 @@ fn check_before_reading(
     if let Some(status) = crate::intake::preflight::check(db, named, "read")? {
         return Ok(Some(status));
     }
+    check_paths_exist(&args.paths, args.metrics_file.as_deref())?;
     for (dir, option) in [
         (&args.archive, "--archive"),
         (&args.quarantine, "--quarantine"),
@@ -126,6 +147,44 @@ fn check_before_reading(
         }
     }
     Ok(None)
+}
+
+/// Every PATH named must exist: one that does not (an unmounted drop folder, a shell pattern
+/// that matched nothing) is a configuration failure, exit 1 with nothing read, and said in the
+/// metrics file (`edi_inbox_ingest_paths_missing`, its own alert) beside the previous run's
+/// figures. Reading the other paths and reporting this one as rejected would hide it among the
+/// partners' broken files, where `list` cannot show it.
+pub(crate) fn check_paths_exist(
+    paths: &[PathBuf],
+    metrics_file: Option<&Path>,
+) -> anyhow::Result<()> {
+    let missing = walk::missing(paths);
+    if missing.is_empty() {
+        return Ok(());
+    }
+    for (path, why) in &missing {
+        crate::output::warn(&format!(
+            "error: {} does not exist ({why})",
+            walk::display(path)
+        ));
+    }
+    if let Some(path) = metrics_file {
+        let mut m = Metrics::default();
+        m.single(&catalogue::INGEST_PATHS_MISSING, missing.len() as f64);
+        if let Err(e) =
+            crate::metrics::replace_families(path, &[&catalogue::INGEST_PATHS_MISSING], &m)
+        {
+            crate::output::warn(&format!(
+                "cannot write the metrics file {}: {e}",
+                path.display()
+            ));
+        }
+    }
+    anyhow::bail!(
+        "{} named to read {} not exist; nothing was read or decided",
+        count(missing.len() as u64, "path", "paths"),
+        if missing.len() == 1 { "does" } else { "do" }
+    )
 }
 
 /// What the walk passes over: the inbox's own files, what this run moves files into or writes.
@@ -186,6 +245,7 @@ fn write_metrics(
         &catalogue::INGEST_LAST_SUCCESS_TIMESTAMP_SECONDS,
         unix_now(),
     )
+    .single(&catalogue::INGEST_PATHS_MISSING, 0.0)
     .single(&catalogue::INBOX_ENTRIES, inbox.stats()?.inbox as f64)
     .single(&catalogue::DATABASE_SIZE_BYTES, inbox.size_bytes() as f64);
     m.write_to(path)?;
@@ -211,6 +271,7 @@ impl<'a> Run<'a> {
             other_problems: 0,
             progress,
             acks: super::ack_policy(&args.acks, &args.effects),
+            reprocess: false,
         }
     }
 
@@ -255,27 +316,52 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// After a commit: print each file's outcomes, then move it.
-    fn finish(&mut self, decided: Vec<Decided>) {
+    /// After a commit: print each file's outcomes, then move it. Returns where each moved
+    /// file's sightings went, for the inbox to record after the moves: the destination (with
+    /// the suffix the move gave it) is only known once the file is there, and recorded before
+    /// (in the decision's transaction) it would be a lie after a crash between the commit and
+    /// the move, which leaves the file in the drop folder for the next run.
+    fn finish(&mut self, decided: Vec<Decided>) -> Vec<(SightingRow, String)> {
+        let mut moves = Vec::new();
         for d in decided {
             self.summary.files += 1;
             for o in &d.outcomes {
                 self.report(o);
             }
-            if d.movable {
-                self.move_file(&d);
+            if d.movable
+                && let Some(to) = self.move_file(&d)
+            {
+                let to = walk::display(&std::path::absolute(&to).unwrap_or(to));
+                moves.extend(d.outcomes.iter().filter_map(|o| match &o.event {
+                    Event::Decided(decided) => decided.row.map(|row| (row, to.clone())),
+                    _ => None,
+                }));
             }
         }
+        moves
     }
 
-    fn move_file(&mut self, d: &Decided) {
+    /// Where files went could not be recorded: they are where they are, and the inbox says it
+    /// does not know (`moved_to` empty); a problem to look at, not a failure of the run.
+    fn not_recorded(&mut self, e: &crate::inbox::InboxError) {
+        self.other_problems += 1;
+        problem(
+            &mut self.out,
+            &format!(
+                "the files of this batch were moved, but where to could not be recorded in the inbox: {e}"
+            ),
+        );
+    }
+
+    /// Moves a decided file; returns where it is now, where it was moved (or already there).
+    fn move_file(&mut self, d: &Decided) -> Option<PathBuf> {
         let bad = d.outcomes.iter().any(|o| o.status().is_problem());
         let target = if bad {
             self.args.quarantine.as_deref()
         } else {
             self.args.archive.as_deref()
         };
-        let Some(dir) = target else { return };
+        let dir = target?;
         crash_point!("before-move");
         // Escaped like every human line: the reason file is read on a terminal too.
         let reason = bad.then(|| {
@@ -287,19 +373,38 @@ impl<'a> Run<'a> {
                 .collect::<String>()
         });
         match filing::move_into(&d.path, dir, reason.as_deref(), d.claim.as_ref()) {
-            Ok(filing::Moved::Gone) => {}
-            Ok(filing::Moved::To(_) | filing::Moved::AlreadyThere(_)) => {
+            Ok(filing::Moved::Gone) => None,
+            Ok(filing::Moved::To(to) | filing::Moved::AlreadyThere(to)) => {
                 crash_point!("after-move");
+                if self.reprocess
+                    && let Err(e) = filing::carry_note(&d.path, &to, bad)
+                {
+                    self.other_problems += 1;
+                    let what = if bad { "removed" } else { "moved with it" };
+                    problem(
+                        &mut self.out,
+                        &format!(
+                            "{}: moved to {}, but its old note {} could not be {what}: {e}",
+                            d.shown,
+                            to.display(),
+                            filing::reason_path(&d.path).display()
+                        ),
+                    );
+                }
+                Some(to)
             }
             // Nothing is lost and nothing is wrong: the new bytes are read by the next run.
-            Ok(filing::Moved::Changed) => problem(
-                &mut self.out,
-                &format!(
-                    "{}: note: the file changed after it was read (a new upload under the same name?); not moved to {}, the next run reads it",
-                    d.shown,
-                    dir.display()
-                ),
-            ),
+            Ok(filing::Moved::Changed) => {
+                problem(
+                    &mut self.out,
+                    &format!(
+                        "{}: note: the file changed after it was read (a new upload under the same name?); not moved to {}, the next run reads it",
+                        d.shown,
+                        dir.display()
+                    ),
+                );
+                None
+            }
             Err(e) => {
                 self.other_problems += 1;
                 problem(
@@ -310,6 +415,7 @@ impl<'a> Run<'a> {
                         dir.display()
                     ),
                 );
+                None
             }
         }
     }

@@ -158,7 +158,11 @@ fn flush(
     inbox
         .commit()
         .context("cannot commit to the inbox database")?;
-    run.finish(decided);
+    let moves = run.finish(decided);
+    // Where the files went, in a short transaction after the moves (see `Run::finish`).
+    if let Err(e) = inbox.record_moves(&moves) {
+        run.not_recorded(&e);
+    }
     budget.release(bytes);
     Ok(())
 }
@@ -184,6 +188,8 @@ pub(super) enum Prepared {
         items: Vec<Detached>,
         /// The file's SHA-256, where it holds rejected input (its record is keyed by it).
         sha256: Option<String>,
+        /// The absolute path it was read from, recorded with its sightings.
+        source_path: String,
     },
 }
 
@@ -308,6 +314,10 @@ fn prepare_file(
         .iter()
         .any(Result::is_err)
         .then(|| hex::encode(Sha256::digest(&bytes)));
+    // Absolute, so that two hosts' (or two folders') `drop/inv1.edi` are told apart; made here
+    // on the reading thread, without resolving links (the path it was read from, as named).
+    let source_path =
+        walk::display(&std::path::absolute(&file.path).unwrap_or_else(|_| file.path.clone()));
     let prepared = Prepared::Parsed {
         path: file.path.clone(),
         shown,
@@ -315,6 +325,7 @@ fn prepare_file(
         bytes,
         items,
         sha256,
+        source_path,
     };
     Some((prepared, kept))
 }
@@ -328,6 +339,7 @@ enum Part {
         claim: Claimed,
         bytes: Vec<u8>,
         sha256: Option<String>,
+        source_path: String,
     },
 }
 
@@ -354,6 +366,7 @@ fn decide_files(
                 bytes,
                 items,
                 sha256,
+                source_path,
             } => {
                 parts.push(Part::Parsed {
                     path,
@@ -361,6 +374,7 @@ fn decide_files(
                     claim,
                     bytes,
                     sha256,
+                    source_path,
                 });
                 all_items.push(items);
             }
@@ -386,12 +400,14 @@ fn decide_files(
                 shown,
                 bytes,
                 sha256,
+                source_path,
                 ..
             } => Some(Parsed {
                 source: Source::File(shown.clone()),
                 bytes,
                 items,
                 sha256: sha256.as_deref(),
+                source_path: Some(source_path),
             }),
             Part::Settled(_) => None,
         })

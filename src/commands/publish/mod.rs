@@ -73,6 +73,11 @@ pub fn run(
         Err(e) => return super::usage(&e),
     };
     let mut inbox = super::open_inbox(db, Access::Write, busy_timeout)?;
+    if args.retry_parked
+        && let Some(status) = retry_parked(&mut *inbox, args, db)?
+    {
+        return Ok(status);
+    }
     // A second signal, while a batch is stuck on a broker that does not answer, ends the
     // process: nothing unconfirmed is marked.
     let stop = super::stop_on_signals()?;
@@ -171,6 +176,75 @@ pub fn run(
         Err(Failure::Fatal(e)) => Err(e),
         Err(Failure::Lost { error, .. }) => Err(not_sent(error, &*destination)),
     }
+}
+
+/// `--retry-parked [--id N]`: the parked events of `--kind` made due again, each said (`retried`
+/// lines, or objects with `--json`), before the run publishes. `Some` status to end with at
+/// once: a usage error (`--id` needs one outbox), or exit 3 where nothing was parked (or not the
+/// event `--id` names), which publishes nothing: the operator expected otherwise.
+fn retry_parked(
+    inbox: &mut dyn Inbox,
+    args: &PublishArgs,
+    db: &Location,
+) -> anyhow::Result<Option<ExitStatus>> {
+    use crate::inbox::Outbox;
+    let outboxes: &[(Outbox, &str)] = match args.kind {
+        PublishKind::All if args.id.is_some() => {
+            return super::usage(
+                "--retry-parked --id N needs --kind message or --kind contrl: each outbox numbers its events (list --status failed says which an event is in)",
+            )
+            .map(Some);
+        }
+        PublishKind::All => &[
+            (Outbox::Acknowledgements, "contrl"),
+            (Outbox::Messages, "message"),
+        ],
+        PublishKind::Message => &[(Outbox::Messages, "message")],
+        PublishKind::Contrl => &[(Outbox::Acknowledgements, "contrl")],
+    };
+    let mut out = Out::default();
+    let mut made_due = 0;
+    for &(outbox, kind) in outboxes {
+        let ids = inbox.retry_parked(outbox, args.id).with_context(|| {
+            format!("cannot make the parked events of {} due again", db.shown())
+        })?;
+        made_due += ids.len();
+        for id in ids {
+            if args.json {
+                #[derive(Serialize)]
+                struct Retried<'a> {
+                    status: &'static str,
+                    kind: &'a str,
+                    event_id: i64,
+                }
+                out.json(&Retried {
+                    status: "retried",
+                    kind,
+                    event_id: id,
+                });
+            } else if !args.quiet {
+                out.line(&format!(
+                    "retried  {kind} event {id}: parked, now due again"
+                ));
+            }
+        }
+    }
+    if made_due == 0 {
+        let what = match args.id {
+            Some(id) => format!("no parked event of id {id} in that outbox"),
+            None => "no parked event".to_string(),
+        };
+        problem(
+            &mut out,
+            &format!(
+                "--retry-parked: {what} (list --status failed shows the parked ones); nothing published"
+            ),
+        );
+        out.flush();
+        return Ok(Some(ExitStatus::Problems));
+    }
+    out.flush();
+    Ok(None)
 }
 
 /// The run as the service loop drives it: a step is a batch of each kind asked for.

@@ -12,7 +12,7 @@ use crate::inbox::names::{Counter, RECEIVED, delivery_counts};
 use crate::inbox::postgres::error::{KeyVanished, describe, refusable, retryable};
 use crate::inbox::{
     Candidate, Decision, Decisions, DeliveryRecord, InboxError, InterchangeKey, KeyProbe,
-    REJECTED_BYTES_LIMIT, RejectedFile,
+    REJECTED_BYTES_LIMIT, RejectedFile, SightingRow,
 };
 
 /// The message rows of new interchanges, from twelve arrays ($1..$12).
@@ -47,7 +47,8 @@ impl Decisions for PgInbox {
             if kept {
                 self.client.get_mut().batch_execute("SAVEPOINT batch")?;
             }
-            let result = match decide(self.client.get_mut(), batch, effects.as_deref()) {
+            let result = match decide(self.client.get_mut(), batch, &self.host, effects.as_deref())
+            {
                 Err(e) if refusable(&e) && kept => {
                     self.client.get_mut().batch_execute("ROLLBACK TO batch")?;
                     self.decide_around_refused(batch)
@@ -131,6 +132,34 @@ impl Decisions for PgInbox {
         Ok(())
     }
 
+    /// One statement for both tables, committed at once (no batch is open after a commit,
+    /// when files are moved).
+    fn record_moves(&mut self, moves: &[(SightingRow, String)]) -> Result<(), InboxError> {
+        if moves.is_empty() {
+            return Ok(());
+        }
+        let (mut ids, mut to, mut sighting) = (Vec::new(), Vec::new(), Vec::new());
+        for (row, path) in moves {
+            let (id, is_sighting) = match row {
+                SightingRow::Interchange(id) => (*id, false),
+                SightingRow::Sighting(id) => (*id, true),
+            };
+            ids.push(id);
+            to.push(storable(path).into_owned());
+            sighting.push(is_sighting);
+        }
+        self.client.get_mut().execute(
+            "WITH u AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::bool[])
+                            AS u(id, to_path, sighting)),
+                  i AS (UPDATE interchanges t SET moved_to = u.to_path FROM u
+                        WHERE NOT u.sighting AND t.id = u.id)
+             UPDATE sightings t SET moved_to = u.to_path FROM u
+             WHERE u.sighting AND t.id = u.id",
+            &[&ids, &to, &sighting],
+        )?;
+        Ok(())
+    }
+
     fn probe(&self) -> Option<Box<dyn KeyProbe + Send>> {
         let mut client = self.target.connect().ok()?;
         client
@@ -170,7 +199,7 @@ impl PgInbox {
         let effects = self.effects.clone();
         let client = self.client.get_mut();
         client.batch_execute("SAVEPOINT part")?;
-        let result = decide(client, batch, effects.as_deref());
+        let result = decide(client, batch, &self.host, effects.as_deref());
         client.batch_execute("ROLLBACK TO part; RELEASE part")?;
         match result {
             Ok(_) => Ok(()),
@@ -219,7 +248,7 @@ impl PgInbox {
                 .collect();
             let client = self.client.get_mut();
             client.batch_execute("SAVEPOINT rest")?;
-            match decide(client, &rest, effects.as_deref()) {
+            match decide(client, &rest, &self.host, effects.as_deref()) {
                 Ok(d) => {
                     client.batch_execute("RELEASE rest")?;
                     break d;
@@ -316,6 +345,7 @@ pub(super) fn key<'a>(i: &'a Interchange<'_>) -> Key<'a> {
 pub(super) fn decide(
     client: &mut Client,
     batch: &[Candidate<'_>],
+    host: &str,
     effects: Option<&super::effects::Installed>,
 ) -> Result<Vec<Decision>, InboxError> {
     let hashes: Vec<String> = batch.iter().map(|c| c.interchange.sha256_hex()).collect();
@@ -386,8 +416,8 @@ pub(super) fn decide(
         };
         decisions.push(decision);
     }
-    write_new(client, batch, &decisions, &hashes, effects)?;
-    write_sightings(client, batch, &decisions, &hashes)?;
+    write_new(client, batch, &decisions, &hashes, host, effects)?;
+    write_sightings(client, batch, &mut decisions, &hashes, host)?;
     Ok(decisions)
 }
 
@@ -400,12 +430,14 @@ pub(super) fn owned((s, r, c): Key<'_>) -> (String, String, String) {
     (s.to_string(), r.to_string(), c.to_string())
 }
 
+/// Duplicate or drift; its sighting's id is the row [`write_sightings`] writes for it.
 pub(super) fn compare(sha: &str, accepted: &str) -> Decision {
     if sha == accepted {
-        Decision::Duplicate
+        Decision::Duplicate { sighting_id: 0 }
     } else {
         Decision::Drift {
             stored_sha256: accepted.to_string(),
+            sighting_id: 0,
         }
     }
 }
@@ -417,6 +449,7 @@ pub(super) fn write_new(
     batch: &[Candidate<'_>],
     decisions: &[Decision],
     hashes: &[String],
+    host: &str,
     effects: Option<&super::effects::Installed>,
 ) -> Result<(), InboxError> {
     let new: Vec<(usize, i64)> = decisions
@@ -456,15 +489,15 @@ pub(super) fn write_new(
              recipient_qualifier, recipient_routing, control_ref, syntax_id, syntax_version,
              prepared_date, prepared_time, recipient_ref, application_ref, priority, ack_request,
              agreement_id, test_indicator, sha256, source_file, source_offset, received_at, raw,
-             raw_codec)
+             raw_codec, source_path, host)
          SELECT id, s, sq, sr, r, rq, rr, c, si, sv, d, tm, rref, app, pri, ack, agr, test, sha,
-                file, off, now(), raw, 'zstd'
+                file, off, now(), raw, 'zstd', path, $24
          FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
                      $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[],
                      $13::text[], $14::text[], $15::text[], $16::text[], $17::text[], $18::text[],
-                     $19::text[], $20::text[], $21::bigint[], $22::bytea[])
+                     $19::text[], $20::text[], $21::bigint[], $22::bytea[], $23::text[])
               AS t(id, s, sq, sr, r, rq, rr, c, si, sv, d, tm, rref, app, pri, ack, agr, test,
-                   sha, file, off, raw)",
+                   sha, file, off, raw, path)",
         &[
             &ids,
             &column(&rows, |n| unb(n).sender.as_str()),
@@ -488,6 +521,10 @@ pub(super) fn write_new(
             &column(&rows, |n| batch[n].source_file),
             &offsets,
             &raws,
+            &column(&rows, |n| {
+                batch[n].source_path.map(|p| storable(p).into_owned())
+            }),
+            &storable(host).as_ref(),
         ],
     )?;
     // One row per message of every new interchange.
@@ -601,15 +638,16 @@ pub(super) struct MessageColumns<'a> {
 pub(super) fn write_sightings(
     client: &mut Client,
     batch: &[Candidate<'_>],
-    decisions: &[Decision],
+    decisions: &mut [Decision],
     hashes: &[String],
+    host: &str,
 ) -> Result<(), InboxError> {
     let seen: Vec<(usize, &str, &str)> = decisions
         .iter()
         .enumerate()
         .filter_map(|(n, d)| match d {
-            Decision::Duplicate => Some((n, "duplicate", hashes[n].as_str())),
-            Decision::Drift { stored_sha256 } => Some((n, "drift", stored_sha256.as_str())),
+            Decision::Duplicate { .. } => Some((n, "duplicate", hashes[n].as_str())),
+            Decision::Drift { stored_sha256, .. } => Some((n, "drift", stored_sha256.as_str())),
             _ => None,
         })
         .collect();
@@ -623,23 +661,51 @@ pub(super) fn write_sightings(
         .iter()
         .map(|&(n, s, _)| (s == "drift").then(|| &*batch[n].interchange.raw))
         .collect();
-    client.execute(
-        "INSERT INTO sightings (sender, recipient, control_ref, status, sha256, stored_sha256,
-             source_file, seen_at, payload)
-         SELECT s, r, c, st, h, sh, f, now(), p
-         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
-                     $7::text[], $8::bytea[]) AS t(s, r, c, st, h, sh, f, p)",
-        &[
-            &column(&rows, |n| batch[n].interchange.unb.sender.as_str()),
-            &column(&rows, |n| batch[n].interchange.unb.recipient.as_str()),
-            &column(&rows, |n| batch[n].interchange.unb.control_ref.as_str()),
-            &statuses,
-            &column(&rows, |n| hashes[n].as_str()),
-            &stored,
-            &column(&rows, |n| batch[n].source_file),
-            &payloads,
-        ],
-    )?;
+    let stored: Vec<String> = stored.into_iter().map(str::to_string).collect();
+    // The rows are inserted in the order of the arrays (ORDER BY o), each taking the next value
+    // of the id's sequence as it is inserted: sorted, the ids returned are the rows' in order.
+    let mut ids: Vec<i64> = client
+        .query(
+            "INSERT INTO sightings (sender, recipient, control_ref, status, sha256, stored_sha256,
+                 source_file, seen_at, payload, source_path, host)
+             SELECT s, r, c, st, h, sh, f, now(), p, path, $10
+             FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+                         $7::text[], $8::bytea[], $9::text[])
+                  WITH ORDINALITY AS t(s, r, c, st, h, sh, f, p, path, o)
+             ORDER BY o
+             RETURNING id",
+            &[
+                &column(&rows, |n| batch[n].interchange.unb.sender.as_str()),
+                &column(&rows, |n| batch[n].interchange.unb.recipient.as_str()),
+                &column(&rows, |n| batch[n].interchange.unb.control_ref.as_str()),
+                &statuses,
+                &column(&rows, |n| hashes[n].as_str()),
+                &stored,
+                &column(&rows, |n| batch[n].source_file),
+                &payloads,
+                &column(&rows, |n| {
+                    batch[n].source_path.map(|p| storable(p).into_owned())
+                }),
+                &storable(host).as_ref(),
+            ],
+        )?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    ids.sort_unstable();
+    if ids.len() != rows.len() {
+        return Err(InboxError::Backend(
+            "the sightings written came back short".into(),
+        ));
+    }
+    for (&n, id) in rows.iter().zip(ids) {
+        match &mut decisions[n] {
+            Decision::Duplicate { sighting_id } | Decision::Drift { sighting_id, .. } => {
+                *sighting_id = id;
+            }
+            _ => {}
+        }
+    }
     Ok(())
 }
 

@@ -60,10 +60,7 @@ impl PgInbox {
         } else {
             warn_if_not_durable(&mut client);
         }
-        let host = rustix::system::uname()
-            .nodename()
-            .to_string_lossy()
-            .into_owned();
+        let host = crate::inbox::host_name();
         Ok(PgInbox {
             client: RefCell::new(client),
             target: target.clone(),

@@ -107,6 +107,28 @@ impl Publishing for PgInbox {
         tx.commit()?;
         Ok(parked)
     }
+
+    fn retry_parked(&mut self, outbox: Outbox, id: Option<i64>) -> Result<Vec<i64>, InboxError> {
+        let mut ids: Vec<i64> = self
+            .client
+            .get_mut()
+            .query(
+                &format!(
+                    "UPDATE {} SET failed_at = NULL, attempts = 0, last_attempt_at = NULL,
+                            last_attempt_pass = NULL
+                     WHERE failed_at IS NOT NULL AND published_at IS NULL
+                       AND ($1::bigint IS NULL OR id = $1)
+                     RETURNING id",
+                    outbox.table()
+                ),
+                &[&id],
+            )?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        ids.sort_unstable();
+        Ok(ids)
+    }
 }
 
 /// Up to `limit` events to publish, oldest first: not published, not parked, not tried in

@@ -10,9 +10,9 @@ use crate::inbox::DriftedCopy;
 use crate::inbox::names::{Counter, not_published};
 use crate::inbox::records::Volumes;
 use crate::inbox::{
-    Event, EventFilter, InboxError, KeyHistory, OutboxFigures, OutboxKinds, Reports, SentContrl,
-    Sighting, Stats, StoredInterchange, StoredMessage, StoredRefusal, StoredRejection, Volume,
-    VolumeBy,
+    Event, EventFilter, Filed, InboxError, KeyHistory, OutboxFigures, OutboxKinds, Reports,
+    SentContrl, Sighting, Stats, StoredInterchange, StoredMessage, StoredRefusal, StoredRejection,
+    Volume, VolumeBy,
 };
 
 /// The status words the events are stored with, as parameters.
@@ -161,18 +161,19 @@ macro_rules! events {
         SELECT received_at AS time, $9::text AS status, source_file AS file, sender, recipient,
                control_ref, NULL::text AS error, NULL::bigint AS errors, NULL::text AS unit_ref,
                NULL::text AS event_type, NULL::bigint AS send, NULL::text AS detail, id AS n,
-               id AS iid, NULL::text AS one_type
+               id AS iid, NULL::text AS one_type, source_path, host, moved_to
         FROM interchanges
         UNION ALL
         SELECT s.seen_at, s.status, s.source_file, s.sender, s.recipient, s.control_ref, NULL,
                NULL, NULL, NULL, NULL, NULL, s.id,
                (SELECT max(x.id) FROM interchanges x WHERE x.sender = s.sender
-                AND x.recipient = s.recipient AND x.control_ref = s.control_ref), NULL
+                AND x.recipient = s.recipient AND x.control_ref = s.control_ref), NULL,
+               s.source_path, s.host, s.moved_to
         FROM sightings s
         UNION ALL
         SELECT f.last_seen_at, $10::text, f.source_file, r.sender, r.recipient, r.control_ref,
                r.error, (SELECT count(*) FROM rejections c WHERE c.file_id = f.id), NULL, NULL,
-               NULL, NULL, f.id, NULL, NULL
+               NULL, NULL, f.id, NULL, NULL, NULL, NULL, NULL
         FROM (SELECT g.id, g.source_file, g.last_seen_at,
                      (SELECT r.id FROM rejections r WHERE r.file_id = g.id
                         AND ($2::text IS NULL OR r.sender = $2)
@@ -184,7 +185,7 @@ macro_rules! events {
         UNION ALL
         SELECT o.failed_at, $11::text, i.source_file, i.sender, i.recipient, i.control_ref,
                coalesce(o.last_error, ''), o.attempts::bigint, m.reference, o.event_type, NULL,
-               NULL, o.id, NULL, m.message_type
+               NULL, o.id, NULL, m.message_type, NULL, NULL, NULL
         FROM outbox o
         JOIN messages m ON m.id = o.message_id
         JOIN interchanges i ON i.id = m.interchange_id
@@ -192,7 +193,7 @@ macro_rules! events {
         UNION ALL
         SELECT o.failed_at, $11::text, coalesce(i.source_file, ''), a.sender, a.recipient,
                a.control_ref, coalesce(o.last_error, ''), o.attempts::bigint, a.own_ref,
-               o.event_type, o.send::bigint, NULL, o.id, NULL, 'CONTRL'
+               o.event_type, o.send::bigint, NULL, o.id, NULL, 'CONTRL', NULL, NULL, NULL
         FROM contrl_outbox o
         JOIN acknowledgements a ON a.id = o.acknowledgement_id
         LEFT JOIN inbox i ON i.sender = a.sender AND i.recipient = a.recipient
@@ -200,7 +201,8 @@ macro_rules! events {
         WHERE o.failed_at IS NOT NULL AND o.published_at IS NULL
         UNION ALL
         SELECT last_seen_at, $12::text, source_file, sender, recipient, control_ref, statement,
-               times_seen::bigint, message_ref, code, NULL, error, id, NULL, NULL
+               times_seen::bigint, message_ref, code, NULL, error, id, NULL, NULL, NULL, NULL,
+               NULL
         FROM refusals WHERE resolved_at IS NULL
     ) u
     WHERE ($1::text IS NULL OR status = $1)
@@ -268,7 +270,8 @@ pub(super) fn events(
                                           WHERE m.interchange_id = e.iid)),
                     CASE WHEN e.one_type IS NOT NULL THEN 1
                          WHEN e.iid IS NOT NULL THEN (SELECT count(*) FROM messages m
-                                                      WHERE m.interchange_id = e.iid) END
+                                                      WHERE m.interchange_id = e.iid) END,
+                    e.source_path, e.host, e.moved_to
              FROM (",
             events!(),
             " ORDER BY time DESC, n DESC LIMIT $13 OFFSET $14) e
@@ -316,6 +319,17 @@ pub(super) fn events(
                 refusal_id: if refused { r.get(12) } else { None },
                 message_types: Event::types_of(r.get(13)),
                 messages: r.get::<_, Option<i64>>(14),
+                event_id: if status == Status::Failed {
+                    r.get(12)
+                } else {
+                    None
+                },
+                event_kind: crate::inbox::event_kind(status, r.get(10)),
+                filed: Filed {
+                    source_path: r.get(15),
+                    host: r.get(16),
+                    moved_to: r.get(17),
+                },
             })
         })
         .collect()
@@ -461,7 +475,7 @@ pub(super) fn key_history(
                     syntax_id || ':' || syntax_version, prepared_date, prepared_time,
                     test_indicator, application_ref, sha256, source_file, ",
             ts!("received_at"),
-            ", raw, raw_codec
+            ", raw, raw_codec, source_path, host, moved_to
              FROM interchanges WHERE sender = $1 AND recipient = $2 AND control_ref = $3
              ORDER BY id"
         ),
@@ -510,6 +524,11 @@ pub(super) fn key_history(
             sha256: r.get(11),
             source_file: r.get(12),
             received_at: r.get(13),
+            filed: Filed {
+                source_path: r.get(16),
+                host: r.get(17),
+                moved_to: r.get(18),
+            },
             in_inbox: current == Some(id),
             messages,
             raw,
@@ -520,7 +539,8 @@ pub(super) fn key_history(
         concat!(
             "SELECT status, sha256, stored_sha256, source_file, ",
             ts!("seen_at"),
-            " FROM sightings WHERE sender = $1 AND recipient = $2 AND control_ref = $3
+            ", source_path, host, moved_to
+             FROM sightings WHERE sender = $1 AND recipient = $2 AND control_ref = $3
              ORDER BY id"
         ),
         &key,
@@ -531,6 +551,11 @@ pub(super) fn key_history(
             stored_sha256: r.get(2),
             source_file: r.get(3),
             seen_at: r.get(4),
+            filed: Filed {
+                source_path: r.get(5),
+                host: r.get(6),
+                moved_to: r.get(7),
+            },
         });
     }
     let mut refusals = Vec::new();

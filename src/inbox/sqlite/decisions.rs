@@ -13,7 +13,7 @@ use crate::edifact::{EnvelopeError, Interchange, Message};
 use crate::inbox::names::{Counter, RECEIVED, delivery_counts};
 use crate::inbox::{
     Candidate, Decision, Decisions, DeliveryRecord, InboxError, InterchangeKey, KeyProbe,
-    REJECTED_BYTES_LIMIT, RejectedFile,
+    REJECTED_BYTES_LIMIT, RejectedFile, SightingRow,
 };
 
 impl Decisions for SqliteInbox {
@@ -78,6 +78,13 @@ impl Decisions for SqliteInbox {
         Ok(())
     }
 
+    fn record_moves(&mut self, moves: &[(SightingRow, String)]) -> Result<(), InboxError> {
+        if moves.is_empty() {
+            return Ok(());
+        }
+        record_moves(&mut self.conn, moves)
+    }
+
     fn probe(&self) -> Option<Box<dyn KeyProbe + Send>> {
         SqliteProbe::open(&self.path)
             .ok()
@@ -92,17 +99,10 @@ impl SqliteInbox {
         self.begin()?;
         let id = self.next_id()?;
         let effects = self.effects.clone();
-        let d = match self.in_savepoint(|conn| {
-            decide(
-                conn,
-                id,
-                c.interchange,
-                c.compressed,
-                c.source_file,
-                c.received_at,
-                effects.as_deref(),
-            )
-        }) {
+        let host = std::mem::take(&mut self.host);
+        let decided = self.in_savepoint(|conn| decide(conn, id, c, &host, effects.as_deref()));
+        self.host = host;
+        let d = match decided {
             Err(InboxError::EffectFailed(mut refusal)) => {
                 // A trigger's RAISE(ROLLBACK) ends the batch's transaction itself: what the
                 // batch decided before is gone, so the run cannot go on as if it were not.
@@ -175,12 +175,11 @@ impl KeyProbe for SqliteProbe {
 pub(super) fn decide(
     conn: &Connection,
     id: i64,
-    i: &Interchange<'_>,
-    compressed: Option<&[u8]>,
-    source_file: &str,
-    received_at: &str,
+    c: &Candidate<'_>,
+    host: &str,
     effects: Option<&super::effects::Installed>,
 ) -> Result<Decision, InboxError> {
+    let (i, source_file, received_at) = (c.interchange, c.source_file, c.received_at);
     let u = &i.unb;
     let sha = i.sha256_hex();
     // `id` is the sequence's next: the interchange row gets it if the key is new, and an
@@ -202,7 +201,7 @@ pub(super) fn decide(
         ])?;
     if inserted == 1 {
         crash_point!("after-key-insert");
-        write_interchange(conn, id, i, compressed, &sha, source_file, received_at)?;
+        write_interchange(conn, id, c, &sha, host)?;
         if let Some(effects) = effects {
             let scope = crate::inbox::effects::Scope {
                 interchange: i,
@@ -231,11 +230,13 @@ pub(super) fn decide(
             |r| r.get(0),
         )?;
     let drift = stored != sha;
-    conn.prepare_cached(
-        "INSERT INTO sightings (sender, recipient, control_ref, status, sha256, stored_sha256, source_file, seen_at, payload)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    let sighting_id: i64 = conn.prepare_cached(
+        "INSERT INTO sightings (sender, recipient, control_ref, status, sha256, stored_sha256, source_file, seen_at, payload,
+             source_path, host)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+         RETURNING id",
     )?
-    .execute(params![
+    .query_row(params![
         u.sender.as_str(),
         u.recipient.as_str(),
         u.control_ref.as_str(),
@@ -245,14 +246,38 @@ pub(super) fn decide(
         source_file,
         received_at,
         drift.then_some(&*i.raw),
-    ])?;
+        c.source_path,
+        host,
+    ], |r| r.get(0))?;
     Ok(if drift {
         Decision::Drift {
             stored_sha256: stored,
+            sighting_id,
         }
     } else {
-        Decision::Duplicate
+        Decision::Duplicate { sighting_id }
     })
+}
+
+/// Where the files of committed sightings were moved, in one short transaction.
+pub(super) fn record_moves(
+    conn: &mut Connection,
+    moves: &[(SightingRow, String)],
+) -> Result<(), InboxError> {
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    {
+        let mut interchange =
+            tx.prepare_cached("UPDATE interchanges SET moved_to = ?2 WHERE id = ?1")?;
+        let mut sighting = tx.prepare_cached("UPDATE sightings SET moved_to = ?2 WHERE id = ?1")?;
+        for (row, to) in moves {
+            match row {
+                SightingRow::Interchange(id) => interchange.execute(params![id, to])?,
+                SightingRow::Sighting(id) => sighting.execute(params![id, to])?,
+            };
+        }
+    }
+    tx.commit()?;
+    Ok(())
 }
 
 /// The business rows of a new interchange: the interchange and its messages (its outbox events
@@ -260,12 +285,11 @@ pub(super) fn decide(
 pub(super) fn write_interchange(
     conn: &Connection,
     id: i64,
-    i: &Interchange<'_>,
-    compressed: Option<&[u8]>,
+    c: &Candidate<'_>,
     sha: &str,
-    source_file: &str,
-    received_at: &str,
+    host: &str,
 ) -> Result<(), InboxError> {
+    let (i, compressed) = (c.interchange, c.compressed);
     let u = &i.unb;
     let own;
     let stored = match compressed {
@@ -279,8 +303,9 @@ pub(super) fn write_interchange(
         "INSERT INTO interchanges (id, sender, sender_qualifier, sender_routing, recipient, recipient_qualifier,
              recipient_routing, control_ref, syntax_id, syntax_version, prepared_date, prepared_time,
              recipient_ref, application_ref, priority, ack_request, agreement_id, test_indicator,
-             sha256, source_file, source_offset, received_at, raw, raw_codec)
-         VALUES (?23, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, 'zstd')",
+             sha256, source_file, source_offset, received_at, raw, raw_codec, source_path, host)
+         VALUES (?23, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, 'zstd',
+             ?24, ?25)",
     )?
     .execute(params![
         u.sender.as_str(),
@@ -301,11 +326,13 @@ pub(super) fn write_interchange(
         u.agreement_id.as_deref(),
         u.test_indicator.as_deref(),
         sha,
-        source_file,
+        c.source_file,
         i.offset as i64,
-        received_at,
+        c.received_at,
         stored,
         id,
+        c.source_path,
+        host,
     ])?;
     // Eight rows a statement where there are eight: one statement per message was most of the
     // deciding thread's time, which is what the whole run waits on.

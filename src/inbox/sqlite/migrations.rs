@@ -34,6 +34,7 @@ pub(super) const MIGRATIONS: &[Migration] = &[
     Migration::Sql(include_str!("migrations/0015_position_topic_ids.sql")),
     Migration::Sql(include_str!("migrations/0016_effects.sql")),
     Migration::Sql(include_str!("migrations/0017_rejection_keys.sql")),
+    Migration::Sql(include_str!("migrations/0018_filing.sql")),
 ];
 
 impl SqliteInbox {

@@ -62,4 +62,6 @@ pub struct SqliteInbox {
     publisher_lock: Option<std::fs::File>,
     /// The operator's side effects, where `--effects` installed them.
     effects: Option<std::sync::Arc<effects::Installed>>,
+    /// This machine's name, recorded with each sighting it decides.
+    host: String,
 }

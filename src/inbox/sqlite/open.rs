@@ -25,6 +25,7 @@ impl SqliteInbox {
             checkpoints: None,
             publisher_lock: None,
             effects: None,
+            host: crate::inbox::host_name(),
         }
     }
 

@@ -116,6 +116,27 @@ impl Publishing for SqliteInbox {
         tx.commit()?;
         Ok(parked)
     }
+
+    fn retry_parked(&mut self, outbox: Outbox, id: Option<i64>) -> Result<Vec<i64>, InboxError> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let mut ids = {
+            let mut stmt = tx.prepare(&format!(
+                "UPDATE {} SET failed_at = NULL, attempts = 0, last_attempt_at = NULL,
+                        last_attempt_pass = NULL
+                 WHERE failed_at IS NOT NULL AND published_at IS NULL
+                   AND (?1 IS NULL OR id = ?1)
+                 RETURNING id",
+                outbox.table()
+            ))?;
+            stmt.query_map(params![id], |r| r.get::<_, i64>(0))?
+                .collect::<rusqlite::Result<Vec<i64>>>()?
+        };
+        tx.commit()?;
+        ids.sort_unstable();
+        Ok(ids)
+    }
 }
 
 /// The columns of an outbox event as a publisher claims it, from `outbox o` and `messages m`

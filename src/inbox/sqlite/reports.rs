@@ -8,9 +8,9 @@ use crate::inbox::Outbox;
 use crate::inbox::names::{Counter, not_published};
 use crate::inbox::records::Volumes;
 use crate::inbox::{
-    Event, EventFilter, InboxError, KeyHistory, OutboxFigures, OutboxKinds, Refusal, Reports,
-    SentContrl, Sighting, Stats, StoredInterchange, StoredMessage, StoredRefusal, StoredRejection,
-    Volume, VolumeBy,
+    Event, EventFilter, Filed, InboxError, KeyHistory, OutboxFigures, OutboxKinds, Refusal,
+    Reports, SentContrl, Sighting, Stats, StoredInterchange, StoredMessage, StoredRefusal,
+    StoredRejection, Volume, VolumeBy,
 };
 use crate::status::Status;
 
@@ -152,18 +152,20 @@ const EVENTS: &str = "
     SELECT * FROM (
         SELECT received_at AS time, :new AS status, source_file AS file, sender, recipient,
                control_ref, NULL AS error, NULL AS errors, NULL AS unit_ref, NULL AS event_type,
-               NULL AS send, NULL AS detail, id AS n, id AS iid, NULL AS one_type
+               NULL AS send, NULL AS detail, id AS n, id AS iid, NULL AS one_type, source_path,
+               host, moved_to
         FROM interchanges
         UNION ALL
         SELECT s.seen_at, s.status, s.source_file, s.sender, s.recipient, s.control_ref, NULL,
                NULL, NULL, NULL, NULL, NULL, s.id,
                (SELECT max(x.id) FROM interchanges x WHERE x.sender = s.sender
-                AND x.recipient = s.recipient AND x.control_ref = s.control_ref), NULL
+                AND x.recipient = s.recipient AND x.control_ref = s.control_ref), NULL,
+               s.source_path, s.host, s.moved_to
         FROM sightings s
         UNION ALL
         SELECT f.last_seen_at, :rejected, f.source_file, r.sender, r.recipient, r.control_ref,
                r.error, (SELECT count(*) FROM rejections c WHERE c.file_id = f.id), NULL, NULL,
-               NULL, NULL, f.id, NULL, NULL
+               NULL, NULL, f.id, NULL, NULL, NULL, NULL, NULL
         FROM (SELECT g.*,
                      (SELECT r.id FROM rejections r WHERE r.file_id = g.id
                         AND (:sender IS NULL OR r.sender = :sender)
@@ -175,7 +177,7 @@ const EVENTS: &str = "
         UNION ALL
         SELECT o.failed_at, :failed, i.source_file, i.sender, i.recipient, i.control_ref,
                coalesce(o.last_error, ''), o.attempts, m.reference, o.event_type, NULL, NULL,
-               o.id, NULL, m.message_type
+               o.id, NULL, m.message_type, NULL, NULL, NULL
         FROM outbox o
         JOIN messages m ON m.id = o.message_id
         JOIN interchanges i ON i.id = m.interchange_id
@@ -183,7 +185,7 @@ const EVENTS: &str = "
         UNION ALL
         SELECT o.failed_at, :failed, coalesce(i.source_file, ''), a.sender, a.recipient,
                a.control_ref, coalesce(o.last_error, ''), o.attempts, a.own_ref,
-               o.event_type, o.send, NULL, o.id, NULL, 'CONTRL'
+               o.event_type, o.send, NULL, o.id, NULL, 'CONTRL', NULL, NULL, NULL
         FROM contrl_outbox o
         JOIN acknowledgements a ON a.id = o.acknowledgement_id
         LEFT JOIN inbox i ON i.sender = a.sender AND i.recipient = a.recipient
@@ -191,7 +193,7 @@ const EVENTS: &str = "
         WHERE o.failed_at IS NOT NULL AND o.published_at IS NULL
         UNION ALL
         SELECT last_seen_at, :refused, source_file, sender, recipient, control_ref, statement,
-               times_seen, message_ref, code, NULL, error, id, NULL, NULL
+               times_seen, message_ref, code, NULL, error, id, NULL, NULL, NULL, NULL, NULL
         FROM refusals WHERE resolved_at IS NULL
     )
     WHERE (:status IS NULL OR status = :status)
@@ -246,7 +248,8 @@ pub(super) fn events(conn: &Connection, f: &EventFilter) -> Result<Vec<Event>, I
                                       WHERE m.interchange_id = e.iid)),
                 CASE WHEN e.one_type IS NOT NULL THEN 1
                      WHEN e.iid IS NOT NULL THEN (SELECT count(*) FROM messages m
-                                                  WHERE m.interchange_id = e.iid) END
+                                                  WHERE m.interchange_id = e.iid) END,
+                e.source_path, e.host, e.moved_to
          FROM ({EVENTS} ORDER BY time DESC, n DESC LIMIT :limit OFFSET :offset) e
          ORDER BY e.time DESC, e.n DESC"
     ))?;
@@ -297,6 +300,17 @@ pub(super) fn events(conn: &Connection, f: &EventFilter) -> Result<Vec<Event>, I
             },
             message_types: Event::types_of(r.get(13)?),
             messages: r.get(14)?,
+            event_id: if status == Status::Failed {
+                r.get(12)?
+            } else {
+                None
+            },
+            event_kind: crate::inbox::event_kind(status, r.get(10)?),
+            filed: Filed {
+                source_path: r.get(15)?,
+                host: r.get(16)?,
+                moved_to: r.get(17)?,
+            },
         })
     })?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
@@ -429,7 +443,8 @@ pub(super) fn key_history(
     let mut stmt = conn.prepare_cached(
         "SELECT id, sender, sender_qualifier, recipient, recipient_qualifier, control_ref,
                 syntax_id || ':' || syntax_version, prepared_date, prepared_time, test_indicator,
-                application_ref, sha256, source_file, received_at, raw, raw_codec
+                application_ref, sha256, source_file, received_at, raw, raw_codec, source_path,
+                host, moved_to
          FROM interchanges WHERE sender = ?1 AND recipient = ?2 AND control_ref = ?3 ORDER BY id",
     )?;
     let stored = stmt
@@ -451,6 +466,11 @@ pub(super) fn key_history(
                 sha256: r.get(11)?,
                 source_file: r.get(12)?,
                 received_at: r.get(13)?,
+                filed: Filed {
+                    source_path: r.get(16)?,
+                    host: r.get(17)?,
+                    moved_to: r.get(18)?,
+                },
                 in_inbox: current == Some(id),
                 messages: Vec::new(),
                 raw: r.get(14)?,
@@ -487,7 +507,8 @@ pub(super) fn key_history(
             .collect::<rusqlite::Result<_>>()?;
     }
     let mut stmt = conn.prepare_cached(
-        "SELECT status, sha256, stored_sha256, source_file, seen_at FROM sightings
+        "SELECT status, sha256, stored_sha256, source_file, seen_at, source_path, host, moved_to
+         FROM sightings
          WHERE sender = ?1 AND recipient = ?2 AND control_ref = ?3 ORDER BY id",
     )?;
     let sightings = stmt
@@ -498,6 +519,11 @@ pub(super) fn key_history(
                 stored_sha256: r.get(2)?,
                 source_file: r.get(3)?,
                 seen_at: r.get(4)?,
+                filed: Filed {
+                    source_path: r.get(5)?,
+                    host: r.get(6)?,
+                    moved_to: r.get(7)?,
+                },
             })
         })?
         .collect::<rusqlite::Result<_>>()?;

@@ -21,6 +21,7 @@ impl SqliteInbox {
             interchange,
             compressed,
             source_file,
+            source_path: None,
             received_at,
         };
         Ok(self.decide(&[c])?.remove(0))
@@ -115,7 +116,7 @@ fn new_then_duplicate_then_drift() {
     assert_eq!(
         b.decide_single(&i, None, "b.edi", "2026-01-01T00:00:01.000Z")
             .unwrap(),
-        Decision::Duplicate
+        Decision::Duplicate { sighting_id: 1 }
     );
     let changed = String::from_utf8_lossy(ORDERS).replace("PO1", "PO2");
     let j = interchanges(changed.as_bytes()).next().unwrap().unwrap();
@@ -123,7 +124,8 @@ fn new_then_duplicate_then_drift() {
         b.decide_single(&j, None, "c.edi", "2026-01-01T00:00:02.000Z")
             .unwrap(),
         Decision::Drift {
-            stored_sha256: i.sha256_hex()
+            stored_sha256: i.sha256_hex(),
+            sighting_id: 2
         }
     );
     b.commit().unwrap();
@@ -286,6 +288,12 @@ fn ids_come_from_the_sequence_and_continue_after_an_upgrade() {
              ALTER TABLE outbox DROP COLUMN last_attempt_at;
              ALTER TABLE outbox DROP COLUMN last_attempt_pass;
              ALTER TABLE outbox DROP COLUMN failed_at;
+             ALTER TABLE interchanges DROP COLUMN source_path;
+             ALTER TABLE interchanges DROP COLUMN host;
+             ALTER TABLE interchanges DROP COLUMN moved_to;
+             ALTER TABLE sightings DROP COLUMN source_path;
+             ALTER TABLE sightings DROP COLUMN host;
+             ALTER TABLE sightings DROP COLUMN moved_to;
              CREATE INDEX outbox_unpublished ON outbox (id) WHERE published_at IS NULL;
              PRAGMA user_version = 5;",
         )

@@ -243,7 +243,8 @@ pub fn run_together(commands: Vec<std::process::Command>) -> Vec<Run> {
 
 /// SQL that undoes `0012_positions.sql` (the Kafka positions, a delivery's key and time),
 /// `0013_transport_messages.sql` (AS4's message ids), `0016_effects.sql` (the side effects'
-/// refusals, migrations and mappings) and `0017_rejection_keys.sql`, for a test that takes an SQLite inbox back to an older
+/// refusals, migrations and mappings), `0017_rejection_keys.sql` and `0018_filing.sql` (where each
+/// sighting was read from and moved), for a test that takes an SQLite inbox back to an older
 /// version.
 pub const UNDO_POSITIONS: &str = "
     DROP TABLE message_effects; DROP TABLE refusals; DROP TABLE effect_migrations;
@@ -251,7 +252,11 @@ pub const UNDO_POSITIONS: &str = "
     ALTER TABLE deliveries DROP COLUMN record_key;
     ALTER TABLE deliveries DROP COLUMN produced_at;
     DROP INDEX rejections_key; ALTER TABLE rejections DROP COLUMN sender;
-    ALTER TABLE rejections DROP COLUMN recipient; ALTER TABLE rejections DROP COLUMN control_ref;";
+    ALTER TABLE rejections DROP COLUMN recipient; ALTER TABLE rejections DROP COLUMN control_ref;
+    ALTER TABLE interchanges DROP COLUMN source_path;
+    ALTER TABLE interchanges DROP COLUMN host; ALTER TABLE interchanges DROP COLUMN moved_to;
+    ALTER TABLE sightings DROP COLUMN source_path;
+    ALTER TABLE sightings DROP COLUMN host; ALTER TABLE sightings DROP COLUMN moved_to;";
 
 /// SQL that takes an SQLite inbox back from schema 14 to before migration 6 (the publisher's
 /// columns; and the later ones: the deliveries, the acknowledgements, the positions), for the
@@ -269,7 +274,11 @@ pub const UNDO_PUBLISH_COLUMNS: &str = "
     ALTER TABLE outbox DROP COLUMN last_attempt_at;
     ALTER TABLE outbox DROP COLUMN last_attempt_pass;
     ALTER TABLE outbox DROP COLUMN failed_at;
-    CREATE INDEX outbox_unpublished ON outbox (id) WHERE published_at IS NULL;";
+    CREATE INDEX outbox_unpublished ON outbox (id) WHERE published_at IS NULL;
+    ALTER TABLE interchanges DROP COLUMN source_path;
+    ALTER TABLE interchanges DROP COLUMN host; ALTER TABLE interchanges DROP COLUMN moved_to;
+    ALTER TABLE sightings DROP COLUMN source_path;
+    ALTER TABLE sightings DROP COLUMN host; ALTER TABLE sightings DROP COLUMN moved_to;";
 
 /// The TCP connections process `pid` holds open (established) to `port` on this machine, by
 /// their sockets' inodes: what a test that cuts a connection checks it did cut (each of them
