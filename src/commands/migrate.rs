@@ -206,7 +206,7 @@ pub fn run(
     if args.json {
         out.json(&report);
     } else {
-        out.line(&match outcome {
+        out.line(&crate::output::stamped(&match outcome {
             "unchanged" => format!(
                 "--to {} already holds exactly --from {}: nothing changed ({} keys, keys SHA-256 {})",
                 report.to, report.from, report.keys, report.keys_sha256
@@ -223,7 +223,7 @@ pub fn run(
                 report.keys,
                 report.keys_sha256
             ),
-        });
+        }));
         for t in &report.tables {
             out.line(&format!("  {:<20} {} rows", t.table, t.rows));
         }

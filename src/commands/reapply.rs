@@ -102,7 +102,7 @@ pub fn run(
     if args.json {
         out.json_summary(&summary);
     } else {
-        out.line(&format!(
+        out.line(&crate::output::stamped(&format!(
             "{} decided again: {} new, {} duplicate, {} drift, {} refused again",
             count(
                 summary.files as u64,
@@ -113,7 +113,7 @@ pub fn run(
             summary.duplicate,
             summary.drift,
             summary.refused,
-        ));
+        )));
     }
     out.flush();
     Ok(ExitStatus::from_problems(
@@ -203,12 +203,12 @@ fn applied(inbox: &mut dyn crate::inbox::Inbox, args: &ReapplyArgs) -> anyhow::R
     if args.json {
         out.json_summary(&summary);
     } else {
-        out.line(&format!(
+        out.line(&crate::output::stamped(&format!(
             "{} run again: {} reapplied, {} failed",
             count(summary.messages as u64, "message", "messages"),
             summary.reapplied,
             summary.failed
-        ));
+        )));
     }
     out.flush();
     Ok(ExitStatus::from_problems(

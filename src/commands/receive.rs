@@ -323,7 +323,7 @@ impl Run<'_> {
         if self.args.json {
             self.out.json_summary(s);
         } else {
-            self.out.line(&format!(
+            self.out.line(&crate::output::stamped(&format!(
                 "{} receipts ({} sent again), {} refused, {} failed; {} new, {} duplicate, {} drift, {} rejected",
                 s.receipts + s.resent,
                 s.resent,
@@ -333,7 +333,7 @@ impl Run<'_> {
                 s.duplicate,
                 s.drift,
                 s.rejected,
-            ));
+            )));
         }
         self.out.flush();
         ExitStatus::from_problems(

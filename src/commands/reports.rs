@@ -312,7 +312,8 @@ pub fn list(db: &Location, busy_timeout: Duration, args: &ListArgs) -> anyhow::R
                 }
                 _ => error.clone(),
             },
-            (None, None) => String::new(),
+            // A sighting: where its file was read from, on which host, where it went.
+            (None, None) => filed(&e.filed).unwrap_or_default(),
         };
         rows.push([
             e.time.clone(),

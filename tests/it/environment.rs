@@ -131,6 +131,9 @@ fn ingest_and_purge_run_from_the_environment_file_alone() {
     let purge = run("purge");
     purge.code(0);
     assert!(purge.out().contains("(30 days)"), "{purge}");
+    // Its summary line says when it was said, as every summary line does.
+    let line = purge.out().lines().next().unwrap_or_default().to_string();
+    assert!(line.contains("  (at 20") && line.ends_with("Z)"), "{purge}");
     assert!(
         site.path("metrics/edi_inbox_purge.prom").exists(),
         "{purge}"

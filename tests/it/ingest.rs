@@ -780,6 +780,14 @@ per_backend! {
             .collect();
         assert_eq!(from_b.len(), 2, "A1 and A2 seen again by the second host: {listed:?}");
         assert!(from_b.iter().all(|l| l["status"] == "duplicate" && l["moved_to"] == at(&bdir, "archive/inv1.edi")), "{from_b:?}");
+        // list's human form says it too, in each sighting's detail: the two hosts told apart.
+        let human = site.cmd().args(["list"]).run().code(0).out();
+        for want in [
+            format!("read from {} on {this_host}, moved to {}", at(&a, "drop/inv1.edi"), at(&a, "archive/inv1.1.edi")),
+            format!("read from {} on {host_b}, moved to {}", at(&bdir, "drop/inv1.edi"), at(&bdir, "archive/inv1.edi")),
+        ] {
+            assert!(human.contains(&want), "list does not say {want}\nin\n{human}");
+        }
     }
 }
 

@@ -474,7 +474,7 @@ impl Run<'_> {
                 0 => String::new(),
                 n => format!(", {n} refused"),
             };
-            self.out.line(&format!(
+            self.out.line(&crate::output::stamped(&format!(
                 "{}: {} new, {} duplicate, {} drift, {} rejected{refused} ({} redelivered{})",
                 count(s.deliveries as u64, "delivery", "deliveries"),
                 s.new,
@@ -487,7 +487,7 @@ impl Run<'_> {
                 } else {
                     String::new()
                 }
-            ));
+            )));
         }
         self.out.flush();
         ExitStatus::from_problems(
