@@ -325,8 +325,15 @@ pub fn list(db: &Location, busy_timeout: Duration, args: &ListArgs) -> anyhow::R
             detail,
         ]);
     }
-    for line in columns(&rows, &[false, false, false, false, false, true, false]) {
-        out.line(&line);
+    // The header, then each event; under a rejected file, the text at its error's byte.
+    let lines = columns(&rows, &[false, false, false, false, false, true, false]);
+    for (n, line) in lines.iter().enumerate() {
+        out.line(line);
+        if let Some(q) = n.checked_sub(1).and_then(|k| events[k].quote.as_ref()) {
+            for quoted in q.lines("    ") {
+                out.line(&quoted);
+            }
+        }
     }
     out.line(&listed(
         ["event", "events"],

@@ -222,6 +222,25 @@ pub struct Event {
     /// where it went.
     #[serde(flatten)]
     pub filed: Filed,
+    /// For a rejected file: the text at its (first listed) error's byte, from the bytes kept.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quote: Option<crate::edifact::quote::Quote>,
+}
+
+impl Event {
+    /// The quote of a rejection from a window of its file's bytes and the error's offset in
+    /// that window (as the backends read them: a few hundred bytes around the byte, not the
+    /// whole file).
+    pub fn quote_of(
+        at: Option<i64>,
+        window: Option<Vec<u8>>,
+    ) -> Option<crate::edifact::quote::Quote> {
+        let at = usize::try_from(at?).ok()?;
+        let window = window?;
+        (at <= window.len())
+            .then(|| crate::edifact::quote::quote_at(&window, at))
+            .flatten()
+    }
 }
 
 /// The outbox a parked event is in, by the `send` column only a CONTRL's event has.

@@ -55,6 +55,21 @@ per_backend! {
         assert_eq!(lines[at + 2].trim(), "^", "{show}");
         assert_eq!(column(lines[at + 2]), column(lines[at + 1]), "{show}");
 
+        // list: under the rejected file's line, the same text, from the 1,000 bytes kept around
+        // the byte; and in its JSON.
+        let list = site.run(&["list", "--status", "rejected", "--file", "a.edi"]);
+        list.code(0);
+        let listed = list.out();
+        let lines: Vec<&str> = listed.lines().collect();
+        let at = lines
+            .iter()
+            .position(|l| l.contains("a.edi") && l.contains("counts 5 segments"))
+            .unwrap_or_else(|| panic!("list names no rejection of a.edi\n{list}"));
+        assert_eq!(lines[at + 1].trim(), "UNT+5+1'", "{list}");
+        assert_eq!(lines[at + 2].trim(), "^", "{list}");
+        let json = site.list(&["--status", "rejected", "--file", "a.edi"]);
+        assert_eq!(json[0]["quote"]["text"], "UNT+5+1'", "{json:?}");
+
         // JSON: the quote's text and the column of the byte in it.
         site.put_sample("broken/unt-count-wrong.edi", "c.edi");
         let lines = site.ingest_json(&[]).code(3).json();

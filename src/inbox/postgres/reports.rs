@@ -154,6 +154,15 @@ pub(super) fn stats(c: &mut impl GenericClient) -> Result<Stats, InboxError> {
 /// (`one_type`). A rejected file takes the key of its first error (by byte) that matches the key
 /// filters, so that a file is found by any interchange in it whose UNB was read. As SQLite's.
 /// A macro, for `concat!` to join it with `ts!`.
+/// A listed rejected file's error (by its file's id `e.n` and its words `e.error`): its byte, for
+/// the quote `list` prints from the 1,000 bytes around it.
+macro_rules! quoted_at {
+    () => {
+        "(SELECT r.byte_offset FROM rejections r WHERE r.file_id = e.n
+          AND r.error IS NOT DISTINCT FROM e.error ORDER BY r.byte_offset LIMIT 1)"
+    };
+}
+
 macro_rules! events {
     () => {
         "
@@ -271,7 +280,14 @@ pub(super) fn events(
                     CASE WHEN e.one_type IS NOT NULL THEN 1
                          WHEN e.iid IS NOT NULL THEN (SELECT count(*) FROM messages m
                                                       WHERE m.interchange_id = e.iid) END,
-                    e.source_path, e.host, e.moved_to
+                    e.source_path, e.host, e.moved_to,
+                    CASE WHEN e.status = $10::text THEN least(",
+            quoted_at!(),
+            ", 500) END,
+                    CASE WHEN e.status = $10::text THEN
+                        (SELECT substring(f.bytes from greatest(1, ",
+            quoted_at!(),
+            " - 499)::int for 1000) FROM rejected_files f WHERE f.id = e.n) END
              FROM (",
             events!(),
             " ORDER BY time DESC, n DESC LIMIT $13 OFFSET $14) e
@@ -330,6 +346,7 @@ pub(super) fn events(
                     host: r.get(16),
                     moved_to: r.get(17),
                 },
+                quote: Event::quote_of(r.get(18), r.get(19)),
             })
         })
         .collect()

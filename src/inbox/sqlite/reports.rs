@@ -207,6 +207,11 @@ const EVENTS: &str = "
            OR EXISTS (SELECT 1 FROM messages m WHERE m.interchange_id = iid
                       AND m.message_type = :type))";
 
+/// A listed rejected file's error (by its file's id `e.n` and its words `e.error`): its byte, for
+/// the quote `list` prints from the 1,000 bytes around it.
+const QUOTED_AT: &str = "(SELECT r.byte_offset FROM rejections r WHERE r.file_id = e.n
+                          AND r.error IS e.error ORDER BY r.byte_offset LIMIT 1)";
+
 /// `list`'s filters as the named parameters of [`EVENTS`].
 fn event_params(f: &EventFilter) -> Vec<(&'static str, Box<dyn rusqlite::ToSql + '_>)> {
     vec![
@@ -249,7 +254,11 @@ pub(super) fn events(conn: &Connection, f: &EventFilter) -> Result<Vec<Event>, I
                 CASE WHEN e.one_type IS NOT NULL THEN 1
                      WHEN e.iid IS NOT NULL THEN (SELECT count(*) FROM messages m
                                                   WHERE m.interchange_id = e.iid) END,
-                e.source_path, e.host, e.moved_to
+                e.source_path, e.host, e.moved_to,
+                CASE WHEN e.status = :rejected THEN min({QUOTED_AT}, 500) END,
+                CASE WHEN e.status = :rejected THEN
+                    (SELECT substr(f.bytes, max(1, {QUOTED_AT} - 499), 1000)
+                     FROM rejected_files f WHERE f.id = e.n) END
          FROM ({EVENTS} ORDER BY time DESC, n DESC LIMIT :limit OFFSET :offset) e
          ORDER BY e.time DESC, e.n DESC"
     ))?;
@@ -311,6 +320,7 @@ pub(super) fn events(conn: &Connection, f: &EventFilter) -> Result<Vec<Event>, I
                 host: r.get(16)?,
                 moved_to: r.get(17)?,
             },
+            quote: Event::quote_of(r.get(18)?, r.get(19)?),
         })
     })?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
