@@ -49,7 +49,13 @@ pub struct Cli {
     /// node_exporter's textfile collector folder: where no --metrics-file is given, ingest,
     /// purge, publish, consume and receive write their figures to DIR/edi_inbox_COMMAND.prom
     /// (the file the units name).
-    #[arg(long, global = true, env = "EDI_INBOX_METRICS", value_name = "DIR")]
+    #[arg(
+        long,
+        global = true,
+        env = "EDI_INBOX_METRICS",
+        hide_env_values = true,
+        value_name = "DIR"
+    )]
     pub metrics_dir: Option<PathBuf>,
 
     #[command(subcommand)]
@@ -795,7 +801,12 @@ pub struct IngestArgs {
     pub quiet: bool,
 
     /// After the commit, move each file whose interchanges were all new or duplicate here.
-    #[arg(long, value_name = "DIR", env = "EDI_INBOX_ARCHIVE")]
+    #[arg(
+        long,
+        value_name = "DIR",
+        env = "EDI_INBOX_ARCHIVE",
+        hide_env_values = true
+    )]
     pub archive: Option<PathBuf>,
 
     /// Move each file with a rejected or drifted interchange here, with NAME.error.txt beside it.
@@ -816,7 +827,8 @@ pub struct IngestArgs {
         value_name = "DURATION",
         default_value = "0s",
         value_parser = parse_duration,
-        env = "EDI_INBOX_MIN_AGE"
+        env = "EDI_INBOX_MIN_AGE",
+        hide_env_values = true
     )]
     pub min_age: Duration,
 
@@ -842,7 +854,12 @@ pub struct IngestArgs {
     pub effects: EffectArgs,
 
     /// Files or folders to read (without any, the folder EDI_INBOX_DROP names).
-    #[arg(required = true, value_name = "PATH", env = "EDI_INBOX_DROP")]
+    #[arg(
+        required = true,
+        value_name = "PATH",
+        env = "EDI_INBOX_DROP",
+        hide_env_values = true
+    )]
     pub paths: Vec<PathBuf>,
 }
 
@@ -970,7 +987,8 @@ pub struct PurgeArgs {
         value_name = "N",
         value_parser = purge_days,
         allow_negative_numbers = true,
-        env = "EDI_INBOX_PURGE_DAYS"
+        env = "EDI_INBOX_PURGE_DAYS",
+        hide_env_values = true
     )]
     pub days: u32,
 

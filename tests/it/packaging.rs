@@ -642,6 +642,16 @@ fn no_value_from_the_environment_shows_in_help_man_pages_or_completions() {
         ("EDI_INBOX_TLS_CERT", format!("/etc/{secret}.pem")),
         ("EDI_INBOX_TLS_KEY", format!("/etc/{secret}.key")),
         ("EDI_INBOX_QUARANTINE", format!("/var/{secret}-quarantine")),
+        // The environment file's folders and settings (issue 40, item 7): named, and hidden.
+        ("EDI_INBOX_ARCHIVE", format!("/var/{secret}-archive")),
+        ("EDI_INBOX_DROP", format!("/var/{secret}-drop")),
+        ("EDI_INBOX_METRICS", format!("/var/{secret}-metrics")),
+        ("EDI_INBOX_MIN_AGE", "45s".to_string()),
+        ("EDI_INBOX_PURGE_DAYS", "45".to_string()),
+        (
+            "EDI_INBOX_MIGRATE_TO",
+            format!("postgres://u:{secret}@h/db"),
+        ),
         ("EDI_INBOX_NATS_CREDS", format!("/etc/{secret}.creds")),
         ("EDI_INBOX_NATS_NKEY", format!("/etc/{secret}.nk")),
         // A rule, not a secret: taken (an unknown one would be refused), and hidden as well.
@@ -673,6 +683,8 @@ fn no_value_from_the_environment_shows_in_help_man_pages_or_completions() {
         "show",
         "reapply",
         "effects",
+        "migrate",
+        "reprocess",
         "publish",
         "consume",
         "receive",
