@@ -47,8 +47,10 @@ pub fn run(
     args: &MigrateArgs,
 ) -> anyhow::Result<ExitStatus> {
     use anyhow::Context as _;
+    // Told apart by what each is, not by matching the kinds: a build without PostgreSQL has
+    // only the one.
     let from = match Location::parse(args.from.as_os_str(), pg_schema) {
-        Ok(Location::Sqlite(path)) => Location::Sqlite(path),
+        Ok(from) if from.sqlite_path().is_some() => from,
         Ok(_) => {
             return super::usage_of(
                 "--from",
@@ -58,13 +60,13 @@ pub fn run(
         Err(e) => return super::usage_of("--from", &e.to_string()),
     };
     let to = match Location::parse(&args.to, pg_schema) {
-        Ok(Location::Sqlite(_)) => {
+        Ok(to) if to.sqlite_path().is_none() => to,
+        Ok(_) => {
             return super::usage_of(
                 "--to",
                 "names the PostgreSQL inbox to copy into (postgres://... or host=... dbname=...)",
             );
         }
-        Ok(to) => to,
         Err(e) => return super::usage_of("--to", &e.to_string()),
     };
     let mut source = match inbox::open_copy_source(&from, busy_timeout) {

@@ -19,6 +19,8 @@ mod drift;
 mod effects;
 mod effects_hard;
 mod environment;
+/// The examples name both an SQLite file and a PostgreSQL server.
+#[cfg(all(feature = "postgres", feature = "sqlite"))]
 mod examples;
 mod guarantees;
 mod hostile_conditions;
