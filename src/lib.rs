@@ -45,6 +45,7 @@ macro_rules! crash_point {
 
 pub mod edifact;
 pub mod effects;
+pub mod standard;
 
 #[cfg(feature = "as4")]
 mod as4;

@@ -14,6 +14,7 @@ use super::model::RejectedContext;
 use super::model::{Group, Interchange, Message, Unb};
 use super::segments::{self, Raw};
 use super::syntax::Separators;
+use crate::standard::Standard;
 
 /// References seen so far, to find a duplicate. aHash rather than SipHash: one insert per message
 /// made SipHash a twentieth of the parse, and aHash's keys are random per process too, so a
@@ -541,6 +542,7 @@ impl Builder {
             messages: self.messages,
             segments: self.segments,
             sha256,
+            standard: Standard::Edifact,
         };
         (Ok(interchange), buf)
     }

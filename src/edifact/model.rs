@@ -8,6 +8,7 @@ use compact_str::CompactString;
 use serde::Serialize;
 
 use super::syntax::Separators;
+use crate::standard::Standard;
 
 /// UNB, the interchange header (ISO 9735 syntax versions 1 to 4). Text is decoded by the syntax
 /// identifier and has its release characters removed.
@@ -154,6 +155,9 @@ pub struct Interchange<'a> {
     pub segments: usize,
     /// SHA-256 over its segments from UNB to UNZ, each with its terminator, CR and LF left out.
     pub sha256: [u8; 32],
+    /// The standard it is written in, part of its key in the inbox: [`Standard::Edifact`] from
+    /// this parser; another standard's reader builds the same model with its own.
+    pub standard: Standard,
 }
 
 impl Interchange<'_> {
