@@ -1181,6 +1181,12 @@ pub struct ShowArgs {
     /// message.
     #[arg(long, conflicts_with_all = ["raw", "contrl"])]
     pub segments: bool,
+
+    /// The standard of the key: edifact or x12. Without it, the key of whichever standard
+    /// holds it; where both do (an EDIFACT and an X12 interchange under the same sender,
+    /// recipient and control reference), show says so and asks for this.
+    #[arg(long, value_name = "STANDARD", value_parser = clap::value_parser!(crate::standard::Standard))]
+    pub standard: Option<crate::standard::Standard>,
 }
 
 /// Shells `completions` writes for.

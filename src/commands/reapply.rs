@@ -53,6 +53,21 @@ pub fn run(
         let Some(last) = kept.last() else { break };
         after = last.id;
         let when = crate::clock::now();
+        // The bytes are read again by their standard's reader: EDIFACT's is the only one yet,
+        // so a refusal of another standard is left kept, and said, rather than misread.
+        let (kept, unread): (Vec<_>, Vec<_>) = kept
+            .iter()
+            .partition(|k| k.standard == crate::standard::Standard::Edifact);
+        for k in unread {
+            crate::output::warn(&format!(
+                "note: refusal {} ({} {} {}) is of {}, which this edi-inbox cannot read again: left kept",
+                k.id,
+                k.sender,
+                k.recipient,
+                k.control_ref,
+                k.standard.as_str().to_uppercase()
+            ));
+        }
         let inputs: Vec<Parsed<'_>> = kept
             .iter()
             .map(|k| Parsed {

@@ -10,8 +10,9 @@ use crate::cli::{ByArg, ListArgs, ShowArgs, StatsArgs, StatusArg};
 use crate::commands::inspect::print_segments;
 use crate::exit::ExitStatus;
 use crate::filing::NOTE_SUFFIX;
-use crate::inbox::{Access, EventFilter, Location, Volume, VolumeBy};
+use crate::inbox::{Access, EventFilter, InterchangeKey, Location, Volume, VolumeBy};
 use crate::output::{Out, escape, problem};
+use crate::standard::Standard;
 use crate::status::Status;
 
 #[derive(Debug, Serialize)]
@@ -439,8 +440,9 @@ fn list_contrls(
 
 /// What `show` was asked for.
 enum Asked {
-    /// A key: sender, recipient, control reference.
-    Key(String, String, String),
+    /// A key: its standard where known (an interchange's number says it), sender, recipient,
+    /// control reference.
+    Key(Option<Standard>, String, String, String),
     /// A number no interchange is stored as.
     NoSuchNumber,
     /// Words that name no interchange: the usage error to say.
@@ -455,7 +457,7 @@ fn asked(inbox: &dyn crate::inbox::Inbox, words: &[String]) -> anyhow::Result<As
     Ok(match w.as_slice() {
         [id] => match id.parse::<i64>() {
             Ok(n) => match inbox.interchange_key(n)? {
-                Some((s, r, c)) => Asked::Key(s, r, c),
+                Some(k) => Asked::Key(Some(k.standard), k.sender, k.recipient, k.control_ref),
                 None => Asked::NoSuchNumber,
             },
             Err(_) => Asked::Usage(format!(
@@ -464,7 +466,7 @@ fn asked(inbox: &dyn crate::inbox::Inbox, words: &[String]) -> anyhow::Result<As
             )),
         },
         [s, r, c] | [s, "->", r, "ref", c] => {
-            Asked::Key(s.to_string(), r.to_string(), c.to_string())
+            Asked::Key(None, s.to_string(), r.to_string(), c.to_string())
         }
         [_, "-", "ref", _] => Asked::Usage(
             "the shell took the > of -> for a redirection (and wrote to a file named after the \
@@ -482,8 +484,8 @@ fn asked(inbox: &dyn crate::inbox::Inbox, words: &[String]) -> anyhow::Result<As
 pub fn show(db: &Location, busy_timeout: Duration, args: &ShowArgs) -> anyhow::Result<ExitStatus> {
     let inbox = super::open_inbox(db, Access::Read, busy_timeout)?;
     let mut out = Out::default();
-    let (sender, recipient, control_ref) = match asked(inbox.as_ref(), &args.key)? {
-        Asked::Key(s, r, c) => (s, r, c),
+    let (stored, sender, recipient, control_ref) = match asked(inbox.as_ref(), &args.key)? {
+        Asked::Key(standard, s, r, c) => (standard, s, r, c),
         Asked::NoSuchNumber => {
             problem(
                 &mut out,
@@ -497,14 +499,60 @@ pub fn show(db: &Location, busy_timeout: Duration, args: &ShowArgs) -> anyhow::R
         }
         Asked::Usage(text) => return super::usage(&text),
     };
-    let h = inbox.key_history(&sender, &recipient, &control_ref)?;
-    let acks = inbox.acknowledgements(&sender, &recipient, &control_ref)?;
+    let key = |standard| InterchangeKey {
+        standard,
+        sender: &sender,
+        recipient: &recipient,
+        control_ref: &control_ref,
+    };
+    // The standard asked for, else the one an interchange's number said, else the one that
+    // holds the key: said, not guessed, where both do.
+    let standard = match args.standard.or(stored) {
+        Some(standard) => standard,
+        None => {
+            let mut holding = Vec::new();
+            for standard in Standard::ALL {
+                if !inbox.key_history(key(standard))?.is_empty()
+                    || !inbox.acknowledgements(key(standard))?.is_empty()
+                {
+                    holding.push(standard);
+                }
+            }
+            match holding.as_slice() {
+                [one] => *one,
+                [] => Standard::default(),
+                _ => {
+                    return super::usage(&format!(
+                        "{sender} -> {recipient} ref {control_ref} is the key of interchanges of \
+                         more than one standard ({}): name one with --standard {}",
+                        holding
+                            .iter()
+                            .map(|s| s.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        holding
+                            .iter()
+                            .map(|s| s.as_str())
+                            .collect::<Vec<_>>()
+                            .join(" or --standard ")
+                    ));
+                }
+            }
+        }
+    };
+    let h = inbox.key_history(key(standard))?;
+    let acks = inbox.acknowledgements(key(standard))?;
     if h.is_empty() && acks.is_empty() {
+        // An EDIFACT key is said as it always was; another standard's is named.
+        let of = match standard {
+            Standard::Edifact => String::new(),
+            other => format!("{} ", other.as_str().to_uppercase()),
+        };
         problem(
             &mut out,
             &format!(
-                "no interchange from {sender} to {recipient} with control reference {control_ref} \
-                 is stored in {}",
+                "no {of}interchange from {sender} to {recipient} with control reference \
+                 {control_ref} is stored in {}",
                 db.shown()
             ),
         );
@@ -523,7 +571,7 @@ pub fn show(db: &Location, busy_timeout: Duration, args: &ShowArgs) -> anyhow::R
         return Ok(reported(&out));
     }
     if args.diff || args.copy.is_some() {
-        let copies = inbox.drifted_copies(&sender, &recipient, &control_ref)?;
+        let copies = inbox.drifted_copies(key(standard))?;
         return Ok(match args.copy {
             Some(n) => super::drift::raw_copy(&mut out, &copies, n as usize),
             None => super::drift::print(&mut out, &h.interchanges, &copies, args.json),
@@ -550,11 +598,14 @@ pub fn show(db: &Location, busy_timeout: Duration, args: &ShowArgs) -> anyhow::R
     if args.json {
         #[derive(serde::Serialize)]
         struct Shown<'a> {
+            /// The standard of the key shown.
+            standard: Standard,
             #[serde(flatten)]
             history: &'a crate::inbox::KeyHistory,
             acknowledgements: &'a [crate::inbox::StoredAcknowledgement],
         }
         out.json(&Shown {
+            standard,
             history: &h,
             acknowledgements: &acks,
         });
@@ -578,6 +629,14 @@ pub fn show(db: &Location, busy_timeout: Duration, args: &ShowArgs) -> anyhow::R
                 }
             ),
             format!("  sender       {}", q(&i.sender, &i.sender_qualifier)),
+        ] {
+            out.line(&line);
+        }
+        // EDIFACT's lines as they always were; another standard's interchange says which.
+        if i.standard != Standard::Edifact {
+            out.line(&format!("  standard     {}", i.standard));
+        }
+        for line in [
             format!("  recipient    {}", q(&i.recipient, &i.recipient_qualifier)),
             format!("  syntax       {}", i.syntax),
             format!("  prepared     {} {}", i.date, i.time),

@@ -70,10 +70,12 @@ pub enum Param {
     Message,
     /// 1 when the effects are run again over the inbox's history, else 0.
     Reapply,
+    /// The standard the interchange is in (`edifact`, `x12`): part of its key.
+    Standard,
 }
 
 impl Param {
-    pub const ALL: [Param; 20] = [
+    pub const ALL: [Param; 21] = [
         Param::Sender,
         Param::SenderQualifier,
         Param::Recipient,
@@ -94,6 +96,7 @@ impl Param {
         Param::Sha256,
         Param::Message,
         Param::Reapply,
+        Param::Standard,
     ];
 
     /// Its name as written after the colon: `sender` for `:sender`.
@@ -119,6 +122,7 @@ impl Param {
             Param::Sha256 => "sha256",
             Param::Message => "message",
             Param::Reapply => "reapply",
+            Param::Standard => "standard",
         }
     }
 
@@ -967,8 +971,9 @@ mod tests {
             .statements()
             .flat_map(|s| s.params().collect::<Vec<_>>())
             .collect();
-        assert_eq!(params.len(), 11);
+        assert_eq!(params.len(), 12);
         assert!(params.contains(&Param::Reapply) && params.contains(&Param::Sha256));
+        assert!(params.contains(&Param::Standard));
     }
 
     fn bad_name(files: &[(&str, &str)]) -> (String, String) {

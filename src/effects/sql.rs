@@ -981,7 +981,7 @@ mod tests {
             text.contains("(the parameters are :sender, :sender_qualifier,"),
             "{text}"
         );
-        assert!(text.ends_with(":message, :reapply)"), "{text}");
+        assert!(text.ends_with(":message, :reapply, :standard)"), "{text}");
     }
 
     #[test]

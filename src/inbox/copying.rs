@@ -69,7 +69,9 @@ pub struct Figures {
     pub rows: Vec<(String, i64)>,
     /// The number of keys in the inbox.
     pub keys: i64,
-    /// SHA-256 over `sender 0x1f recipient 0x1f control_ref 0x1f sha256 0x0a` of every key.
+    /// SHA-256 over `sender 0x1f recipient 0x1f control_ref 0x1f sha256 0x0a` of every key,
+    /// `standard 0x1f` before it where the standard is not EDIFACT (so that an inbox of EDIFACT
+    /// alone hashes as it did before the standard was kept).
     pub keys_sha256: String,
 }
 
@@ -106,9 +108,14 @@ pub fn idents<S: AsRef<str>>(names: &[S]) -> String {
 }
 
 /// Adds one key to a running [`Figures::keys_sha256`].
-pub fn hash_key(h: &mut sha2::Sha256, sender: &str, recipient: &str, control_ref: &str, sha: &str) {
+pub fn hash_key(h: &mut sha2::Sha256, key: super::InterchangeKey<'_>, sha: &str) {
     use sha2::Digest as _;
-    for (i, part) in [sender, recipient, control_ref, sha].iter().enumerate() {
+    if key.standard != crate::standard::Standard::Edifact {
+        h.update(key.standard.as_str().as_bytes());
+        h.update([0x1f]);
+    }
+    let parts = [key.sender, key.recipient, key.control_ref, sha];
+    for (i, part) in parts.iter().enumerate() {
         if i > 0 {
             h.update([0x1f]);
         }
@@ -175,20 +182,42 @@ pub trait CopyTarget {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::standard::Standard;
+
+    fn hashed(standard: Standard, sender: &str, recipient: &str) -> String {
+        use sha2::Digest as _;
+        let mut h = sha2::Sha256::new();
+        let key = crate::inbox::InterchangeKey {
+            standard,
+            sender,
+            recipient,
+            control_ref: "1",
+        };
+        hash_key(&mut h, key, "x");
+        hex::encode(h.finalize())
+    }
 
     #[test]
     fn keys_hash_apart_where_their_parts_move() {
+        assert_ne!(
+            hashed(Standard::Edifact, "AB", "C"),
+            hashed(Standard::Edifact, "A", "BC"),
+            "the separator keeps AB|C apart from A|BC"
+        );
+    }
+
+    #[test]
+    fn keys_of_two_standards_hash_apart_and_edifact_as_before() {
         use sha2::Digest as _;
-        let one = {
-            let mut h = sha2::Sha256::new();
-            hash_key(&mut h, "AB", "C", "1", "x");
+        assert_ne!(
+            hashed(Standard::Edifact, "A", "B"),
+            hashed(Standard::X12, "A", "B")
+        );
+        let mut h = sha2::Sha256::new();
+        h.update(b"A\x1fB\x1f1\x1fx\n");
+        assert_eq!(
+            hashed(Standard::Edifact, "A", "B"),
             hex::encode(h.finalize())
-        };
-        let other = {
-            let mut h = sha2::Sha256::new();
-            hash_key(&mut h, "A", "BC", "1", "x");
-            hex::encode(h.finalize())
-        };
-        assert_ne!(one, other, "the separator keeps AB|C apart from A|BC");
+        );
     }
 }

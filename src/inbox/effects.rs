@@ -130,6 +130,7 @@ impl Scope<'_> {
             Param::Source => text(self.source),
             Param::Sha256 => text(self.sha256),
             Param::Reapply => Value::Int(i64::from(self.reapply)),
+            Param::Standard => text(self.interchange.standard.as_str()),
             Param::MessageId => message.map_or(Value::Null, |m| Value::Int(m.id)),
             Param::MessageRef => opt(m.map(|m| m.reference.as_str())),
             Param::MessageType => opt(m.map(|m| m.message_type.as_str())),

@@ -29,6 +29,7 @@ mod records;
 mod sqlite;
 
 use crate::edifact::{EnvelopeError, Interchange};
+use crate::standard::Standard;
 
 pub use location::{Location, open, open_copy_source, open_copy_target};
 pub use records::{
@@ -39,12 +40,36 @@ pub use records::{
     StoredRefusal, StoredRejection, Volume, VolumeBy, event_kind,
 };
 
-/// An interchange's key: sender (UNB 0004), recipient (0010), control reference (0020).
+/// An interchange's key: its standard, sender (UNB 0004), recipient (0010), control reference
+/// (0020). The standard keeps an X12 interchange apart from an EDIFACT one of the same sender,
+/// recipient and control number (issue 41).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct InterchangeKey<'a> {
+    pub standard: Standard,
     pub sender: &'a str,
     pub recipient: &'a str,
     pub control_ref: &'a str,
+}
+
+impl<'a> InterchangeKey<'a> {
+    /// The key of an interchange as read.
+    pub fn of(i: &'a Interchange<'_>) -> InterchangeKey<'a> {
+        InterchangeKey {
+            standard: i.standard,
+            sender: &i.unb.sender,
+            recipient: &i.unb.recipient,
+            control_ref: &i.unb.control_ref,
+        }
+    }
+}
+
+/// A key as the inbox stores it, owned ([`Reports::interchange_key`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredKey {
+    pub standard: Standard,
+    pub sender: String,
+    pub recipient: String,
+    pub control_ref: String,
 }
 
 /// zstd level for stored interchanges: level 1 gave the same size as level 3 on EDIFACT text
@@ -275,7 +300,7 @@ pub trait Acknowledgements {
     /// delivery's broker name) not answered yet; never for `None` (a broker's redelivery).
     fn resend_acknowledgement(
         &mut self,
-        key: (&str, &str, &str),
+        key: InterchangeKey<'_>,
         sending: Option<&str>,
         created_at: &str,
     ) -> Result<Resend, InboxError>;
@@ -298,9 +323,7 @@ pub trait Acknowledgements {
     /// The CONTRLs stored for a key, oldest first.
     fn acknowledgements(
         &self,
-        sender: &str,
-        recipient: &str,
-        control_ref: &str,
+        key: InterchangeKey<'_>,
     ) -> Result<Vec<StoredAcknowledgement>, InboxError>;
 }
 
@@ -570,27 +593,17 @@ pub trait Reports {
     fn volumes(&self, by: VolumeBy, since: Option<&str>) -> Result<Vec<Volume>, InboxError>;
 
     /// The key of the interchange stored as `id` (`show` prints it as `stored as #N`).
-    fn interchange_key(&self, id: i64) -> Result<Option<(String, String, String)>, InboxError>;
+    fn interchange_key(&self, id: i64) -> Result<Option<StoredKey>, InboxError>;
 
     /// Everything stored under one key.
-    fn key_history(
-        &self,
-        sender: &str,
-        recipient: &str,
-        control_ref: &str,
-    ) -> Result<KeyHistory, InboxError>;
+    fn key_history(&self, key: InterchangeKey<'_>) -> Result<KeyHistory, InboxError>;
 
     /// A cumulative counter's value.
     fn counter(&self, c: names::Counter) -> Result<i64, InboxError>;
 
     /// The copies of a key that drifted (same key, other content), with their bytes, in the
     /// order they were seen.
-    fn drifted_copies(
-        &self,
-        sender: &str,
-        recipient: &str,
-        control_ref: &str,
-    ) -> Result<Vec<DriftedCopy>, InboxError>;
+    fn drifted_copies(&self, key: InterchangeKey<'_>) -> Result<Vec<DriftedCopy>, InboxError>;
 }
 
 /// The duplicate-detection window: what `purge` counts and deletes.
@@ -674,7 +687,7 @@ impl Candidate<'_> {
 /// Whether a key is in the inbox, asked from a reading thread.
 pub trait KeyProbe {
     /// True where the key is in the inbox; false where it is not or the probe cannot tell.
-    fn has(&self, sender: &str, recipient: &str, control_ref: &str) -> bool;
+    fn has(&self, key: InterchangeKey<'_>) -> bool;
 }
 
 /// This machine's name (`uname -n`), which every host's rows are told apart by: its counters

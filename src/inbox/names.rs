@@ -5,16 +5,24 @@
 use crate::edifact::contrl::{Action, DUPLICATE_DETECTED};
 
 use super::{Decision, DeliveryRecord};
+use crate::standard::Standard;
 
-/// A received message's event type is `edifact.TYPE.received`: these around the type.
-pub const RECEIVED: (&str, &str) = ("edifact.", ".received");
+/// A received message's event type is `edifact.TYPE.received` (`x12.TYPE.received` for an X12
+/// interchange's): what goes around the type, by its interchange's standard.
+pub fn received_around(standard: Standard) -> (&'static str, &'static str) {
+    match standard {
+        Standard::Edifact => ("edifact.", ".received"),
+        Standard::X12 => ("x12.", ".received"),
+    }
+}
 
 /// The event type of a CONTRL to deliver.
 pub const CONTRL_OUTBOUND: &str = "edifact.CONTRL.outbound";
 
 /// The event type of a received message of `message_type` (`edifact.INVOIC.received`).
-pub fn received(message_type: &str) -> String {
-    format!("{}{message_type}{}", RECEIVED.0, RECEIVED.1)
+pub fn received(standard: Standard, message_type: &str) -> String {
+    let (before, after) = received_around(standard);
+    format!("{before}{message_type}{after}")
 }
 
 /// A stored CONTRL that is not sent again for a duplicate: one that rejected an interchange as a
@@ -94,7 +102,18 @@ mod tests {
 
     #[test]
     fn the_words() {
-        assert_eq!(received("INVOIC"), "edifact.INVOIC.received");
+        assert_eq!(
+            received(Standard::Edifact, "INVOIC"),
+            "edifact.INVOIC.received"
+        );
+        assert_eq!(received(Standard::X12, "810"), "x12.810.received");
+        for standard in Standard::ALL {
+            assert_eq!(
+                received_around(standard).0,
+                format!("{}.", standard.event_prefix()),
+                "the event type begins with the standard's prefix"
+            );
+        }
         assert_eq!(NOT_RESENT, ("4", "26"));
         assert_eq!(
             Counter::of(&Decision::Duplicate { sighting_id: 1 }).name(),

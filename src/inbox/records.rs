@@ -3,6 +3,7 @@
 
 use serde::Serialize;
 
+use crate::standard::Standard;
 use crate::status::Status;
 
 /// What the inbox decided for one interchange.
@@ -87,6 +88,8 @@ pub struct KeptRefusal {
     pub source_file: String,
     /// Its bytes as received, UNA (if any) to UNZ.
     pub raw: Vec<u8>,
+    /// The standard of its key: which reader reads `raw` again.
+    pub standard: Standard,
 }
 
 /// Which applied messages `reapply --applied` runs the side effects again for.
@@ -199,6 +202,9 @@ pub struct Event {
     pub sender: Option<String>,
     pub recipient: Option<String>,
     pub control_ref: Option<String>,
+    /// The standard of the key (`edifact`, `x12`); `None` for a rejected file where no header
+    /// was read.
+    pub standard: Option<Standard>,
     /// For a rejected file: its first error (the lowest byte offset).
     pub error: Option<String>,
     /// For a rejected file: how many errors it has.
@@ -443,6 +449,8 @@ pub struct StoredInterchange {
     pub recipient: String,
     pub recipient_qualifier: Option<String>,
     pub control_ref: String,
+    /// The standard of its key (`edifact`, `x12`).
+    pub standard: Standard,
     pub syntax: String,
     pub date: String,
     pub time: String,
@@ -602,6 +610,8 @@ pub enum PurgeTarget {
 /// A CONTRL to store in the open batch: the key it answers, what it says, and how to build its
 /// bytes once the backend has allocated its own control reference.
 pub struct NewAcknowledgement<'a> {
+    /// The answered interchange's standard, of its key.
+    pub standard: crate::standard::Standard,
     pub sender: &'a str,
     pub recipient: &'a str,
     pub control_ref: &'a str,
@@ -703,6 +713,8 @@ pub struct DeliveryRecord<'a> {
 /// What the events of one interchange share of its envelope (UNB).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EventEnvelope {
+    /// The standard its interchange is in: its events' content type.
+    pub standard: Standard,
     /// 0004
     pub sender: String,
     /// S002/0007

@@ -4,7 +4,8 @@
 
 use crate::edifact::contrl::{self, Action, Detail, Level, Mode, SyntaxError};
 use crate::edifact::{EnvelopeError, Interchange, RejectedContext, Unb};
-use crate::inbox::{Decision, Inbox, InboxError, NewAcknowledgement, Resend};
+use crate::inbox::{Decision, Inbox, InboxError, InterchangeKey, NewAcknowledgement, Resend};
+use crate::standard::Standard;
 
 /// How interchanges are answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,8 +44,12 @@ impl AckPolicy {
         self.halt_on_refusal
     }
 
-    /// The action a CONTRL for this interchange would state, where one is due.
+    /// The action a CONTRL for this interchange would state, where one is due. A CONTRL answers
+    /// EDIFACT alone: an X12 interchange's answer (a 997 or 999) is X12's own, not this one.
     pub fn wanted(&self, i: &Interchange<'_>) -> Option<Action> {
+        if i.standard != Standard::Edifact {
+            return None;
+        }
         let types: Vec<&str> = i.messages.iter().map(|m| m.message_type.as_str()).collect();
         contrl::wanted(self.mode, &i.unb, &types)
     }
@@ -89,11 +94,7 @@ impl AckPolicy {
             // (the same file after a crash before its move, a broker's redelivery, another
             // host's copy) is not the partner asking again.
             Decision::Duplicate { .. } => {
-                let key = (
-                    u.sender.as_str(),
-                    u.recipient.as_str(),
-                    u.control_ref.as_str(),
-                );
+                let key = InterchangeKey::of(i);
                 match inbox.resend_acknowledgement(key, (!redelivered).then_some(name), when)? {
                     Resend::Queued(own_ref) => return Ok(Some(own_ref)),
                     Resend::AlreadySent => return Ok(None),
@@ -120,7 +121,17 @@ impl AckPolicy {
                 prepared,
             )
         };
-        store(inbox, u, action, error.map(|e| e.code), &build, name, when).map(Some)
+        let answered = (i.standard, u);
+        store(
+            inbox,
+            answered,
+            action,
+            error.map(|e| e.code),
+            &build,
+            name,
+            when,
+        )
+        .map(Some)
     }
 
     /// The CONTRL that rejects an interchange the parser could not accept (its UNB read): UCI
@@ -161,9 +172,10 @@ impl AckPolicy {
                 prepared,
             )
         };
+        // The parser that read this far is EDIFACT's.
         store(
             inbox,
-            u,
+            (Standard::Edifact, u),
             Action::Rejected,
             Some(error.code),
             &build,
@@ -174,10 +186,11 @@ impl AckPolicy {
     }
 }
 
-/// Stores a CONTRL answering `u` under the next control reference of its partner's counter.
+/// Stores a CONTRL answering `u` (of its standard's key) under the next control reference of
+/// its partner's counter.
 fn store(
     inbox: &mut dyn Inbox,
-    u: &Unb,
+    (standard, u): (Standard, &Unb),
     action: Action,
     error_code: Option<&str>,
     build: &dyn Fn(&str) -> Vec<u8>,
@@ -186,6 +199,7 @@ fn store(
 ) -> Result<String, InboxError> {
     let partner = partner(u);
     inbox.acknowledge(&NewAcknowledgement {
+        standard,
         sender: &u.sender,
         recipient: &u.recipient,
         control_ref: &u.control_ref,

@@ -193,6 +193,8 @@ fn decide_once(
                             .as_ref()
                             .filter(|c| c.unb.is_keyed())
                             .map(|c| InterchangeKey {
+                                // What the EDIFACT parser read of it: EDIFACT's key.
+                                standard: crate::standard::Standard::Edifact,
                                 sender: &c.unb.sender,
                                 recipient: &c.unb.recipient,
                                 control_ref: &c.unb.control_ref,

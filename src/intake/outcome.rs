@@ -7,6 +7,7 @@ use crate::edifact::Interchange;
 use crate::edifact::quote::Quote;
 use crate::inbox::{Decision, Refusal, SightingRow};
 use crate::output::{SHOWN_NAME_CHARS, count, shortened};
+use crate::standard::Standard;
 use crate::status::Status;
 
 /// Where an input came from.
@@ -37,6 +38,8 @@ impl Source {
 pub struct Decided {
     /// New, duplicate or drift.
     pub status: Status,
+    /// The standard of its key.
+    pub standard: Standard,
     pub sender: String,
     pub recipient: String,
     pub control_ref: String,
@@ -115,6 +118,7 @@ impl Outcome {
             source,
             Event::Decided(Decided {
                 status,
+                standard: i.standard,
                 sender: i.unb.sender.to_string(),
                 recipient: i.unb.recipient.to_string(),
                 control_ref: i.unb.control_ref.to_string(),
@@ -203,8 +207,13 @@ impl Outcome {
         let file = self.source.name();
         let mut line = match &self.event {
             Event::Decided(d) => {
+                // An EDIFACT key as it always stood; another standard's said first (`X12 `).
+                let standard = match d.standard {
+                    Standard::Edifact => String::new(),
+                    other => format!("{} ", other.as_str().to_uppercase()),
+                };
                 let mut key = format!(
-                    "{} -> {}  ref {}  {}",
+                    "{standard}{} -> {}  ref {}  {}",
                     d.sender,
                     d.recipient,
                     d.control_ref,
@@ -266,7 +275,7 @@ impl Outcome {
 }
 
 /// The JSON line: `file`, `status`, then what the event has (`sender`, `recipient`,
-/// `control_ref`, `messages`, `sha256`, `stored_sha256`, `empty_groups`; or `error` and
+/// `control_ref`, `standard`, `messages`, `sha256`, `stored_sha256`, `empty_groups`; or `error` and
 /// `offset`), then a
 /// delivery's `filename` and `delivery_count`, and `contrl`: in that order, the absent left out.
 impl Serialize for Outcome {
@@ -279,6 +288,7 @@ impl Serialize for Outcome {
                 m.serialize_entry("sender", &d.sender)?;
                 m.serialize_entry("recipient", &d.recipient)?;
                 m.serialize_entry("control_ref", &d.control_ref)?;
+                m.serialize_entry("standard", &d.standard)?;
                 m.serialize_entry("messages", &d.messages)?;
                 m.serialize_entry("sha256", &d.sha256)?;
                 if let Some(s) = &d.stored_sha256 {
@@ -384,6 +394,7 @@ mod tests {
     fn decided(status: Status, stored: Option<&str>) -> Event {
         Event::Decided(Decided {
             status,
+            standard: Standard::Edifact,
             sender: "S".into(),
             recipient: "R".into(),
             control_ref: "C1".into(),
@@ -412,15 +423,15 @@ mod tests {
         let cases = [
             (
                 Outcome::new(file(), decided(Status::New, None)),
-                r#"{"file":"drop/a.edi","status":"new","sender":"S","recipient":"R","control_ref":"C1","messages":2,"sha256":"ab"}"#,
+                r#"{"file":"drop/a.edi","status":"new","sender":"S","recipient":"R","control_ref":"C1","standard":"edifact","messages":2,"sha256":"ab"}"#,
             ),
             (
                 with_contrl,
-                r#"{"file":"drop/a.edi","status":"new","sender":"S","recipient":"R","control_ref":"C1","messages":2,"sha256":"ab","contrl":"00000000000001"}"#,
+                r#"{"file":"drop/a.edi","status":"new","sender":"S","recipient":"R","control_ref":"C1","standard":"edifact","messages":2,"sha256":"ab","contrl":"00000000000001"}"#,
             ),
             (
                 Outcome::new(file(), decided(Status::Drift, Some("cd"))),
-                r#"{"file":"drop/a.edi","status":"drift","sender":"S","recipient":"R","control_ref":"C1","messages":2,"sha256":"ab","stored_sha256":"cd"}"#,
+                r#"{"file":"drop/a.edi","status":"drift","sender":"S","recipient":"R","control_ref":"C1","standard":"edifact","messages":2,"sha256":"ab","stored_sha256":"cd"}"#,
             ),
             (
                 Outcome::rejected(file(), "UNT at byte 118 counts 5".into(), Some(118)),
@@ -436,7 +447,7 @@ mod tests {
             ),
             (
                 Outcome::new(delivery(Some("x.edi"), 2), decided(Status::Duplicate, None)),
-                r#"{"file":"nats:EDI/7","status":"duplicate","sender":"S","recipient":"R","control_ref":"C1","messages":2,"sha256":"ab","filename":"x.edi","delivery_count":2}"#,
+                r#"{"file":"nats:EDI/7","status":"duplicate","sender":"S","recipient":"R","control_ref":"C1","standard":"edifact","messages":2,"sha256":"ab","filename":"x.edi","delivery_count":2}"#,
             ),
             (
                 Outcome::rejected(delivery(None, 1), "bad".into(), Some(3)),
@@ -467,6 +478,25 @@ mod tests {
         assert_eq!(o.rejection().as_deref(), Some("bad (byte 4)"));
     }
 
+    /// An X12 interchange's key says its standard: `X12 ` before it on the human line,
+    /// `"standard":"x12"` in the JSON; an EDIFACT line has no prefix (above).
+    #[test]
+    fn an_x12_interchange_is_said_to_be_one() {
+        let mut event = decided(Status::Duplicate, None);
+        if let Event::Decided(d) = &mut event {
+            d.standard = Standard::X12;
+        }
+        let o = Outcome::new(Source::File("a.x12".into()), event);
+        assert_eq!(
+            o.human(),
+            "duplicate  a.x12  X12 S -> R  ref C1  2 messages"
+        );
+        assert_eq!(
+            serde_json::to_string(&o).unwrap(),
+            r#"{"file":"a.x12","status":"duplicate","sender":"S","recipient":"R","control_ref":"C1","standard":"x12","messages":2,"sha256":"ab"}"#
+        );
+    }
+
     /// An accepted interchange's empty groups are named on its line, the first five of them,
     /// and listed whole in its JSON.
     #[test]
@@ -487,7 +517,7 @@ mod tests {
         );
         assert_eq!(
             serde_json::to_string(&o).unwrap(),
-            r#"{"file":"a.edi","status":"new","sender":"S","recipient":"R","control_ref":"C1","messages":2,"sha256":"ab","empty_groups":["G2"],"contrl":"00000000000001"}"#
+            r#"{"file":"a.edi","status":"new","sender":"S","recipient":"R","control_ref":"C1","standard":"edifact","messages":2,"sha256":"ab","empty_groups":["G2"],"contrl":"00000000000001"}"#
         );
         let names: Vec<String> = (1..=7).map(|n| format!("E{n}")).collect();
         let names: Vec<&str> = names.iter().map(String::as_str).collect();

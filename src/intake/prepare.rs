@@ -6,7 +6,7 @@
 use std::ops::Range;
 
 use crate::edifact::{self, EnvelopeError, Interchange};
-use crate::inbox::KeyProbe;
+use crate::inbox::{InterchangeKey, KeyProbe};
 
 /// An interchange with (where done ahead) its bytes compressed, or the error in its place.
 pub type Attached<'a> = Result<(Interchange<'a>, Option<Vec<u8>>), EnvelopeError>;
@@ -35,8 +35,7 @@ pub fn interchanges<'a, 'p>(
 ) -> impl Iterator<Item = Attached<'a>> + use<'a, 'p> {
     edifact::interchanges(bytes).map(move |item| {
         item.map(|i| {
-            let u = &i.unb;
-            let known = probe.is_some_and(|p| p.has(&u.sender, &u.recipient, &u.control_ref));
+            let known = probe.is_some_and(|p| p.has(InterchangeKey::of(&i)));
             // A failure here only means the deciding thread compresses it itself.
             let compressed = if known {
                 None

@@ -11,7 +11,7 @@ use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, ExchangeDeclareO
 use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{BasicProperties, Channel, Confirmation, Connection, ExchangeKind};
 
-use super::{Answer, CONTENT_TYPE, Destination, Outgoing, Sink, SinkError, Stop, Template};
+use super::{Answer, Destination, Outgoing, Sink, SinkError, Stop, Template};
 use crate::broker;
 
 /// AMQP's `delivery_mode` for a message the broker writes to disk.
@@ -182,7 +182,7 @@ async fn confirm(
         }
         let properties = BasicProperties::default()
             .with_message_id(o.id.as_str().into())
-            .with_content_type(CONTENT_TYPE.into())
+            .with_content_type(o.content_type.into())
             .with_delivery_mode(PERSISTENT)
             .with_headers(headers);
         let sent = channel.basic_publish(

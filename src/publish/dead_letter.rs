@@ -89,6 +89,9 @@ impl DeadLetter {
                         .to_string(),
                     attributes,
                     body: d.body.clone(),
+                    // As every body went out before the standard was kept: a delivery that
+                    // was not read has no standard to tell.
+                    content_type: super::CONTENT_TYPE,
                 }
             })
             .collect();

@@ -21,7 +21,7 @@ use rdkafka::producer::{
     BaseRecord, DeliveryResult, Producer as _, ProducerContext, ThreadedProducer,
 };
 
-use super::{Answer, Attr, CONTENT_TYPE, Destination, Outgoing, Sink, SinkError, Stop};
+use super::{Answer, Attr, Destination, Outgoing, Sink, SinkError, Stop};
 use crate::broker::kafka::{self as broker_kafka, Settings, Target};
 
 /// How long a wait for delivery reports lasts before the stop flag and the deadline are looked
@@ -346,7 +346,7 @@ impl Sink for KafkaSink {
             let mut headers = OwnedHeaders::new_with_capacity(o.attributes.iter().len() + 1)
                 .insert(Header {
                     key: "content-type",
-                    value: Some(CONTENT_TYPE),
+                    value: Some(o.content_type),
                 });
             for (attr, value) in o.attributes.iter() {
                 headers = headers.insert(Header {
@@ -472,6 +472,7 @@ mod tests {
             subject: "t".into(),
             attributes: attributes.into_iter().collect(),
             body: bytes::Bytes::new(),
+            content_type: super::super::CONTENT_TYPE,
         };
         assert_eq!(
             key(&o(vec![

@@ -110,10 +110,23 @@ pub struct Outgoing {
     /// extensions), which each destination names in its binding.
     pub attributes: Attributes,
     pub body: bytes::Bytes,
+    /// The media type of `body`: its interchange's standard's ([`content_type`]).
+    pub content_type: &'static str,
 }
 
 /// The media type of an EDIFACT body (RFC 1767).
 pub const CONTENT_TYPE: &str = "application/EDIFACT";
+
+/// The media type of an X12 body (RFC 1767).
+pub const X12_CONTENT_TYPE: &str = "application/EDI-X12";
+
+/// The media type of a body of `standard`.
+pub fn content_type(standard: crate::standard::Standard) -> &'static str {
+    match standard {
+        crate::standard::Standard::Edifact => CONTENT_TYPE,
+        crate::standard::Standard::X12 => X12_CONTENT_TYPE,
+    }
+}
 
 /// What a destination said about one message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -384,7 +397,9 @@ pub fn outgoing(
     let id = event_id(e, payload);
     let kind = match payload {
         Payload::Message => std::borrow::Cow::Borrowed(e.event_type.as_str()),
-        Payload::Interchange => crate::inbox::names::received("interchange").into(),
+        Payload::Interchange => {
+            crate::inbox::names::received(e.envelope.standard, "interchange").into()
+        }
     };
     let envelope = &*e.envelope;
     let mut attributes = first_attributes(
@@ -427,6 +442,7 @@ pub fn outgoing(
         subject: subject.render(e),
         attributes,
         body,
+        content_type: content_type(envelope.standard),
     })
 }
 
@@ -465,6 +481,8 @@ pub fn contrl_outgoing(e: &crate::inbox::ContrlEvent, subject: &Template) -> Out
         id,
         attributes,
         body: bytes::Bytes::from(e.bytes.clone()),
+        // A CONTRL is EDIFACT.
+        content_type: CONTENT_TYPE,
     }
 }
 
@@ -480,6 +498,7 @@ mod tests {
             attempts: 0,
             interchange_id: 1,
             envelope: std::sync::Arc::new(crate::inbox::EventEnvelope {
+                standard: crate::standard::Standard::Edifact,
                 sender: sender.into(),
                 sender_qualifier: Some("14".into()),
                 recipient: "HUB".into(),

@@ -10,7 +10,7 @@ use anyhow::{Context as _, anyhow};
 use async_nats::HeaderName;
 use async_nats::jetstream::{self, context::PublishErrorKind};
 
-use super::{Answer, CONTENT_TYPE, Destination, Outgoing, Sink, SinkError, Stop, Template};
+use super::{Answer, Destination, Outgoing, Sink, SinkError, Stop, Template};
 use crate::broker;
 
 /// How long the server may take to confirm the next message, from the last sign of progress,
@@ -296,7 +296,7 @@ async fn confirm(
     for o in batch {
         let mut headers = async_nats::HeaderMap::new();
         headers.insert(HeaderName::from_static("Nats-Msg-Id"), o.id);
-        headers.insert(HeaderName::from_static("content-type"), CONTENT_TYPE);
+        headers.insert(HeaderName::from_static("content-type"), o.content_type);
         for (attr, value) in o.attributes.iter() {
             headers.insert(HeaderName::from_static(header(attr)), value);
         }

@@ -14,7 +14,7 @@ use aws_sdk_sqs::Client;
 use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
 use sha2::{Digest, Sha256};
 
-use super::{Answer, Attr, CONTENT_TYPE, Destination, Outgoing, Sink, SinkError, Stop};
+use super::{Answer, Attr, Destination, Outgoing, Sink, SinkError, Stop};
 use crate::broker::sqs::{self as broker_sqs, BATCH, ENCODING_ATTRIBUTE, FORM, Queue, TIMEOUT};
 
 /// The most message attributes SQS takes on one message.
@@ -162,7 +162,7 @@ impl SqsSink {
     fn entry(&self, index: usize, o: &Outgoing) -> Result<Entry, String> {
         let (body, encoded) = body_text(&o.body);
         let mut size = body.len();
-        let mut attributes: Vec<(&str, String)> = vec![("content-type", CONTENT_TYPE.into())];
+        let mut attributes: Vec<(&str, String)> = vec![("content-type", o.content_type.into())];
         if encoded {
             attributes.push((ENCODING_ATTRIBUTE, "base64".into()));
         }

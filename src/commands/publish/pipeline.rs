@@ -444,6 +444,7 @@ mod tests {
             .find(|e| e.message_type == "INVOIC")
             .expect("the INVOIC sample's event");
         let want = crate::inbox::EventEnvelope {
+            standard: crate::standard::Standard::Edifact,
             sender: "5412345000013".into(),
             sender_qualifier: Some("14".into()),
             recipient: "4012345000023".into(),

@@ -8,7 +8,8 @@ use postgres::GenericClient;
 use super::{PgInbox, storable};
 use crate::inbox::names::{CONTRL_OUTBOUND, NOT_RESENT};
 use crate::inbox::{
-    Acknowledgements, ContrlEvent, InboxError, NewAcknowledgement, Resend, StoredAcknowledgement,
+    Acknowledgements, ContrlEvent, InboxError, InterchangeKey, NewAcknowledgement, Resend,
+    StoredAcknowledgement,
 };
 
 impl Acknowledgements for PgInbox {
@@ -19,7 +20,7 @@ impl Acknowledgements for PgInbox {
 
     fn resend_acknowledgement(
         &mut self,
-        key: (&str, &str, &str),
+        key: InterchangeKey<'_>,
         sending: Option<&str>,
         created_at: &str,
     ) -> Result<Resend, InboxError> {
@@ -63,16 +64,9 @@ impl Acknowledgements for PgInbox {
 
     fn acknowledgements(
         &self,
-        sender: &str,
-        recipient: &str,
-        control_ref: &str,
+        key: InterchangeKey<'_>,
     ) -> Result<Vec<StoredAcknowledgement>, InboxError> {
-        acknowledgements(
-            &mut *self.client.borrow_mut(),
-            sender,
-            recipient,
-            control_ref,
-        )
+        acknowledgements(&mut *self.client.borrow_mut(), key)
     }
 }
 
@@ -96,8 +90,8 @@ pub(super) fn record_acknowledgement(
     c.execute(
         "WITH a AS (
              INSERT INTO acknowledgements (sender, recipient, control_ref, partner, own_ref,
-                 action, error_code, bytes, created_at, syntax_version)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::text::timestamptz, $12)
+                 action, error_code, bytes, created_at, syntax_version, standard)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::text::timestamptz, $12, $13)
              RETURNING id)
          INSERT INTO contrl_outbox (acknowledgement_id, send, event_type, created_at, source)
          SELECT id, 1, $11, $9::text::timestamptz, $10 FROM a",
@@ -114,6 +108,7 @@ pub(super) fn record_acknowledgement(
             &storable(ack.sending),
             &CONTRL_OUTBOUND,
             &ack.syntax_version,
+            &ack.standard.as_str(),
         ],
     )?;
     Ok(own_ref)
@@ -123,21 +118,22 @@ pub(super) fn record_acknowledgement(
 /// where no event of it was queued for that sending before.
 pub(super) fn resend_acknowledgement(
     c: &mut impl GenericClient,
-    (sender, recipient, control_ref): (&str, &str, &str),
+    key: InterchangeKey<'_>,
     sending: Option<&str>,
     created_at: &str,
 ) -> Result<Resend, InboxError> {
     let first = c.query_opt(
         "SELECT id, own_ref FROM acknowledgements
-         WHERE sender = $1 AND recipient = $2 AND control_ref = $3
+         WHERE sender = $1 AND recipient = $2 AND control_ref = $3 AND standard = $6
            AND NOT (action = $4 AND coalesce(error_code, '') = $5)
          ORDER BY id LIMIT 1",
         &[
-            &storable(sender),
-            &storable(recipient),
-            &storable(control_ref),
+            &storable(key.sender),
+            &storable(key.recipient),
+            &storable(key.control_ref),
             &NOT_RESENT.0,
             &NOT_RESENT.1,
+            &key.standard.as_str(),
         ],
     )?;
     let Some(first) = first else {
@@ -205,18 +201,22 @@ pub(super) fn pending_contrl(
 /// The CONTRLs stored for a key, oldest first.
 pub(super) fn acknowledgements(
     c: &mut impl GenericClient,
-    sender: &str,
-    recipient: &str,
-    control_ref: &str,
+    key: InterchangeKey<'_>,
 ) -> Result<Vec<StoredAcknowledgement>, InboxError> {
     Ok(c.query(
         concat!(
             "SELECT own_ref, action, error_code, ",
             ts!("created_at"),
             ", bytes FROM acknowledgements
-                 WHERE sender = $1 AND recipient = $2 AND control_ref = $3 ORDER BY id"
+                 WHERE sender = $1 AND recipient = $2 AND control_ref = $3 AND standard = $4
+                 ORDER BY id"
         ),
-        &[&sender, &recipient, &control_ref],
+        &[
+            &key.sender,
+            &key.recipient,
+            &key.control_ref,
+            &key.standard.as_str(),
+        ],
     )?
     .into_iter()
     .map(|r| StoredAcknowledgement {

@@ -210,11 +210,18 @@ impl CopyTarget for PgInbox {
         let mut keys = 0;
         // COLLATE "C": byte order, as SQLite's BINARY collation sorts the source's keys.
         for r in self.client.get_mut().query(
-            "SELECT sender, recipient, control_ref, sha256 FROM inbox
-             ORDER BY sender COLLATE \"C\", recipient COLLATE \"C\", control_ref COLLATE \"C\"",
+            "SELECT sender, recipient, control_ref, sha256, standard FROM inbox
+             ORDER BY sender COLLATE \"C\", recipient COLLATE \"C\", control_ref COLLATE \"C\",
+                      standard COLLATE \"C\"",
             &[],
         )? {
-            copying::hash_key(&mut h, r.get(0), r.get(1), r.get(2), r.get(3));
+            let key = crate::inbox::InterchangeKey {
+                standard: r.get(4),
+                sender: r.get(0),
+                recipient: r.get(1),
+                control_ref: r.get(2),
+            };
+            copying::hash_key(&mut h, key, r.get(3));
             keys += 1;
         }
         Ok(Figures {

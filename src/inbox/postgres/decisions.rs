@@ -8,12 +8,13 @@ use postgres::{Client, GenericClient};
 
 use super::{PgInbox, storable};
 use crate::edifact::{EnvelopeError, Interchange};
-use crate::inbox::names::{Counter, RECEIVED, delivery_counts};
+use crate::inbox::names::{Counter, delivery_counts, received_around};
 use crate::inbox::postgres::error::{KeyVanished, describe, refusable, retryable};
 use crate::inbox::{
     Candidate, Decision, Decisions, DeliveryRecord, InboxError, InterchangeKey, KeyProbe,
     REJECTED_BYTES_LIMIT, RejectedFile, SightingRow,
 };
+use crate::standard::Standard;
 
 /// The message rows of new interchanges, from twelve arrays ($1..$12).
 macro_rules! insert_messages {
@@ -174,7 +175,8 @@ impl Decisions for PgInbox {
         // Prepared once: parsed and planned per file, the lookup cost more than it saved.
         let has = client
             .prepare(
-                "SELECT 1 FROM inbox WHERE sender = $1 AND recipient = $2 AND control_ref = $3",
+                "SELECT 1 FROM inbox
+                 WHERE sender = $1 AND recipient = $2 AND control_ref = $3 AND standard = $4",
             )
             .ok()?;
         Some(Box::new(PgProbe {
@@ -290,9 +292,10 @@ pub(super) fn keep_refused(
     let n: i32 = client
         .query_one(
             "INSERT INTO refusals (sender, recipient, control_ref, sha256, source_file, raw,
-                 statement, message_ref, code, error)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-             ON CONFLICT (sender, recipient, control_ref, sha256) WHERE resolved_at IS NULL
+                 statement, message_ref, code, error, standard)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+             ON CONFLICT (sender, recipient, control_ref, standard, sha256)
+                 WHERE resolved_at IS NULL
              DO UPDATE SET times_seen = refusals.times_seen + 1, last_seen_at = now(),
                  source_file = excluded.source_file, statement = excluded.statement,
                  message_ref = excluded.message_ref, code = excluded.code, error = excluded.error
@@ -308,6 +311,7 @@ pub(super) fn keep_refused(
                 &r.message_ref,
                 &r.code,
                 &super::storable(&r.error).as_ref(),
+                &i.standard.as_str(),
             ],
         )?
         .get(0);
@@ -321,23 +325,50 @@ pub(super) struct PgProbe {
 }
 
 impl KeyProbe for PgProbe {
-    fn has(&self, sender: &str, recipient: &str, control_ref: &str) -> bool {
+    fn has(&self, key: InterchangeKey<'_>) -> bool {
         let Ok(mut client) = self.client.lock() else {
             return false;
         };
         client
-            .query_opt(&self.has, &[&sender, &recipient, &control_ref])
+            .query_opt(
+                &self.has,
+                &[
+                    &key.sender,
+                    &key.recipient,
+                    &key.control_ref,
+                    &key.standard.as_str(),
+                ],
+            )
             .is_ok_and(|r| r.is_some())
     }
 }
 
-pub(super) type Key<'a> = (&'a str, &'a str, &'a str);
+/// A stored standard read back; a name the schema's CHECK would not hold is an error of the
+/// row, never taken for EDIFACT.
+impl<'a> postgres::types::FromSql<'a> for Standard {
+    fn from_sql(
+        ty: &postgres::types::Type,
+        raw: &'a [u8],
+    ) -> Result<Self, Box<dyn std::error::Error + Sync + Send>> {
+        let text = <&str as postgres::types::FromSql>::from_sql(ty, raw)?;
+        Ok(text.parse::<Standard>()?)
+    }
+
+    fn accepts(ty: &postgres::types::Type) -> bool {
+        <&str as postgres::types::FromSql>::accepts(ty)
+    }
+}
+
+/// A key in the order of the inbox's primary key (the standard last), which the batch's keys
+/// are taken in, so that two hosts deciding the same keys lock them in one order.
+pub(super) type Key<'a> = (&'a str, &'a str, &'a str, Standard);
 
 pub(super) fn key<'a>(i: &'a Interchange<'_>) -> Key<'a> {
     (
         i.unb.sender.as_str(),
         i.unb.recipient.as_str(),
         i.unb.control_ref.as_str(),
+        i.standard,
     )
 }
 
@@ -363,42 +394,54 @@ pub(super) fn decide(
     });
     let shas = column(&contenders, |n| hashes[n].as_str());
     let files = column(&contenders, |n| batch[n].source_file);
-    let taken: HashMap<(String, String, String), i64> = client
-        .query(
-            "INSERT INTO inbox (sender, recipient, control_ref, sha256, source_file, received_at,
-                                interchange_id)
-             SELECT s, r, c, h, f, now(), nextval('interchanges_id_seq')
-             FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
-                  WITH ORDINALITY AS t(s, r, c, h, f, o)
-             ORDER BY o
-             ON CONFLICT ON CONSTRAINT inbox_key DO NOTHING
-             RETURNING sender, recipient, control_ref, interchange_id",
-            &[&senders, &recipients, &refs, &shas, &files],
-        )?
-        .into_iter()
-        .map(|r| ((r.get(0), r.get(1), r.get(2)), r.get(3)))
-        .collect();
+    let standards = column(&contenders, |n| batch[n].interchange.standard.as_str());
+    let mut taken: HashMap<OwnedKey, i64> = HashMap::new();
+    for r in client.query(
+        "INSERT INTO inbox (sender, recipient, control_ref, sha256, source_file, received_at,
+                            interchange_id, standard)
+         SELECT s, r, c, h, f, now(), nextval('interchanges_id_seq'), st
+         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[])
+              WITH ORDINALITY AS t(s, r, c, h, f, st, o)
+         ORDER BY o
+         ON CONFLICT ON CONSTRAINT inbox_key DO NOTHING
+         RETURNING sender, recipient, control_ref, standard, interchange_id",
+        &[&senders, &recipients, &refs, &shas, &files, &standards],
+    )? {
+        taken.insert(
+            (r.try_get(0)?, r.try_get(1)?, r.try_get(2)?, r.try_get(3)?),
+            r.try_get(4)?,
+        );
+    }
     // The stored hash of every key that was there already.
     let missing: Vec<usize> = contenders
         .iter()
         .copied()
         .filter(|&n| !taken.contains_key(&owned(key(batch[n].interchange))))
         .collect();
-    let mut stored: HashMap<(String, String, String), String> = HashMap::new();
+    let mut stored: HashMap<OwnedKey, String> = HashMap::new();
     if !missing.is_empty() {
-        let (s, r, c) = (
+        let (s, r, c, st) = (
             column(&missing, |n| batch[n].interchange.unb.sender.as_str()),
             column(&missing, |n| batch[n].interchange.unb.recipient.as_str()),
             column(&missing, |n| batch[n].interchange.unb.control_ref.as_str()),
+            column(&missing, |n| batch[n].interchange.standard.as_str()),
         );
         for row in client.query(
-            "SELECT i.sender, i.recipient, i.control_ref, i.sha256
+            "SELECT i.sender, i.recipient, i.control_ref, i.standard, i.sha256
              FROM inbox i
-             JOIN unnest($1::text[], $2::text[], $3::text[]) AS t(s, r, c)
-               ON (i.sender, i.recipient, i.control_ref) = (t.s, t.r, t.c)",
-            &[&s, &r, &c],
+             JOIN unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS t(s, r, c, st)
+               ON (i.sender, i.recipient, i.control_ref, i.standard) = (t.s, t.r, t.c, t.st)",
+            &[&s, &r, &c, &st],
         )? {
-            stored.insert((row.get(0), row.get(1), row.get(2)), row.get(3));
+            stored.insert(
+                (
+                    row.try_get(0)?,
+                    row.try_get(1)?,
+                    row.try_get(2)?,
+                    row.try_get(3)?,
+                ),
+                row.try_get(4)?,
+            );
         }
     }
     // Each candidate against the copy accepted for its key.
@@ -426,8 +469,11 @@ pub(super) fn column<'a, T>(rows: &[usize], f: impl Fn(usize) -> T + 'a) -> Vec<
     rows.iter().map(|&n| f(n)).collect()
 }
 
-pub(super) fn owned((s, r, c): Key<'_>) -> (String, String, String) {
-    (s.to_string(), r.to_string(), c.to_string())
+/// A [`Key`] as the server returns it.
+pub(super) type OwnedKey = (String, String, String, Standard);
+
+pub(super) fn owned((s, r, c, st): Key<'_>) -> OwnedKey {
+    (s.to_string(), r.to_string(), c.to_string(), st)
 }
 
 /// Duplicate or drift; its sighting's id is the row [`write_sightings`] writes for it.
@@ -489,15 +535,16 @@ pub(super) fn write_new(
              recipient_qualifier, recipient_routing, control_ref, syntax_id, syntax_version,
              prepared_date, prepared_time, recipient_ref, application_ref, priority, ack_request,
              agreement_id, test_indicator, sha256, source_file, source_offset, received_at, raw,
-             raw_codec, source_path, host)
+             raw_codec, source_path, host, standard)
          SELECT id, s, sq, sr, r, rq, rr, c, si, sv, d, tm, rref, app, pri, ack, agr, test, sha,
-                file, off, now(), raw, 'zstd', path, $24
+                file, off, now(), raw, 'zstd', path, $24, st
          FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
                      $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[],
                      $13::text[], $14::text[], $15::text[], $16::text[], $17::text[], $18::text[],
-                     $19::text[], $20::text[], $21::bigint[], $22::bytea[], $23::text[])
+                     $19::text[], $20::text[], $21::bigint[], $22::bytea[], $23::text[],
+                     $25::text[])
               AS t(id, s, sq, sr, r, rq, rr, c, si, sv, d, tm, rref, app, pri, ack, agr, test,
-                   sha, file, off, raw, path)",
+                   sha, file, off, raw, path, st)",
         &[
             &ids,
             &column(&rows, |n| unb(n).sender.as_str()),
@@ -525,8 +572,12 @@ pub(super) fn write_new(
                 batch[n].source_path.map(|p| storable(p).into_owned())
             }),
             &storable(host).as_ref(),
+            &column(&rows, |n| batch[n].interchange.standard.as_str()),
         ],
     )?;
+    // Each new interchange's event type around its messages' types, by its standard.
+    let befores = column(&rows, |n| received_around(batch[n].interchange.standard).0);
+    let afters = column(&rows, |n| received_around(batch[n].interchange.standard).1);
     // One row per message of every new interchange.
     let mut m = MessageColumns::default();
     for &(n, id) in &new {
@@ -570,11 +621,14 @@ pub(super) fn write_new(
             concat!(
                 "WITH m AS (",
                 insert_messages!(),
-                " RETURNING id, message_type)
+                " RETURNING id, message_type, interchange_id)
                  INSERT INTO outbox (message_id, event_type, created_at)
-                 SELECT id, $13 || message_type || $14, now() FROM m ORDER BY id"
+                 SELECT m.id, p.before || m.message_type || p.after, now()
+                 FROM m JOIN unnest($13::bigint[], $14::text[], $15::text[]) AS p(iid, before, after)
+                   ON p.iid = m.interchange_id
+                 ORDER BY m.id"
             ),
-            &[&params[..], &[&RECEIVED.0, &RECEIVED.1]].concat(),
+            &[&params[..], &[&ids, &befores, &afters]].concat(),
         )?;
         return Ok(());
     };
@@ -610,9 +664,11 @@ pub(super) fn write_new(
     effects.record(client, &applied)?;
     client.execute(
         "INSERT INTO outbox (message_id, event_type, created_at)
-         SELECT id, $2 || message_type || $3, now() FROM messages
-         WHERE interchange_id = ANY($1) ORDER BY id",
-        &[&ids, &RECEIVED.0, &RECEIVED.1],
+         SELECT m.id, p.before || m.message_type || p.after, now()
+         FROM messages m JOIN unnest($1::bigint[], $2::text[], $3::text[]) AS p(iid, before, after)
+           ON p.iid = m.interchange_id
+         ORDER BY m.id",
+        &[&ids, &befores, &afters],
     )?;
     Ok(())
 }
@@ -667,11 +723,11 @@ pub(super) fn write_sightings(
     let mut ids: Vec<i64> = client
         .query(
             "INSERT INTO sightings (sender, recipient, control_ref, status, sha256, stored_sha256,
-                 source_file, seen_at, payload, source_path, host)
-             SELECT s, r, c, st, h, sh, f, now(), p, path, $10
+                 source_file, seen_at, payload, source_path, host, standard)
+             SELECT s, r, c, st, h, sh, f, now(), p, path, $10, std
              FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
-                         $7::text[], $8::bytea[], $9::text[])
-                  WITH ORDINALITY AS t(s, r, c, st, h, sh, f, p, path, o)
+                         $7::text[], $8::bytea[], $9::text[], $11::text[])
+                  WITH ORDINALITY AS t(s, r, c, st, h, sh, f, p, path, std, o)
              ORDER BY o
              RETURNING id",
             &[
@@ -687,6 +743,7 @@ pub(super) fn write_sightings(
                     batch[n].source_path.map(|p| storable(p).into_owned())
                 }),
                 &storable(host).as_ref(),
+                &column(&rows, |n| batch[n].interchange.standard.as_str()),
             ],
         )?
         .iter()
@@ -775,8 +832,8 @@ pub(super) fn record_rejection(
     c.execute(
         "INSERT INTO rejections (source_file, file_sha256, error, kind, byte_offset,
              first_seen_at, last_seen_at, file_size, truncated, file_id, sender, recipient,
-             control_ref)
-         VALUES ($1, $2, $3, $4, $5, now(), now(), $6, $7, $8, $9, $10, $11)
+             control_ref, standard)
+         VALUES ($1, $2, $3, $4, $5, now(), now(), $6, $7, $8, $9, $10, $11, $12)
          ON CONFLICT (source_file, file_sha256, kind, byte_offset)
          DO UPDATE SET last_seen_at = excluded.last_seen_at,
                        times_seen = rejections.times_seen + 1",
@@ -792,6 +849,7 @@ pub(super) fn record_rejection(
             &key.map(|k| storable(k.sender)),
             &key.map(|k| storable(k.recipient)),
             &key.map(|k| storable(k.control_ref)),
+            &key.map(|k| k.standard.as_str()),
         ],
     )?;
     Ok(())

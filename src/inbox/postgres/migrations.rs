@@ -24,6 +24,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0013_message_segments.sql"),
     include_str!("migrations/0014_rejection_keys.sql"),
     include_str!("migrations/0015_filing.sql"),
+    include_str!("migrations/0016_standard.sql"),
 ];
 
 /// The version the inbox's schema has, or `None` where there is none yet.

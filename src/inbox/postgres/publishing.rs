@@ -160,7 +160,7 @@ pub(super) fn pending_events(
                 ", o.attempts::bigint, i.id, i.sender, i.sender_qualifier, i.recipient,
                     i.recipient_qualifier, i.control_ref, i.syntax_id, i.syntax_version,
                     m.group_ref, m.reference, m.message_type, m.version, m.release, m.agency,
-                    m.raw_start, m.raw_end"
+                    m.raw_start, m.raw_end, i.standard"
             )
         };
     }
@@ -218,6 +218,7 @@ pub(super) fn pending_events(
                         control_ref: r.get(9),
                         syntax_id: r.get(10),
                         syntax_version: r.get(11),
+                        standard: r.get(20),
                     })
                 })
                 .clone(),

@@ -14,7 +14,7 @@ impl Refusals for PgInbox {
     ) -> Result<Vec<KeptRefusal>, InboxError> {
         let wanted: Option<&[i64]> = (!ids.is_empty()).then_some(ids);
         let rows = self.client.borrow_mut().query(
-            "SELECT id, sender, recipient, control_ref, source_file, raw, raw_codec
+            "SELECT id, sender, recipient, control_ref, source_file, raw, raw_codec, standard
              FROM refusals
              WHERE resolved_at IS NULL AND id > $1
                AND ($2::bigint[] IS NULL OR id = ANY($2::bigint[]))
@@ -35,6 +35,7 @@ impl Refusals for PgInbox {
                     control_ref: r.get(3),
                     source_file: r.get(4),
                     raw,
+                    standard: r.get(7),
                 })
             })
             .collect()

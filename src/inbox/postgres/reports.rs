@@ -10,9 +10,9 @@ use crate::inbox::DriftedCopy;
 use crate::inbox::names::{Counter, not_published};
 use crate::inbox::records::Volumes;
 use crate::inbox::{
-    Event, EventFilter, Filed, InboxError, KeyHistory, OutboxFigures, OutboxKinds, Reports,
-    SentContrl, Sighting, Stats, StoredInterchange, StoredMessage, StoredRefusal, StoredRejection,
-    Volume, VolumeBy,
+    Event, EventFilter, Filed, InboxError, InterchangeKey, KeyHistory, OutboxFigures, OutboxKinds,
+    Reports, SentContrl, Sighting, Stats, StoredInterchange, StoredKey, StoredMessage,
+    StoredRefusal, StoredRejection, Volume, VolumeBy,
 };
 
 /// The status words the events are stored with, as parameters.
@@ -47,41 +47,31 @@ impl Reports for PgInbox {
         volumes(&mut *self.client.borrow_mut(), by, since)
     }
 
-    fn interchange_key(&self, id: i64) -> Result<Option<(String, String, String)>, InboxError> {
+    fn interchange_key(&self, id: i64) -> Result<Option<StoredKey>, InboxError> {
         interchange_key(&mut *self.client.borrow_mut(), id)
     }
 
-    fn key_history(
-        &self,
-        sender: &str,
-        recipient: &str,
-        control_ref: &str,
-    ) -> Result<KeyHistory, InboxError> {
-        key_history(
-            &mut *self.client.borrow_mut(),
-            sender,
-            recipient,
-            control_ref,
-        )
+    fn key_history(&self, key: InterchangeKey<'_>) -> Result<KeyHistory, InboxError> {
+        key_history(&mut *self.client.borrow_mut(), key)
     }
 
-    fn drifted_copies(
-        &self,
-        sender: &str,
-        recipient: &str,
-        control_ref: &str,
-    ) -> Result<Vec<DriftedCopy>, InboxError> {
+    fn drifted_copies(&self, key: InterchangeKey<'_>) -> Result<Vec<DriftedCopy>, InboxError> {
         let mut copies = Vec::new();
         for r in self.client.borrow_mut().query(
             concat!(
                 "SELECT sha256, stored_sha256, source_file, ",
                 ts!("seen_at"),
                 ", payload FROM sightings
-                 WHERE sender = $1 AND recipient = $2 AND control_ref = $3 AND status = 'drift'
+                 WHERE sender = $1 AND recipient = $2 AND control_ref = $3 AND standard = $4 AND status = 'drift'
                    AND payload IS NOT NULL
                  ORDER BY id"
             ),
-            &[&sender, &recipient, &control_ref],
+            &[
+                &key.sender,
+                &key.recipient,
+                &key.control_ref,
+                &key.standard.as_str(),
+            ],
         )? {
             copies.push(DriftedCopy {
                 sha256: r.get(0),
@@ -170,19 +160,20 @@ macro_rules! events {
         SELECT received_at AS time, $9::text AS status, source_file AS file, sender, recipient,
                control_ref, NULL::text AS error, NULL::bigint AS errors, NULL::text AS unit_ref,
                NULL::text AS event_type, NULL::bigint AS send, NULL::text AS detail, id AS n,
-               id AS iid, NULL::text AS one_type, source_path, host, moved_to
+               id AS iid, NULL::text AS one_type, source_path, host, moved_to, standard
         FROM interchanges
         UNION ALL
         SELECT s.seen_at, s.status, s.source_file, s.sender, s.recipient, s.control_ref, NULL,
                NULL, NULL, NULL, NULL, NULL, s.id,
                (SELECT max(x.id) FROM interchanges x WHERE x.sender = s.sender
-                AND x.recipient = s.recipient AND x.control_ref = s.control_ref), NULL,
-               s.source_path, s.host, s.moved_to
+                AND x.recipient = s.recipient AND x.control_ref = s.control_ref
+                AND x.standard = s.standard), NULL,
+               s.source_path, s.host, s.moved_to, s.standard
         FROM sightings s
         UNION ALL
         SELECT f.last_seen_at, $10::text, f.source_file, r.sender, r.recipient, r.control_ref,
                r.error, (SELECT count(*) FROM rejections c WHERE c.file_id = f.id), NULL, NULL,
-               NULL, NULL, f.id, NULL, NULL, NULL, NULL, NULL
+               NULL, NULL, f.id, NULL, NULL, NULL, NULL, NULL, r.standard
         FROM (SELECT g.id, g.source_file, g.last_seen_at,
                      (SELECT r.id FROM rejections r WHERE r.file_id = g.id
                         AND ($2::text IS NULL OR r.sender = $2)
@@ -194,7 +185,7 @@ macro_rules! events {
         UNION ALL
         SELECT o.failed_at, $11::text, i.source_file, i.sender, i.recipient, i.control_ref,
                coalesce(o.last_error, ''), o.attempts::bigint, m.reference, o.event_type, NULL,
-               NULL, o.id, NULL, m.message_type, NULL, NULL, NULL
+               NULL, o.id, NULL, m.message_type, NULL, NULL, NULL, i.standard
         FROM outbox o
         JOIN messages m ON m.id = o.message_id
         JOIN interchanges i ON i.id = m.interchange_id
@@ -202,16 +193,17 @@ macro_rules! events {
         UNION ALL
         SELECT o.failed_at, $11::text, coalesce(i.source_file, ''), a.sender, a.recipient,
                a.control_ref, coalesce(o.last_error, ''), o.attempts::bigint, a.own_ref,
-               o.event_type, o.send::bigint, NULL, o.id, NULL, 'CONTRL', NULL, NULL, NULL
+               o.event_type, o.send::bigint, NULL, o.id, NULL, 'CONTRL', NULL, NULL, NULL,
+               a.standard
         FROM contrl_outbox o
         JOIN acknowledgements a ON a.id = o.acknowledgement_id
         LEFT JOIN inbox i ON i.sender = a.sender AND i.recipient = a.recipient
-                          AND i.control_ref = a.control_ref
+                          AND i.control_ref = a.control_ref AND i.standard = a.standard
         WHERE o.failed_at IS NOT NULL AND o.published_at IS NULL
         UNION ALL
         SELECT last_seen_at, $12::text, source_file, sender, recipient, control_ref, statement,
                times_seen::bigint, message_ref, code, NULL, error, id, NULL, NULL, NULL, NULL,
-               NULL
+               NULL, standard
         FROM refusals WHERE resolved_at IS NULL
     ) u
     WHERE ($1::text IS NULL OR status = $1)
@@ -287,7 +279,8 @@ pub(super) fn events(
                     CASE WHEN e.status = $10::text THEN
                         (SELECT substring(f.bytes from greatest(1, ",
             quoted_at!(),
-            " - 499)::int for 1000) FROM rejected_files f WHERE f.id = e.n) END
+            " - 499)::int for 1000) FROM rejected_files f WHERE f.id = e.n) END,
+                    e.standard
              FROM (",
             events!(),
             " ORDER BY time DESC, n DESC LIMIT $13 OFFSET $14) e
@@ -347,6 +340,7 @@ pub(super) fn events(
                     moved_to: r.get(17),
                 },
                 quote: Event::quote_of(r.get(18), r.get(19)),
+                standard: r.get(20),
             })
         })
         .collect()
@@ -458,12 +452,17 @@ pub(super) fn volumes(
 pub(super) fn interchange_key(
     c: &mut impl GenericClient,
     id: i64,
-) -> Result<Option<(String, String, String)>, InboxError> {
+) -> Result<Option<StoredKey>, InboxError> {
     Ok(c.query_opt(
-        "SELECT sender, recipient, control_ref FROM interchanges WHERE id = $1",
+        "SELECT standard, sender, recipient, control_ref FROM interchanges WHERE id = $1",
         &[&id],
     )?
-    .map(|r| (r.get(0), r.get(1), r.get(2))))
+    .map(|r| StoredKey {
+        standard: r.get(0),
+        sender: r.get(1),
+        recipient: r.get(2),
+        control_ref: r.get(3),
+    }))
 }
 
 pub(super) fn status(word: &str) -> Result<Status, InboxError> {
@@ -473,15 +472,15 @@ pub(super) fn status(word: &str) -> Result<Status, InboxError> {
 
 pub(super) fn key_history(
     c: &mut impl GenericClient,
-    sender: &str,
-    recipient: &str,
-    control_ref: &str,
+    key: InterchangeKey<'_>,
 ) -> Result<KeyHistory, InboxError> {
-    let key: [&(dyn postgres::types::ToSql + Sync); 3] = [&sender, &recipient, &control_ref];
+    let standard = key.standard.as_str();
+    let key: [&(dyn postgres::types::ToSql + Sync); 4] =
+        [&key.sender, &key.recipient, &key.control_ref, &standard];
     let current: Option<i64> = c
         .query_opt(
             "SELECT interchange_id FROM inbox
-             WHERE sender = $1 AND recipient = $2 AND control_ref = $3",
+             WHERE sender = $1 AND recipient = $2 AND control_ref = $3 AND standard = $4",
             &key,
         )?
         .map(|r| r.get(0));
@@ -492,8 +491,8 @@ pub(super) fn key_history(
                     syntax_id || ':' || syntax_version, prepared_date, prepared_time,
                     test_indicator, application_ref, sha256, source_file, ",
             ts!("received_at"),
-            ", raw, raw_codec, source_path, host, moved_to
-             FROM interchanges WHERE sender = $1 AND recipient = $2 AND control_ref = $3
+            ", raw, raw_codec, source_path, host, moved_to, standard
+             FROM interchanges WHERE sender = $1 AND recipient = $2 AND control_ref = $3 AND standard = $4
              ORDER BY id"
         ),
         &key,
@@ -533,6 +532,7 @@ pub(super) fn key_history(
             recipient: r.get(3),
             recipient_qualifier: r.get(4),
             control_ref: r.get(5),
+            standard: r.get(19),
             syntax: r.get(6),
             date: r.get(7),
             time: r.get(8),
@@ -557,7 +557,7 @@ pub(super) fn key_history(
             "SELECT status, sha256, stored_sha256, source_file, ",
             ts!("seen_at"),
             ", source_path, host, moved_to
-             FROM sightings WHERE sender = $1 AND recipient = $2 AND control_ref = $3
+             FROM sightings WHERE sender = $1 AND recipient = $2 AND control_ref = $3 AND standard = $4
              ORDER BY id"
         ),
         &key,
@@ -586,7 +586,7 @@ pub(super) fn key_history(
             ", ",
             ts!("resolved_at"),
             ", resolved_as
-             FROM refusals WHERE sender = $1 AND recipient = $2 AND control_ref = $3
+             FROM refusals WHERE sender = $1 AND recipient = $2 AND control_ref = $3 AND standard = $4
              ORDER BY id"
         ),
         &key,
@@ -618,7 +618,7 @@ pub(super) fn key_history(
             ts!("r.last_seen_at"),
             ", r.times_seen::bigint, f.bytes
              FROM rejections r LEFT JOIN rejected_files f ON f.id = r.file_id
-             WHERE r.sender = $1 AND r.recipient = $2 AND r.control_ref = $3
+             WHERE r.sender = $1 AND r.recipient = $2 AND r.control_ref = $3 AND r.standard = $4
              ORDER BY r.id"
         ),
         &key,

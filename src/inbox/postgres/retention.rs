@@ -79,8 +79,8 @@ pub(super) fn delete_older(
     let limit = i64::from(limit);
     let n = match target {
         PurgeTarget::Inbox => c.execute(
-            "DELETE FROM inbox WHERE (sender, recipient, control_ref) IN (
-                 SELECT sender, recipient, control_ref FROM inbox
+            "DELETE FROM inbox WHERE (sender, recipient, control_ref, standard) IN (
+                 SELECT sender, recipient, control_ref, standard FROM inbox
                  WHERE received_at < $1::text::timestamptz ORDER BY received_at LIMIT $2
                  FOR UPDATE SKIP LOCKED)",
             &[&cutoff, &limit],

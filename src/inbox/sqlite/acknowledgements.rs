@@ -8,7 +8,8 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::SqliteInbox;
 use crate::inbox::names::{CONTRL_OUTBOUND, NOT_RESENT};
 use crate::inbox::{
-    Acknowledgements, ContrlEvent, InboxError, NewAcknowledgement, Resend, StoredAcknowledgement,
+    Acknowledgements, ContrlEvent, InboxError, InterchangeKey, NewAcknowledgement, Resend,
+    StoredAcknowledgement,
 };
 
 impl Acknowledgements for SqliteInbox {
@@ -19,7 +20,7 @@ impl Acknowledgements for SqliteInbox {
 
     fn resend_acknowledgement(
         &mut self,
-        key: (&str, &str, &str),
+        key: InterchangeKey<'_>,
         sending: Option<&str>,
         created_at: &str,
     ) -> Result<Resend, InboxError> {
@@ -38,24 +39,26 @@ impl Acknowledgements for SqliteInbox {
 
     fn acknowledgements(
         &self,
-        sender: &str,
-        recipient: &str,
-        control_ref: &str,
+        key: InterchangeKey<'_>,
     ) -> Result<Vec<StoredAcknowledgement>, InboxError> {
         let mut stmt = self.conn.prepare_cached(
             "SELECT own_ref, action, error_code, created_at, bytes FROM acknowledgements
-             WHERE sender = ?1 AND recipient = ?2 AND control_ref = ?3 ORDER BY id",
+             WHERE sender = ?1 AND recipient = ?2 AND control_ref = ?3 AND standard = ?4
+             ORDER BY id",
         )?;
         let rows = stmt
-            .query_map([sender, recipient, control_ref], |r| {
-                Ok(StoredAcknowledgement {
-                    own_ref: r.get(0)?,
-                    action: r.get(1)?,
-                    error_code: r.get(2)?,
-                    created_at: r.get(3)?,
-                    bytes: r.get(4)?,
-                })
-            })?
+            .query_map(
+                params![key.sender, key.recipient, key.control_ref, key.standard],
+                |r| {
+                    Ok(StoredAcknowledgement {
+                        own_ref: r.get(0)?,
+                        action: r.get(1)?,
+                        error_code: r.get(2)?,
+                        created_at: r.get(3)?,
+                        bytes: r.get(4)?,
+                    })
+                },
+            )?
             .collect::<Result<_, _>>()?;
         Ok(rows)
     }
@@ -77,8 +80,8 @@ pub(super) fn record_acknowledgement(
     let bytes = (ack.build)(&own_ref);
     conn.prepare_cached(
         "INSERT INTO acknowledgements (sender, recipient, control_ref, partner, own_ref, action,
-             error_code, bytes, created_at, syntax_version)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+             error_code, bytes, created_at, syntax_version, standard)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
     )?
     .execute(params![
         ack.sender,
@@ -91,6 +94,7 @@ pub(super) fn record_acknowledgement(
         bytes,
         ack.created_at,
         ack.syntax_version,
+        ack.standard,
     ])?;
     conn.prepare_cached(
         "INSERT INTO contrl_outbox (acknowledgement_id, send, event_type, created_at, source)
@@ -104,19 +108,26 @@ pub(super) fn record_acknowledgement(
 /// where no event of it was queued for that sending before.
 pub(super) fn resend_acknowledgement(
     conn: &Connection,
-    (sender, recipient, control_ref): (&str, &str, &str),
+    key: InterchangeKey<'_>,
     sending: Option<&str>,
     created_at: &str,
 ) -> Result<Resend, InboxError> {
     let first: Option<(i64, String)> = conn
         .prepare_cached(
             "SELECT id, own_ref FROM acknowledgements
-             WHERE sender = ?1 AND recipient = ?2 AND control_ref = ?3
+             WHERE sender = ?1 AND recipient = ?2 AND control_ref = ?3 AND standard = ?6
                AND NOT (action = ?4 AND coalesce(error_code, '') = ?5)
              ORDER BY id LIMIT 1",
         )?
         .query_row(
-            [sender, recipient, control_ref, NOT_RESENT.0, NOT_RESENT.1],
+            params![
+                key.sender,
+                key.recipient,
+                key.control_ref,
+                NOT_RESENT.0,
+                NOT_RESENT.1,
+                key.standard
+            ],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )
         .optional()?;

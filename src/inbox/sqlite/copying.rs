@@ -123,13 +123,19 @@ impl CopySource for SqliteInbox {
         let mut keys = 0;
         // BINARY collation: the byte order PostgreSQL's COLLATE "C" gives too.
         let mut stmt = self.conn.prepare(
-            "SELECT sender, recipient, control_ref, sha256 FROM inbox
-             ORDER BY sender, recipient, control_ref",
+            "SELECT sender, recipient, control_ref, sha256, standard FROM inbox
+             ORDER BY sender, recipient, control_ref, standard",
         )?;
         let mut found = stmt.query([])?;
         while let Some(r) = found.next()? {
             let part = |i: usize| r.get::<_, String>(i);
-            copying::hash_key(&mut h, &part(0)?, &part(1)?, &part(2)?, &part(3)?);
+            let key = crate::inbox::InterchangeKey {
+                standard: r.get(4)?,
+                sender: &part(0)?,
+                recipient: &part(1)?,
+                control_ref: &part(2)?,
+            };
+            copying::hash_key(&mut h, key, &part(3)?);
             keys += 1;
         }
         Ok(Figures {

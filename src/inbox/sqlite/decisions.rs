@@ -10,11 +10,12 @@ use rusqlite::{Connection, OpenFlags, params};
 
 use super::SqliteInbox;
 use crate::edifact::{EnvelopeError, Interchange, Message};
-use crate::inbox::names::{Counter, RECEIVED, delivery_counts};
+use crate::inbox::names::{Counter, delivery_counts, received_around};
 use crate::inbox::{
     Candidate, Decision, Decisions, DeliveryRecord, InboxError, InterchangeKey, KeyProbe,
     REJECTED_BYTES_LIMIT, RejectedFile, SightingRow,
 };
+use crate::standard::Standard;
 
 impl Decisions for SqliteInbox {
     fn decide(&mut self, batch: &[Candidate<'_>]) -> Result<Vec<Decision>, InboxError> {
@@ -161,13 +162,39 @@ impl SqliteProbe {
 }
 
 impl KeyProbe for SqliteProbe {
-    fn has(&self, sender: &str, recipient: &str, control_ref: &str) -> bool {
+    fn has(&self, key: InterchangeKey<'_>) -> bool {
         self.conn
             .prepare_cached(
-                "SELECT 1 FROM inbox WHERE sender = ?1 AND recipient = ?2 AND control_ref = ?3",
+                "SELECT 1 FROM inbox
+                 WHERE sender = ?1 AND recipient = ?2 AND control_ref = ?3 AND standard = ?4",
             )
-            .and_then(|mut s| s.exists([sender, recipient, control_ref]))
+            .and_then(|mut s| {
+                s.exists(params![
+                    key.sender,
+                    key.recipient,
+                    key.control_ref,
+                    key.standard
+                ])
+            })
             .unwrap_or(false)
+    }
+}
+
+/// A standard binds as its stored name (`'edifact'`, `'x12'`).
+impl rusqlite::ToSql for Standard {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        Ok(rusqlite::types::ToSqlOutput::from(self.as_str()))
+    }
+}
+
+/// A stored standard read back; a name the schema's CHECK would not hold is an error of the
+/// row, never taken for EDIFACT.
+impl rusqlite::types::FromSql for Standard {
+    fn column_result(value: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
+        value
+            .as_str()?
+            .parse()
+            .map_err(|e| rusqlite::types::FromSqlError::Other(Box::new(e)))
     }
 }
 
@@ -186,8 +213,9 @@ pub(super) fn decide(
     // unused one costs nothing.
     let inserted = conn
         .prepare_cached(
-            "INSERT INTO inbox (sender, recipient, control_ref, sha256, source_file, received_at, interchange_id)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+            "INSERT INTO inbox (sender, recipient, control_ref, sha256, source_file, received_at, interchange_id,
+                 standard)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
              ON CONFLICT DO NOTHING",
         )?
         .execute(params![
@@ -197,7 +225,8 @@ pub(super) fn decide(
             sha,
             source_file,
             received_at,
-            id
+            id,
+            i.standard,
         ])?;
     if inserted == 1 {
         crash_point!("after-key-insert");
@@ -213,27 +242,29 @@ pub(super) fn decide(
             };
             effects.run(conn, &scope)?;
         }
-        write_outbox(conn, id, received_at)?;
+        write_outbox(conn, id, i.standard, received_at)?;
         crash_point!("after-business-rows");
         return Ok(Decision::New { interchange_id: id });
     }
     let stored: String = conn
         .prepare_cached(
-            "SELECT sha256 FROM inbox WHERE sender = ?1 AND recipient = ?2 AND control_ref = ?3",
+            "SELECT sha256 FROM inbox
+             WHERE sender = ?1 AND recipient = ?2 AND control_ref = ?3 AND standard = ?4",
         )?
         .query_row(
             params![
                 u.sender.as_str(),
                 u.recipient.as_str(),
-                u.control_ref.as_str()
+                u.control_ref.as_str(),
+                i.standard
             ],
             |r| r.get(0),
         )?;
     let drift = stored != sha;
     let sighting_id: i64 = conn.prepare_cached(
         "INSERT INTO sightings (sender, recipient, control_ref, status, sha256, stored_sha256, source_file, seen_at, payload,
-             source_path, host)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+             source_path, host, standard)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
          RETURNING id",
     )?
     .query_row(params![
@@ -248,6 +279,7 @@ pub(super) fn decide(
         drift.then_some(&*i.raw),
         c.source_path,
         host,
+        i.standard,
     ], |r| r.get(0))?;
     Ok(if drift {
         Decision::Drift {
@@ -303,9 +335,10 @@ pub(super) fn write_interchange(
         "INSERT INTO interchanges (id, sender, sender_qualifier, sender_routing, recipient, recipient_qualifier,
              recipient_routing, control_ref, syntax_id, syntax_version, prepared_date, prepared_time,
              recipient_ref, application_ref, priority, ack_request, agreement_id, test_indicator,
-             sha256, source_file, source_offset, received_at, raw, raw_codec, source_path, host)
+             sha256, source_file, source_offset, received_at, raw, raw_codec, source_path, host,
+             standard)
          VALUES (?23, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, 'zstd',
-             ?24, ?25)",
+             ?24, ?25, ?26)",
     )?
     .execute(params![
         u.sender.as_str(),
@@ -333,6 +366,7 @@ pub(super) fn write_interchange(
         id,
         c.source_path,
         host,
+        i.standard,
     ])?;
     // Eight rows a statement where there are eight: one statement per message was most of the
     // deciding thread's time, which is what the whole run waits on.
@@ -358,8 +392,10 @@ pub(super) fn write_interchange(
 pub(super) fn write_outbox(
     conn: &Connection,
     id: i64,
+    standard: Standard,
     received_at: &str,
 ) -> Result<(), InboxError> {
+    let (before, after) = received_around(standard);
     // One statement for the interchange's events rather than one per message: per-message
     // statements were most of the deciding thread's time (the floor writes no outbox at all).
     conn.prepare_cached(
@@ -367,7 +403,7 @@ pub(super) fn write_outbox(
          SELECT id, ?3 || message_type || ?4, ?2
          FROM messages WHERE interchange_id = ?1 ORDER BY id",
     )?
-    .execute(params![id, received_at, RECEIVED.0, RECEIVED.1])?;
+    .execute(params![id, received_at, before, after])?;
     Ok(())
 }
 
@@ -495,8 +531,8 @@ pub(super) fn record_rejection(
 ) -> Result<(), InboxError> {
     conn.prepare_cached(
         "INSERT INTO rejections (source_file, file_sha256, error, kind, byte_offset, first_seen_at,
-             last_seen_at, file_size, truncated, file_id, sender, recipient, control_ref)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+             last_seen_at, file_size, truncated, file_id, sender, recipient, control_ref, standard)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
          ON CONFLICT (source_file, file_sha256, kind, byte_offset)
          DO UPDATE SET last_seen_at = excluded.last_seen_at, times_seen = times_seen + 1",
     )?
@@ -513,6 +549,7 @@ pub(super) fn record_rejection(
         key.map(|k| k.sender),
         key.map(|k| k.recipient),
         key.map(|k| k.control_ref),
+        key.map(|k| k.standard),
     ])?;
     Ok(())
 }

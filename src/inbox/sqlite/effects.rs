@@ -646,9 +646,10 @@ impl SqliteInbox {
             .conn
             .prepare_cached(
                 "INSERT INTO refusals (sender, recipient, control_ref, sha256, source_file, raw,
-                     statement, message_ref, code, error, first_seen_at, last_seen_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11)
-                 ON CONFLICT (sender, recipient, control_ref, sha256) WHERE resolved_at IS NULL
+                     statement, message_ref, code, error, first_seen_at, last_seen_at, standard)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11, ?12)
+                 ON CONFLICT (sender, recipient, control_ref, standard, sha256)
+                     WHERE resolved_at IS NULL
                  DO UPDATE SET times_seen = times_seen + 1, last_seen_at = excluded.last_seen_at,
                      source_file = excluded.source_file, statement = excluded.statement,
                      message_ref = excluded.message_ref, code = excluded.code,
@@ -668,6 +669,7 @@ impl SqliteInbox {
                     r.code,
                     r.error,
                     c.received_at,
+                    i.standard,
                 ],
                 |row| row.get(0),
             )?)

@@ -251,7 +251,7 @@ fn envelopes(
 ) -> Result<HashMap<i64, Arc<EventEnvelope>>, InboxError> {
     let mut stmt = conn.prepare_cached(
         "SELECT id, sender, sender_qualifier, recipient, recipient_qualifier, control_ref,
-                syntax_id, syntax_version
+                syntax_id, syntax_version, standard
          FROM interchanges WHERE id IN (SELECT value FROM json_each(?1))",
     )?;
     let list = serde_json::to_string(ids).unwrap_or_default();
@@ -266,6 +266,7 @@ fn envelopes(
             control_ref: r.get(5)?,
             syntax_id: r.get(6)?,
             syntax_version: r.get(7)?,
+            standard: r.get(8)?,
         };
         out.insert(r.get(0)?, Arc::new(envelope));
     }

@@ -18,7 +18,7 @@ impl Refusals for SqliteInbox {
         let wanted = (!ids.is_empty())
             .then(|| serde_json::to_string(ids).unwrap_or_else(|_| "[]".to_string()));
         let mut stmt = self.conn.prepare_cached(
-            "SELECT id, sender, recipient, control_ref, source_file, raw, raw_codec
+            "SELECT id, sender, recipient, control_ref, source_file, raw, raw_codec, standard
              FROM refusals
              WHERE resolved_at IS NULL AND id > ?1
                AND (?2 IS NULL OR id IN (SELECT value FROM json_each(?2)))
@@ -34,6 +34,7 @@ impl Refusals for SqliteInbox {
                         control_ref: r.get(3)?,
                         source_file: r.get(4)?,
                         raw: r.get(5)?,
+                        standard: r.get(7)?,
                     },
                     r.get::<_, String>(6)?,
                 ))

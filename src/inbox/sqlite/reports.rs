@@ -8,9 +8,9 @@ use crate::inbox::Outbox;
 use crate::inbox::names::{Counter, not_published};
 use crate::inbox::records::Volumes;
 use crate::inbox::{
-    Event, EventFilter, Filed, InboxError, KeyHistory, OutboxFigures, OutboxKinds, Refusal,
-    Reports, SentContrl, Sighting, Stats, StoredInterchange, StoredMessage, StoredRefusal,
-    StoredRejection, Volume, VolumeBy,
+    Event, EventFilter, Filed, InboxError, InterchangeKey, KeyHistory, OutboxFigures, OutboxKinds,
+    Refusal, Reports, SentContrl, Sighting, Stats, StoredInterchange, StoredKey, StoredMessage,
+    StoredRefusal, StoredRejection, Volume, VolumeBy,
 };
 use crate::status::Status;
 
@@ -46,41 +46,34 @@ impl Reports for SqliteInbox {
         volumes(&self.conn, by, since)
     }
 
-    fn interchange_key(&self, id: i64) -> Result<Option<(String, String, String)>, InboxError> {
+    fn interchange_key(&self, id: i64) -> Result<Option<StoredKey>, InboxError> {
         interchange_key(&self.conn, id)
     }
 
-    fn key_history(
-        &self,
-        sender: &str,
-        recipient: &str,
-        control_ref: &str,
-    ) -> Result<KeyHistory, InboxError> {
-        key_history(&self.conn, sender, recipient, control_ref)
+    fn key_history(&self, key: InterchangeKey<'_>) -> Result<KeyHistory, InboxError> {
+        key_history(&self.conn, key)
     }
 
-    fn drifted_copies(
-        &self,
-        sender: &str,
-        recipient: &str,
-        control_ref: &str,
-    ) -> Result<Vec<DriftedCopy>, InboxError> {
+    fn drifted_copies(&self, key: InterchangeKey<'_>) -> Result<Vec<DriftedCopy>, InboxError> {
         let mut stmt = self.conn.prepare_cached(
             "SELECT sha256, stored_sha256, source_file, seen_at, payload FROM sightings
-             WHERE sender = ?1 AND recipient = ?2 AND control_ref = ?3 AND status = 'drift'
+             WHERE sender = ?1 AND recipient = ?2 AND control_ref = ?3 AND standard = ?4 AND status = 'drift'
                AND payload IS NOT NULL
              ORDER BY id",
         )?;
         let copies = stmt
-            .query_map(params![sender, recipient, control_ref], |r| {
-                Ok(DriftedCopy {
-                    sha256: r.get(0)?,
-                    stored_sha256: r.get(1)?,
-                    source_file: r.get(2)?,
-                    seen_at: r.get(3)?,
-                    payload: r.get(4)?,
-                })
-            })?
+            .query_map(
+                params![key.sender, key.recipient, key.control_ref, key.standard],
+                |r| {
+                    Ok(DriftedCopy {
+                        sha256: r.get(0)?,
+                        stored_sha256: r.get(1)?,
+                        source_file: r.get(2)?,
+                        seen_at: r.get(3)?,
+                        payload: r.get(4)?,
+                    })
+                },
+            )?
             .collect::<rusqlite::Result<_>>()?;
         Ok(copies)
     }
@@ -153,19 +146,20 @@ const EVENTS: &str = "
         SELECT received_at AS time, :new AS status, source_file AS file, sender, recipient,
                control_ref, NULL AS error, NULL AS errors, NULL AS unit_ref, NULL AS event_type,
                NULL AS send, NULL AS detail, id AS n, id AS iid, NULL AS one_type, source_path,
-               host, moved_to
+               host, moved_to, standard
         FROM interchanges
         UNION ALL
         SELECT s.seen_at, s.status, s.source_file, s.sender, s.recipient, s.control_ref, NULL,
                NULL, NULL, NULL, NULL, NULL, s.id,
                (SELECT max(x.id) FROM interchanges x WHERE x.sender = s.sender
-                AND x.recipient = s.recipient AND x.control_ref = s.control_ref), NULL,
-               s.source_path, s.host, s.moved_to
+                AND x.recipient = s.recipient AND x.control_ref = s.control_ref
+                AND x.standard = s.standard), NULL,
+               s.source_path, s.host, s.moved_to, s.standard
         FROM sightings s
         UNION ALL
         SELECT f.last_seen_at, :rejected, f.source_file, r.sender, r.recipient, r.control_ref,
                r.error, (SELECT count(*) FROM rejections c WHERE c.file_id = f.id), NULL, NULL,
-               NULL, NULL, f.id, NULL, NULL, NULL, NULL, NULL
+               NULL, NULL, f.id, NULL, NULL, NULL, NULL, NULL, r.standard
         FROM (SELECT g.*,
                      (SELECT r.id FROM rejections r WHERE r.file_id = g.id
                         AND (:sender IS NULL OR r.sender = :sender)
@@ -177,7 +171,7 @@ const EVENTS: &str = "
         UNION ALL
         SELECT o.failed_at, :failed, i.source_file, i.sender, i.recipient, i.control_ref,
                coalesce(o.last_error, ''), o.attempts, m.reference, o.event_type, NULL, NULL,
-               o.id, NULL, m.message_type, NULL, NULL, NULL
+               o.id, NULL, m.message_type, NULL, NULL, NULL, i.standard
         FROM outbox o
         JOIN messages m ON m.id = o.message_id
         JOIN interchanges i ON i.id = m.interchange_id
@@ -185,15 +179,16 @@ const EVENTS: &str = "
         UNION ALL
         SELECT o.failed_at, :failed, coalesce(i.source_file, ''), a.sender, a.recipient,
                a.control_ref, coalesce(o.last_error, ''), o.attempts, a.own_ref,
-               o.event_type, o.send, NULL, o.id, NULL, 'CONTRL', NULL, NULL, NULL
+               o.event_type, o.send, NULL, o.id, NULL, 'CONTRL', NULL, NULL, NULL, a.standard
         FROM contrl_outbox o
         JOIN acknowledgements a ON a.id = o.acknowledgement_id
         LEFT JOIN inbox i ON i.sender = a.sender AND i.recipient = a.recipient
-                          AND i.control_ref = a.control_ref
+                          AND i.control_ref = a.control_ref AND i.standard = a.standard
         WHERE o.failed_at IS NOT NULL AND o.published_at IS NULL
         UNION ALL
         SELECT last_seen_at, :refused, source_file, sender, recipient, control_ref, statement,
-               times_seen, message_ref, code, NULL, error, id, NULL, NULL, NULL, NULL, NULL
+               times_seen, message_ref, code, NULL, error, id, NULL, NULL, NULL, NULL, NULL,
+               standard
         FROM refusals WHERE resolved_at IS NULL
     )
     WHERE (:status IS NULL OR status = :status)
@@ -258,7 +253,8 @@ pub(super) fn events(conn: &Connection, f: &EventFilter) -> Result<Vec<Event>, I
                 CASE WHEN e.status = :rejected THEN min({QUOTED_AT}, 500) END,
                 CASE WHEN e.status = :rejected THEN
                     (SELECT substr(f.bytes, max(1, {QUOTED_AT} - 499), 1000)
-                     FROM rejected_files f WHERE f.id = e.n) END
+                     FROM rejected_files f WHERE f.id = e.n) END,
+                e.standard
          FROM ({EVENTS} ORDER BY time DESC, n DESC LIMIT :limit OFFSET :offset) e
          ORDER BY e.time DESC, e.n DESC"
     ))?;
@@ -321,6 +317,7 @@ pub(super) fn events(conn: &Connection, f: &EventFilter) -> Result<Vec<Event>, I
                 moved_to: r.get(17)?,
             },
             quote: Event::quote_of(r.get(18)?, r.get(19)?),
+            standard: r.get(20)?,
         })
     })?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
@@ -424,29 +421,31 @@ pub(super) fn volumes(
     Ok(volumes.into_rows())
 }
 
-pub(super) fn interchange_key(
-    conn: &Connection,
-    id: i64,
-) -> Result<Option<(String, String, String)>, InboxError> {
+pub(super) fn interchange_key(conn: &Connection, id: i64) -> Result<Option<StoredKey>, InboxError> {
     Ok(conn
         .query_row(
-            "SELECT sender, recipient, control_ref FROM interchanges WHERE id = ?1",
+            "SELECT standard, sender, recipient, control_ref FROM interchanges WHERE id = ?1",
             [id],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            |r| {
+                Ok(StoredKey {
+                    standard: r.get(0)?,
+                    sender: r.get(1)?,
+                    recipient: r.get(2)?,
+                    control_ref: r.get(3)?,
+                })
+            },
         )
         .optional()?)
 }
 
 pub(super) fn key_history(
     conn: &Connection,
-    sender: &str,
-    recipient: &str,
-    control_ref: &str,
+    key: InterchangeKey<'_>,
 ) -> Result<KeyHistory, InboxError> {
     let current: Option<i64> = conn
         .query_row(
-            "SELECT interchange_id FROM inbox WHERE sender = ?1 AND recipient = ?2 AND control_ref = ?3",
-            params![sender, recipient, control_ref],
+            "SELECT interchange_id FROM inbox WHERE sender = ?1 AND recipient = ?2 AND control_ref = ?3 AND standard = ?4",
+            params![key.sender, key.recipient, key.control_ref, key.standard],
             |r| r.get(0),
         )
         .optional()?;
@@ -454,39 +453,43 @@ pub(super) fn key_history(
         "SELECT id, sender, sender_qualifier, recipient, recipient_qualifier, control_ref,
                 syntax_id || ':' || syntax_version, prepared_date, prepared_time, test_indicator,
                 application_ref, sha256, source_file, received_at, raw, raw_codec, source_path,
-                host, moved_to
-         FROM interchanges WHERE sender = ?1 AND recipient = ?2 AND control_ref = ?3 ORDER BY id",
+                host, moved_to, standard
+         FROM interchanges WHERE sender = ?1 AND recipient = ?2 AND control_ref = ?3 AND standard = ?4 ORDER BY id",
     )?;
     let stored = stmt
-        .query_map(params![sender, recipient, control_ref], |r| {
-            let id: i64 = r.get(0)?;
-            let codec: String = r.get(15)?;
-            let interchange = StoredInterchange {
-                id,
-                sender: r.get(1)?,
-                sender_qualifier: r.get(2)?,
-                recipient: r.get(3)?,
-                recipient_qualifier: r.get(4)?,
-                control_ref: r.get(5)?,
-                syntax: r.get(6)?,
-                date: r.get(7)?,
-                time: r.get(8)?,
-                test: r.get::<_, Option<String>>(9)?.as_deref() == Some("1"),
-                application_ref: r.get(10)?,
-                sha256: r.get(11)?,
-                source_file: r.get(12)?,
-                received_at: r.get(13)?,
-                filed: Filed {
-                    source_path: r.get(16)?,
-                    host: r.get(17)?,
-                    moved_to: r.get(18)?,
-                },
-                in_inbox: current == Some(id),
-                messages: Vec::new(),
-                raw: r.get(14)?,
-            };
-            Ok((interchange, codec))
-        })?
+        .query_map(
+            params![key.sender, key.recipient, key.control_ref, key.standard],
+            |r| {
+                let id: i64 = r.get(0)?;
+                let codec: String = r.get(15)?;
+                let interchange = StoredInterchange {
+                    id,
+                    sender: r.get(1)?,
+                    sender_qualifier: r.get(2)?,
+                    recipient: r.get(3)?,
+                    recipient_qualifier: r.get(4)?,
+                    control_ref: r.get(5)?,
+                    standard: r.get(19)?,
+                    syntax: r.get(6)?,
+                    date: r.get(7)?,
+                    time: r.get(8)?,
+                    test: r.get::<_, Option<String>>(9)?.as_deref() == Some("1"),
+                    application_ref: r.get(10)?,
+                    sha256: r.get(11)?,
+                    source_file: r.get(12)?,
+                    received_at: r.get(13)?,
+                    filed: Filed {
+                        source_path: r.get(16)?,
+                        host: r.get(17)?,
+                        moved_to: r.get(18)?,
+                    },
+                    in_inbox: current == Some(id),
+                    messages: Vec::new(),
+                    raw: r.get(14)?,
+                };
+                Ok((interchange, codec))
+            },
+        )?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     let mut interchanges = Vec::with_capacity(stored.len());
     for (mut i, codec) in stored {
@@ -519,32 +522,35 @@ pub(super) fn key_history(
     let mut stmt = conn.prepare_cached(
         "SELECT status, sha256, stored_sha256, source_file, seen_at, source_path, host, moved_to
          FROM sightings
-         WHERE sender = ?1 AND recipient = ?2 AND control_ref = ?3 ORDER BY id",
+         WHERE sender = ?1 AND recipient = ?2 AND control_ref = ?3 AND standard = ?4 ORDER BY id",
     )?;
     let sightings = stmt
-        .query_map(params![sender, recipient, control_ref], |r| {
-            Ok(Sighting {
-                status: stored_status(r, 0)?,
-                sha256: r.get(1)?,
-                stored_sha256: r.get(2)?,
-                source_file: r.get(3)?,
-                seen_at: r.get(4)?,
-                filed: Filed {
-                    source_path: r.get(5)?,
-                    host: r.get(6)?,
-                    moved_to: r.get(7)?,
-                },
-            })
-        })?
+        .query_map(
+            params![key.sender, key.recipient, key.control_ref, key.standard],
+            |r| {
+                Ok(Sighting {
+                    status: stored_status(r, 0)?,
+                    sha256: r.get(1)?,
+                    stored_sha256: r.get(2)?,
+                    source_file: r.get(3)?,
+                    seen_at: r.get(4)?,
+                    filed: Filed {
+                        source_path: r.get(5)?,
+                        host: r.get(6)?,
+                        moved_to: r.get(7)?,
+                    },
+                })
+            },
+        )?
         .collect::<rusqlite::Result<_>>()?;
     let refusals = conn
         .prepare_cached(
             "SELECT id, sha256, source_file, statement, message_ref, code, error, times_seen,
                     first_seen_at, last_seen_at, resolved_at, resolved_as
-             FROM refusals WHERE sender = ?1 AND recipient = ?2 AND control_ref = ?3
+             FROM refusals WHERE sender = ?1 AND recipient = ?2 AND control_ref = ?3 AND standard = ?4
              ORDER BY id",
         )?
-        .query_map(params![sender, recipient, control_ref], |r| {
+        .query_map(params![key.sender, key.recipient, key.control_ref, key.standard], |r| {
             Ok(StoredRefusal {
                 id: r.get(0)?,
                 sha256: r.get(1)?,
@@ -568,24 +574,27 @@ pub(super) fn key_history(
             "SELECT r.error, r.kind, r.byte_offset, r.source_file, r.file_sha256, r.file_size,
                     r.truncated, r.first_seen_at, r.last_seen_at, r.times_seen, f.bytes
              FROM rejections r LEFT JOIN rejected_files f ON f.id = r.file_id
-             WHERE r.sender = ?1 AND r.recipient = ?2 AND r.control_ref = ?3
+             WHERE r.sender = ?1 AND r.recipient = ?2 AND r.control_ref = ?3 AND r.standard = ?4
              ORDER BY r.id",
         )?
-        .query_map(params![sender, recipient, control_ref], |r| {
-            Ok(StoredRejection {
-                error: r.get(0)?,
-                kind: r.get(1)?,
-                byte_offset: r.get(2)?,
-                source_file: r.get(3)?,
-                file_sha256: r.get(4)?,
-                file_size: r.get(5)?,
-                truncated: r.get(6)?,
-                first_seen_at: r.get(7)?,
-                last_seen_at: r.get(8)?,
-                times_seen: r.get(9)?,
-                bytes: r.get::<_, Option<Vec<u8>>>(10)?.unwrap_or_default(),
-            })
-        })?
+        .query_map(
+            params![key.sender, key.recipient, key.control_ref, key.standard],
+            |r| {
+                Ok(StoredRejection {
+                    error: r.get(0)?,
+                    kind: r.get(1)?,
+                    byte_offset: r.get(2)?,
+                    source_file: r.get(3)?,
+                    file_sha256: r.get(4)?,
+                    file_size: r.get(5)?,
+                    truncated: r.get(6)?,
+                    first_seen_at: r.get(7)?,
+                    last_seen_at: r.get(8)?,
+                    times_seen: r.get(9)?,
+                    bytes: r.get::<_, Option<Vec<u8>>>(10)?.unwrap_or_default(),
+                })
+            },
+        )?
         .collect::<rusqlite::Result<_>>()?;
     Ok(KeyHistory {
         interchanges,

@@ -59,8 +59,8 @@ impl PurgeSql for PurgeTarget {
         match self {
             // The index on received_at finds the oldest rows without a scan.
             PurgeTarget::Inbox => {
-                "DELETE FROM inbox WHERE (sender, recipient, control_ref) IN (
-                     SELECT sender, recipient, control_ref FROM inbox
+                "DELETE FROM inbox WHERE (sender, recipient, control_ref, standard) IN (
+                     SELECT sender, recipient, control_ref, standard FROM inbox
                      WHERE received_at < ?1 ORDER BY received_at LIMIT ?2)"
             }
             PurgeTarget::Sightings => {

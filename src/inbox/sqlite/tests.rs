@@ -278,7 +278,8 @@ fn ids_come_from_the_sequence_and_continue_after_an_upgrade() {
              DROP TABLE transport_messages; DROP TABLE message_effects;
              DROP TABLE refusals; DROP TABLE effect_migrations;
              DROP TABLE contrl_outbox; DROP TABLE acknowledgements; DROP TABLE contrl_counters;
-             DROP INDEX rejections_key; ALTER TABLE rejections DROP COLUMN sender;
+             DROP INDEX rejections_key; ALTER TABLE rejections DROP COLUMN standard;
+             ALTER TABLE rejections DROP COLUMN sender;
              ALTER TABLE rejections DROP COLUMN recipient;
              ALTER TABLE rejections DROP COLUMN control_ref;
              DROP INDEX outbox_failed; DROP INDEX outbox_unpublished;
@@ -294,6 +295,10 @@ fn ids_come_from_the_sequence_and_continue_after_an_upgrade() {
              ALTER TABLE sightings DROP COLUMN source_path;
              ALTER TABLE sightings DROP COLUMN host;
              ALTER TABLE sightings DROP COLUMN moved_to;
+             DROP INDEX interchanges_key; ALTER TABLE interchanges DROP COLUMN standard;
+             CREATE INDEX interchanges_key ON interchanges (sender, recipient, control_ref);
+             DROP INDEX sightings_key; ALTER TABLE sightings DROP COLUMN standard;
+             CREATE INDEX sightings_key ON sightings (sender, recipient, control_ref);
              CREATE INDEX outbox_unpublished ON outbox (id) WHERE published_at IS NULL;
              PRAGMA user_version = 5;",
         )
