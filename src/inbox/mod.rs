@@ -18,6 +18,8 @@
 //! No decision is durable before [`Transaction::commit`] (a purge step commits its own short
 //! transaction); a batch left open when the inbox is dropped (a failed run) is rolled back.
 
+#[cfg(test)]
+mod contract;
 pub mod copying;
 pub mod effects;
 mod location;

@@ -430,3 +430,116 @@ fn migrate_knows_every_table_of_the_schema() {
         "every table of TABLES is in the schema, in that order"
     );
 }
+
+/// An inbox from before the standard was kept (schema version 19): every key it holds becomes
+/// EDIFACT's, a rejection under a key too (one without stays without), with its rows, its
+/// indexes and its data whole; and the key table then holds the same triple under X12 beside.
+#[test]
+fn an_older_inbox_keys_become_edifact() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old.db");
+    {
+        let conn = Connection::open(&path).unwrap();
+        for m in &MIGRATIONS[..19] {
+            match m {
+                Migration::Sql(sql) => conn.execute_batch(sql).unwrap(),
+                Migration::Code(f) => f(&conn).unwrap(),
+            }
+        }
+        conn.pragma_update(None, "user_version", 19).unwrap();
+        conn.pragma_update(None, "application_id", APPLICATION_ID)
+            .unwrap();
+        conn.execute_batch(
+            "INSERT INTO inbox VALUES ('S', 'R', 'C1', 'h1', 'a.edi', '2026-01-01T00:00:00.000Z', 1);
+             INSERT INTO interchanges (id, sender, recipient, control_ref, syntax_id,
+                 syntax_version, prepared_date, prepared_time, sha256, source_file, source_offset,
+                 received_at, raw)
+             VALUES (1, 'S', 'R', 'C1', 'UNOC', '3', '240101', '1200', 'h1', 'a.edi', 0,
+                 '2026-01-01T00:00:00.000Z', x'00');
+             INSERT INTO sightings (sender, recipient, control_ref, status, sha256, stored_sha256,
+                 source_file, seen_at)
+             VALUES ('S', 'R', 'C1', 'duplicate', 'h1', 'h1', 'b.edi', '2026-01-02T00:00:00.000Z');
+             INSERT INTO acknowledgements (sender, recipient, control_ref, partner, own_ref,
+                 action, bytes, created_at)
+             VALUES ('S', 'R', 'C1', 'S:14', '00000000000001', '7', x'00',
+                 '2026-01-01T00:00:00.000Z');
+             INSERT INTO refusals (sender, recipient, control_ref, sha256, source_file, raw,
+                 statement, code, error, first_seen_at, last_seen_at)
+             VALUES ('S', 'R', 'C2', 'h2', 'c.edi', x'00', 'x.sql statement 1', 'E', 'e',
+                 '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z');
+             INSERT INTO rejected_files (id, source_file, file_sha256, file_size, truncated,
+                 first_seen_at, last_seen_at)
+             VALUES (1, 'd.edi', 'f', 1, 0, '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z');
+             INSERT INTO rejections (source_file, file_sha256, error, kind, byte_offset,
+                 first_seen_at, last_seen_at, file_size, truncated, file_id, sender, recipient,
+                 control_ref)
+             VALUES ('d.edi', 'f', 'bad', 'k', 0, '2026-01-01T00:00:00.000Z',
+                     '2026-01-01T00:00:00.000Z', 1, 0, 1, 'S', 'R', 'C3'),
+                    ('d.edi', 'f', 'bad', 'k', 9, '2026-01-01T00:00:00.000Z',
+                     '2026-01-01T00:00:00.000Z', 1, 0, 1, NULL, NULL, NULL);",
+        )
+        .unwrap();
+    }
+    let inbox = open(&path).unwrap();
+    let conn = inbox.connection();
+    let standards = |table: &str| -> Vec<Option<String>> {
+        conn.prepare(&format!("SELECT standard FROM {table} ORDER BY rowid"))
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    };
+    let edifact = Some("edifact".to_string());
+    for table in ["interchanges", "sightings", "acknowledgements", "refusals"] {
+        assert_eq!(standards(table), [edifact.clone()], "{table}");
+    }
+    assert_eq!(standards("rejections"), [edifact.clone(), None]);
+    let kept: (String, String, i64) = conn
+        .query_row(
+            "SELECT standard, received_at, interchange_id FROM inbox",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap();
+    assert_eq!(
+        kept,
+        ("edifact".into(), "2026-01-01T00:00:00.000Z".into(), 1)
+    );
+    let index: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'inbox_received_at'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(index, 1, "the key table's index is made again");
+    // The key is now the triple with its standard: X12's beside EDIFACT's, a second of
+    // either refused, and no name but the two.
+    conn.execute(
+        "INSERT INTO inbox (sender, recipient, control_ref, sha256, source_file, received_at,
+             interchange_id, standard)
+         VALUES ('S', 'R', 'C1', 'h9', 'x.x12', '2026-01-03T00:00:00.000Z', 2, 'x12')",
+        [],
+    )
+    .unwrap();
+    for standard in ["x12", "edifact"] {
+        assert!(
+            conn.execute(
+                "INSERT INTO inbox (sender, recipient, control_ref, sha256, source_file,
+                     received_at, interchange_id, standard)
+                 VALUES ('S', 'R', 'C1', 'h8', 'y', '2026-01-03T00:00:00.000Z', 3, ?1)",
+                [standard],
+            )
+            .is_err(),
+            "{standard}"
+        );
+    }
+    assert!(
+        conn.execute(
+            "UPDATE interchanges SET standard = 'tradacoms' WHERE id = 1",
+            []
+        )
+        .is_err()
+    );
+}

@@ -1,0 +1,200 @@
+//! Contracts every backend keeps, written once against `&mut dyn Inbox` and run once per
+//! backend (`per_backend!`): an SQLite file, and a schema of its own on the machine's
+//! PostgreSQL server (127.0.0.1:5432, user `postgres`, trust), dropped at the end. Here rather
+//! than in `tests/it/` where what is checked needs a value the command line cannot make yet (an
+//! X12 interchange, before X12 has a reader).
+
+use std::time::Duration;
+
+use crate::edifact::{Interchange, interchanges};
+use crate::inbox::{
+    Access, Candidate, Decision, EventFilter, Inbox, InterchangeKey, Location, open,
+};
+use crate::standard::Standard;
+
+/// A contract run on each backend: `NAME::sqlite` and `NAME::postgres` (skipped with a notice
+/// where the server does not answer, a failure where `EDI_INBOX_REQUIRE_POSTGRES` is set).
+macro_rules! per_backend {
+    ($(#[$attr:meta])* fn $name:ident($inbox:ident) $body:block) => {
+        $(#[$attr])*
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            fn run($inbox: &mut dyn Inbox) $body
+
+            #[cfg(feature = "sqlite")]
+            #[test]
+            fn sqlite() {
+                let dir = tempfile::tempdir().unwrap();
+                let db = Location::Sqlite(dir.path().join("inbox.db"));
+                let mut inbox = open(&db, Access::Create, Duration::from_secs(30)).unwrap();
+                run(&mut *inbox);
+            }
+
+            #[cfg(feature = "postgres")]
+            #[test]
+            fn postgres() {
+                if let Some(schema) = PgSchema::create() {
+                    let mut inbox = open(&schema.location(), Access::Create, Duration::from_secs(30))
+                        .unwrap();
+                    run(&mut *inbox);
+                }
+            }
+        }
+    };
+}
+
+/// The server's own database, which each contract's schema is made in.
+#[cfg(feature = "postgres")]
+const SERVER: &str = "host=127.0.0.1 port=5432 user=postgres dbname=postgres connect_timeout=5";
+
+/// A schema of the contract's own, dropped with everything in it at the end.
+#[cfg(feature = "postgres")]
+struct PgSchema {
+    name: String,
+}
+
+#[cfg(feature = "postgres")]
+impl PgSchema {
+    fn create() -> Option<PgSchema> {
+        if let Err(e) = ::postgres::Client::connect(SERVER, ::postgres::NoTls) {
+            assert!(
+                std::env::var_os("EDI_INBOX_REQUIRE_POSTGRES").is_none(),
+                "PostgreSQL does not answer on 127.0.0.1:5432: {e}"
+            );
+            eprintln!("PostgreSQL does not answer on 127.0.0.1:5432 ({e}): not checked");
+            return None;
+        }
+        // A name no other run on the server takes (this process's, the time, and a count),
+        // short enough for an identifier (63 bytes), which a test's own name may not be.
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        Some(PgSchema {
+            name: format!("contract_{}_{nanos}_{n}", std::process::id()),
+        })
+    }
+
+    fn location(&self) -> Location {
+        Location::parse(std::ffi::OsStr::new(SERVER), &self.name).unwrap()
+    }
+}
+
+#[cfg(feature = "postgres")]
+impl Drop for PgSchema {
+    fn drop(&mut self) {
+        if let Ok(mut c) = ::postgres::Client::connect(SERVER, ::postgres::NoTls) {
+            // The name is the test's own identifier, digits and underscores: no quoting needed.
+            let _ = c.batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", self.name));
+        }
+    }
+}
+
+const ORDERS: &[u8] = b"UNB+UNOC:3+SENDER:14+RECIPIENT:14+240101:1200+REF1'\
+UNH+1+ORDERS:D:96A:UN'BGM+220+PO1+9'UNT+3+1'UNZ+1+REF1'";
+
+/// The EDIFACT sample, parsed; with `X12`, the same model as an X12 reader would build it (no
+/// X12 reader is wired in yet): same sender, recipient and control reference.
+fn sample(standard: Standard) -> Interchange<'static> {
+    let mut i = interchanges(ORDERS)
+        .next()
+        .and_then(Result::ok)
+        .expect("the sample parses")
+        .into_owned();
+    i.standard = standard;
+    i
+}
+
+fn decide(inbox: &mut dyn Inbox, i: &Interchange<'_>, file: &str) -> Decision {
+    let c = Candidate {
+        interchange: i,
+        compressed: None,
+        source_file: file,
+        source_path: None,
+        received_at: "2026-01-01T00:00:00.000Z",
+    };
+    let d = inbox.decide(&[c]).unwrap().remove(0);
+    inbox.commit().unwrap();
+    d
+}
+
+fn key(standard: Standard) -> InterchangeKey<'static> {
+    InterchangeKey {
+        standard,
+        sender: "SENDER",
+        recipient: "RECIPIENT",
+        control_ref: "REF1",
+    }
+}
+
+per_backend! {
+    /// The same sender, recipient and control reference under two standards are two
+    /// interchanges, each new: never a duplicate or a drift of the other. Each one's copy is a
+    /// duplicate of its own standard's; each is found under its own key alone.
+    fn one_triple_under_two_standards_is_two_interchanges(inbox) {
+        let edifact = sample(Standard::Edifact);
+        let x12 = sample(Standard::X12);
+        let probe = inbox.probe();
+        assert!(matches!(decide(inbox, &edifact, "a.edi"), Decision::New { .. }));
+        if let Some(p) = &probe {
+            assert!(p.has(key(Standard::Edifact)));
+            assert!(!p.has(key(Standard::X12)), "the probe keeps the standards apart");
+        }
+        assert!(
+            matches!(decide(inbox, &x12, "a.x12"), Decision::New { .. }),
+            "an X12 interchange is not a duplicate or drift of the EDIFACT one"
+        );
+        assert!(matches!(decide(inbox, &x12, "b.x12"), Decision::Duplicate { .. }));
+        assert!(matches!(decide(inbox, &edifact, "b.edi"), Decision::Duplicate { .. }));
+
+        for standard in Standard::ALL {
+            let h = inbox.key_history(key(standard)).unwrap();
+            assert_eq!(h.interchanges.len(), 1, "{standard}");
+            assert_eq!(h.interchanges[0].standard, standard);
+            assert!(h.interchanges[0].in_inbox);
+            assert_eq!(h.sightings.len(), 1, "{standard}: its own copy only");
+            assert!(inbox.drifted_copies(key(standard)).unwrap().is_empty());
+            let id = h.interchanges[0].id;
+            let stored = inbox.interchange_key(id).unwrap().unwrap();
+            assert_eq!(stored.standard, standard);
+        }
+
+        let events = inbox
+            .events(&EventFilter { limit: 10, ..Default::default() })
+            .unwrap();
+        let mut seen: Vec<(String, Option<Standard>)> = events
+            .iter()
+            .map(|e| (e.status.as_str().to_string(), e.standard))
+            .collect();
+        seen.sort();
+        assert_eq!(
+            seen,
+            [
+                ("duplicate".to_string(), Some(Standard::Edifact)),
+                ("duplicate".to_string(), Some(Standard::X12)),
+                ("new".to_string(), Some(Standard::Edifact)),
+                ("new".to_string(), Some(Standard::X12)),
+            ]
+        );
+
+        // Each interchange's event says its standard; its envelope carries it for the content
+        // type.
+        let mut types: Vec<(String, Standard)> = inbox
+            .pending_events("pass", Duration::ZERO, 10, false, &[])
+            .unwrap()
+            .iter()
+            .map(|e| (e.event_type.clone(), e.envelope.standard))
+            .collect();
+        types.sort();
+        assert_eq!(
+            types,
+            [
+                ("edifact.ORDERS.received".to_string(), Standard::Edifact),
+                ("x12.ORDERS.received".to_string(), Standard::X12),
+            ]
+        );
+    }
+}
