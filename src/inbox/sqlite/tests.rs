@@ -492,7 +492,7 @@ fn an_older_inbox_keys_become_edifact() {
     };
     let edifact = Some("edifact".to_string());
     for table in ["interchanges", "sightings", "acknowledgements", "refusals"] {
-        assert_eq!(standards(table), [edifact.clone()], "{table}");
+        assert_eq!(standards(table), std::slice::from_ref(&edifact), "{table}");
     }
     assert_eq!(standards("rejections"), [edifact.clone(), None]);
     let kept: (String, String, i64) = conn
