@@ -86,9 +86,12 @@ impl PgSchema {
 #[cfg(feature = "postgres")]
 impl Drop for PgSchema {
     fn drop(&mut self) {
+        use crate::inbox::copying::ident;
         if let Ok(mut c) = ::postgres::Client::connect(SERVER, ::postgres::NoTls) {
-            // The name is the test's own identifier, digits and underscores: no quoting needed.
-            let _ = c.batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", self.name));
+            let _ = c.batch_execute(&format!(
+                "DROP SCHEMA IF EXISTS {} CASCADE",
+                ident(&self.name)
+            ));
         }
     }
 }

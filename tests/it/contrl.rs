@@ -997,6 +997,17 @@ per_backend! {
         if site.is_postgres() {
             site.sql(
                 "ALTER TABLE acknowledgements DROP COLUMN syntax_version;
+                 ALTER TABLE inbox DROP CONSTRAINT inbox_key, DROP COLUMN standard,
+                     ADD CONSTRAINT inbox_key PRIMARY KEY (sender, recipient, control_ref);
+                 ALTER TABLE interchanges DROP COLUMN standard;
+                 CREATE INDEX interchanges_key ON interchanges (sender, recipient, control_ref);
+                 ALTER TABLE sightings DROP COLUMN standard;
+                 CREATE INDEX sightings_key ON sightings (sender, recipient, control_ref);
+                 ALTER TABLE acknowledgements DROP COLUMN standard;
+                 CREATE INDEX acknowledgements_key ON acknowledgements
+                     (sender, recipient, control_ref);
+                 ALTER TABLE rejections DROP COLUMN standard;
+                 CREATE INDEX rejections_key ON rejections (sender, recipient, control_ref);
                  DROP TABLE message_effects; DROP TABLE refusals; DROP TABLE effect_migrations;
                  DROP FUNCTION message_segments(jsonb);
                  DROP TABLE consumer_positions; DROP TABLE transport_messages;

@@ -243,15 +243,23 @@ pub fn run_together(commands: Vec<std::process::Command>) -> Vec<Run> {
 
 /// SQL that undoes `0012_positions.sql` (the Kafka positions, a delivery's key and time),
 /// `0013_transport_messages.sql` (AS4's message ids), `0016_effects.sql` (the side effects'
-/// refusals, migrations and mappings), `0017_rejection_keys.sql` and `0018_filing.sql` (where each
-/// sighting was read from and moved), for a test that takes an SQLite inbox back to an older
+/// refusals, migrations and mappings), `0017_rejection_keys.sql`, `0018_filing.sql` (where each
+/// sighting was read from and moved) and the columns of `0019_standard.sql` (its key table is
+/// built again from the columns before it, whatever it holds), for a test that takes an SQLite inbox back to an older
 /// version.
 pub const UNDO_POSITIONS: &str = "
+    DROP INDEX interchanges_key; ALTER TABLE interchanges DROP COLUMN standard;
+    CREATE INDEX interchanges_key ON interchanges (sender, recipient, control_ref);
+    DROP INDEX sightings_key; ALTER TABLE sightings DROP COLUMN standard;
+    CREATE INDEX sightings_key ON sightings (sender, recipient, control_ref);
+    DROP INDEX acknowledgements_key; ALTER TABLE acknowledgements DROP COLUMN standard;
+    CREATE INDEX acknowledgements_key ON acknowledgements (sender, recipient, control_ref);
     DROP TABLE message_effects; DROP TABLE refusals; DROP TABLE effect_migrations;
     DROP TABLE consumer_positions; DROP TABLE transport_messages;
     ALTER TABLE deliveries DROP COLUMN record_key;
     ALTER TABLE deliveries DROP COLUMN produced_at;
-    DROP INDEX rejections_key; ALTER TABLE rejections DROP COLUMN sender;
+    DROP INDEX rejections_key; ALTER TABLE rejections DROP COLUMN standard;
+    ALTER TABLE rejections DROP COLUMN sender;
     ALTER TABLE rejections DROP COLUMN recipient; ALTER TABLE rejections DROP COLUMN control_ref;
     ALTER TABLE interchanges DROP COLUMN source_path;
     ALTER TABLE interchanges DROP COLUMN host; ALTER TABLE interchanges DROP COLUMN moved_to;
@@ -262,7 +270,12 @@ pub const UNDO_POSITIONS: &str = "
 /// columns; and the later ones: the deliveries, the acknowledgements, the positions), for the
 /// tests that open an older inbox and see it brought up to date.
 pub const UNDO_PUBLISH_COLUMNS: &str = "
-    DROP INDEX rejections_key; ALTER TABLE rejections DROP COLUMN sender;
+    DROP INDEX interchanges_key; ALTER TABLE interchanges DROP COLUMN standard;
+    CREATE INDEX interchanges_key ON interchanges (sender, recipient, control_ref);
+    DROP INDEX sightings_key; ALTER TABLE sightings DROP COLUMN standard;
+    CREATE INDEX sightings_key ON sightings (sender, recipient, control_ref);
+    DROP INDEX rejections_key; ALTER TABLE rejections DROP COLUMN standard;
+    ALTER TABLE rejections DROP COLUMN sender;
     ALTER TABLE rejections DROP COLUMN recipient; ALTER TABLE rejections DROP COLUMN control_ref;
     DROP TABLE message_effects; DROP TABLE refusals; DROP TABLE effect_migrations;
     DROP TABLE consumer_positions; DROP TABLE transport_messages;
