@@ -295,7 +295,15 @@ pub fn list(db: &Location, busy_timeout: Duration, args: &ListArgs) -> anyhow::R
     ];
     for e in &events {
         let key = match (&e.sender, &e.recipient, &e.control_ref) {
-            (Some(s), Some(r), Some(c)) => key_words(s, r, c),
+            // An EDIFACT key as it always stood; another standard's said first, as ingest does.
+            (Some(s), Some(r), Some(c)) => match e.standard {
+                Some(standard) if standard != Standard::Edifact => format!(
+                    "{} {}",
+                    standard.as_str().to_uppercase(),
+                    key_words(s, r, c)
+                ),
+                _ => key_words(s, r, c),
+            },
             _ => String::new(),
         };
         let detail = match (e.refusal_id, &e.error) {

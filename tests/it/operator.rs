@@ -1148,3 +1148,46 @@ fn help_names_every_broker_publish_and_consume_take() {
         );
     }
 }
+
+/// An X12 key says so where it is listed (issue 41): `X12 ` before it on list's line, and
+/// `"standard"` in each JSON line; EDIFACT's lines as they were. No X12 reader is wired in yet,
+/// so the inbox is given an X12 interchange by hand.
+#[test]
+fn list_says_an_x12_keys_standard() {
+    let site = Site::new();
+    site.put_sample("valid/two-interchanges.edi", "a.edi");
+    ingest(&site).code(0);
+    site.sql("UPDATE interchanges SET standard = 'x12' WHERE control_ref = 'A2';");
+    let run = site.run(&["list"]);
+    run.code(0);
+    let out = run.out();
+    let line = |r: &str| {
+        out.lines()
+            .find(|l| l.contains(&format!("ref {r}")))
+            .unwrap_or_else(|| panic!("no line of {r}:\n{out}"))
+            .to_string()
+    };
+    assert!(line("A2").contains("X12 PARTNERA -> HUB"), "{out}");
+    assert!(
+        !line("A1").contains("X12") && line("A1").contains("PARTNERA -> HUB"),
+        "{out}"
+    );
+    let run = site.json(&["list", "--json"]);
+    run.code(0);
+    let mut standards: Vec<(String, String)> = run
+        .json()
+        .iter()
+        .filter(|l| l["control_ref"].is_string())
+        .map(|l| {
+            (
+                l["control_ref"].as_str().unwrap().to_string(),
+                l["standard"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    standards.sort();
+    assert_eq!(
+        standards,
+        [("A1".into(), "edifact".into()), ("A2".into(), "x12".into())]
+    );
+}
