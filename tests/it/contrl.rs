@@ -1027,6 +1027,13 @@ per_backend! {
             ));
         }
         answer_all(&site).code(0);
+        // Brought up to date, every key it held is EDIFACT's (migration 16, 19 on SQLite).
+        assert!(site.count("SELECT count(*) FROM inbox") > 0);
+        assert_eq!(
+            site.count("SELECT count(*) FROM inbox WHERE standard <> 'edifact'")
+                + site.count("SELECT count(*) FROM acknowledgements WHERE standard <> 'edifact'"),
+            0
+        );
         let v4 = |all: Vec<(String, String)>| -> Vec<(String, bool)> {
             all.into_iter().map(|(r, v)| (r, v == "4")).collect()
         };

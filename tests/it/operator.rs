@@ -1191,3 +1191,46 @@ fn list_says_an_x12_keys_standard() {
         [("A1".into(), "edifact".into()), ("A2".into(), "x12".into())]
     );
 }
+
+/// A key held under two standards (an EDIFACT interchange, and an X12 copy of the same sender,
+/// recipient and control reference, made by hand) is not shown as if it were one: `show` asks
+/// for `--standard` (exit 2), and shows each with it.
+#[test]
+fn show_asks_for_the_standard_of_a_key_held_under_two() {
+    let site = Site::new();
+    site.put_sample("valid/two-interchanges.edi", "a.edi");
+    ingest(&site).code(0);
+    site.sql(
+        "INSERT INTO sightings (sender, recipient, control_ref, status, sha256, stored_sha256,
+             source_file, seen_at, standard)
+         VALUES ('PARTNERA', 'HUB', 'A1', 'duplicate', 'h', 'h', 'b.x12',
+                 '2026-01-01T00:00:00.000Z', 'x12');",
+    );
+    let run = site.run(&["show", "PARTNERA", "HUB", "A1"]);
+    run.code(2);
+    assert!(
+        run.err().contains("--standard edifact or --standard x12"),
+        "{run}"
+    );
+    site.run(&["show", "--standard", "edifact", "PARTNERA", "HUB", "A1"])
+        .code(0);
+    let run = site.json(&[
+        "show",
+        "--json",
+        "--standard",
+        "x12",
+        "PARTNERA",
+        "HUB",
+        "A1",
+    ]);
+    run.code(0);
+    let shown = run.json().remove(0);
+    assert_eq!(shown["standard"], "x12", "{run}");
+    assert_eq!(
+        shown["sightings"].as_array().map(Vec::len),
+        Some(1),
+        "{run}"
+    );
+    // The other key of the file, under one standard, needs no --standard.
+    site.run(&["show", "PARTNERA", "HUB", "A2"]).code(0);
+}
