@@ -45,7 +45,9 @@ macro_rules! crash_point {
 
 pub mod edifact;
 pub mod effects;
+pub mod envelopes;
 pub mod standard;
+pub mod x12;
 
 #[cfg(feature = "as4")]
 mod as4;

@@ -85,6 +85,8 @@ pub fn syntax_error(kind: &ErrorKind, at: Option<Tag>) -> Option<SyntaxError> {
         K::Empty | K::NoInterchange | K::TruncatedUna { .. } | K::BadUna { .. } => return None,
         // The segment reader's, of a message already accepted: never an interchange's answer.
         K::MessageOutside { .. } | K::NotMessageBound { .. } => return None,
+        // An X12 interchange is answered by a TA1 or a 997/999, never by a CONTRL.
+        K::X12 { .. } => return None,
         // 29: control count does not match the number of instances received.
         K::UntCount { .. } => ("29", Message, Some(Tag::UNT)),
         K::UneCount { .. } => ("29", Group, Some(Tag::UNE)),

@@ -17,8 +17,21 @@ impl Tag {
     pub const UNT: Tag = Tag(*b"UNT");
 
     pub fn as_str(&self) -> &str {
-        // Tags are checked to be ASCII letters and digits before a `Tag` is made.
-        std::str::from_utf8(&self.0).unwrap_or("???")
+        // Tags are checked to be ASCII letters and digits before a `Tag` is made; an X12 tag
+        // of two characters is padded with a space, which is not shown.
+        std::str::from_utf8(&self.0).unwrap_or("???").trim_end()
+    }
+
+    /// An ANSI X12 segment identifier (two or three letters or digits) as a tag: `ST` is kept
+    /// as `ST ` and shown as `ST`. `None` for anything else.
+    pub fn x12(id: &str) -> Option<Tag> {
+        let b = id.as_bytes();
+        if !(2..=3).contains(&b.len()) || !b.iter().all(u8::is_ascii_alphanumeric) {
+            return None;
+        }
+        let mut t = [b' '; 3];
+        t[..b.len()].copy_from_slice(b);
+        Some(Tag(t))
     }
 }
 
@@ -168,6 +181,17 @@ pub enum ErrorKind {
         /// `UNH` or `UNT`.
         expected: &'static str,
     },
+    /// An ANSI X12 interchange's envelope error (`crate::x12`), carried in the same place as
+    /// EDIFACT's so that a file of either standard is reported, stored and counted alike: the
+    /// X12 reader's own kind code (`crate::x12::ErrorKind::code`) and its sentence.
+    #[error("{detail}")]
+    X12 {
+        code: &'static str,
+        detail: String,
+        /// Whether the reader went on after it (a count or a control number that does not
+        /// match: the interchange's structure is intact).
+        recoverable: bool,
+    },
 }
 
 /// An envelope error at a place in the file.
@@ -198,6 +222,9 @@ impl EnvelopeError {
     /// True where the structure around the error is intact, so that the rest of the interchange
     /// can still be read up to its UNZ and later interchanges of the file can still be parsed.
     pub fn is_recoverable(&self) -> bool {
+        if let ErrorKind::X12 { recoverable, .. } = self.kind {
+            return recoverable;
+        }
         !matches!(
             self.kind,
             ErrorKind::Empty
@@ -248,6 +275,7 @@ impl EnvelopeError {
             ErrorKind::LowerLevelEmpty { .. } => "lower-level-empty",
             ErrorKind::MessageOutside { .. } => "message-outside",
             ErrorKind::NotMessageBound { .. } => "not-message-bound",
+            ErrorKind::X12 { code, .. } => code,
         }
     }
 }

@@ -16,14 +16,21 @@ const BOM: &[u8] = b"\xEF\xBB\xBF";
 /// the structure intact (a wrong count or reference) it goes on with the next interchange; after
 /// one that does not (a lexical error, a missing UNZ) it stops.
 pub fn interchanges(data: &[u8]) -> Interchanges<'_> {
+    interchanges_from(data, 0)
+}
+
+/// As [`interchanges`], from byte `start` of `data` (where an interchange of another standard
+/// handed over): offsets stay those of `data`, segments are counted from `start`.
+pub fn interchanges_from(data: &[u8], start: usize) -> Interchanges<'_> {
     Interchanges {
         data,
-        pos: 0,
+        pos: start,
         segment_number: 0,
         started: false,
         done: false,
         spare: Vec::new(),
         context: None,
+        handover: None,
     }
 }
 
@@ -57,6 +64,17 @@ pub struct Interchanges<'a> {
     spare: Vec<u8>,
     /// What was read of the interchange of the last error returned, where a UNB was.
     context: Option<Box<RejectedContext>>,
+    /// Where an ANSI X12 interchange (`ISA`) starts after the last EDIFACT one: the reading
+    /// stopped there, for the X12 reader to go on.
+    handover: Option<usize>,
+}
+
+impl Interchanges<'_> {
+    /// Where an interchange of another standard (ANSI X12's `ISA`) starts after the last
+    /// EDIFACT one: the reading stopped there.
+    pub fn handover(&self) -> Option<usize> {
+        self.handover
+    }
 }
 
 impl<'a> Iterator for Interchanges<'a> {
@@ -97,6 +115,10 @@ impl<'a> Interchanges<'a> {
             }
             self.done = true;
             return Err(EnvelopeError::at(pos, ErrorKind::Empty));
+        }
+        if self.started && data[pos..].starts_with(b"ISA") {
+            self.handover = Some(pos);
+            return Ok(None);
         }
         self.started = true;
         let start = pos;

@@ -25,7 +25,7 @@ pub mod syntax;
 pub use charset::Charset;
 pub use error::{EnvelopeError, ErrorKind, Tag};
 pub use interchanges::rejected_contexts;
-pub use interchanges::{Interchanges, interchanges};
+pub use interchanges::{Interchanges, interchanges, interchanges_from};
 pub use message::{MessageJson, MessageSegments, message_segments};
 pub use model::{Group, Interchange, Message, RejectedContext, Unb};
 pub use syntax::Separators;

@@ -55,3 +55,4 @@ mod sinks;
 mod sqs;
 #[cfg(any(feature = "nats", feature = "amqp"))]
 mod tls;
+mod x12_corpus;

@@ -1,0 +1,312 @@
+//! The interchanges of an input, whatever their standard: each one starting `ISA` is read by
+//! the ANSI X12 reader ([`crate::x12`]), each starting `UNA` or `UNB` by the EDIFACT parser
+//! ([`crate::edifact`]), and both come out in one model ([`edifact::Interchange`], with its
+//! [`Standard`]) and one error ([`EnvelopeError`]), so that whatever brought the input
+//! (`ingest`, `consume`, `receive`, `inspect`) decides, stores and reports either alike.
+//!
+//! A file may mix the standards: after an X12 interchange's IEA the next may be EDIFACT, and
+//! after an EDIFACT UNZ the next may be X12; each is read by its own reader, at its own offset.
+//! What begins no interchange of either is an error of the reader of the interchange before it
+//! (or, at the start, of EDIFACT's, whose `expected UNA or UNB` names both kinds of start).
+//!
+//! Pure, over `&[u8]`, as the two readers are. Where a new thing goes: a third standard, a
+//! reader beside `edifact/` and `x12/`, its start told apart in [`Interchanges::next`], its
+//! interchange made into the model in a function like [`from_x12`].
+
+use compact_str::CompactString;
+
+use crate::edifact::{self, EnvelopeError, ErrorKind, Tag};
+use crate::standard::Standard;
+use crate::x12;
+
+/// A UTF-8 byte-order mark, which either reader skips before the first segment.
+const BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// Reads the interchanges of `data`, of either standard, one after another. Each yields its
+/// interchange, or the first envelope error within it; after an error that leaves the structure
+/// intact, the next interchange is read.
+pub fn interchanges(data: &[u8]) -> Interchanges<'_> {
+    let mut pos = if data.starts_with(BOM) { BOM.len() } else { 0 };
+    while data
+        .get(pos)
+        .is_some_and(|b| matches!(b, b'\r' | b'\n' | b' ' | b'\t'))
+    {
+        pos += 1;
+    }
+    let reader = if x12::starts_interchange(data, pos) {
+        Reader::X12(x12::interchanges(data))
+    } else {
+        Reader::Edifact(edifact::interchanges(data))
+    };
+    Interchanges { data, reader }
+}
+
+/// True where the first interchange of `data` is an ANSI X12 one (after a byte-order mark and
+/// white space).
+pub fn starts_x12(data: &[u8]) -> bool {
+    let mut pos = if data.starts_with(BOM) { BOM.len() } else { 0 };
+    while data
+        .get(pos)
+        .is_some_and(|b| matches!(b, b'\r' | b'\n' | b' ' | b'\t'))
+    {
+        pos += 1;
+    }
+    x12::starts_interchange(data, pos)
+}
+
+/// Iterator returned by [`interchanges`].
+pub struct Interchanges<'a> {
+    data: &'a [u8],
+    reader: Reader<'a>,
+}
+
+enum Reader<'a> {
+    Edifact(edifact::Interchanges<'a>),
+    X12(x12::Interchanges<'a>),
+    Done,
+}
+
+impl<'a> Iterator for Interchanges<'a> {
+    type Item = Result<edifact::Interchange<'a>, EnvelopeError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let handover = match &mut self.reader {
+                Reader::Edifact(r) => match r.next() {
+                    Some(item) => return Some(item),
+                    None => r
+                        .handover()
+                        .map(|at| Reader::X12(x12::interchanges_from(self.data, at))),
+                },
+                Reader::X12(r) => match r.next() {
+                    Some(item) => return Some(item.map(from_x12).map_err(error_of)),
+                    None => r
+                        .handover()
+                        .map(|at| Reader::Edifact(edifact::interchanges_from(self.data, at))),
+                },
+                Reader::Done => return None,
+            };
+            self.reader = handover.unwrap_or(Reader::Done);
+        }
+    }
+}
+
+/// An X12 interchange in the model both standards share: ISA06/ISA08/ISA13 as the key's
+/// sender, recipient and control reference (ISA05/ISA07 beside them as the qualifiers), ISA15
+/// `T` as a test interchange (as EDIFACT's 0035 `1`), each functional group (GS) a group and
+/// each transaction set (ST) a message of type ST01 (`850`), version GS08 (`004010`), agency
+/// GS07 and association ST03.
+pub fn from_x12(i: x12::Interchange<'_>) -> edifact::Interchange<'_> {
+    let isa = i.isa;
+    let separators = edifact::Separators {
+        component: i.separators.component,
+        element: i.separators.element,
+        decimal: b'.',
+        // X12 has no release character: a delimiter never stands in a value.
+        release: None,
+        repetition: i.separators.repetition,
+        terminator: i.separators.terminator,
+    };
+    let unb = edifact::Unb {
+        syntax_id: CompactString::const_new("X12"),
+        syntax_version: isa.version.clone(),
+        sender: isa.sender,
+        sender_qualifier: Some(isa.sender_qualifier.trim_end().into()),
+        sender_routing: None,
+        recipient: isa.receiver,
+        recipient_qualifier: Some(isa.receiver_qualifier.trim_end().into()),
+        recipient_routing: None,
+        date: isa.date,
+        time: isa.time,
+        control_ref: isa.control_number,
+        recipient_ref: None,
+        application_ref: None,
+        priority: None,
+        // ISA14 `1` asks for a TA1, which is not a CONTRL: the model's 0031 stays empty so
+        // that nothing takes it for a CONTRL request.
+        ack_request: None,
+        agreement_id: None,
+        test_indicator: (isa.usage == "T").then(|| CompactString::const_new("1")),
+    };
+    let groups = i
+        .groups
+        .iter()
+        .map(|g| edifact::Group {
+            reference: g.control_number.clone(),
+            group_id: Some(g.functional_id.clone()),
+            sender: Some(g.application_sender.clone()),
+            sender_qualifier: None,
+            recipient: Some(g.application_receiver.clone()),
+            recipient_qualifier: None,
+            messages: g.sets,
+        })
+        .collect();
+    let messages = i
+        .sets
+        .into_iter()
+        .map(|s| {
+            let group = i.groups.get(s.group);
+            edifact::Message {
+                reference: s.control_number,
+                message_type: s.id,
+                version: group.map(|g| g.version.clone()).unwrap_or_default(),
+                release: CompactString::default(),
+                agency: group.map(|g| g.agency.clone()).unwrap_or_default(),
+                association_code: s.implementation,
+                segments: s.segments,
+                group: Some(s.group),
+                span: s.span,
+                number: s.number,
+            }
+        })
+        .collect();
+    edifact::Interchange {
+        offset: i.offset,
+        raw: i.raw,
+        separators,
+        has_una: false,
+        unb,
+        groups,
+        messages,
+        segments: i.segments,
+        sha256: i.sha256,
+        standard: Standard::X12,
+    }
+}
+
+/// An X12 envelope error as the error both standards share: its offset, segment and
+/// identifier, and its kind as [`ErrorKind::X12`] with the X12 reader's code.
+pub fn error_of(e: x12::X12Error) -> EnvelopeError {
+    EnvelopeError {
+        offset: e.offset,
+        segment: e.segment,
+        tag: e.tag.as_deref().and_then(Tag::x12),
+        kind: ErrorKind::X12 {
+            code: e.code(),
+            detail: e.kind.to_string(),
+            recoverable: e.is_recoverable(),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An X12 interchange: one group of one 850, control number `n`.
+    fn x12(n: u32) -> String {
+        format!(
+            "ISA*00*          *00*          *ZZ*SENDER         *ZZ*RECEIVER       *210101*1200*U*00401*{n:09}*0*T*>~\
+             GS*PO*APPSEND*APPRECV*20210101*1200*7*X*004010~\
+             ST*850*0001~BEG*00*SA*PO1**20210101~SE*3*0001~\
+             GE*1*7~IEA*1*{n:09}~\n"
+        )
+    }
+
+    fn edifact(r: &str) -> String {
+        format!("UNB+UNOC:3+S+R+260101:1200+{r}'UNH+1+ORDERS:D:96A:UN'UNT+2+1'UNZ+1+{r}'\n")
+    }
+
+    #[test]
+    fn an_x12_interchange_comes_out_in_the_shared_model() {
+        let data = x12(42);
+        let all: Vec<_> = interchanges(data.as_bytes()).collect();
+        assert_eq!(all.len(), 1);
+        let i = all[0].as_ref().expect("read");
+        assert_eq!(i.standard, Standard::X12);
+        assert_eq!(
+            (
+                i.unb.sender.as_str(),
+                i.unb.recipient.as_str(),
+                i.unb.control_ref.as_str()
+            ),
+            ("SENDER", "RECEIVER", "000000042")
+        );
+        assert_eq!(i.unb.sender_qualifier.as_deref(), Some("ZZ"));
+        assert!(i.unb.is_test(), "ISA15 T is a test interchange");
+        assert_eq!(i.unb.syntax(), "X12:00401");
+        assert_eq!(i.groups.len(), 1);
+        assert_eq!(i.groups[0].reference, "7");
+        assert_eq!(i.groups[0].group_id.as_deref(), Some("PO"));
+        assert_eq!(i.messages.len(), 1);
+        let m = &i.messages[0];
+        assert_eq!(
+            (
+                m.message_type.as_str(),
+                m.reference.as_str(),
+                m.version.as_str()
+            ),
+            ("850", "0001", "004010")
+        );
+        assert_eq!(&i.raw[m.span.clone()][..7], b"ST*850*");
+        assert_eq!(i.separators.element, b'*');
+        assert_eq!(i.separators.terminator, b'~');
+        assert_eq!(i.separators.release, None);
+    }
+
+    #[test]
+    fn a_file_mixing_the_standards_is_read_by_each_reader_in_turn() {
+        let data = format!("{}{}{}{}", x12(1), edifact("E1"), x12(2), edifact("E2"));
+        let keys: Vec<(Standard, String, usize)> = interchanges(data.as_bytes())
+            .map(|i| {
+                let i = i.expect("each interchange reads");
+                (i.standard, i.unb.control_ref.to_string(), i.offset)
+            })
+            .collect();
+        let x = x12(1).len();
+        let e = edifact("E1").len();
+        assert_eq!(
+            keys,
+            vec![
+                (Standard::X12, "000000001".into(), 0),
+                (Standard::Edifact, "E1".into(), x),
+                (Standard::X12, "000000002".into(), x + e),
+                (Standard::Edifact, "E2".into(), 2 * x + e),
+            ]
+        );
+    }
+
+    #[test]
+    fn an_x12_error_keeps_its_offset_code_and_tag() {
+        let good = x12(1);
+        let bad = x12(2).replace("SE*3*0001", "SE*4*0001");
+        let data = format!("{good}{bad}{}", x12(3));
+        let all: Vec<_> = interchanges(data.as_bytes()).collect();
+        assert_eq!(all.len(), 3, "a wrong count is read past: {all:?}");
+        let e = all[1].as_ref().expect_err("SE01 counts 4");
+        assert_eq!(e.code(), "se-count");
+        assert!(e.is_recoverable());
+        assert_eq!(e.tag.map(|t| t.to_string()).as_deref(), Some("SE"));
+        let se = data.find("SE*4*").expect("the wrong SE");
+        assert_eq!(e.offset, se);
+        assert!(
+            e.to_string()
+                .starts_with(&format!("SE at byte {se} (segment ")),
+            "{e}"
+        );
+        assert!(all[2].is_ok());
+    }
+
+    #[test]
+    fn what_begins_no_interchange_after_an_x12_one_is_its_readers_error() {
+        let data = format!("{}garbage~", x12(1));
+        let all: Vec<_> = interchanges(data.as_bytes()).collect();
+        assert_eq!(all.len(), 2);
+        assert_eq!(
+            all[1].as_ref().expect_err("garbage").code(),
+            "data-after-iea"
+        );
+    }
+
+    #[test]
+    fn a_bom_and_white_space_before_an_x12_interchange_are_skipped() {
+        let data = format!("\u{feff}\r\n  {}", x12(5));
+        assert!(starts_x12(data.as_bytes()));
+        let i = interchanges(data.as_bytes())
+            .next()
+            .expect("one")
+            .expect("read");
+        assert_eq!(i.standard, Standard::X12);
+        assert!(!starts_x12(edifact("E").as_bytes()));
+    }
+}

@@ -1,0 +1,617 @@
+//! Reading the interchanges of some data one after another: the fixed-width ISA and its
+//! delimiters, then segments up to the IEA, each envelope rule checked as it is read.
+
+use std::borrow::Cow;
+
+use compact_str::CompactString;
+use sha2::{Digest, Sha256};
+
+use super::error::{ErrorKind, X12Error, show_byte, show_bytes};
+use super::model::{Group, Interchange, Isa, Separators, TransactionSet};
+
+/// A UTF-8 byte-order mark, passed over before the first interchange.
+const BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// The widths X12.5 fixes for ISA01 to ISA16.
+const ISA_WIDTHS: [usize; 16] = [2, 10, 2, 10, 2, 15, 2, 15, 6, 4, 1, 5, 9, 1, 1, 1];
+
+/// How far an ISA may run before its 15th element separator: 106 bytes unwrapped, more with
+/// the line breaks of a transport's wrapping, never the rest of a large file.
+const ISA_MAX_SPAN: usize = 250;
+
+/// Reads the X12 interchanges of `data`, from its start.
+///
+/// Yields each interchange, or the first envelope error within it. After an error that leaves
+/// the structure intact (a count or a control number that does not match) it reads on to the
+/// interchange's IEA and goes on with the next; after one that does not, it stops. Where the
+/// next thing after an IEA is the start of a UN/EDIFACT interchange (`UNA` or `UNB`) it stops
+/// too, and [`Interchanges::handover`] says where, for a reader of that standard to go on.
+pub fn interchanges(data: &[u8]) -> Interchanges<'_> {
+    interchanges_from(data, 0)
+}
+
+/// As [`interchanges`], from byte `start` of `data` (offsets stay those of `data`).
+pub fn interchanges_from(data: &[u8], start: usize) -> Interchanges<'_> {
+    Interchanges {
+        data,
+        pos: start,
+        segment_number: 0,
+        read_any: false,
+        done: false,
+        handover: None,
+    }
+}
+
+/// True where `data` at `pos` (after white space) starts an X12 interchange.
+pub fn starts_interchange(data: &[u8], pos: usize) -> bool {
+    data.get(pos..).is_some_and(|d| d.starts_with(b"ISA"))
+}
+
+/// Iterator returned by [`interchanges`].
+#[derive(Debug, Clone)]
+pub struct Interchanges<'a> {
+    data: &'a [u8],
+    pos: usize,
+    /// Number of the last segment read, counted from the start of the reading.
+    segment_number: usize,
+    read_any: bool,
+    done: bool,
+    handover: Option<usize>,
+}
+
+impl Interchanges<'_> {
+    /// Where an interchange of another standard starts, after the last X12 one: the reading
+    /// stopped there.
+    pub fn handover(&self) -> Option<usize> {
+        self.handover
+    }
+}
+
+impl<'a> Iterator for Interchanges<'a> {
+    type Item = Result<Interchange<'a>, X12Error>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let d = self.data;
+        if self.pos == 0 && d.starts_with(BOM) {
+            self.pos = BOM.len();
+        }
+        while self.pos < d.len() && matches!(d[self.pos], b'\r' | b'\n' | b' ' | b'\t') {
+            self.pos += 1;
+        }
+        if self.pos >= d.len() {
+            self.done = true;
+            return (!self.read_any)
+                .then(|| Err(X12Error::at(self.pos, d.len(), ErrorKind::Empty)));
+        }
+        let rest = &d[self.pos..];
+        if !rest.starts_with(b"ISA") {
+            self.done = true;
+            if rest.starts_with(b"UNA") || rest.starts_with(b"UNB") {
+                self.handover = Some(self.pos);
+                return None;
+            }
+            let end = d[self.pos..]
+                .iter()
+                .position(|b| *b == b'\n')
+                .map_or(d.len(), |k| self.pos + k + 1);
+            let found = show_bytes(&rest[..rest.len().min(16)]);
+            let kind = if self.read_any {
+                ErrorKind::DataAfterIea { found }
+            } else {
+                ErrorKind::NoInterchange { found }
+            };
+            return Some(Err(X12Error::at(self.pos, end, kind)));
+        }
+        self.read_any = true;
+        let start = self.pos;
+        let mut reader = Reader {
+            d,
+            start,
+            segment_number: self.segment_number,
+            hash: Sha256::new(),
+        };
+        let result = reader.interchange();
+        self.segment_number = reader.segment_number;
+        match result {
+            Ok((interchange, end)) => {
+                self.pos = end;
+                Some(Ok(interchange))
+            }
+            Err((error, Some(end))) => {
+                self.pos = end;
+                Some(Err(*error))
+            }
+            Err((error, None)) => {
+                self.done = true;
+                Some(Err(*error))
+            }
+        }
+    }
+}
+
+/// One segment as read: where it stands, its identifier and elements (line breaks of a
+/// transport's wrapping taken out).
+struct Segment<'d> {
+    start: usize,
+    end: usize,
+    number: usize,
+    tag: String,
+    body: Cow<'d, [u8]>,
+}
+
+impl Segment<'_> {
+    /// Element `i` (1-based, as X12 numbers them) as text, spaces around it trimmed; empty
+    /// where the segment has fewer.
+    fn element(&self, separator: u8, i: usize) -> CompactString {
+        self.body
+            .split(|b| *b == separator)
+            .nth(i)
+            .map(|e| latin1(e).trim_matches(' ').into())
+            .unwrap_or_default()
+    }
+
+    fn error(&self, kind: ErrorKind, control_number: &str) -> X12Error {
+        X12Error {
+            offset: self.start,
+            end: self.end,
+            segment: Some(self.number),
+            tag: Some(self.tag.as_str().into()),
+            kind,
+            control_number: Some(control_number.into()),
+        }
+    }
+}
+
+/// Bytes as text, one character per byte (X12's character sets are single bytes; anything
+/// else is shown, never refused here).
+fn latin1(bytes: &[u8]) -> String {
+    bytes.iter().map(|&b| b as char).collect()
+}
+
+/// A count as X12 writes it (digits only); `None` for anything else, or one too large.
+fn count(text: &str) -> Option<usize> {
+    (!text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| text.parse().ok())
+        .flatten()
+}
+
+struct Reader<'d> {
+    d: &'d [u8],
+    start: usize,
+    segment_number: usize,
+    hash: Sha256,
+}
+
+/// An error, and where the reading may go on after it (`None`: it may not).
+type Failure = (Box<X12Error>, Option<usize>);
+
+impl<'d> Reader<'d> {
+    fn interchange(&mut self) -> Result<(Interchange<'d>, usize), Failure> {
+        let mut first_error = None;
+        match self.walk(&mut first_error) {
+            // A broken structure after a count that did not match: the first error is the one
+            // the interchange is rejected for, and the reading still stops.
+            Err((e, None)) => Err((first_error.map_or(e, Box::new), None)),
+            other => other,
+        }
+    }
+
+    /// The interchange from its ISA to its IEA. An error that leaves the structure intact is
+    /// put in `first_error` (the first one only) and the walk goes on to the IEA.
+    fn walk(
+        &mut self,
+        first_error: &mut Option<X12Error>,
+    ) -> Result<(Interchange<'d>, usize), Failure> {
+        let (isa, separators, isa_end) = self.isa().map_err(|e| (Box::new(e), None))?;
+        let mut groups: Vec<Group> = Vec::new();
+        let mut sets: Vec<TransactionSet> = Vec::new();
+        let mut outside = Vec::new();
+        let mut open_set: Option<(usize, usize)> = None; // index in sets, its segment count
+        let mut open_group: Option<usize> = None;
+        let mut segments = 1;
+        let mut pos = isa_end;
+        let es = separators.element;
+        let isa13 = isa.control_number.clone();
+        let structural = |e: X12Error| (Box::new(e), None);
+        loop {
+            let seg = self.segment(pos, separators, &isa13).map_err(structural)?;
+            pos = seg.end;
+            segments += 1;
+            let element = |i| seg.element(es, i);
+            let mut note = |e: X12Error| {
+                first_error.get_or_insert(e);
+            };
+            if let Some((k, n)) = open_set {
+                let n = n + 1;
+                open_set = Some((k, n));
+                match seg.tag.as_str() {
+                    "SE" => {
+                        let set = &mut sets[k];
+                        let declared = element(1);
+                        if count(&declared) != Some(n) {
+                            note(seg.error(
+                                ErrorKind::SeCount {
+                                    declared: declared.to_string(),
+                                    actual: n,
+                                },
+                                &isa13,
+                            ));
+                        }
+                        let found = element(2);
+                        if found != set.control_number {
+                            note(seg.error(
+                                ErrorKind::SeReference {
+                                    found: found.to_string(),
+                                    expected: set.control_number.to_string(),
+                                },
+                                &isa13,
+                            ));
+                        }
+                        set.segments = n;
+                        set.span.end = seg.end - self.start;
+                        open_set = None;
+                    }
+                    "ST" | "GS" | "GE" | "IEA" | "ISA" => {
+                        let open = sets[k].control_number.to_string();
+                        return Err(structural(
+                            seg.error(ErrorKind::SetNotClosed { open }, &isa13),
+                        ));
+                    }
+                    _ => {}
+                }
+                continue;
+            }
+            match seg.tag.as_str() {
+                "ST" => {
+                    let Some(g) = open_group else {
+                        return Err(structural(seg.error(ErrorKind::SetOutsideGroup, &isa13)));
+                    };
+                    groups[g].sets += 1;
+                    let implementation = Some(element(3)).filter(|v| !v.is_empty());
+                    sets.push(TransactionSet {
+                        id: element(1),
+                        control_number: element(2),
+                        implementation,
+                        segments: 1,
+                        group: g,
+                        span: seg.start - self.start..seg.end - self.start,
+                        number: seg.number,
+                    });
+                    open_set = Some((sets.len() - 1, 1));
+                }
+                "GS" => {
+                    if let Some(g) = open_group {
+                        let open = groups[g].control_number.to_string();
+                        return Err(structural(
+                            seg.error(ErrorKind::GroupNotClosed { open }, &isa13),
+                        ));
+                    }
+                    groups.push(Group {
+                        functional_id: element(1),
+                        application_sender: element(2),
+                        application_receiver: element(3),
+                        date: element(4),
+                        time: element(5),
+                        control_number: element(6),
+                        agency: element(7),
+                        version: element(8),
+                        sets: 0,
+                    });
+                    open_group = Some(groups.len() - 1);
+                }
+                "GE" => {
+                    let Some(g) = open_group else {
+                        return Err(structural(seg.error(ErrorKind::GeWithoutGs, &isa13)));
+                    };
+                    let group = &groups[g];
+                    let declared = element(1);
+                    if count(&declared) != Some(group.sets) {
+                        note(seg.error(
+                            ErrorKind::GeCount {
+                                declared: declared.to_string(),
+                                actual: group.sets,
+                            },
+                            &isa13,
+                        ));
+                    }
+                    let found = element(2);
+                    if found != group.control_number {
+                        note(seg.error(
+                            ErrorKind::GeReference {
+                                found: found.to_string(),
+                                expected: group.control_number.to_string(),
+                            },
+                            &isa13,
+                        ));
+                    }
+                    open_group = None;
+                }
+                "IEA" => {
+                    if let Some(g) = open_group {
+                        let open = groups[g].control_number.to_string();
+                        return Err(structural(
+                            seg.error(ErrorKind::IeaInsideGroup { open }, &isa13),
+                        ));
+                    }
+                    let declared = element(1);
+                    if count(&declared) != Some(groups.len()) {
+                        note(seg.error(
+                            ErrorKind::IeaCount {
+                                declared: declared.to_string(),
+                                actual: groups.len(),
+                            },
+                            &isa13,
+                        ));
+                    }
+                    let found = element(2);
+                    if found != isa13.trim_matches(' ') {
+                        note(seg.error(
+                            ErrorKind::IeaReference {
+                                found: found.to_string(),
+                                expected: isa13.to_string(),
+                            },
+                            &isa13,
+                        ));
+                    }
+                    if let Some(e) = first_error.take() {
+                        return Err((Box::new(e), Some(pos)));
+                    }
+                    let hash = std::mem::take(&mut self.hash).finalize();
+                    let interchange = Interchange {
+                        offset: self.start,
+                        raw: Cow::Borrowed(&self.d[self.start..pos]),
+                        separators,
+                        isa,
+                        groups,
+                        sets,
+                        outside,
+                        segments,
+                        sha256: hash.into(),
+                    };
+                    return Ok((interchange, pos));
+                }
+                "TA1" | "TA3" | "ISB" | "ISE" => {
+                    if let Some(g) = open_group {
+                        let open = groups[g].control_number.to_string();
+                        return Err(structural(
+                            seg.error(ErrorKind::InsideGroup { open }, &isa13),
+                        ));
+                    }
+                    outside.push(CompactString::from(seg.tag.as_str()));
+                }
+                "ISA" => {
+                    let control_number = isa13.to_string();
+                    return Err(structural(
+                        seg.error(ErrorKind::IsaBeforeIea { control_number }, &isa13),
+                    ));
+                }
+                _ => return Err(structural(seg.error(ErrorKind::OutsideSet, &isa13))),
+            }
+        }
+    }
+
+    /// The next segment from `pos`: white space before it passed over, its terminator found,
+    /// its identifier checked, and its bytes added to the hash.
+    fn segment(
+        &mut self,
+        mut pos: usize,
+        separators: Separators,
+        isa13: &str,
+    ) -> Result<Segment<'d>, X12Error> {
+        let d = self.d;
+        let term = separators.terminator;
+        while pos < d.len() && d[pos] != term && matches!(d[pos], b'\r' | b'\n' | b' ' | b'\t') {
+            pos += 1;
+        }
+        let with_number = |e: X12Error| X12Error {
+            control_number: Some(isa13.into()),
+            ..e
+        };
+        if pos >= d.len() {
+            let kind = ErrorKind::MissingIea {
+                control_number: isa13.to_string(),
+            };
+            return Err(with_number(X12Error::at(d.len(), d.len(), kind)));
+        }
+        let Some(k) = d[pos..].iter().position(|b| *b == term) else {
+            let kind = ErrorKind::Unterminated {
+                terminator: show_byte(term),
+            };
+            return Err(with_number(X12Error::at(pos, d.len(), kind)));
+        };
+        let end = pos + k + 1;
+        let raw = &d[pos..pos + k];
+        let body: Cow<'d, [u8]> =
+            if !matches!(term, b'\r' | b'\n') && raw.iter().any(|b| matches!(b, b'\r' | b'\n')) {
+                Cow::Owned(
+                    raw.iter()
+                        .copied()
+                        .filter(|b| !matches!(b, b'\r' | b'\n'))
+                        .collect(),
+                )
+            } else {
+                Cow::Borrowed(raw)
+            };
+        self.segment_number += 1;
+        let tag_bytes = body
+            .split(|b| *b == separators.element)
+            .next()
+            .unwrap_or_default();
+        let tag_ok = (2..=3).contains(&tag_bytes.len())
+            && tag_bytes[0].is_ascii_uppercase()
+            && tag_bytes
+                .iter()
+                .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit());
+        if !tag_ok {
+            let found = show_bytes(&tag_bytes[..tag_bytes.len().min(20)]);
+            return Err(X12Error {
+                segment: Some(self.segment_number),
+                ..with_number(X12Error::at(pos, end, ErrorKind::BadTag { found }))
+            });
+        }
+        self.hash.update(&body);
+        self.hash.update([term]);
+        Ok(Segment {
+            start: pos,
+            end,
+            number: self.segment_number,
+            tag: latin1(tag_bytes),
+            body,
+        })
+    }
+
+    /// The ISA at `self.start`: its 16 elements (line breaks of a transport's wrapping taken
+    /// out), the delimiters it states, and each of its rules.
+    fn isa(&mut self) -> Result<(Isa, Separators, usize), X12Error> {
+        let (d, s) = (self.d, self.start);
+        let n = d.len();
+        self.segment_number += 1;
+        let number = self.segment_number;
+        let fail = |end: usize, kind: ErrorKind| X12Error {
+            segment: Some(number),
+            tag: Some("ISA".into()),
+            ..X12Error::at(s, end, kind)
+        };
+        if n - s < 4 {
+            return Err(fail(n, ErrorKind::TruncatedIsa { elements: 0 }));
+        }
+        let es = d[s + 3];
+        if matches!(es, b'\r' | b'\n') {
+            return Err(fail((s + 106).min(n), ErrorKind::LineBreakSeparator));
+        }
+        let mut fields: Vec<Vec<u8>> = Vec::with_capacity(16);
+        let mut current = Vec::new();
+        let mut q = s + 4;
+        while fields.len() < 15 {
+            if q >= n {
+                return Err(fail(
+                    n,
+                    ErrorKind::TruncatedIsa {
+                        elements: fields.len() + 1,
+                    },
+                ));
+            }
+            if q - s > ISA_MAX_SPAN {
+                let kind = ErrorKind::IsaTooLong {
+                    elements: fields.len() + 1,
+                    separator: show_byte(es),
+                };
+                return Err(fail((s + 106).min(n), kind));
+            }
+            match d[q] {
+                b if b == es => fields.push(std::mem::take(&mut current)),
+                b'\r' | b'\n' => {}
+                b => current.push(b),
+            }
+            q += 1;
+        }
+        while q < n && matches!(d[q], b'\r' | b'\n') {
+            q += 1;
+        }
+        if q >= n {
+            return Err(fail(n, ErrorKind::TruncatedIsa { elements: 16 }));
+        }
+        let cs = d[q];
+        fields.push(vec![cs]);
+        q += 1;
+        if q >= n {
+            return Err(fail(n, ErrorKind::NoTerminator));
+        }
+        if matches!(d[q], b'\r' | b'\n') {
+            // A line break right after ISA16 is the terminator, unless it is a wrap and the
+            // terminator follows it: the next byte that is not a line break cannot start a
+            // segment.
+            let mut k = q;
+            while k < n && matches!(d[k], b'\r' | b'\n') {
+                k += 1;
+            }
+            if k < n && !d[k].is_ascii_alphanumeric() && !matches!(d[k], b' ' | b'\t') {
+                q = k;
+            }
+        }
+        let term = d[q];
+        let isa_end = q + 1;
+        for (i, (field, width)) in fields.iter().zip(ISA_WIDTHS).enumerate() {
+            if field.len() != width {
+                let kind = ErrorKind::IsaWidth {
+                    element: i + 1,
+                    found: field.len(),
+                    width,
+                };
+                return Err(fail(isa_end, kind));
+            }
+        }
+        let text = |i: usize| CompactString::from(latin1(&fields[i]));
+        let version = text(11);
+        let repetition = Some(fields[10][0])
+            .filter(|_| version.as_str() >= "00402")
+            .filter(|r| !r.is_ascii_alphanumeric() && *r != b' ');
+        let mut named = vec![
+            ("element separator", es),
+            ("component separator (ISA16)", cs),
+            ("segment terminator", term),
+        ];
+        named.extend(repetition.map(|r| ("repetition separator (ISA11)", r)));
+        for (which, b) in &named {
+            if b.is_ascii_alphanumeric() || *b == b' ' {
+                let separator = show_byte(*b);
+                return Err(fail(isa_end, ErrorKind::BadSeparator { which, separator }));
+            }
+        }
+        let distinct = named
+            .iter()
+            .enumerate()
+            .all(|(i, (_, a))| named[..i].iter().all(|(_, b)| a != b));
+        if !distinct {
+            let separators = named
+                .iter()
+                .map(|(which, b)| format!("{which} {}", show_byte(*b)))
+                .collect::<Vec<_>>()
+                .join(", ");
+            return Err(fail(isa_end, ErrorKind::SameSeparators { separators }));
+        }
+        if !(fields[12].len() == 9 && fields[12].iter().all(u8::is_ascii_digit)) {
+            let found = latin1(&fields[12]);
+            return Err(fail(isa_end, ErrorKind::ControlNumber { found }));
+        }
+        if !matches!(fields[14].as_slice(), b"P" | b"T") {
+            let found = latin1(&fields[14]);
+            return Err(fail(isa_end, ErrorKind::UsageIndicator { found }));
+        }
+        // The ISA hashed as it stands without a transport's line breaks.
+        self.hash.update(b"ISA");
+        for f in &fields[..15] {
+            self.hash.update([es]);
+            self.hash.update(f);
+        }
+        self.hash.update([es, cs, term]);
+        let trimmed = |i: usize| CompactString::from(latin1(&fields[i]).trim_end_matches(' '));
+        let isa = Isa {
+            authorization_qualifier: text(0),
+            authorization: text(1),
+            security_qualifier: text(2),
+            security: text(3),
+            sender_qualifier: text(4),
+            sender: trimmed(5),
+            receiver_qualifier: text(6),
+            receiver: trimmed(7),
+            date: text(8),
+            time: text(9),
+            isa11: text(10),
+            version,
+            control_number: text(12),
+            ack_requested: text(13),
+            usage: text(14),
+        };
+        let separators = Separators {
+            element: es,
+            component: cs,
+            repetition,
+            terminator: term,
+        };
+        Ok((isa, separators, isa_end))
+    }
+}
