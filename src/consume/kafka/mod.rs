@@ -742,8 +742,24 @@ impl Drop for KafkaFeed {
             let _ = tpl.add_partition_offset(topic, *partition, Offset::Offset(*offset));
         }
         // Waited for: the commits after each batch were not (librdkafka bounds the wait by its
-        // request timeouts).
-        let _ = self.consumer.commit(&tpl, CommitMode::Sync);
+        // request timeouts). A refusal is said (issue 36, item 9: a run with its partitions
+        // given by hand, while the group had a member, left the group's offsets behind without
+        // a word): the inbox's positions are unharmed, but lag tools read these.
+        if let Err(e) = self.consumer.commit(&tpl, CommitMode::Sync) {
+            let said = self
+                .consumer
+                .context()
+                .seen
+                .lock()
+                .is_ok_and(|seen| seen.said_not_a_member);
+            if !said {
+                crate::output::warn(&format!(
+                    "{}: {}",
+                    self.shown,
+                    rebalance::commit_refused(&self.group, &e.to_string(), e.rdkafka_error_code())
+                ));
+            }
+        }
     }
 }
 

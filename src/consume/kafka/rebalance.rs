@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use rdkafka::client::Client;
 use rdkafka::consumer::{BaseConsumer, Consumer as _, ConsumerContext, RebalanceProtocol};
-use rdkafka::error::KafkaResult;
+use rdkafka::error::{KafkaResult, RDKafkaErrorCode};
 use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 
@@ -55,6 +55,9 @@ pub(super) struct Seen {
     pub failed: Option<String>,
     /// Offset commits to Kafka that failed (the inbox is the truth; lag tools trail).
     pub commit_failures: u64,
+    /// Whether a commit refused because the group has members this consumer is not one of was
+    /// said already: said once a run, not once a batch.
+    pub said_not_a_member: bool,
 }
 
 impl ClientContext for Context {
@@ -115,8 +118,31 @@ impl ConsumerContext for Context {
     /// A commit refused as a whole, or for one of its partitions, counts as failed.
     fn commit_callback(&self, result: KafkaResult<()>, offsets: &TopicPartitionList) {
         let refused = result.is_err() || offsets.elements().iter().any(|e| e.error().is_err());
-        if refused && let Ok(mut seen) = self.seen.lock() {
+        if !refused {
+            return;
+        }
+        let codes = std::iter::once(result.as_ref().err().and_then(|e| e.rdkafka_error_code()))
+            .chain(
+                offsets
+                    .elements()
+                    .into_iter()
+                    .map(|e| e.error().err().and_then(|e| e.rdkafka_error_code())),
+            );
+        let not_a_member = codes.flatten().find(|c| {
+            matches!(
+                c,
+                RDKafkaErrorCode::UnknownMemberId | RDKafkaErrorCode::IllegalGeneration
+            )
+        });
+        if let Ok(mut seen) = self.seen.lock() {
             seen.commit_failures += 1;
+            if not_a_member.is_some() && !std::mem::replace(&mut seen.said_not_a_member, true) {
+                seen.changes.push(commit_refused(
+                    &self.group,
+                    &codes_text(&result, offsets),
+                    not_a_member,
+                ));
+            }
         }
     }
 }
@@ -226,4 +252,39 @@ impl Context {
             }
         }
     }
+}
+
+/// What a refused commit of the group's offsets says: why, where the broker said the consumer
+/// is no member of the group (`code`), and always that the inbox's positions are unharmed.
+pub(super) fn commit_refused(group: &str, error: &str, code: Option<RDKafkaErrorCode>) -> String {
+    let why = match code {
+        Some(RDKafkaErrorCode::UnknownMemberId | RDKafkaErrorCode::IllegalGeneration) => {
+            // A run with its partitions given by hand commits as no member of the group, which
+            // Kafka refuses while the group has members: one that died and is not yet evicted
+            // (until its session times out; the test broker evicts only when another member
+            // joins) or one still running.
+            ": the group has members this consumer is not one of (partitions given by hand while a member that died is not yet evicted, or while another consumer runs in the group)"
+        }
+        _ => "",
+    };
+    format!(
+        "Kafka refused the offsets committed for the group {group} ({error}){why}; the inbox keeps its positions and decides nothing twice, but the group's committed offsets, which lag tools read, stay behind until a member of the group commits"
+    )
+}
+
+/// The errors of a refused commit, as the broker named them (the whole commit's first).
+fn codes_text(result: &KafkaResult<()>, offsets: &TopicPartitionList) -> String {
+    let mut said: Vec<String> = Vec::new();
+    if let Err(e) = result {
+        said.push(e.to_string());
+    }
+    for e in offsets.elements() {
+        if let Err(err) = e.error() {
+            let text = format!("{}/{}: {err}", e.topic(), e.partition());
+            if !said.contains(&text) {
+                said.push(text);
+            }
+        }
+    }
+    said.join("; ")
 }

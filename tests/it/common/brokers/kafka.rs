@@ -169,23 +169,38 @@ impl Kafka {
         )
     }
 
-    /// How many members the broker lists in the group now (`None` where it does not answer).
-    pub fn members(&self) -> Option<usize> {
+    /// Joins the group as a member of its own, until the broker gives it partitions, and
+    /// leaves it again (committing nothing). A broker evicts a member whose session timed out
+    /// when the group is next joined (tansu only then: it has no timer of its own), so this is
+    /// how a test makes the group empty after a member died, as another host starting would.
+    pub fn join_and_leave(&self) {
+        let c = self.member();
+        // Leaves the group at once (LeaveGroup), instead of waiting out its session.
+        c.unsubscribe();
+        let _ = c.poll(Duration::from_millis(200));
+    }
+
+    /// A member of the group that the broker has given partitions, which commits nothing: it
+    /// stays in the group (librdkafka's own thread keeps its heartbeats going) until dropped.
+    pub fn member(&self) -> BaseConsumer {
         let c: BaseConsumer = ClientConfig::new()
             .set("bootstrap.servers", &self.servers)
+            .set("group.id", &self.group)
+            .set("enable.auto.commit", "false")
+            .set("session.timeout.ms", "6000")
             .create()
-            .ok()?;
-        let groups = c
-            .fetch_group_list(Some(&self.group), Duration::from_secs(10))
-            .ok()?;
-        Some(
-            groups
-                .groups()
-                .iter()
-                .filter(|g| g.name() == self.group)
-                .map(|g| g.members().len())
-                .sum(),
-        )
+            .unwrap();
+        c.subscribe(&[&self.topic]).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while c.assignment().map_or(0, |a| a.count()) == 0 {
+            assert!(
+                Instant::now() < deadline,
+                "no partitions given to a new member of {} within 60 s",
+                self.group
+            );
+            let _ = c.poll(Duration::from_millis(200));
+        }
+        c
     }
 
     /// Every record the topic holds, in each partition's order (partition 0 first): read until
