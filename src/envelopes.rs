@@ -174,6 +174,39 @@ pub fn from_x12(i: x12::Interchange<'_>) -> edifact::Interchange<'_> {
     }
 }
 
+/// The segment of `data` that holds byte `offset`, for a person to read under a rejection
+/// ([`edifact::quote::quote_at`]): split by the X12 delimiters where the last interchange
+/// begun before it is an X12 one, else by EDIFACT's separators.
+pub fn quote_at(data: &[u8], offset: usize) -> Option<edifact::quote::Quote> {
+    match x12_separators_at(data, offset) {
+        Some(seps) => edifact::quote::quote_with(data, offset, &|_| seps),
+        None => edifact::quote::quote_at(data, offset),
+    }
+}
+
+/// The delimiters of the X12 interchange that `offset` stands in (its ISA at or before it, after
+/// any UNA or UNB), read from the ISA's fixed places; `None` where it stands in no X12 one.
+fn x12_separators_at(data: &[u8], offset: usize) -> Option<edifact::Separators> {
+    let head = data.get(..offset.saturating_add(3).min(data.len()))?;
+    let isa = head
+        .windows(4)
+        .rposition(|w| &w[..3] == b"ISA" && !w[3].is_ascii_alphanumeric())?;
+    let edifact = head.windows(3).rposition(|w| w == b"UNA" || w == b"UNB");
+    if edifact.is_some_and(|e| e > isa) {
+        return None;
+    }
+    // ISA is 106 bytes: its element separator the 4th, ISA16 the 105th, the terminator after.
+    let isa = data.get(isa..isa + 106)?;
+    Some(edifact::Separators {
+        component: isa[104],
+        element: isa[3],
+        decimal: b'.',
+        release: None,
+        repetition: None,
+        terminator: isa[105],
+    })
+}
+
 /// An X12 envelope error as the error both standards share: its offset, segment and
 /// identifier, and its kind as [`ErrorKind::X12`] with the X12 reader's code.
 pub fn error_of(e: x12::X12Error) -> EnvelopeError {
@@ -296,6 +329,22 @@ mod tests {
             all[1].as_ref().expect_err("garbage").code(),
             "data-after-iea"
         );
+    }
+
+    #[test]
+    fn a_rejection_in_an_x12_interchange_is_quoted_by_its_own_delimiters() {
+        let data = format!(
+            "{}{}",
+            edifact("E1"),
+            x12(2).replace("SE*3*0001", "SE*4*0001")
+        );
+        let at = data.find("SE*4").expect("the wrong SE");
+        let q = quote_at(data.as_bytes(), at).expect("a quote");
+        assert_eq!(q.text, "SE*4*0001~");
+        assert_eq!(q.column, 0);
+        let at = data.find("UNH").expect("UNH");
+        let q = quote_at(data.as_bytes(), at).expect("a quote");
+        assert_eq!(q.text, "UNH+1+ORDERS:D:96A:UN'");
     }
 
     #[test]

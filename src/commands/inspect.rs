@@ -34,6 +34,8 @@ pub struct InterchangeJson<'a> {
     pub recipient: &'a str,
     pub recipient_qualifier: Option<&'a str>,
     pub control_ref: &'a str,
+    /// `edifact` or `x12` (issue 41).
+    pub standard: &'static str,
     pub syntax: String,
     pub date: &'a str,
     pub time: &'a str,
@@ -55,6 +57,7 @@ impl<'a> InterchangeJson<'a> {
             recipient: &u.recipient,
             recipient_qualifier: u.recipient_qualifier.as_deref(),
             control_ref: &u.control_ref,
+            standard: i.standard.as_str(),
             syntax: u.syntax(),
             date: &u.date,
             time: &u.time,
@@ -318,7 +321,7 @@ fn inspect_file(
     };
     tally.files += 1;
     let mut rejected = false;
-    for item in edifact::interchanges(&data) {
+    for item in crate::envelopes::interchanges(&data) {
         match item {
             Ok(i) => {
                 tally.interchanges += 1;

@@ -732,7 +732,7 @@ pub fn show(db: &Location, busy_timeout: Duration, args: &ShowArgs) -> anyhow::R
         if let Some(q) = usize::try_from(r.byte_offset)
             .ok()
             .filter(|at| *at <= r.bytes.len())
-            .and_then(|at| crate::edifact::quote::quote_at(&r.bytes, at))
+            .and_then(|at| crate::envelopes::quote_at(&r.bytes, at))
         {
             for line in q.lines("             ") {
                 out.line(&line);

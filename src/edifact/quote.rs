@@ -74,12 +74,22 @@ impl Quote {
 /// `offset`, else syntax level A's or B's), cut to [`QUOTE_WIDTH`] characters around the byte.
 /// An offset at the end of the data quotes the end (a file cut short). `None` for empty data.
 pub fn quote_at(data: &[u8], offset: usize) -> Option<Quote> {
+    quote_with(data, offset, &|at| separators_before(data, at))
+}
+
+/// As [`quote_at`], with the separators in force at a byte given by `seps` (another standard's
+/// reader knows its own: `crate::envelopes::quote_at`).
+pub fn quote_with(
+    data: &[u8],
+    offset: usize,
+    seps_at: &dyn Fn(usize) -> Separators,
+) -> Option<Quote> {
     if data.is_empty() {
         return None;
     }
     // Past the end (a file cut short): the last segment, the marker just after it.
     if offset >= data.len() {
-        let seps = separators_before(data, data.len());
+        let seps = seps_at(data.len());
         let end = data
             .iter()
             .rposition(|&b| !seps.is_padding(b))
@@ -87,11 +97,11 @@ pub fn quote_at(data: &[u8], offset: usize) -> Option<Quote> {
         if end == 0 {
             return None;
         }
-        let mut q = quote_at(&data[..end], end - 1)?;
+        let mut q = quote_with(&data[..end], end - 1, seps_at)?;
         q.column = q.text.chars().count();
         return Some(q);
     }
-    let seps = separators_before(data, offset);
+    let seps = seps_at(offset);
     let released = |i: usize| -> bool {
         // A terminator is data where an odd number of release characters stands before it.
         let Some(release) = seps.release else {

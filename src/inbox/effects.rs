@@ -218,7 +218,7 @@ pub fn to_reapply<'e>(
 /// A stored interchange parsed again from its bytes (`reapply --applied`): they were accepted
 /// once, so an error here is the store's, not the partner's.
 pub fn read_again(raw: &[u8], id: i64) -> Result<Interchange<'_>, InboxError> {
-    match edifact::interchanges(raw).next() {
+    match crate::envelopes::interchanges(raw).next() {
         Some(Ok(i)) => Ok(i),
         Some(Err(e)) => Err(InboxError::Backend(
             format!("stored interchange {id} cannot be read again: {e}").into(),

@@ -244,7 +244,7 @@ impl Event {
         let at = usize::try_from(at?).ok()?;
         let window = window?;
         (at <= window.len())
-            .then(|| crate::edifact::quote::quote_at(&window, at))
+            .then(|| crate::envelopes::quote_at(&window, at))
             .flatten()
     }
 }

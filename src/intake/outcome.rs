@@ -153,7 +153,7 @@ impl Outcome {
             ..
         } = &mut self.event
         {
-            *quote = crate::edifact::quote::quote_at(bytes, *at).map(Box::new);
+            *quote = crate::envelopes::quote_at(bytes, *at).map(Box::new);
         }
         self
     }

@@ -5,7 +5,7 @@
 
 use std::ops::Range;
 
-use crate::edifact::{self, EnvelopeError, Interchange};
+use crate::edifact::{EnvelopeError, Interchange};
 use crate::inbox::{InterchangeKey, KeyProbe};
 
 /// An interchange with (where done ahead) its bytes compressed, or the error in its place.
@@ -33,7 +33,7 @@ pub fn interchanges<'a, 'p>(
     bytes: &'a [u8],
     probe: Option<&'p (dyn KeyProbe + Send)>,
 ) -> impl Iterator<Item = Attached<'a>> + use<'a, 'p> {
-    edifact::interchanges(bytes).map(move |item| {
+    crate::envelopes::interchanges(bytes).map(move |item| {
         item.map(|i| {
             let known = probe.is_some_and(|p| p.has(InterchangeKey::of(&i)));
             // A failure here only means the deciding thread compresses it itself.

@@ -102,7 +102,7 @@ fn localised(line: &str, site: &Path, pg_url: &str, pg_keywords: &str) -> String
 fn lay_out(site: &Site) {
     let root = site.path("");
     let samples = crate::common::samples();
-    for part in ["valid", "broken"] {
+    for part in ["valid", "broken", "x12"] {
         copy_dir(&samples.join(part), &root.join("samples").join(part));
     }
     for dir in ["drop", "done", "failed", "metrics"] {

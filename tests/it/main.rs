@@ -55,4 +55,5 @@ mod sinks;
 mod sqs;
 #[cfg(any(feature = "nats", feature = "amqp"))]
 mod tls;
+mod x12;
 mod x12_corpus;

@@ -26,6 +26,43 @@ const SAMPLES: &[(&str, Expect)] = &[
     ("valid/two-interchanges.edi", Valid(&[("A1", 1), ("A2", 1)])),
     ("valid/iftsta-wrapped-80-bom.edi", Valid(&[("WRAP01", 1)])),
     ("valid/invrpt-level-b.edi", Valid(&[("LB0001", 1)])),
+    // ANSI X12 (issue 41), and a file of both standards.
+    (
+        "x12/850-purchase-order-00401.x12",
+        Valid(&[("000001001", 1)]),
+    ),
+    (
+        "x12/810-856-00501-wrapped-80-bom.x12",
+        Valid(&[("000002002", 3)]),
+    ),
+    (
+        "x12/mixed-edifact-then-x12.edi",
+        Valid(&[("MIX0001", 1), ("000003003", 1)]),
+    ),
+    (
+        "x12/broken-se-count-wrong.x12",
+        Rejected {
+            before: 0,
+            kind: "se-count",
+            offset: 236,
+        },
+    ),
+    (
+        "x12/broken-isa06-short.x12",
+        Rejected {
+            before: 0,
+            kind: "isa-width",
+            offset: 0,
+        },
+    ),
+    (
+        "x12/broken-good-then-iea-reference.x12",
+        Rejected {
+            before: 1,
+            kind: "iea-reference",
+            offset: 467,
+        },
+    ),
     (
         "broken/binary-garbage.bin",
         Rejected {
@@ -252,6 +289,7 @@ fn the_whole_samples_folder_exits_3_and_reports_every_broken_file() {
         .arg("inspect")
         .arg(samples().join("valid"))
         .arg(samples().join("broken"))
+        .arg(samples().join("x12"))
         .run();
     out.code(3);
     let stderr = String::from_utf8_lossy(&out.stderr);
