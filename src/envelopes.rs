@@ -26,14 +26,7 @@ const BOM: &[u8] = b"\xEF\xBB\xBF";
 /// interchange, or the first envelope error within it; after an error that leaves the structure
 /// intact, the next interchange is read.
 pub fn interchanges(data: &[u8]) -> Interchanges<'_> {
-    let mut pos = if data.starts_with(BOM) { BOM.len() } else { 0 };
-    while data
-        .get(pos)
-        .is_some_and(|b| matches!(b, b'\r' | b'\n' | b' ' | b'\t'))
-    {
-        pos += 1;
-    }
-    let reader = if x12::starts_interchange(data, pos) {
+    let reader = if starts_x12(data) {
         Reader::X12(x12::interchanges(data))
     } else {
         Reader::Edifact(edifact::interchanges(data))
