@@ -94,6 +94,8 @@ pub struct SegmentsJson<'a> {
     pub file: &'a str,
     /// Byte offset of its interchange in the file.
     pub offset: usize,
+    /// `edifact` or `x12`: the standard of its interchange, whose key follows.
+    pub standard: &'static str,
     pub sender: &'a str,
     pub recipient: &'a str,
     pub control_ref: &'a str,
@@ -153,6 +155,7 @@ pub fn print_segments(out: &mut Out, file: &str, i: &Interchange<'_>, json: bool
             out.json(&SegmentsJson {
                 file,
                 offset: i.offset,
+                standard: i.standard.as_str(),
                 sender: &i.unb.sender,
                 recipient: &i.unb.recipient,
                 control_ref: &i.unb.control_ref,

@@ -798,7 +798,7 @@ fn show_segments(
         return Ok(ExitStatus::Problems);
     };
     let mut failed = 0;
-    for item in crate::edifact::interchanges(&copy.raw) {
+    for item in crate::envelopes::interchanges(&copy.raw) {
         match item {
             Ok(i) => failed += print_segments(out, &copy.source_file, &i, json),
             Err(e) => {

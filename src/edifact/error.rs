@@ -15,6 +15,9 @@ impl Tag {
     pub const UNE: Tag = Tag(*b"UNE");
     pub const UNH: Tag = Tag(*b"UNH");
     pub const UNT: Tag = Tag(*b"UNT");
+    /// X12's transaction set header and trailer, padded as [`Tag::x12`] pads them.
+    pub const ST: Tag = Tag(*b"ST ");
+    pub const SE: Tag = Tag(*b"SE ");
 
     pub fn as_str(&self) -> &str {
         // Tags are checked to be ASCII letters and digits before a `Tag` is made; an X12 tag

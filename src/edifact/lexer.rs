@@ -58,17 +58,58 @@ pub fn read_segment<'a>(
     number: usize,
     seps: &Separators,
 ) -> Result<RawSegment<'a>, EnvelopeError> {
+    read_with(data, start, number, seps, |body| {
+        match plain_tag(body, seps) {
+            Some(tag) => Ok(tag),
+            None => read_odd_tag(body, seps),
+        }
+    })
+}
+
+/// [`read_segment`] for an ANSI X12 segment of an interchange the X12 reader accepted (its
+/// delimiters in `seps`, no release character): its identifier is two or three letters or digits
+/// (`ST`, `BEG`), which a transport's line break may split.
+pub fn read_x12_segment<'a>(
+    data: &'a [u8],
+    start: usize,
+    number: usize,
+    seps: &Separators,
+) -> Result<RawSegment<'a>, EnvelopeError> {
+    read_with(data, start, number, seps, |body| {
+        let id_end = body
+            .iter()
+            .position(|&b| b == seps.element)
+            .unwrap_or(body.len());
+        let id: Vec<u8> = body[..id_end]
+            .iter()
+            .copied()
+            .filter(|&b| !seps.is_line_break(b))
+            .collect();
+        std::str::from_utf8(&id)
+            .ok()
+            .and_then(Tag::x12)
+            .ok_or_else(|| show_bytes(&id))
+    })
+}
+
+/// The segment at `start` up to its terminator, its tag read by `tag` (which gives what it
+/// found where that is not a tag).
+#[inline]
+fn read_with<'a>(
+    data: &'a [u8],
+    start: usize,
+    number: usize,
+    seps: &Separators,
+    tag: impl FnOnce(&[u8]) -> Result<Tag, String>,
+) -> Result<RawSegment<'a>, EnvelopeError> {
     let (end, has_line_breaks) = find_terminator(data, start, seps)?;
     let body = &data[start..end];
-    let tag = match plain_tag(body, seps) {
-        Some(tag) => tag,
-        None => read_odd_tag(body, seps).map_err(|found| EnvelopeError {
-            offset: start,
-            segment: Some(number),
-            tag: None,
-            kind: ErrorKind::BadTag { found },
-        })?,
-    };
+    let tag = tag(body).map_err(|found| EnvelopeError {
+        offset: start,
+        segment: Some(number),
+        tag: None,
+        kind: ErrorKind::BadTag { found },
+    })?;
     Ok(RawSegment {
         offset: start,
         number,

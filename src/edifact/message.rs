@@ -1,4 +1,5 @@
-//! A message read whole: each of its segments, UNH through UNT, with every data element,
+//! A message read whole: each of its segments, UNH through UNT (an X12 transaction set's ST
+//! through SE), with every data element,
 //! repetition and component as text. What `inspect --segments` and `show --segments` print, in
 //! the one JSON form docs/parser.md describes ("A message as JSON").
 //!
@@ -21,9 +22,12 @@ use serde::ser::{Serialize, SerializeSeq, Serializer};
 
 use super::charset::Charset;
 use super::error::{EnvelopeError, ErrorKind, Tag};
-use super::lexer::{RawSegment, past_released, read_segment, skip_padding, unescape};
+use super::lexer::{
+    RawSegment, past_released, read_segment, read_x12_segment, skip_padding, unescape,
+};
 use super::model::{Interchange, Message};
 use super::syntax::Separators;
+use crate::standard::Standard;
 
 /// The separators, repetition separator and repertoire a message is read with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,6 +45,16 @@ impl Reading {
     /// How the messages of `interchange` are read.
     pub fn of(interchange: &Interchange<'_>) -> Reading {
         let seps = interchange.separators;
+        if interchange.standard == Standard::X12 {
+            // X12's repetition separator is ISA11 from 00402 on, as its reader found it; its
+            // text is read as UTF-8, of which X12's basic and extended sets (ASCII) are a part
+            // and which later versions use: a byte that is not UTF-8 is counted as outside.
+            return Reading {
+                separators: seps,
+                repetition: seps.repetition,
+                charset: Charset::Utf8,
+            };
+        }
         let repetition = match interchange.unb.syntax_version.as_str() {
             "4" if interchange.has_una => seps.repetition,
             "4" => seps.repetition.or(Some(b'*')),
@@ -97,7 +111,8 @@ pub struct MessageSegments<'a> {
     outside: Option<OutsideRepertoire>,
 }
 
-/// Reads the segments of `message`, one of `interchange`'s, UNH through UNT.
+/// Reads the segments of `message`, one of `interchange`'s, UNH through UNT (ST through SE for
+/// an X12 interchange).
 ///
 /// Fails where the message's span is not within the interchange's bytes (a detached
 /// interchange), where a segment cannot be read (a message the parser did not accept), or where
@@ -123,11 +138,13 @@ pub fn message_segments<'a>(
     let reading = Reading::of(interchange);
     let seps = reading.separators;
     let at = base.saturating_add(span.start);
+    let x12 = interchange.standard == Standard::X12;
     let mut segments = Vec::with_capacity(message.segments.min(data.len() / 4 + 1));
     let mut pos = skip_padding(data, 0, &seps);
     while pos < data.len() {
         let number = message.number.saturating_add(segments.len());
-        let seg = read_segment(data, pos, number, &seps).map_err(|mut e| {
+        let read = if x12 { read_x12_segment } else { read_segment };
+        let seg = read(data, pos, number, &seps).map_err(|mut e| {
             e.offset = e.offset.saturating_add(at);
             e
         })?;
@@ -150,8 +167,13 @@ pub fn message_segments<'a>(
             })
         }
     };
-    bound(segments.first(), Tag::UNH, "UNH")?;
-    bound(segments.last(), Tag::UNT, "UNT")?;
+    if x12 {
+        bound(segments.first(), Tag::ST, "ST")?;
+        bound(segments.last(), Tag::SE, "SE")?;
+    } else {
+        bound(segments.first(), Tag::UNH, "UNH")?;
+        bound(segments.last(), Tag::UNT, "UNT")?;
+    }
     let outside = outside_repertoire(&reading, &segments);
     Ok(MessageSegments {
         reading,
@@ -640,6 +662,98 @@ fn json_string_body(out: &mut String, text: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each transaction set of an X12 interchange, read through the crate's entry point (the
+    /// X12 reader builds the model this reads), as JSON.
+    fn x12_sets_json(data: &[u8]) -> Vec<String> {
+        let mut out = Vec::new();
+        for i in crate::envelopes::interchanges(data) {
+            let i = i.unwrap();
+            assert_eq!(i.standard, Standard::X12);
+            for m in &i.messages {
+                out.push(serde_json::to_string(&message_segments(&i, m).unwrap()).unwrap());
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn an_x12_set_reads_st_through_se_with_its_components_and_two_letter_tags() {
+        let sets = x12_sets_json(include_bytes!(
+            "../../samples/x12/850-purchase-order-00401.x12"
+        ));
+        assert_eq!(sets.len(), 1);
+        let json = &sets[0];
+        assert!(
+            json.starts_with(
+                r#"[["ST",["850"],["0001"]],["BEG",["00"],["SA"],["PO-77120"],[""],["20261201"]]"#
+            ),
+            "{json}"
+        );
+        // ISA16 `>` splits components; 00401 has no repetition separator (ISA11 `U`).
+        assert!(
+            json.contains(
+                r#"["PO1",["1"],["120"],["EA"],["4.25"],[""],["VN"],["WIDGET-9","BLUE"]]"#
+            ),
+            "{json}"
+        );
+        assert!(
+            json.contains(r#"["PID",["F"],[""],[""],[""],["WIDGET, BLUE"]]"#),
+            "{json}"
+        );
+        assert!(
+            json.ends_with(r#"["CTT",["2"]],["SE",["10"],["0001"]]]"#),
+            "{json}"
+        );
+    }
+
+    #[test]
+    fn an_x12_set_wrapped_at_80_columns_reads_as_if_unwrapped_and_splits_at_isa11() {
+        let sets = x12_sets_json(include_bytes!(
+            "../../samples/x12/810-856-00501-wrapped-80-bom.x12"
+        ));
+        assert_eq!(sets.len(), 3, "an 810, then two 856s in the second group");
+        // The line break inside `ST` and inside `120` is the transport's, not the value's; ISA11
+        // `^` (00501) repeats N104, ISA16 `:` splits components.
+        assert!(
+            sets[0].starts_with(r#"[["ST",["810"],["0001"]],["BIG","#),
+            "{}",
+            sets[0]
+        );
+        assert!(
+            sets[0].contains(r#"["N1",["RE"],["ACME RETAIL"],["92"],[["0042"],["0043"]]]"#),
+            "{}",
+            sets[0]
+        );
+        assert!(
+            sets[0].contains(
+                r#"["IT1",["1"],["120"],["EA"],["4.25"],[""],["VN"],["WIDGET-9","BLUE"]]"#
+            ),
+            "{}",
+            sets[0]
+        );
+        assert!(
+            sets[1].starts_with(r#"[["ST",["856"],["0001"]]"#),
+            "{}",
+            sets[1]
+        );
+    }
+
+    #[test]
+    fn an_x12_set_whose_span_is_not_st_to_se_is_refused_with_its_offset() {
+        let data = include_bytes!("../../samples/x12/850-purchase-order-00401.x12");
+        let i = crate::envelopes::interchanges(data)
+            .next()
+            .unwrap()
+            .unwrap();
+        let mut m = i.messages[0].clone();
+        // From BEG on: the first segment read is not the set's header.
+        let beg = data.windows(4).position(|w| w == b"BEG*").unwrap();
+        m.span.start = beg;
+        let e = message_segments(&i, &m).unwrap_err();
+        assert_eq!(e.offset, beg);
+        assert!(e.to_string().contains("ST"), "{e}");
+    }
     use crate::edifact::interchanges;
 
     /// The one interchange of `data`.

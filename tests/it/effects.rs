@@ -950,3 +950,39 @@ per_backend! {
         assert_eq!(got(1), vec![want[6].clone()], "QTY after position 4");
     }
 }
+
+per_backend! {
+    /// An X12 transaction set runs its set's mapping (`850.sql`), with `:message` in the same
+    /// segment/element/component form as EDIFACT's and `message_segments` finding its segments
+    /// by their two- or three-letter identifiers; `:standard` says `x12` (issue 41).
+    fn an_x12_set_runs_its_mapping_with_the_message_as_json(site) {
+        let fx = mapping(
+            &site,
+            "fx",
+            &[
+                (
+                    "migrations/0001_po_lines.sql",
+                    "CREATE TABLE po_lines (standard TEXT, po TEXT, line TEXT, qty TEXT, item TEXT, colour TEXT);",
+                ),
+                (
+                    "850.sql",
+                    "INSERT INTO po_lines
+                     SELECT :standard,
+                            (SELECT segment -> 3 ->> 0 FROM message_segments(:message) WHERE tag = 'BEG'),
+                            segment -> 1 ->> 0, segment -> 2 ->> 0, segment -> 7 ->> 0, segment -> 7 ->> 1
+                     FROM message_segments(:message) WHERE tag = 'PO1' ORDER BY n;",
+                ),
+            ],
+        );
+        site.put_sample("x12/850-purchase-order-00401.x12", "po.x12");
+        site.ingest_json(&["--effects", fx.to_str().unwrap()]).code(0);
+        assert_eq!(
+            texts(&site, "SELECT standard, po, line, qty, item, colour FROM po_lines ORDER BY line"),
+            vec![
+                vec!["x12", "PO-77120", "1", "120", "WIDGET-9", "BLUE"],
+                vec!["x12", "PO-77120", "2", "36", "GADGET-2", "NULL"],
+            ],
+            "PO1 read by position, ISA16 splitting PO107's components"
+        );
+    }
+}
