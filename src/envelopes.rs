@@ -84,6 +84,9 @@ impl<'a> Iterator for Interchanges<'a> {
     }
 }
 
+/// What an X12 interchange's model states as its syntax identifier (EDIFACT's 0001 place).
+pub const X12_SYNTAX_ID: &str = "X12";
+
 /// An X12 interchange in the model both standards share: ISA06/ISA08/ISA13 as the key's
 /// sender, recipient and control reference (ISA05/ISA07 beside them as the qualifiers), ISA15
 /// `T` as a test interchange (as EDIFACT's 0035 `1`), each functional group (GS) a group and
@@ -91,6 +94,7 @@ impl<'a> Iterator for Interchanges<'a> {
 /// GS07 and association ST03.
 pub fn from_x12(i: x12::Interchange<'_>) -> edifact::Interchange<'_> {
     let isa = i.isa;
+    let wants_ta1 = isa.wants_ta1();
     let separators = edifact::Separators {
         component: i.separators.component,
         element: i.separators.element,
@@ -101,7 +105,7 @@ pub fn from_x12(i: x12::Interchange<'_>) -> edifact::Interchange<'_> {
         terminator: i.separators.terminator,
     };
     let unb = edifact::Unb {
-        syntax_id: CompactString::const_new("X12"),
+        syntax_id: CompactString::const_new(X12_SYNTAX_ID),
         syntax_version: isa.version.clone(),
         sender: isa.sender,
         sender_qualifier: Some(isa.sender_qualifier.trim_end().into()),
@@ -115,9 +119,9 @@ pub fn from_x12(i: x12::Interchange<'_>) -> edifact::Interchange<'_> {
         recipient_ref: None,
         application_ref: None,
         priority: None,
-        // ISA14 `1` asks for a TA1, which is not a CONTRL: the model's 0031 stays empty so
-        // that nothing takes it for a CONTRL request.
-        ack_request: None,
+        // ISA14 `1` asks for a TA1: kept where EDIFACT's 0031 is (and stored as it is), read
+        // by the answering policy for X12 alone, never as a request for a CONTRL.
+        ack_request: wants_ta1.then(|| CompactString::const_new("1")),
         agreement_id: None,
         test_indicator: (isa.usage == "T").then(|| CompactString::const_new("1")),
     };

@@ -706,6 +706,15 @@ pub fn contrl_reference(n: i64) -> String {
     format!("{n:014}")
 }
 
+/// Our control reference for the `n`th answer to a partner in `standard`: a CONTRL's 0020
+/// ([`contrl_reference`]), an X12 answer's nine-digit ISA13.
+pub fn ack_reference(standard: crate::standard::Standard, n: i64) -> String {
+    match standard {
+        crate::standard::Standard::Edifact => contrl_reference(n),
+        crate::standard::Standard::X12 => crate::x12::ack::control_number(n),
+    }
+}
+
 /// Stored interchange bytes back as received, from a zstd frame. The decompression context is
 /// kept per thread: a fresh one for each interchange (what `zstd::stream::decode_all` makes)
 /// was most of the time `publish` spent on its own.

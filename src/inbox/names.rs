@@ -29,6 +29,10 @@ pub fn received(standard: Standard, message_type: &str) -> String {
 /// duplicate (UCI 0083 `4`, 0085 `26`), whose answer is never the first copy's.
 pub const NOT_RESENT: (&str, &str) = (Action::Rejected.code(), DUPLICATE_DETECTED);
 
+/// The same for an X12 answer: a TA1 rejecting the interchange (TA104 `R`) with TA105 `025`,
+/// duplicate interchange control number.
+pub const NOT_RESENT_X12: (&str, &str) = ("R", crate::x12::ack::DUPLICATE_CONTROL_NUMBER);
+
 /// What `list` says of an event parked unpublished: `message 1 (edifact.ORDERS.received) not
 /// published: ...`, or for a CONTRL, which sending it answers (`send`).
 pub fn not_published(reference: &str, event_type: &str, send: Option<i64>, error: &str) -> String {

@@ -626,8 +626,13 @@ pub struct NewAcknowledgement<'a> {
     pub created_at: &'a str,
     /// The partner's sending it answers: the file's name, or the broker's name for the delivery.
     pub sending: &'a str,
-    /// The CONTRL's own syntax version (its UNB 0002): `4` for a CONTRL:4:1, else CONTRL:D:3.
+    /// The CONTRL's own syntax version (its UNB 0002): `4` for a CONTRL:4:1, else CONTRL:D:3;
+    /// an X12 answer's ISA12.
     pub syntax_version: &'a str,
+    /// Its event's type: `edifact.CONTRL.outbound`, or for X12 `x12.997.outbound`,
+    /// `x12.999.outbound` or `x12.TA1.outbound` (the answer's last kind: a 997 or 999 where it
+    /// holds one beside a TA1).
+    pub event_type: &'a str,
 }
 
 /// What became of a duplicate's CONTRL.

@@ -6,6 +6,7 @@ use crate::edifact::contrl::{self, Action, Detail, Level, Mode, SyntaxError};
 use crate::edifact::{EnvelopeError, Interchange, RejectedContext, Unb};
 use crate::inbox::{Decision, Inbox, InboxError, InterchangeKey, NewAcknowledgement, Resend};
 use crate::standard::Standard;
+use crate::x12::ack as x12_ack;
 
 /// How interchanges are answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,6 +55,31 @@ impl AckPolicy {
         contrl::wanted(self.mode, &i.unb, &types)
     }
 
+    /// Whether `i` gets an answer of any standard: a CONTRL (see [`AckPolicy::wanted`]), or for
+    /// X12 a TA1, 997 or 999 (see [`AckPolicy::wanted_x12`]).
+    pub fn answers(&self, i: &Interchange<'_>) -> bool {
+        match i.standard {
+            Standard::Edifact => self.wanted(i).is_some(),
+            Standard::X12 => self.wanted_x12(i).is_some(),
+        }
+    }
+
+    /// What answers an X12 interchange under `--contrl` (one name for both standards, see
+    /// docs/acknowledgements.md): `requested`, a TA1 where ISA14 asks for one; `always`, that
+    /// and a 997 or 999 for every functional group (X12 has no field that asks for them: the
+    /// agreement does); `never`, nothing. Returns whether a TA1 is due and whether 997/999 are.
+    pub fn wanted_x12(&self, i: &Interchange<'_>) -> Option<(bool, bool)> {
+        if i.standard != Standard::X12 {
+            return None;
+        }
+        let ta1 = i.unb.ack_request.as_deref() == Some("1");
+        match self.mode {
+            Mode::Never => None,
+            Mode::Requested => ta1.then_some((true, false)),
+            Mode::Always => Some((ta1, true)),
+        }
+    }
+
     /// Whether a rejected interchange, as far as it was read, is answered: only where its UNB
     /// was read with its key (the partner could not tell which interchange an answer is for
     /// otherwise) and a CONTRL is due for it.
@@ -75,6 +101,9 @@ impl AckPolicy {
         sending: (&str, bool),
         when: &str,
     ) -> Result<Option<String>, InboxError> {
+        if i.standard == Standard::X12 {
+            return self.answer_x12(inbox, i, d, sending, when);
+        }
         let Some(action) = self.wanted(i) else {
             return Ok(None);
         };
@@ -132,6 +161,89 @@ impl AckPolicy {
             when,
         )
         .map(Some)
+    }
+
+    /// The X12 answer to a decision, where one is due (see [`AckPolicy::wanted_x12`]): one
+    /// interchange of ours with the TA1 and the 997s or 999s, built and stored in the open batch
+    /// as a CONTRL is. New: accepted (TA104 `A`, every set `A`). Drift, or a duplicate under
+    /// `--contrl-duplicates reject`: a TA1 rejecting it (TA104 `R`, TA105 `025`, duplicate
+    /// interchange control number), whether or not ISA14 asked. A duplicate: the first answer
+    /// again, as for EDIFACT.
+    fn answer_x12(
+        &self,
+        inbox: &mut dyn Inbox,
+        i: &Interchange<'_>,
+        d: &Decision,
+        (name, redelivered): (&str, bool),
+        when: &str,
+    ) -> Result<Option<String>, InboxError> {
+        let Some((ta1, functional)) = self.wanted_x12(i) else {
+            return Ok(None);
+        };
+        let rejected = x12_ack::Answer {
+            ta1: Some((x12_ack::Status::Rejected, x12_ack::DUPLICATE_CONTROL_NUMBER)),
+            groups: Vec::new(),
+        };
+        let answer = match d {
+            Decision::New { .. } => x12_ack::Answer {
+                ta1: ta1.then_some((x12_ack::Status::Accepted, x12_ack::NO_ERROR)),
+                groups: if functional {
+                    accepted_groups(i)
+                } else {
+                    Vec::new()
+                },
+            },
+            Decision::Drift { .. } => rejected,
+            Decision::Duplicate { .. } if self.reject_duplicates => rejected,
+            Decision::Duplicate { .. } => {
+                let key = InterchangeKey::of(i);
+                match inbox.resend_acknowledgement(key, (!redelivered).then_some(name), when)? {
+                    Resend::Queued(own_ref) => return Ok(Some(own_ref)),
+                    Resend::AlreadySent => return Ok(None),
+                    Resend::Unanswered => x12_ack::Answer {
+                        ta1: ta1.then_some((x12_ack::Status::Accepted, x12_ack::NO_ERROR)),
+                        groups: if functional {
+                            accepted_groups(i)
+                        } else {
+                            Vec::new()
+                        },
+                    },
+                }
+            }
+            Decision::Unstorable { .. } | Decision::Refused(_) => return Ok(None),
+        };
+        if answer.is_empty() {
+            return Ok(None);
+        }
+        let to = answered(i);
+        let (ccyymmdd, hhmm) = x12_prepared(when);
+        let prepared = x12_ack::Prepared {
+            ccyymmdd: &ccyymmdd,
+            hhmm: &hhmm,
+        };
+        let build = |own: &str| x12_ack::build(&to, &answer, own, prepared);
+        let (status, error_code) = match &answer.ta1 {
+            Some((x12_ack::Status::Rejected, note)) => ("R", Some(*note)),
+            _ => ("A", None),
+        };
+        let u = &i.unb;
+        let event_type = format!("x12.{}.outbound", answer.kinds().last().unwrap_or(&"TA1"));
+        inbox
+            .acknowledge(&NewAcknowledgement {
+                standard: Standard::X12,
+                sender: &u.sender,
+                recipient: &u.recipient,
+                control_ref: &u.control_ref,
+                partner: &partner(u),
+                action: status,
+                error_code,
+                build: &build,
+                created_at: when,
+                sending: name,
+                syntax_version: to.version,
+                event_type: &event_type,
+            })
+            .map(Some)
     }
 
     /// The CONTRL that rejects an interchange the parser could not accept (its UNB read): UCI
@@ -210,16 +322,96 @@ fn store(
         created_at: when,
         sending,
         syntax_version: contrl::answer_version(u),
+        event_type: crate::inbox::names::CONTRL_OUTBOUND,
     })
 }
 
-/// Whose counter numbers a CONTRL: the answered sender, with its qualifier.
+/// Whose counter numbers a CONTRL: the answered sender, with its qualifier. An X12 sender has
+/// a counter of its own (our ISA13s to it), apart from its EDIFACT one where it sends both.
 pub fn partner(u: &Unb) -> String {
+    let standard = if u.syntax_id == crate::envelopes::X12_SYNTAX_ID {
+        "x12:"
+    } else {
+        ""
+    };
     format!(
-        "{}:{}",
+        "{standard}{}:{}",
         u.sender,
         u.sender_qualifier.as_deref().unwrap_or("")
     )
+}
+
+/// The answered interchange's ISA, as the X12 reader put it into the model (`envelopes`).
+fn answered<'a>(i: &'a Interchange<'_>) -> x12_ack::Answered<'a> {
+    let u = &i.unb;
+    let seps = &i.separators;
+    x12_ack::Answered {
+        sender_qualifier: u.sender_qualifier.as_deref().unwrap_or(""),
+        sender: &u.sender,
+        receiver_qualifier: u.recipient_qualifier.as_deref().unwrap_or(""),
+        receiver: &u.recipient,
+        date: &u.date,
+        time: &u.time,
+        version: &u.syntax_version,
+        control_number: &u.control_ref,
+        usage: if u.test_indicator.is_some() { "T" } else { "P" },
+        element: seps.element,
+        component: seps.component,
+        repetition: seps.repetition,
+        terminator: seps.terminator,
+    }
+}
+
+/// Every group of an accepted interchange, each set accepted.
+fn accepted_groups<'a>(i: &'a Interchange<'_>) -> Vec<x12_ack::GroupAnswer<'a>> {
+    i.groups
+        .iter()
+        .enumerate()
+        .map(|(k, g)| {
+            let sets: Vec<x12_ack::SetAnswer<'a>> = i
+                .messages
+                .iter()
+                .filter(|m| m.group == Some(k))
+                .map(|m| x12_ack::SetAnswer {
+                    id: &m.message_type,
+                    control_number: &m.reference,
+                    implementation: m.association_code.as_deref(),
+                    status: x12_ack::Status::Accepted,
+                    error: None,
+                })
+                .collect();
+            // GS08 is each set's version in the model; a group has at least one set.
+            let version = i
+                .messages
+                .iter()
+                .find(|m| m.group == Some(k))
+                .map_or("", |m| m.version.as_str());
+            x12_ack::GroupAnswer {
+                functional_id: g.group_id.as_deref().unwrap_or(""),
+                application_sender: g.sender.as_deref().unwrap_or(""),
+                application_receiver: g.recipient.as_deref().unwrap_or(""),
+                control_number: &g.reference,
+                version,
+                included: g.messages,
+                sets,
+                status: x12_ack::Status::Accepted,
+                error: None,
+            }
+        })
+        .collect()
+}
+
+/// ISA09/ISA10 and GS04/GS05 of an X12 answer from a stored time
+/// (`2026-11-30T09:05:00.000Z`): its digits, as a CONTRL's S004 is read from it.
+fn x12_prepared(when: &str) -> (String, String) {
+    let digits = |range: std::ops::Range<usize>| -> String {
+        when.get(range)
+            .unwrap_or_default()
+            .chars()
+            .filter(char::is_ascii_digit)
+            .collect()
+    };
+    (digits(0..10), digits(11..16))
 }
 
 /// UNB S004 of a CONTRL from a stored time (`2026-11-30T09:05:00.000Z`).
@@ -241,6 +433,14 @@ fn prepared_at(when: &str) -> contrl::Prepared {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_x12_answers_date_and_time_are_read_from_the_stored_time() {
+        assert_eq!(
+            x12_prepared("2026-11-30T09:05:00.000Z"),
+            ("20261130".to_string(), "0905".to_string())
+        );
+    }
 
     #[test]
     fn the_preparation_time_is_read_from_the_stored_time() {

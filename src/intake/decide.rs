@@ -146,7 +146,7 @@ fn decide_once(
     // The partners this batch may answer, their counters taken in one order.
     let mut partners: Vec<String> = candidates
         .iter()
-        .filter(|c| acks.wanted(c.interchange).is_some())
+        .filter(|c| acks.answers(c.interchange))
         .map(|c| partner(&c.interchange.unb))
         .chain(
             contexts

@@ -462,11 +462,16 @@ pub fn contrl_outgoing(e: &crate::inbox::ContrlEvent, subject: &Template) -> Out
         h.update(p.as_bytes());
     }
     let id = hex::encode(&h.finalize()[..16]);
-    // CONTRL:4:1:UN for syntax 4, CONTRL:D:3:UN before, as stored with it.
-    let (version, release) = if e.syntax_version == "4" {
-        ("4", "1")
-    } else {
-        ("D", "3")
+    // An X12 answer (TA1, 997, 999) says which in its event type, and is stored with its
+    // ISA12; a CONTRL is CONTRL:4:1:UN for syntax 4, CONTRL:D:3:UN before, as stored with it.
+    let x12 = e
+        .event_type
+        .strip_prefix("x12.")
+        .and_then(|t| t.strip_suffix(".outbound"));
+    let (message_type, version, release) = match x12 {
+        Some(kind) => (kind, e.syntax_version.as_str(), ""),
+        None if e.syntax_version == "4" => ("CONTRL", "4", "1"),
+        None => ("CONTRL", "D", "3"),
     };
     let mut attributes = first_attributes(
         &id,
@@ -474,21 +479,56 @@ pub fn contrl_outgoing(e: &crate::inbox::ContrlEvent, subject: &Template) -> Out
         &e.created_at,
         [&e.sender, &e.recipient, &e.own_ref],
     );
-    attributes.push(Attr::EdiMessageType, "CONTRL");
+    attributes.push(Attr::EdiMessageType, message_type);
     attributes.push_header(Attr::EdiAnsweredControlRef, &e.control_ref);
     Outgoing {
-        subject: subject.render_values(["CONTRL", &e.sender, &e.recipient, version, release]),
+        subject: subject.render_values([message_type, &e.sender, &e.recipient, version, release]),
         id,
         attributes,
         body: bytes::Bytes::from(e.bytes.clone()),
-        // A CONTRL is EDIFACT.
-        content_type: CONTENT_TYPE,
+        content_type: if x12.is_some() {
+            X12_CONTENT_TYPE
+        } else {
+            CONTENT_TYPE
+        },
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn answer(event_type: &str, syntax_version: &str) -> crate::inbox::ContrlEvent {
+        crate::inbox::ContrlEvent {
+            row: 1,
+            event_type: event_type.into(),
+            created_at: "2026-12-05T09:07:00.000Z".into(),
+            attempts: 0,
+            send: 1,
+            sender: "HUB".into(),
+            recipient: "PARTNER".into(),
+            partner: "x12:PARTNER:ZZ".into(),
+            own_ref: "000000001".into(),
+            control_ref: "000001001".into(),
+            bytes: b"ISA*...~".to_vec(),
+            syntax_version: syntax_version.into(),
+        }
+    }
+
+    #[test]
+    fn an_x12_answer_goes_out_as_x12_under_its_own_type_and_a_contrl_as_edifact() {
+        let t = Template::parse("ack.{type}.{recipient}.{version}", None).unwrap();
+        let o = contrl_outgoing(&answer("x12.997.outbound", "00401"), &t);
+        assert_eq!(o.subject, "ack.997.PARTNER.00401");
+        assert_eq!(o.content_type, X12_CONTENT_TYPE);
+        assert_eq!(o.attributes.get(Attr::EdiMessageType), Some("997"));
+        let o = contrl_outgoing(&answer("x12.TA1.outbound", "00501"), &t);
+        assert_eq!(o.subject, "ack.TA1.PARTNER.00501");
+        let o = contrl_outgoing(&answer("edifact.CONTRL.outbound", "4"), &t);
+        assert_eq!(o.subject, "ack.CONTRL.PARTNER.4");
+        assert_eq!(o.content_type, CONTENT_TYPE);
+        assert_eq!(o.attributes.get(Attr::EdiMessageType), Some("CONTRL"));
+    }
 
     fn event(sender: &str, message_ref: &str) -> OutboxEvent {
         OutboxEvent {

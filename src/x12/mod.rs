@@ -13,6 +13,7 @@
 //! acknowledgement code in `error.rs`; what an acknowledgement (TA1, 997, 999) is built of,
 //! a file of its own here.
 
+pub mod ack;
 pub mod error;
 mod model;
 mod read;

@@ -153,3 +153,316 @@ fn a_file_of_both_standards_decides_each_interchange_under_its_own() {
         2
     );
 }
+
+const WRAPPED: &str = "x12/810-856-00501-wrapped-80-bom.x12";
+
+/// The answer stored for a key, as `show --contrl` prints it (the bytes alone).
+fn answer_of(site: &Site, sender: &str, recipient: &str, control_ref: &str) -> String {
+    let run = site.run(&["show", sender, recipient, control_ref, "--contrl"]);
+    run.code(0);
+    String::from_utf8(run.stdout.clone()).unwrap()
+}
+
+/// The segments of an answer, each split at `*`.
+fn segments_of(answer: &str) -> Vec<Vec<&str>> {
+    answer
+        .split('~')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| s.split('*').collect())
+        .collect()
+}
+
+#[test]
+fn isa14_asks_for_a_ta1_which_answers_in_the_partners_version_and_delimiters() {
+    let site = Site::new();
+    // ISA14 `1`, 00501, ISA15 `T`, `:` components, `^` repetitions, the lines wrapped at 80
+    // columns: answered under the default --contrl requested by a TA1 alone.
+    site.put("inv.x12", &sample(WRAPPED));
+    let run = site.ingest_json(&[]);
+    run.code(0);
+    let o = &outcomes(&run)[0];
+    assert_eq!(o["status"], "new", "{o}");
+    assert_eq!(
+        o["contrl"], "000000001",
+        "our first ISA13 to this partner: {o}"
+    );
+    let answer = answer_of(&site, "123456789", "HUBRECEIVER", "000002002");
+    let segs = segments_of(&answer);
+    let tags: Vec<&str> = segs.iter().map(|s| s[0]).collect();
+    assert_eq!(tags, ["ISA", "TA1", "IEA"], "{answer}");
+    let isa = &segs[0];
+    assert_eq!(isa.len(), 17, "{answer}");
+    assert_eq!(
+        (isa[5], isa[6], isa[7], isa[8]),
+        ("ZZ", "HUBRECEIVER    ", "01", "123456789      "),
+        "ISA05..ISA08 swapped, at their widths: {answer}"
+    );
+    assert_eq!(isa[11], "^", "ISA11 the partner's repetition separator");
+    assert_eq!(isa[12], "00501", "ISA12 the partner's version");
+    assert_eq!(isa[13], "000000001");
+    assert_eq!((isa[14], isa[15], isa[16]), ("0", "T", ":"), "{answer}");
+    assert_eq!(
+        answer.find('~'),
+        Some(105),
+        "the ISA is 106 bytes: {answer}"
+    );
+    assert_eq!(
+        segs[1],
+        ["TA1", "000002002", "261202", "1415", "A", "000"],
+        "{answer}"
+    );
+    assert_eq!(segs[2], ["IEA", "0", "000000001"]);
+    // Our own reader takes it, the TA1 outside any group.
+    let read: Vec<_> = edi_inbox::x12::interchanges(answer.as_bytes()).collect();
+    let read = read[0].as_ref().unwrap();
+    assert_eq!(read.outside, ["TA1"]);
+
+    // The 00401 purchase order does not ask (ISA14 `0`): no answer under requested.
+    site.put("po.x12", &sample(PO));
+    let run = site.ingest_json(&[]);
+    let po = outcomes(&run)
+        .into_iter()
+        .find(|o| o["control_ref"] == "000001001")
+        .unwrap();
+    assert!(po["contrl"].is_null(), "{po}");
+    assert_eq!(site.count("SELECT count(*) FROM acknowledgements"), 1);
+}
+
+#[test]
+fn contrl_always_answers_each_group_with_a_997_or_999_that_another_reader_takes() {
+    let site = Site::new();
+    site.put("po.x12", &sample(PO));
+    site.put("inv.x12", &sample(WRAPPED));
+    let run = site.ingest_json(&["--contrl", "always"]);
+    run.code(0);
+    assert_eq!(
+        outcomes(&run)
+            .iter()
+            .filter(|o| o["contrl"].is_string())
+            .count(),
+        2,
+        "{run}"
+    );
+
+    // 00401: a 997, no TA1 (ISA14 `0`).
+    let po = answer_of(&site, "ACMERETAIL", "5551234567", "000001001");
+    let segs = segments_of(&po);
+    let tags: Vec<&str> = segs.iter().map(|s| s[0]).collect();
+    assert_eq!(
+        tags,
+        [
+            "ISA", "GS", "ST", "AK1", "AK2", "AK5", "AK9", "SE", "GE", "IEA"
+        ],
+        "{po}"
+    );
+    assert_eq!(
+        segs[1][..4],
+        ["GS", "FA", "5551234567", "ACMERETAIL"],
+        "GS02/GS03 swapped: {po}"
+    );
+    assert_eq!(segs[1][8], "004010", "{po}");
+    assert_eq!(segs[2], ["ST", "997", "0001"]);
+    assert_eq!(
+        segs[3],
+        ["AK1", "PO", "1001"],
+        "AK1: GS01 and GS06 answered"
+    );
+    assert_eq!(
+        segs[4],
+        ["AK2", "850", "0001"],
+        "AK2: ST01 and ST02 answered"
+    );
+    assert_eq!(segs[5], ["AK5", "A"]);
+    assert_eq!(segs[6], ["AK9", "A", "1", "1", "1"]);
+    assert_eq!(segs[7], ["SE", "6", "0001"], "SE01 counts ST..SE");
+    assert_eq!(segs[8][..2], ["GE", "1"]);
+    assert_eq!(segs[9], ["IEA", "1", segs[0][13]]);
+    // The edi crate, an independent reader, takes it as one 997 from the receiver.
+    let doc = edi::parse(&po).expect("the edi crate reads our 997");
+    let i = &doc.interchanges[0];
+    assert_eq!(
+        (i.sender_id.trim(), i.receiver_id.trim()),
+        ("5551234567", "ACMERETAIL")
+    );
+    let g = &i.functional_groups[0];
+    assert_eq!(g.functional_identifier_code, "FA");
+    let t = &g.transactions[0];
+    assert_eq!(t.transaction_code, "997");
+    let ak9 = t
+        .segments
+        .iter()
+        .find(|s| s.segment_abbreviation == "AK9")
+        .unwrap();
+    assert_eq!(
+        ak9.elements.iter().map(|e| e.as_ref()).collect::<Vec<_>>(),
+        ["A", "1", "1", "1"]
+    );
+
+    // 00501 with ISA14 `1`: the TA1, then a 999 per group (an 810's, two 856s', in one FA
+    // group).
+    let inv = answer_of(&site, "123456789", "HUBRECEIVER", "000002002");
+    let segs = segments_of(&inv);
+    let tags: Vec<&str> = segs.iter().map(|s| s[0]).collect();
+    assert_eq!(
+        tags,
+        [
+            "ISA", "TA1", "GS", "ST", "AK1", "AK2", "IK5", "AK9", "SE", "ST", "AK1", "AK2", "IK5",
+            "AK2", "IK5", "AK9", "SE", "GE", "IEA"
+        ],
+        "{inv}"
+    );
+    assert_eq!(segs[2][8], "005010X231A1", "{inv}");
+    assert_eq!(segs[3], ["ST", "999", "0001", "005010X231A1"]);
+    assert_eq!(segs[4], ["AK1", "IN", "21", "005010"]);
+    assert_eq!(segs[9], ["ST", "999", "0002", "005010X231A1"]);
+    assert_eq!(segs[10], ["AK1", "SH", "22", "005010"]);
+    assert_eq!(
+        segs[15],
+        ["AK9", "A", "2", "2", "2"],
+        "the 856 group's two sets"
+    );
+    assert_eq!(segs[16], ["SE", "8", "0002"]);
+    assert_eq!(segs[17][..2], ["GE", "2"]);
+    let read: Vec<_> = edi_inbox::x12::interchanges(inv.as_bytes()).collect();
+    let read = read[0]
+        .as_ref()
+        .expect("our reader checks every count and number");
+    assert_eq!(read.sets.len(), 2);
+
+    // Published as the partner's X12, not as EDIFACT.
+    let out = site.path("sent");
+    site.cmd()
+        .args(["publish", "-q", "--kind", "contrl", "--to"])
+        .arg(format!("dir:{}", out.display()))
+        .assert()
+        .code(0);
+    let mut sent: Vec<String> = site
+        .files_in("sent")
+        .iter()
+        .map(|f| std::fs::read_to_string(out.join(f)).unwrap())
+        .collect();
+    sent.sort();
+    let mut want = vec![po.clone(), inv.clone()];
+    want.sort();
+    assert_eq!(sent, want, "the answers sent are the ones stored");
+}
+
+#[test]
+fn an_x12_resend_gets_the_first_answer_again_and_a_drift_a_ta1_rejecting_it() {
+    let site = Site::new();
+    site.put("po.x12", &sample(PO));
+    site.ingest_json(&["--contrl", "always"]).code(0);
+    let first = answer_of(&site, "ACMERETAIL", "5551234567", "000001001");
+    // The same file again (our own rerun): nothing queued. Under a new name (the partner
+    // sent it again): the same answer, same ISA13, queued once more.
+    site.ingest_json(&["--contrl", "always"]).code(0);
+    assert_eq!(site.count("SELECT count(*) FROM contrl_outbox"), 1);
+    std::fs::rename(site.drop().join("po.x12"), site.drop().join("po-again.x12")).unwrap();
+    let again = site.ingest_json(&["--contrl", "always"]);
+    let o = &outcomes(&again)[0];
+    assert_eq!(o["status"], "duplicate");
+    assert_eq!(o["contrl"], "000000001", "the first answer's ISA13: {o}");
+    assert_eq!(site.count("SELECT count(*) FROM contrl_outbox"), 2);
+    assert_eq!(site.count("SELECT count(*) FROM acknowledgements"), 1);
+    assert_eq!(
+        answer_of(&site, "ACMERETAIL", "5551234567", "000001001"),
+        first
+    );
+
+    // Other content under the same ISA13: a TA1 rejecting it, 025, under our next ISA13.
+    let drifted = String::from_utf8(sample(PO))
+        .unwrap()
+        .replace("PO-77120", "PO-1");
+    std::fs::remove_file(site.drop().join("po-again.x12")).unwrap();
+    site.put("po-changed.x12", drifted.as_bytes());
+    let drift = site.ingest_json(&["--contrl", "always"]);
+    drift.code(3);
+    let o = &outcomes(&drift)[0];
+    assert_eq!(o["status"], "drift");
+    assert_eq!(o["contrl"], "000000002", "{o}");
+    // What goes out: the first answer twice (two sendings), then the TA1 rejecting the drift.
+    let out = site.path("sent");
+    site.cmd()
+        .args(["publish", "-q", "--kind", "contrl", "--to"])
+        .arg(format!("dir:{}", out.display()))
+        .assert()
+        .code(0);
+    let sent: Vec<String> = site
+        .files_in("sent")
+        .iter()
+        .map(|f| std::fs::read_to_string(out.join(f)).unwrap())
+        .collect();
+    assert_eq!(sent.iter().filter(|b| **b == first).count(), 2, "{sent:?}");
+    let rejecting: Vec<&String> = sent.iter().filter(|b| **b != first).collect();
+    assert_eq!(rejecting.len(), 1, "{sent:?}");
+    let segs = segments_of(rejecting[0]);
+    assert_eq!(segs[0][13], "000000002");
+    assert_eq!(
+        segs[1],
+        ["TA1", "000001001", "261201", "0930", "R", "025"],
+        "{sent:?}"
+    );
+    // --contrl never: nothing for an X12 interchange either.
+    let site = Site::new();
+    site.put("inv.x12", &sample(WRAPPED));
+    let o = &outcomes(&site.ingest_json(&["--contrl", "never"]))[0];
+    assert!(o["contrl"].is_null(), "{o}");
+}
+
+#[test]
+fn inspect_and_show_read_an_x12_set_segment_by_segment() {
+    let path = crate::common::samples().join(WRAPPED);
+    let run = crate::common::inspect_json(&[path.as_path(), "--segments".as_ref()]);
+    run.code(0);
+    let sets = run.json();
+    let sets: Vec<&serde_json::Value> = sets
+        .iter()
+        .filter(|l| l.get("segments").is_some())
+        .collect();
+    assert_eq!(sets.len(), 3, "an 810 and two 856s: {run}");
+    let s = sets[0];
+    assert_eq!(
+        (
+            s["standard"].as_str(),
+            s["type"].as_str(),
+            s["ref"].as_str()
+        ),
+        (Some("x12"), Some("810"), Some("0001")),
+        "{s}"
+    );
+    assert_eq!(s["group"], "21", "GS06: {s}");
+    assert_eq!(
+        s["segments"][0],
+        serde_json::json!(["ST", ["810"], ["0001"]]),
+        "{s}"
+    );
+    // ISA11 `^` repeats N104; the transport's line breaks are not in the values.
+    assert_eq!(
+        s["segments"][2],
+        serde_json::json!(["N1", ["RE"], ["ACME RETAIL"], ["92"], [["0042"], ["0043"]]]),
+        "{s}"
+    );
+    assert_eq!(
+        s["segments"][5],
+        serde_json::json!(["SE", ["6"], ["0001"]]),
+        "{s}"
+    );
+
+    // show --segments reads the stored copy the same way.
+    let site = Site::new();
+    site.put("inv.x12", &sample(WRAPPED));
+    site.ingest_json(&[]).code(0);
+    let show = site.json(&[
+        "show",
+        "123456789",
+        "HUBRECEIVER",
+        "000002002",
+        "--segments",
+        "--json",
+    ]);
+    show.code(0);
+    let shown = show.json();
+    assert_eq!(shown.len(), 3, "{show}");
+    assert_eq!(shown[0]["segments"], s["segments"]);
+}

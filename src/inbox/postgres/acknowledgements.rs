@@ -6,7 +6,7 @@ use std::time::Duration;
 use postgres::GenericClient;
 
 use super::{PgInbox, storable};
-use crate::inbox::names::{CONTRL_OUTBOUND, NOT_RESENT};
+use crate::inbox::names::{NOT_RESENT, NOT_RESENT_X12};
 use crate::inbox::{
     Acknowledgements, ContrlEvent, InboxError, InterchangeKey, NewAcknowledgement, Resend,
     StoredAcknowledgement,
@@ -84,7 +84,7 @@ pub(super) fn record_acknowledgement(
             &[&storable(ack.partner)],
         )?
         .get(0);
-    let own_ref = crate::inbox::contrl_reference(n);
+    let own_ref = crate::inbox::ack_reference(ack.standard, n);
     let bytes = (ack.build)(&own_ref);
     // The host's clock, which also wrote the CONTRL's UNB S004: one time for both.
     c.execute(
@@ -106,7 +106,7 @@ pub(super) fn record_acknowledgement(
             &bytes,
             &ack.created_at,
             &storable(ack.sending),
-            &CONTRL_OUTBOUND,
+            &ack.event_type,
             &ack.syntax_version,
             &ack.standard.as_str(),
         ],
@@ -126,6 +126,7 @@ pub(super) fn resend_acknowledgement(
         "SELECT id, own_ref FROM acknowledgements
          WHERE sender = $1 AND recipient = $2 AND control_ref = $3 AND standard = $6
            AND NOT (action = $4 AND coalesce(error_code, '') = $5)
+           AND NOT (action = $7 AND coalesce(error_code, '') = $8)
          ORDER BY id LIMIT 1",
         &[
             &storable(key.sender),
@@ -134,6 +135,8 @@ pub(super) fn resend_acknowledgement(
             &NOT_RESENT.0,
             &NOT_RESENT.1,
             &key.standard.as_str(),
+            &NOT_RESENT_X12.0,
+            &NOT_RESENT_X12.1,
         ],
     )?;
     let Some(first) = first else {
@@ -145,10 +148,10 @@ pub(super) fn resend_acknowledgement(
     };
     let queued = c.execute(
         "INSERT INTO contrl_outbox (acknowledgement_id, send, event_type, created_at, source)
-         SELECT $1, max(send) + 1, $4, $2::text::timestamptz, $3
+         SELECT $1, max(send) + 1, min(event_type), $2::text::timestamptz, $3
          FROM contrl_outbox WHERE acknowledgement_id = $1
          ON CONFLICT (acknowledgement_id, source) DO NOTHING",
-        &[&id, &created_at, &storable(sending), &CONTRL_OUTBOUND],
+        &[&id, &created_at, &storable(sending)],
     )?;
     Ok(if queued == 1 {
         Resend::Queued(own_ref)

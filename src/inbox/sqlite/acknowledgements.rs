@@ -6,7 +6,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::SqliteInbox;
-use crate::inbox::names::{CONTRL_OUTBOUND, NOT_RESENT};
+use crate::inbox::names::{NOT_RESENT, NOT_RESENT_X12};
 use crate::inbox::{
     Acknowledgements, ContrlEvent, InboxError, InterchangeKey, NewAcknowledgement, Resend,
     StoredAcknowledgement,
@@ -76,7 +76,7 @@ pub(super) fn record_acknowledgement(
              RETURNING next - 1",
         )?
         .query_row([ack.partner], |r| r.get(0))?;
-    let own_ref = crate::inbox::contrl_reference(n);
+    let own_ref = crate::inbox::ack_reference(ack.standard, n);
     let bytes = (ack.build)(&own_ref);
     conn.prepare_cached(
         "INSERT INTO acknowledgements (sender, recipient, control_ref, partner, own_ref, action,
@@ -100,7 +100,7 @@ pub(super) fn record_acknowledgement(
         "INSERT INTO contrl_outbox (acknowledgement_id, send, event_type, created_at, source)
          VALUES (last_insert_rowid(), 1, ?3, ?1, ?2)",
     )?
-    .execute([ack.created_at, ack.sending, CONTRL_OUTBOUND])?;
+    .execute([ack.created_at, ack.sending, ack.event_type])?;
     Ok(own_ref)
 }
 
@@ -117,6 +117,7 @@ pub(super) fn resend_acknowledgement(
             "SELECT id, own_ref FROM acknowledgements
              WHERE sender = ?1 AND recipient = ?2 AND control_ref = ?3 AND standard = ?6
                AND NOT (action = ?4 AND coalesce(error_code, '') = ?5)
+               AND NOT (action = ?7 AND coalesce(error_code, '') = ?8)
              ORDER BY id LIMIT 1",
         )?
         .query_row(
@@ -126,7 +127,9 @@ pub(super) fn resend_acknowledgement(
                 key.control_ref,
                 NOT_RESENT.0,
                 NOT_RESENT.1,
-                key.standard
+                key.standard,
+                NOT_RESENT_X12.0,
+                NOT_RESENT_X12.1
             ],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )
@@ -140,11 +143,11 @@ pub(super) fn resend_acknowledgement(
     let queued = conn
         .prepare_cached(
             "INSERT INTO contrl_outbox (acknowledgement_id, send, event_type, created_at, source)
-             SELECT ?1, max(send) + 1, ?4, ?2, ?3
+             SELECT ?1, max(send) + 1, min(event_type), ?2, ?3
              FROM contrl_outbox WHERE acknowledgement_id = ?1
              ON CONFLICT (acknowledgement_id, source) DO NOTHING",
         )?
-        .execute(params![id, created_at, sending, CONTRL_OUTBOUND])?;
+        .execute(params![id, created_at, sending])?;
     Ok(if queued == 1 {
         Resend::Queued(own_ref)
     } else {
