@@ -84,6 +84,73 @@ impl<'a> Iterator for Interchanges<'a> {
     }
 }
 
+impl Interchanges<'_> {
+    /// What was read of the interchange of the error just returned, by the reader of its
+    /// standard, where it read the interchange's header (UNB, ISA); taken, so asked once.
+    pub fn take_context(&mut self) -> Option<RejectedContext> {
+        match &mut self.reader {
+            Reader::Edifact(r) => r.take_context().map(RejectedContext::Edifact),
+            Reader::X12(r) => r.take_context().map(|c| {
+                RejectedContext::X12(Box::new(X12Rejected {
+                    unb: unb_of(&c.isa),
+                    read: *c,
+                }))
+            }),
+            Reader::Done => None,
+        }
+    }
+}
+
+/// What the reader of its standard had read of a rejected interchange: enough to key its
+/// rejection and to answer it (a CONTRL, a TA1 or a 997/999).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RejectedContext {
+    Edifact(Box<edifact::RejectedContext>),
+    X12(Box<X12Rejected>),
+}
+
+/// What the X12 reader had read of a rejected interchange, with its ISA in the model both
+/// standards share (see [`from_x12`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct X12Rejected {
+    pub unb: edifact::Unb,
+    pub read: x12::RejectedContext,
+}
+
+impl RejectedContext {
+    pub fn standard(&self) -> Standard {
+        match self {
+            RejectedContext::Edifact(_) => Standard::Edifact,
+            RejectedContext::X12(_) => Standard::X12,
+        }
+    }
+
+    /// Its header in the shared model: the key its rejection is stored under and whose
+    /// counter numbers its answer.
+    pub fn unb(&self) -> &edifact::Unb {
+        match self {
+            RejectedContext::Edifact(c) => &c.unb,
+            RejectedContext::X12(r) => &r.unb,
+        }
+    }
+}
+
+/// What each rejected interchange of `data`, of either standard, had read before its error
+/// (where its UNB or ISA was read), by the byte offset of the error. Parses `data` again,
+/// once however many errors it holds.
+pub fn rejected_contexts(data: &[u8]) -> std::collections::HashMap<usize, RejectedContext> {
+    let mut found = std::collections::HashMap::new();
+    let mut all = interchanges(data);
+    while let Some(item) = all.next() {
+        if let Err(e) = item
+            && let Some(c) = all.take_context()
+        {
+            found.entry(e.offset).or_insert(c);
+        }
+    }
+    found
+}
+
 /// What an X12 interchange's model states as its syntax identifier (EDIFACT's 0001 place).
 pub const X12_SYNTAX_ID: &str = "X12";
 
@@ -93,38 +160,8 @@ pub const X12_SYNTAX_ID: &str = "X12";
 /// each transaction set (ST) a message of type ST01 (`850`), version GS08 (`004010`), agency
 /// GS07 and association ST03.
 pub fn from_x12(i: x12::Interchange<'_>) -> edifact::Interchange<'_> {
-    let isa = i.isa;
-    let wants_ta1 = isa.wants_ta1();
-    let separators = edifact::Separators {
-        component: i.separators.component,
-        element: i.separators.element,
-        decimal: b'.',
-        // X12 has no release character: a delimiter never stands in a value.
-        release: None,
-        repetition: i.separators.repetition,
-        terminator: i.separators.terminator,
-    };
-    let unb = edifact::Unb {
-        syntax_id: CompactString::const_new(X12_SYNTAX_ID),
-        syntax_version: isa.version.clone(),
-        sender: isa.sender,
-        sender_qualifier: Some(isa.sender_qualifier.trim_end().into()),
-        sender_routing: None,
-        recipient: isa.receiver,
-        recipient_qualifier: Some(isa.receiver_qualifier.trim_end().into()),
-        recipient_routing: None,
-        date: isa.date,
-        time: isa.time,
-        control_ref: isa.control_number,
-        recipient_ref: None,
-        application_ref: None,
-        priority: None,
-        // ISA14 `1` asks for a TA1: kept where EDIFACT's 0031 is (and stored as it is), read
-        // by the answering policy for X12 alone, never as a request for a CONTRL.
-        ack_request: wants_ta1.then(|| CompactString::const_new("1")),
-        agreement_id: None,
-        test_indicator: (isa.usage == "T").then(|| CompactString::const_new("1")),
-    };
+    let separators = separators_of(i.separators);
+    let unb = unb_of(&i.isa);
     let groups = i
         .groups
         .iter()
@@ -168,6 +205,45 @@ pub fn from_x12(i: x12::Interchange<'_>) -> edifact::Interchange<'_> {
         segments: i.segments,
         sha256: i.sha256,
         standard: Standard::X12,
+    }
+}
+
+/// An X12 interchange's delimiters in the shared model: X12 has no release character (a
+/// delimiter never stands in a value) and no decimal mark of its own.
+pub fn separators_of(s: x12::Separators) -> edifact::Separators {
+    edifact::Separators {
+        component: s.component,
+        element: s.element,
+        decimal: b'.',
+        release: None,
+        repetition: s.repetition,
+        terminator: s.terminator,
+    }
+}
+
+/// An ISA in the shared model's place of a UNB: ISA06/ISA08/ISA13 as sender, recipient and
+/// control reference, ISA05/ISA07 as their qualifiers, ISA15 `T` as a test interchange.
+fn unb_of(isa: &x12::Isa) -> edifact::Unb {
+    edifact::Unb {
+        syntax_id: CompactString::const_new(X12_SYNTAX_ID),
+        syntax_version: isa.version.clone(),
+        sender: isa.sender.clone(),
+        sender_qualifier: Some(isa.sender_qualifier.trim_end().into()),
+        sender_routing: None,
+        recipient: isa.receiver.clone(),
+        recipient_qualifier: Some(isa.receiver_qualifier.trim_end().into()),
+        recipient_routing: None,
+        date: isa.date.clone(),
+        time: isa.time.clone(),
+        control_ref: isa.control_number.clone(),
+        recipient_ref: None,
+        application_ref: None,
+        priority: None,
+        // ISA14 `1` asks for a TA1: kept where EDIFACT's 0031 is (and stored as it is), read
+        // by the answering policy for X12 alone, never as a request for a CONTRL.
+        ack_request: isa.wants_ta1().then(|| CompactString::const_new("1")),
+        agreement_id: None,
+        test_indicator: isa.is_test().then(|| CompactString::const_new("1")),
     }
 }
 
@@ -354,5 +430,32 @@ mod tests {
             .expect("read");
         assert_eq!(i.standard, Standard::X12);
         assert!(!starts_x12(edifact("E").as_bytes()));
+    }
+
+    #[test]
+    fn a_rejected_interchange_of_either_standard_has_its_context_under_its_standard() {
+        let bad_edifact = edifact("E1").replace("UNT+2+1", "UNT+3+1");
+        let bad_x12 = x12(9).replace("SE*3*0001", "SE*4*0001");
+        let data = format!("{bad_edifact}{bad_x12}");
+        let contexts = rejected_contexts(data.as_bytes());
+        assert_eq!(contexts.len(), 2, "{contexts:?}");
+        let e = &contexts[&data.find("UNT+3").expect("UNT")];
+        assert_eq!(e.standard(), Standard::Edifact);
+        assert_eq!(e.unb().control_ref, "E1");
+        let x = &contexts[&data.find("SE*4").expect("SE")];
+        assert_eq!(x.standard(), Standard::X12);
+        assert_eq!(
+            (x.unb().sender.as_str(), x.unb().control_ref.as_str()),
+            ("SENDER", "000000009")
+        );
+        assert_eq!(
+            x.unb().syntax_id,
+            X12_SYNTAX_ID,
+            "its answers counted apart"
+        );
+        let RejectedContext::X12(r) = x else {
+            panic!("an X12 context: {x:?}")
+        };
+        assert_eq!(r.read.ack, x12::AckCode::Set("4"));
     }
 }

@@ -415,6 +415,9 @@ fn list_contrls(
         let answer = match (s.action.as_str(), &s.error_code) {
             ("7", _) => "positive (7 acknowledged)".to_string(),
             ("8", _) => "positive (8 received)".to_string(),
+            // An X12 answer (TA1, 997, 999): TA104 and TA105.
+            ("A", _) => "positive (A accepted)".to_string(),
+            ("R", Some(code)) => format!("negative (R rejected, TA105 {code})"),
             (a, Some(code)) => format!("negative ({a} rejected, 0085 {code})"),
             (a, None) => format!("negative ({a} rejected)"),
         };

@@ -75,6 +75,12 @@ impl Interchanges<'_> {
     pub fn handover(&self) -> Option<usize> {
         self.handover
     }
+
+    /// What was read of the interchange of the error just returned (its UNB, the group and
+    /// message around the error), where its UNB was read; taken, so asked once per error.
+    pub fn take_context(&mut self) -> Option<Box<RejectedContext>> {
+        self.context.take()
+    }
 }
 
 impl<'a> Iterator for Interchanges<'a> {

@@ -307,9 +307,10 @@ pub struct SentContrl {
     pub control_ref: String,
     /// The CONTRL's own control reference.
     pub own_ref: String,
-    /// UCI 0083: `7` acknowledged, `8` received, `4` rejected.
+    /// UCI 0083: `7` acknowledged, `8` received, `4` rejected; for an X12 answer TA104 `A`
+    /// accepted or `R` rejected (the digits and the letters never meet).
     pub action: String,
-    /// 0085, where rejected.
+    /// 0085, where rejected; for X12, TA105.
     pub error_code: Option<String>,
     /// When its last sending was delivered by `publish`; `None` while it waits or is parked.
     pub published_at: Option<String>,
@@ -318,9 +319,10 @@ pub struct SentContrl {
 }
 
 impl SentContrl {
-    /// Positive (acknowledged or received) or negative (rejected).
+    /// Positive (acknowledged, received, accepted) or negative (rejected: a CONTRL's `4`, an
+    /// X12 answer's `R`).
     pub fn positive(&self) -> bool {
-        self.action != "4"
+        !matches!(self.action.as_str(), "4" | "R")
     }
 }
 

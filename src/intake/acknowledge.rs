@@ -4,9 +4,10 @@
 
 use crate::edifact::contrl::{self, Action, Detail, Level, Mode, SyntaxError};
 use crate::edifact::{EnvelopeError, Interchange, RejectedContext, Unb};
+use crate::envelopes;
 use crate::inbox::{Decision, Inbox, InboxError, InterchangeKey, NewAcknowledgement, Resend};
 use crate::standard::Standard;
-use crate::x12::ack as x12_ack;
+use crate::x12::{self, ack as x12_ack};
 
 /// How interchanges are answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,9 +66,9 @@ impl AckPolicy {
     }
 
     /// What answers an X12 interchange under `--contrl` (one name for both standards, see
-    /// docs/acknowledgements.md): `requested`, a TA1 where ISA14 asks for one; `always`, that
-    /// and a 997 or 999 for every functional group (X12 has no field that asks for them: the
-    /// agreement does); `never`, nothing. Returns whether a TA1 is due and whether 997/999 are.
+    /// docs/design.md, "Acknowledgements for ANSI X12"): `requested`, a TA1 where ISA14 asks
+    /// for one; `always`, that and a 997 or 999 for every functional group (X12 has no field
+    /// that asks for them: the agreement does); `never`, nothing. Returns whether a TA1 is due and whether 997/999 are.
     pub fn wanted_x12(&self, i: &Interchange<'_>) -> Option<(bool, bool)> {
         if i.standard != Standard::X12 {
             return None;
@@ -80,12 +81,18 @@ impl AckPolicy {
         }
     }
 
-    /// Whether a rejected interchange, as far as it was read, is answered: only where its UNB
-    /// was read with its key (the partner could not tell which interchange an answer is for
-    /// otherwise) and a CONTRL is due for it.
-    pub fn answers_rejected(&self, c: &RejectedContext) -> bool {
-        let types: Vec<&str> = c.message_types.iter().map(|t| t.as_str()).collect();
-        c.unb.is_keyed() && contrl::wanted(self.mode, &c.unb, &types).is_some()
+    /// Whether a rejected interchange, as far as it was read, is answered: only where its
+    /// header was read with its key (the partner could not tell which interchange an answer is
+    /// for otherwise), and for EDIFACT where a CONTRL is due for it; an X12 interchange rejected
+    /// at its envelope gets a TA1 whether or not ISA14 asked (X12.56), unless `--contrl never`.
+    pub fn answers_rejected(&self, c: &envelopes::RejectedContext) -> bool {
+        match c {
+            envelopes::RejectedContext::Edifact(c) => {
+                let types: Vec<&str> = c.message_types.iter().map(|t| t.as_str()).collect();
+                c.unb.is_keyed() && contrl::wanted(self.mode, &c.unb, &types).is_some()
+            }
+            envelopes::RejectedContext::X12(r) => r.unb.is_keyed() && self.mode != Mode::Never,
+        }
     }
 
     /// The CONTRL that answers a decision, where one is due: built and stored in the open
@@ -215,41 +222,90 @@ impl AckPolicy {
         if answer.is_empty() {
             return Ok(None);
         }
-        let to = answered(i);
-        let (ccyymmdd, hhmm) = x12_prepared(when);
-        let prepared = x12_ack::Prepared {
-            ccyymmdd: &ccyymmdd,
-            hhmm: &hhmm,
-        };
-        let build = |own: &str| x12_ack::build(&to, &answer, own, prepared);
-        let (status, error_code) = match &answer.ta1 {
-            Some((x12_ack::Status::Rejected, note)) => ("R", Some(*note)),
-            _ => ("A", None),
-        };
-        let u = &i.unb;
-        let event_type = format!("x12.{}.outbound", answer.kinds().last().unwrap_or(&"TA1"));
-        inbox
-            .acknowledge(&NewAcknowledgement {
-                standard: Standard::X12,
-                sender: &u.sender,
-                recipient: &u.recipient,
-                control_ref: &u.control_ref,
-                partner: &partner(u),
-                action: status,
-                error_code,
-                build: &build,
-                created_at: when,
-                sending: name,
-                syntax_version: to.version,
-                event_type: &event_type,
-            })
-            .map(Some)
+        store_x12(inbox, &i.unb, &i.separators, &answer, name, when).map(Some)
     }
 
-    /// The CONTRL that rejects an interchange the parser could not accept (its UNB read): UCI
-    /// 4, with the error's 0085 at the lowest level that can express it. Returns its control
+    /// The answer to an interchange a reader rejected (its header read). EDIFACT: a CONTRL,
+    /// UCI 4, with the error's 0085 at the lowest level that can express it; X12: a TA1 and,
+    /// under `--contrl always`, a 997 or 999 (see `answer_rejected_x12`). Returns its control
     /// reference; `None` where the error has no code (nothing of the interchange to answer).
     pub fn answer_rejected(
+        &self,
+        inbox: &mut dyn Inbox,
+        c: &envelopes::RejectedContext,
+        e: &EnvelopeError,
+        sending: &str,
+        when: &str,
+    ) -> Result<Option<String>, InboxError> {
+        match c {
+            envelopes::RejectedContext::Edifact(c) => {
+                self.answer_rejected_edifact(inbox, c, e, sending, when)
+            }
+            envelopes::RejectedContext::X12(r) => {
+                self.answer_rejected_x12(inbox, &r.unb, &r.read, sending, when)
+            }
+        }
+    }
+
+    /// The X12 answer to an interchange the X12 reader rejected (its ISA read): a TA1 rejecting
+    /// it (TA104 `R`), TA105 the error's note code, or `024` (invalid interchange content) for an
+    /// error of a group or a set; under `--contrl always`, for such an error also a 997 or 999
+    /// rejecting that group (AK9 `R`, AK905 a group's code) and naming the set (AK5/IK5 `R`,
+    /// AK502/IK502 its code). Returns our ISA13 of the answer.
+    fn answer_rejected_x12(
+        &self,
+        inbox: &mut dyn Inbox,
+        u: &Unb,
+        c: &x12::RejectedContext,
+        sending: &str,
+        when: &str,
+    ) -> Result<Option<String>, InboxError> {
+        let (ta105, group_error, set_error) = match c.ack {
+            x12::AckCode::Interchange(code) => (code, None, None),
+            x12::AckCode::Group(code) => (x12_ack::INVALID_CONTENT, Some(code), None),
+            x12::AckCode::Set(code) => (x12_ack::INVALID_CONTENT, None, Some(code)),
+        };
+        let functional = self.mode == Mode::Always;
+        let groups = match &c.group {
+            Some(g) if functional && (group_error.is_some() || set_error.is_some()) => {
+                let sets = match (set_error, &c.set) {
+                    (Some(code), Some(s)) => vec![x12_ack::SetAnswer {
+                        id: &s.id,
+                        control_number: &s.control_number,
+                        implementation: s.implementation.as_deref(),
+                        status: x12_ack::Status::Rejected,
+                        error: Some(code),
+                    }],
+                    _ => Vec::new(),
+                };
+                vec![x12_ack::GroupAnswer {
+                    functional_id: &g.functional_id,
+                    application_sender: &g.application_sender,
+                    application_receiver: &g.application_receiver,
+                    control_number: &g.control_number,
+                    version: &g.version,
+                    sets,
+                    // The interchange is rejected whole: none of the group's sets is applied.
+                    status: x12_ack::Status::Rejected,
+                    error: group_error,
+                    // The sets read of it up to the error, all received.
+                    included: g.sets,
+                    received: g.sets,
+                }]
+            }
+            _ => Vec::new(),
+        };
+        let answer = x12_ack::Answer {
+            ta1: Some((x12_ack::Status::Rejected, ta105)),
+            groups,
+        };
+        let separators = envelopes::separators_of(c.separators);
+        store_x12(inbox, u, &separators, &answer, sending, when).map(Some)
+    }
+
+    /// The CONTRL that rejects an EDIFACT interchange the parser could not accept: see
+    /// [`AckPolicy::answer_rejected`].
+    fn answer_rejected_edifact(
         &self,
         inbox: &mut dyn Inbox,
         c: &RejectedContext,
@@ -341,10 +397,47 @@ pub fn partner(u: &Unb) -> String {
     )
 }
 
+/// Stores an X12 answer to the interchange of ISA `u` (in the shared model) written with
+/// `seps`, under the next ISA13 of its partner's counter; its event names the last kind it
+/// holds (`x12.999.outbound`). Returns that ISA13.
+fn store_x12(
+    inbox: &mut dyn Inbox,
+    u: &Unb,
+    seps: &crate::edifact::Separators,
+    answer: &x12_ack::Answer<'_>,
+    sending: &str,
+    when: &str,
+) -> Result<String, InboxError> {
+    let to = answered(u, seps);
+    let (ccyymmdd, hhmm) = x12_prepared(when);
+    let prepared = x12_ack::Prepared {
+        ccyymmdd: &ccyymmdd,
+        hhmm: &hhmm,
+    };
+    let build = |own: &str| x12_ack::build(&to, answer, own, prepared);
+    let (status, error_code) = match &answer.ta1 {
+        Some((x12_ack::Status::Rejected, note)) => ("R", Some(*note)),
+        _ => ("A", None),
+    };
+    let event_type = format!("x12.{}.outbound", answer.kinds().last().unwrap_or(&"TA1"));
+    inbox.acknowledge(&NewAcknowledgement {
+        standard: Standard::X12,
+        sender: &u.sender,
+        recipient: &u.recipient,
+        control_ref: &u.control_ref,
+        partner: &partner(u),
+        action: status,
+        error_code,
+        build: &build,
+        created_at: when,
+        sending,
+        syntax_version: to.version,
+        event_type: &event_type,
+    })
+}
+
 /// The answered interchange's ISA, as the X12 reader put it into the model (`envelopes`).
-fn answered<'a>(i: &'a Interchange<'_>) -> x12_ack::Answered<'a> {
-    let u = &i.unb;
-    let seps = &i.separators;
+fn answered<'a>(u: &'a Unb, seps: &crate::edifact::Separators) -> x12_ack::Answered<'a> {
     x12_ack::Answered {
         sender_qualifier: u.sender_qualifier.as_deref().unwrap_or(""),
         sender: &u.sender,
@@ -393,6 +486,7 @@ fn accepted_groups<'a>(i: &'a Interchange<'_>) -> Vec<x12_ack::GroupAnswer<'a>> 
                 control_number: &g.reference,
                 version,
                 included: g.messages,
+                received: g.messages,
                 sets,
                 status: x12_ack::Status::Accepted,
                 error: None,

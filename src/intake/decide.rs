@@ -7,7 +7,7 @@ use anyhow::Context as _;
 use super::acknowledge::{AckPolicy, partner};
 use super::outcome::{Outcome, Source};
 use super::prepare::Attached;
-use crate::edifact::{self, RejectedContext};
+use crate::envelopes::{self, RejectedContext};
 use crate::inbox::{Candidate, Inbox, InboxError, InterchangeKey};
 
 /// One input's interchanges as the inbox decides them: a file's, or a delivery's.
@@ -130,7 +130,7 @@ fn decide_once(
         .iter()
         .map(|p| {
             let mut read = if p.items.iter().any(|item| item.is_err()) {
-                edifact::rejected_contexts(p.bytes)
+                envelopes::rejected_contexts(p.bytes)
             } else {
                 Default::default()
             };
@@ -154,7 +154,7 @@ fn decide_once(
                 .flatten()
                 .flatten()
                 .filter(|c| acks.answers_rejected(c))
-                .map(|c| partner(&c.unb)),
+                .map(|c| partner(c.unb())),
         )
         .collect();
     partners.sort_unstable();
@@ -188,16 +188,16 @@ fn decide_once(
                             inbox.rejected_file(shown, p.bytes, p.sha256.unwrap_or(""), when)?
                         }
                     };
+                    // What the reader of its standard read of it: that standard's key.
                     let key =
                         context
                             .as_ref()
-                            .filter(|c| c.unb.is_keyed())
+                            .filter(|c| c.unb().is_keyed())
                             .map(|c| InterchangeKey {
-                                // What the EDIFACT parser read of it: EDIFACT's key.
-                                standard: crate::standard::Standard::Edifact,
-                                sender: &c.unb.sender,
-                                recipient: &c.unb.recipient,
-                                control_ref: &c.unb.control_ref,
+                                standard: c.standard(),
+                                sender: &c.unb().sender,
+                                recipient: &c.unb().recipient,
+                                control_ref: &c.unb().control_ref,
                             });
                     inbox.reject(&file, shown, e, key, when)?;
                     record = Some(file);

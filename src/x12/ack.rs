@@ -33,6 +33,9 @@ impl Status {
 
 /// TA105 `000`: no error.
 pub const NO_ERROR: &str = "000";
+/// TA105 `024`: invalid interchange content (such as an invalid GS segment): an interchange
+/// rejected for an error in one of its groups or sets.
+pub const INVALID_CONTENT: &str = "024";
 /// TA105 `025`: duplicate interchange control number (a drift: the same ISA13 from the same
 /// sender with other content, or a duplicate answered as one).
 pub const DUPLICATE_CONTROL_NUMBER: &str = "025";
@@ -81,6 +84,9 @@ pub struct GroupAnswer<'a> {
     pub error: Option<&'a str>,
     /// AK902: the number of sets GE01 declared (those received, where it was not read).
     pub included: usize,
+    /// AK903: the number of sets received (a rejected group may list only the set in error
+    /// in AK2, of more received).
+    pub received: usize,
 }
 
 /// One transaction set in AK2..AK5 (IK5 in a 999).
@@ -285,7 +291,7 @@ pub fn build(to: &Answered<'_>, answer: &Answer<'_>, own: &str, prepared: Prepar
                 }
             }
             let included = g.included.to_string();
-            let received = g.sets.len().to_string();
+            let received = g.received.to_string();
             let accepted = g
                 .sets
                 .iter()
@@ -379,6 +385,7 @@ mod tests {
             control_number: "1001",
             version,
             included: sets.len(),
+            received: sets.len(),
             sets,
             status: Status::Accepted,
             error: None,
@@ -502,6 +509,28 @@ mod tests {
         assert!(b.contains("TA1*000001001*261201*0930*R*025~"), "{b}");
         assert!(b.contains("AK2*850*0002~\nAK5*R*4~"), "{b}");
         assert!(b.contains("AK9*R*3*2*1*5~"), "{b}");
+    }
+
+    #[test]
+    fn a_rejected_group_lists_the_set_in_error_of_more_received() {
+        // An interchange rejected for the SE01 of its third set: a TA1 `R` `024`, the group
+        // rejected with the three sets read as included and received, none accepted.
+        let mut bad = set("850", "0003");
+        bad.status = Status::Rejected;
+        bad.error = Some("4");
+        let mut g = group("004010", vec![bad]);
+        g.status = Status::Rejected;
+        (g.included, g.received) = (3, 3);
+        let answer = Answer {
+            ta1: Some((Status::Rejected, INVALID_CONTENT)),
+            groups: vec![g],
+        };
+        let b = text(build(&answered(), &answer, "000000005", AT));
+        assert!(b.contains("TA1*000001001*261201*0930*R*024~"), "{b}");
+        assert!(
+            b.contains("AK1*PO*1001~\nAK2*850*0003~\nAK5*R*4~\nAK9*R*3*3*0~"),
+            "{b}"
+        );
     }
 
     #[test]

@@ -21,5 +21,7 @@ mod read;
 mod tests;
 
 pub use error::{AckCode, ErrorKind, X12Error};
-pub use model::{Group, Interchange, Isa, Separators, TransactionSet};
-pub use read::{Interchanges, interchanges, interchanges_from, starts_interchange};
+pub use model::{Group, Interchange, Isa, RejectedContext, Separators, TransactionSet};
+pub use read::{
+    Interchanges, interchanges, interchanges_from, rejected_contexts, starts_interchange,
+};

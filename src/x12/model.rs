@@ -7,6 +7,8 @@ use std::ops::Range;
 use compact_str::CompactString;
 use serde::Serialize;
 
+use super::error::AckCode;
+
 /// The delimiters an interchange states in its ISA (X12.5): the element separator is the ISA's
 /// fourth byte, the component separator ISA16, the segment terminator the byte after ISA16, the
 /// repetition separator ISA11 from version 00402 on.
@@ -145,4 +147,20 @@ impl Interchange<'_> {
     pub fn sha256_hex(&self) -> String {
         hex::encode(self.sha256)
     }
+}
+
+/// What the reader had read of an interchange it rejected, where it had read the ISA: enough to
+/// answer it (a TA1 rejecting the interchange, and a 997 or 999 naming the group and the set
+/// the error stands in) and to store the rejection under its key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RejectedContext {
+    pub isa: Isa,
+    pub separators: Separators,
+    /// The functional group the error stands in, or closes (GE) or leaves open (IEA, a second
+    /// GS), with the number of sets read in it up to the error.
+    pub group: Option<Group>,
+    /// The transaction set the error stands in or closes (SE), or leaves open.
+    pub set: Option<TransactionSet>,
+    /// The code an acknowledgement reports the error with ([`crate::x12::X12Error::ack_code`]).
+    pub ack: AckCode,
 }

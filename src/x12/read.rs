@@ -6,8 +6,8 @@ use std::borrow::Cow;
 use compact_str::CompactString;
 use sha2::{Digest, Sha256};
 
-use super::error::{ErrorKind, X12Error, show_byte, show_bytes};
-use super::model::{Group, Interchange, Isa, Separators, TransactionSet};
+use super::error::{AckCode, ErrorKind, X12Error, show_byte, show_bytes};
+use super::model::{Group, Interchange, Isa, RejectedContext, Separators, TransactionSet};
 
 /// A UTF-8 byte-order mark, passed over before the first interchange.
 const BOM: &[u8] = b"\xEF\xBB\xBF";
@@ -39,6 +39,7 @@ pub fn interchanges_from(data: &[u8], start: usize) -> Interchanges<'_> {
         read_any: false,
         done: false,
         handover: None,
+        context: None,
     }
 }
 
@@ -57,6 +58,8 @@ pub struct Interchanges<'a> {
     read_any: bool,
     done: bool,
     handover: Option<usize>,
+    /// What was read of the interchange of the last error returned, where its ISA was.
+    context: Option<Box<RejectedContext>>,
 }
 
 impl Interchanges<'_> {
@@ -65,12 +68,34 @@ impl Interchanges<'_> {
     pub fn handover(&self) -> Option<usize> {
         self.handover
     }
+
+    /// What was read of the interchange of the error just returned (its ISA, the group and the
+    /// set the error stands in), where its ISA was read; taken, so asked once per error.
+    pub fn take_context(&mut self) -> Option<Box<RejectedContext>> {
+        self.context.take()
+    }
+}
+
+/// What the reader had read of each rejected interchange of `data` whose ISA it read, by the
+/// byte offset of the error: for answering rejected interchanges and keying their rejections.
+pub fn rejected_contexts(data: &[u8]) -> std::collections::HashMap<usize, RejectedContext> {
+    let mut found = std::collections::HashMap::new();
+    let mut all = interchanges(data);
+    while let Some(item) = all.next() {
+        if let Err(e) = item
+            && let Some(c) = all.take_context()
+        {
+            found.entry(e.offset).or_insert(*c);
+        }
+    }
+    found
 }
 
 impl<'a> Iterator for Interchanges<'a> {
     type Item = Result<Interchange<'a>, X12Error>;
 
     fn next(&mut self) -> Option<Self::Item> {
+        self.context = None;
         if self.done {
             return None;
         }
@@ -113,8 +138,10 @@ impl<'a> Iterator for Interchanges<'a> {
             segment_number: self.segment_number,
             hash: Sha256::new(),
         };
-        let result = reader.interchange();
+        let mut context = None;
+        let result = reader.interchange(&mut context);
         self.segment_number = reader.segment_number;
+        self.context = context;
         match result {
             Ok((interchange, end)) => {
                 self.pos = end;
@@ -188,48 +215,99 @@ struct Reader<'d> {
 /// An error, and where the reading may go on after it (`None`: it may not).
 type Failure = (Box<X12Error>, Option<usize>);
 
+/// What the walk of one interchange has read so far, kept outside it so that an error can say
+/// where it stands (its [`RejectedContext`]).
+#[derive(Default)]
+struct Walked {
+    isa: Option<(Isa, Separators)>,
+    groups: Vec<Group>,
+    sets: Vec<TransactionSet>,
+    open_group: Option<usize>,
+    /// Index in `sets` of the open set, and its segment count so far.
+    open_set: Option<(usize, usize)>,
+}
+
+/// Where an error stands: the index of the group and of the set it is in, or closes.
+type Place = (Option<usize>, Option<usize>);
+
+impl Walked {
+    fn here(&self) -> Place {
+        (self.open_group, self.open_set.map(|(k, _)| k))
+    }
+
+    fn context(&self, (group, set): Place, ack: AckCode) -> Option<Box<RejectedContext>> {
+        let (isa, separators) = self.isa.as_ref()?;
+        Some(Box::new(RejectedContext {
+            isa: isa.clone(),
+            separators: *separators,
+            group: group.and_then(|g| self.groups.get(g)).cloned(),
+            set: set.and_then(|k| self.sets.get(k)).cloned(),
+            ack,
+        }))
+    }
+}
+
 impl<'d> Reader<'d> {
-    fn interchange(&mut self) -> Result<(Interchange<'d>, usize), Failure> {
+    /// The interchange from its ISA to its IEA; for an error, `context` gets what was read of
+    /// it, where its ISA was.
+    fn interchange(
+        &mut self,
+        context: &mut Option<Box<RejectedContext>>,
+    ) -> Result<(Interchange<'d>, usize), Failure> {
+        let mut walked = Walked::default();
         let mut first_error = None;
-        match self.walk(&mut first_error) {
-            // A broken structure after a count that did not match: the first error is the one
-            // the interchange is rejected for, and the reading still stops.
-            Err((e, None)) => Err((first_error.map_or(e, Box::new), None)),
-            other => other,
-        }
+        let mut first_at = (None, None);
+        let result = self.walk(&mut walked, &mut first_error, &mut first_at);
+        let Err((e, resume)) = result else {
+            return result;
+        };
+        // A broken structure after a count that did not match: the first error is the one
+        // the interchange is rejected for, and the reading still stops.
+        let (e, at) = match first_error {
+            Some(first) => (Box::new(first), first_at),
+            None if resume.is_some() => (e, first_at),
+            None => (e, walked.here()),
+        };
+        *context = walked.context(at, e.ack_code());
+        Err((e, resume))
     }
 
     /// The interchange from its ISA to its IEA. An error that leaves the structure intact is
-    /// put in `first_error` (the first one only) and the walk goes on to the IEA.
+    /// put in `first_error` (the first one only, where it stands in `first_at`) and the walk
+    /// goes on to the IEA.
     fn walk(
         &mut self,
+        w: &mut Walked,
         first_error: &mut Option<X12Error>,
+        first_at: &mut Place,
     ) -> Result<(Interchange<'d>, usize), Failure> {
         let (isa, separators, isa_end) = self.isa().map_err(|e| (Box::new(e), None))?;
-        let mut groups: Vec<Group> = Vec::new();
-        let mut sets: Vec<TransactionSet> = Vec::new();
         let mut outside = Vec::new();
-        let mut open_set: Option<(usize, usize)> = None; // index in sets, its segment count
-        let mut open_group: Option<usize> = None;
         let mut segments = 1;
         let mut pos = isa_end;
         let es = separators.element;
         let isa13 = isa.control_number.clone();
+        // A copy for an error's context (its elements are short: no allocation).
+        w.isa = Some((isa.clone(), separators));
         let structural = |e: X12Error| (Box::new(e), None);
         loop {
             let seg = self.segment(pos, separators, &isa13).map_err(structural)?;
             pos = seg.end;
             segments += 1;
             let element = |i| seg.element(es, i);
+            let here = w.here();
             let mut note = |e: X12Error| {
-                first_error.get_or_insert(e);
+                if first_error.is_none() {
+                    *first_error = Some(e);
+                    *first_at = here;
+                }
             };
-            if let Some((k, n)) = open_set {
+            if let Some((k, n)) = w.open_set {
                 let n = n + 1;
-                open_set = Some((k, n));
+                w.open_set = Some((k, n));
                 match seg.tag.as_str() {
                     "SE" => {
-                        let set = &mut sets[k];
+                        let set = &mut w.sets[k];
                         let declared = element(1);
                         if count(&declared) != Some(n) {
                             note(seg.error(
@@ -252,10 +330,10 @@ impl<'d> Reader<'d> {
                         }
                         set.segments = n;
                         set.span.end = seg.end - self.start;
-                        open_set = None;
+                        w.open_set = None;
                     }
                     "ST" | "GS" | "GE" | "IEA" | "ISA" => {
-                        let open = sets[k].control_number.to_string();
+                        let open = w.sets[k].control_number.to_string();
                         return Err(structural(
                             seg.error(ErrorKind::SetNotClosed { open }, &isa13),
                         ));
@@ -266,12 +344,12 @@ impl<'d> Reader<'d> {
             }
             match seg.tag.as_str() {
                 "ST" => {
-                    let Some(g) = open_group else {
+                    let Some(g) = w.open_group else {
                         return Err(structural(seg.error(ErrorKind::SetOutsideGroup, &isa13)));
                     };
-                    groups[g].sets += 1;
+                    w.groups[g].sets += 1;
                     let implementation = Some(element(3)).filter(|v| !v.is_empty());
-                    sets.push(TransactionSet {
+                    w.sets.push(TransactionSet {
                         id: element(1),
                         control_number: element(2),
                         implementation,
@@ -280,16 +358,16 @@ impl<'d> Reader<'d> {
                         span: seg.start - self.start..seg.end - self.start,
                         number: seg.number,
                     });
-                    open_set = Some((sets.len() - 1, 1));
+                    w.open_set = Some((w.sets.len() - 1, 1));
                 }
                 "GS" => {
-                    if let Some(g) = open_group {
-                        let open = groups[g].control_number.to_string();
+                    if let Some(g) = w.open_group {
+                        let open = w.groups[g].control_number.to_string();
                         return Err(structural(
                             seg.error(ErrorKind::GroupNotClosed { open }, &isa13),
                         ));
                     }
-                    groups.push(Group {
+                    w.groups.push(Group {
                         functional_id: element(1),
                         application_sender: element(2),
                         application_receiver: element(3),
@@ -300,13 +378,13 @@ impl<'d> Reader<'d> {
                         version: element(8),
                         sets: 0,
                     });
-                    open_group = Some(groups.len() - 1);
+                    w.open_group = Some(w.groups.len() - 1);
                 }
                 "GE" => {
-                    let Some(g) = open_group else {
+                    let Some(g) = w.open_group else {
                         return Err(structural(seg.error(ErrorKind::GeWithoutGs, &isa13)));
                     };
-                    let group = &groups[g];
+                    let group = &w.groups[g];
                     let declared = element(1);
                     if count(&declared) != Some(group.sets) {
                         note(seg.error(
@@ -327,21 +405,21 @@ impl<'d> Reader<'d> {
                             &isa13,
                         ));
                     }
-                    open_group = None;
+                    w.open_group = None;
                 }
                 "IEA" => {
-                    if let Some(g) = open_group {
-                        let open = groups[g].control_number.to_string();
+                    if let Some(g) = w.open_group {
+                        let open = w.groups[g].control_number.to_string();
                         return Err(structural(
                             seg.error(ErrorKind::IeaInsideGroup { open }, &isa13),
                         ));
                     }
                     let declared = element(1);
-                    if count(&declared) != Some(groups.len()) {
+                    if count(&declared) != Some(w.groups.len()) {
                         note(seg.error(
                             ErrorKind::IeaCount {
                                 declared: declared.to_string(),
-                                actual: groups.len(),
+                                actual: w.groups.len(),
                             },
                             &isa13,
                         ));
@@ -365,8 +443,8 @@ impl<'d> Reader<'d> {
                         raw: Cow::Borrowed(&self.d[self.start..pos]),
                         separators,
                         isa,
-                        groups,
-                        sets,
+                        groups: std::mem::take(&mut w.groups),
+                        sets: std::mem::take(&mut w.sets),
                         outside,
                         segments,
                         sha256: hash.into(),
@@ -374,8 +452,8 @@ impl<'d> Reader<'d> {
                     return Ok((interchange, pos));
                 }
                 "TA1" | "TA3" | "ISB" | "ISE" => {
-                    if let Some(g) = open_group {
-                        let open = groups[g].control_number.to_string();
+                    if let Some(g) = w.open_group {
+                        let open = w.groups[g].control_number.to_string();
                         return Err(structural(
                             seg.error(ErrorKind::InsideGroup { open }, &isa13),
                         ));

@@ -356,3 +356,64 @@ fn the_first_error_is_reported_though_the_structure_breaks_later() {
     let e = items[0].as_ref().expect_err("GE02");
     assert_eq!(e.code(), "ge-reference", "{e}");
 }
+
+#[test]
+fn a_rejected_interchange_keeps_its_isa_and_the_group_and_set_its_error_stands_in() {
+    // SE01 wrong in the second set of the group: the set, its group (two sets read) and
+    // AK502 `4` are what the answer names.
+    let good = one("000000001");
+    let bad = one("000000002").replace(
+        "SE*3*0001~",
+        "SE*3*0001~ST*850*0002~BEG*00*SA*PO2**20260101~SE*9*0002~",
+    );
+    let bad = bad.replace("GE*1*7~", "GE*2*7~");
+    let data = format!("{good}{bad}");
+    let contexts = rejected_contexts(data.as_bytes());
+    assert_eq!(contexts.len(), 1, "{contexts:?}");
+    let at = data.find("SE*9*0002").expect("the wrong SE");
+    let c = &contexts[&at];
+    assert_eq!(
+        (c.isa.sender.as_str(), c.isa.control_number.as_str()),
+        ("SENDER", "000000002")
+    );
+    assert_eq!(c.separators.element, b'*');
+    let g = c.group.as_ref().expect("the group the set is in");
+    assert_eq!((g.control_number.as_str(), g.sets), ("7", 2));
+    let s = c.set.as_ref().expect("the set in error");
+    assert_eq!((s.id.as_str(), s.control_number.as_str()), ("850", "0002"));
+    assert_eq!(c.ack, AckCode::Set("4"));
+}
+
+#[test]
+fn a_groups_error_names_the_group_alone_and_an_interchanges_neither() {
+    let ge = one("000000003").replace("GE*1*7~", "GE*1*8~");
+    let contexts = rejected_contexts(ge.as_bytes());
+    let c = &contexts[&ge.find("GE*1*8").expect("GE")];
+    assert_eq!(
+        c.group.as_ref().map(|g| g.control_number.as_str()),
+        Some("7")
+    );
+    assert!(c.set.is_none(), "{c:?}");
+    assert_eq!(c.ack, AckCode::Group("4"));
+
+    let iea = one("000000004").replace("IEA*1*000000004~", "IEA*2*000000004~");
+    let contexts = rejected_contexts(iea.as_bytes());
+    let c = &contexts[&iea.find("IEA*2").expect("IEA")];
+    assert!(c.group.is_none() && c.set.is_none(), "{c:?}");
+    assert_eq!(c.ack, AckCode::Interchange("021"));
+
+    // A structural error: the set left open, the group it is in.
+    let open = one("000000005").replace("SE*3*0001~", "");
+    let contexts = rejected_contexts(open.as_bytes());
+    let c = &contexts[&open.find("GE*1*7").expect("GE")];
+    assert_eq!(
+        c.set.as_ref().map(|s| s.control_number.as_str()),
+        Some("0001")
+    );
+    assert_eq!(c.group.as_ref().map(|g| g.sets), Some(1));
+    assert_eq!(c.ack, AckCode::Set("2"));
+
+    // No ISA read: nothing to key or answer.
+    let short = one("000000006").replacen("SENDER ", "SENDER", 1);
+    assert!(rejected_contexts(short.as_bytes()).is_empty());
+}

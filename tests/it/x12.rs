@@ -187,6 +187,8 @@ fn isa14_asks_for_a_ta1_which_answers_in_the_partners_version_and_delimiters() {
         o["contrl"], "000000001",
         "our first ISA13 to this partner: {o}"
     );
+    let human = site.run(&["list", "--contrl"]);
+    assert!(human.out().contains("positive (A accepted)"), "{human}");
     let answer = answer_of(&site, "123456789", "HUBRECEIVER", "000002002");
     let segs = segments_of(&answer);
     let tags: Vec<&str> = segs.iter().map(|s| s[0]).collect();
@@ -408,6 +410,159 @@ fn an_x12_resend_gets_the_first_answer_again_and_a_drift_a_ta1_rejecting_it() {
     site.put("inv.x12", &sample(WRAPPED));
     let o = &outcomes(&site.ingest_json(&["--contrl", "never"]))[0];
     assert!(o["contrl"].is_null(), "{o}");
+}
+
+/// The one answer stored, as its bytes.
+fn only_answer(site: &Site) -> String {
+    let rows =
+        site.rows("SELECT standard, action, error_code, CAST(bytes AS TEXT) FROM acknowledgements");
+    assert_eq!(rows.len(), 1, "one answer: {rows:?}");
+    let r = &rows[0];
+    assert_eq!(
+        (r[0].as_deref(), r[1].as_deref()),
+        (Some("x12"), Some("R")),
+        "{rows:?}"
+    );
+    r[3].clone().unwrap()
+}
+
+#[test]
+fn a_rejected_x12_interchange_is_kept_under_its_key_and_answered_by_a_ta1_and_a_997() {
+    // SE01 counts 5, the set has 4: rejected at the SE. Its ISA was read, so its rejection is
+    // kept under its X12 key, and a TA1 rejects it though ISA14 is `0` (rejected at its
+    // envelope), TA105 `024` (invalid content: the error is in a set).
+    let bad = sample("x12/broken-se-count-wrong.x12");
+    let site = Site::new();
+    site.put("bad.x12", &bad);
+    let run = site.ingest_json(&[]);
+    run.code(3);
+    let r = &outcomes(&run)[0];
+    assert_eq!(r["status"], "rejected", "{r}");
+    assert_eq!(
+        r["contrl"], "000000001",
+        "our first ISA13 to this partner: {r}"
+    );
+    assert_eq!(
+        site.rows("SELECT standard, sender, recipient, control_ref FROM rejections"),
+        vec![vec![
+            Some("x12".to_string()),
+            Some("ACMERETAIL".to_string()),
+            Some("5551234567".to_string()),
+            Some("000004004".to_string()),
+        ]],
+        "the rejection under the X12 key"
+    );
+    let list = site.run(&["list", "--sender", "ACMERETAIL", "--json"]);
+    list.code(0);
+    assert!(
+        list.out().contains("000004004"),
+        "list --sender finds it: {list}"
+    );
+    let ta1 = only_answer(&site);
+    let segs = segments_of(&ta1);
+    let tags: Vec<&str> = segs.iter().map(|s| s[0]).collect();
+    assert_eq!(tags, ["ISA", "TA1", "IEA"], "{ta1}");
+    assert_eq!(
+        segs[0][5..9],
+        ["12", "5551234567     ", "ZZ", "ACMERETAIL     "],
+        "the envelope swapped: {ta1}"
+    );
+    assert_eq!(segs[0][12], "00401", "the partner's version");
+    assert_eq!(
+        segs[1],
+        ["TA1", "000004004", "261204", "1100", "R", "024"],
+        "{ta1}"
+    );
+    // `list --contrl` says it is a negative answer, with its TA105.
+    let listed = site.run(&["list", "--contrl", "--json"]);
+    listed.code(0);
+    let l = &listed.json()[0];
+    assert_eq!(
+        (&l["action"], &l["answer"]),
+        (&"R".into(), &"negative".into()),
+        "{l}"
+    );
+    let human = site.run(&["list", "--contrl"]);
+    assert!(
+        human.out().contains("negative (R rejected, TA105 024)"),
+        "{human}"
+    );
+
+    // --contrl always: the group with the set in error rejected in a 997 (00401), the set
+    // named with AK502 `4` (number of included segments does not match actual count).
+    let site = Site::new();
+    site.put("bad.x12", &bad);
+    let run = site.ingest_json(&["--contrl", "always"]);
+    run.code(3);
+    let answer = only_answer(&site);
+    let segs = segments_of(&answer);
+    let body: Vec<Vec<&str>> = segs[1..segs.len() - 1].to_vec();
+    assert_eq!(
+        body,
+        vec![
+            vec!["TA1", "000004004", "261204", "1100", "R", "024"],
+            vec![
+                "GS",
+                "FA",
+                "5551234567",
+                "ACMERETAIL",
+                &segs[2][4],
+                &segs[2][5],
+                "1",
+                "X",
+                "004010"
+            ],
+            vec!["ST", "997", "0001"],
+            vec!["AK1", "PO", "41"],
+            vec!["AK2", "850", "0001"],
+            vec!["AK5", "R", "4"],
+            vec!["AK9", "R", "1", "1", "0"],
+            vec!["SE", "6", "0001"],
+            vec!["GE", "1", "1"],
+        ],
+        "{answer}"
+    );
+    // The edi crate, an independent reader, takes it: a 997 rejecting group 41. (edi 0.4
+    // refuses any segment outside a group, so the TA1, checked above, is taken out first.)
+    let ta1_at = answer.find("TA1*").expect("the TA1");
+    let ta1_end = ta1_at + answer[ta1_at..].find('~').expect("its terminator") + 1;
+    let without_ta1 = format!("{}{}", &answer[..ta1_at], &answer[ta1_end..]);
+    let doc = edi::parse(&without_ta1).expect("the edi crate reads our 997");
+    let t = &doc.interchanges[0].functional_groups[0].transactions[0];
+    assert_eq!(t.transaction_code, "997");
+    let ak5 = t
+        .segments
+        .iter()
+        .find(|s| s.segment_abbreviation == "AK5")
+        .unwrap();
+    assert_eq!(
+        ak5.elements.iter().map(|e| e.as_ref()).collect::<Vec<_>>(),
+        ["R", "4"]
+    );
+
+    // An error of the interchange's own envelope (IEA02): its TA105, 001; no 997.
+    let site = Site::new();
+    site.put("bad.x12", &sample("x12/broken-good-then-iea-reference.x12"));
+    site.ingest_json(&["--contrl", "always"]).code(3);
+    let rows = site.rows("SELECT control_ref, error_code, CAST(bytes AS TEXT) FROM acknowledgements WHERE action = 'R'");
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0][1].as_deref(), Some("001"), "{rows:?}");
+    let tags: Vec<String> = segments_of(rows[0][2].as_deref().unwrap())
+        .iter()
+        .map(|s| s[0].to_string())
+        .collect();
+    assert_eq!(tags, ["ISA", "TA1", "IEA"], "{rows:?}");
+
+    // Under --contrl never, and where the ISA itself is unreadable, nothing answers.
+    let site = Site::new();
+    site.put("bad.x12", &bad);
+    site.put("short.x12", &sample("x12/broken-isa06-short.x12"));
+    site.ingest_json(&["--contrl", "never"]).code(3);
+    assert_eq!(site.count("SELECT count(*) FROM acknowledgements"), 0);
+    let site = Site::new();
+    site.put("short.x12", &sample("x12/broken-isa06-short.x12"));
+    let o = &outcomes(&site.ingest_json(&["--contrl", "always"]))[0];
+    assert!(o["contrl"].is_null(), "no ISA read, no one to answer: {o}");
 }
 
 #[test]
