@@ -26,10 +26,13 @@ fn four_overlapping_runs_apply_each_interchange_once_on_postgres() {
 }
 
 fn overlapping_runs(template: Site) {
+    // Both standards in the same runs: a quarter of the new files are ANSI X12.
     let reference = Site::new();
-    reference.fill(400, 5);
+    reference.fill_with(400, 5, true);
     reference.ingest(10);
     let want = reference.state();
+    let x12 = want.keys.iter().filter(|k| k.0 == "X12SENDER").count();
+    assert!(x12 > 20, "{x12} X12 interchanges applied of {}", want.keys.len());
     for archive in [true, false] {
         for round in 0..3 {
             let site = template.fresh();
@@ -93,12 +96,19 @@ fn kill_9_at_random_moments_then_finish_on_postgres() {
 }
 
 fn kill_9(site: Site) {
+    // Both standards in the same runs: a quarter of the new files are ANSI X12.
     let reference = Site::new();
-    reference.fill(2000, 21);
+    reference.fill_with(2000, 21, true);
     reference.ingest(20);
     let want = reference.state();
+    let x12 = want.keys.iter().filter(|k| k.0 == "X12SENDER").count();
+    assert!(
+        x12 > 100,
+        "{x12} X12 interchanges applied of {}",
+        want.keys.len()
+    );
 
-    site.fill(2000, 21);
+    site.fill_with(2000, 21, true);
     let mut rng = crate::common::synth::Synth::new(99);
     let mut kills = 0;
     for _ in 0..25 {

@@ -91,23 +91,48 @@ impl Site {
     /// `files` synthetic files: some with two interchanges, exact redeliveries, drifts, and a
     /// broken one every 50 files. Deterministic by seed.
     pub fn fill(&self, files: usize, seed: u64) {
+        self.fill_with(files, seed, false)
+    }
+
+    /// As [`Site::fill`]; where `x12`, about a quarter of the new files are ANSI X12
+    /// interchanges instead (their redeliveries and drift as the EDIFACT ones'), so that a
+    /// contract is tried on both standards in the same runs.
+    pub fn fill_with(&self, files: usize, seed: u64, x12: bool) {
         let mut g = Synth::new(seed);
         let mut written: Vec<Vec<u8>> = Vec::new();
+        // The files that are no copy of another and have none yet. With `x12`, a redelivery or
+        // drift copies one of them only, once: a copy of a copy, or a redelivery and a drift of
+        // one file, make chains whose counts (how many new, how many drift) depend on the order
+        // overlapping runs take them in.
+        let mut originals: Vec<usize> = Vec::new();
+        let earlier = |g: &mut Synth, written: usize, originals: &mut Vec<usize>| {
+            if x12 && !originals.is_empty() {
+                originals.swap_remove(g.below(originals.len() as u64) as usize)
+            } else {
+                g.below(written as u64) as usize
+            }
+        };
         for n in 0..files {
             let roll = g.below(100);
+            let copy = roll < 8 && !written.is_empty();
             let data = if n % 50 == 49 {
                 b"UNB+UNOC:3+BROKEN+R+1:1+X'UNH+1+ORDERS:D:96A:UN'UNT+9+1'UNZ+1+X'".to_vec()
             } else if roll < 5 && !written.is_empty() {
                 // An exact redelivery, with other line breaks.
-                let k = g.below(written.len() as u64) as usize;
+                let k = earlier(&mut g, written.len(), &mut originals);
                 let mut copy = written[k].clone();
                 copy.extend_from_slice(b"\r\n");
                 copy
-            } else if roll < 8 && !written.is_empty() {
+            } else if copy {
                 // Drift: the same key (the first interchange of an earlier file), other content.
-                let k = g.below(written.len() as u64) as usize;
+                let k = earlier(&mut g, written.len(), &mut originals);
                 let text = String::from_utf8_lossy(&written[k]).into_owned();
-                text.replacen("BGM+", "BGM+9", 1).into_bytes()
+                text.replacen("BGM+", "BGM+9", 1)
+                    .replacen("BEG*", "BEG*0", 1)
+                    .into_bytes()
+            } else if x12 && roll.is_multiple_of(4) {
+                let crlf = g.chance(50);
+                g.x12_interchange("X12SENDER", "X12RECEIVER", n as u64 + 1, 1 + n % 3, crlf)
             } else {
                 let layout = g.layout();
                 let mut data = g.interchange(
@@ -128,6 +153,9 @@ impl Site {
                 }
                 data
             };
+            if n % 50 != 49 && !copy {
+                originals.push(n);
+            }
             fs::write(self.drop().join(format!("f{n:05}.edi")), &data).unwrap();
             written.push(data);
         }

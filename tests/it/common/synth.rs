@@ -111,6 +111,62 @@ impl Synth {
         out.into_bytes()
     }
 
+    /// One ANSI X12 interchange (00401, `*` `>` `~`) of one group `PO` with `sets` 850
+    /// purchase orders between `sender` and `receiver` (ISA06, ISA08, at most 15 bytes), ISA13
+    /// `control`; a line break after each segment where `crlf`.
+    pub fn x12_interchange(
+        &mut self,
+        sender: &str,
+        receiver: &str,
+        control: u64,
+        sets: usize,
+        crlf: bool,
+    ) -> Vec<u8> {
+        let day = 1 + self.below(28);
+        let (hh, mm) = (self.below(24), self.below(60));
+        let mut segs = vec![
+            format!(
+                "ISA*00*          *00*          *ZZ*{sender:<15}*ZZ*{receiver:<15}*2403{day:02}*{hh:02}{mm:02}*U*00401*{control:09}*0*P*>"
+            ),
+            format!("GS*PO*{sender}*{receiver}*202403{day:02}*{hh:02}{mm:02}*1*X*004010"),
+        ];
+        for n in 1..=sets {
+            let start = segs.len();
+            segs.push(format!("ST*850*{n:04}"));
+            segs.push(format!(
+                "BEG*00*SA*PO{:08}**202403{day:02}",
+                self.below(100_000_000)
+            ));
+            segs.push(format!("N1*ST*Store {}*92*{:04}", n, self.below(10_000)));
+            let lines = 1 + self.below(20);
+            for line in 1..=lines {
+                let cents = 50 + self.below(20_000);
+                segs.push(format!(
+                    "PO1*{line}*{}*EA*{}.{:02}**VN*ART-{:06}>BLUE",
+                    1 + self.below(500),
+                    cents / 100,
+                    cents % 100,
+                    self.below(1_000_000)
+                ));
+            }
+            segs.push(format!("CTT*{lines}"));
+            // SE01 counts ST through SE.
+            let count = segs.len() - start + 1;
+            segs.push(format!("SE*{count}*{n:04}"));
+        }
+        segs.push(format!("GE*{sets}*1"));
+        segs.push(format!("IEA*1*{control:09}"));
+        let mut out = String::new();
+        for s in segs {
+            out.push_str(&s);
+            out.push('~');
+            if crlf {
+                out.push_str("\r\n");
+            }
+        }
+        out.into_bytes()
+    }
+
     fn body(&mut self, segs: &mut Vec<String>, kind: u64, n: usize) {
         let doc = 380 + kind * 10;
         segs.push(format!("BGM+{doc}+DOC{:08}+9", self.below(100_000_000)));
