@@ -32,7 +32,11 @@ fn overlapping_runs(template: Site) {
     reference.ingest(10);
     let want = reference.state();
     let x12 = want.keys.iter().filter(|k| k.0 == "X12SENDER").count();
-    assert!(x12 > 20, "{x12} X12 interchanges applied of {}", want.keys.len());
+    assert!(
+        x12 > 20,
+        "{x12} X12 interchanges applied of {}",
+        want.keys.len()
+    );
     for archive in [true, false] {
         for round in 0..3 {
             let site = template.fresh();

@@ -487,6 +487,13 @@ fn a_rejected_x12_interchange_is_kept_under_its_key_and_answered_by_a_ta1_and_a_
         human.out().contains("negative (R rejected, TA105 024)"),
         "{human}"
     );
+    // Counted in `stats` (and its metrics) with the CONTRLs, as an event of the kind contrl.
+    let stats = site.json(&["stats", "--json"]).json();
+    assert_eq!(
+        stats[0]["outbox_kinds"]["contrl"]["unpublished"], 1,
+        "{:?}",
+        stats[0]
+    );
 
     // --contrl always: the group with the set in error rejected in a 997 (00401), the set
     // named with AK502 `4` (number of included segments does not match actual count).
