@@ -3,6 +3,10 @@
 //! serde_json, as `inspect --segments --json` renders it) beside the envelope parse of the same
 //! bytes.
 //!
+//! And the ANSI X12 reader on an X12 interchange of the same size as the large EDIFACT one, side
+//! by side with the EDIFACT parse (`x12_against_edifact`, issue 41: at least as fast), each
+//! directly and through `envelopes::interchanges`, the entry point every intake reads by.
+//!
 //! `cargo bench --bench parser`; criterion prints the throughput in MiB/s (README, "Performance").
 //! Before criterion runs, the rendering's peak heap beside the parsed interchange is measured
 //! once and printed (`message_json: peak heap ...`): it must stay the size of one message, not
@@ -144,6 +148,55 @@ fn measure_memory(large: &[u8]) {
     );
 }
 
+/// An X12 interchange of at least `size` bytes: purchase orders (850) of lines as partners
+/// write them, one per line break (as most files hold them), in one group.
+fn x12_interchange(size: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(size + 4096);
+    out.extend_from_slice(
+        b"ISA*00*          *00*          *ZZ*ACMERETAIL     *12*5551234567     *261201*0930*^*00501*000000001*0*P*>~\r\n\
+          GS*PO*ACMERETAIL*5551234567*20261201*0930*1*X*005010~\r\n",
+    );
+    let mut sets = 0usize;
+    while out.len() < size {
+        sets += 1;
+        let mut set = vec![
+            format!("ST*850*{sets:04}"),
+            format!("BEG*00*SA*PO-{sets:07}**20261201"),
+            "REF*DP*042".into(),
+            "DTM*002*20261215".into(),
+            "N1*ST*ACME DC EAST*92*0042".into(),
+        ];
+        for line in 1..=8 {
+            set.push(format!(
+                "PO1*{line}*{}*EA*4.25**VN*WIDGET-{line}>BLUE",
+                10 * line
+            ));
+            set.push(format!("PID*F****WIDGET {line}, BLUE"));
+        }
+        set.push("CTT*8".into());
+        // SE01 counts the segments from ST to SE, both included.
+        set.push(format!("SE*{}*{sets:04}", set.len() + 1));
+        for segment in set {
+            out.extend_from_slice(segment.as_bytes());
+            out.extend_from_slice(b"~\r\n");
+        }
+    }
+    out.extend_from_slice(format!("GE*{sets}*1~\r\nIEA*1*000000001~\r\n").as_bytes());
+    out
+}
+
+fn x12_sets(data: &[u8]) -> usize {
+    edi_inbox::x12::interchanges(data)
+        .map(|i| i.map(|i| i.sets.len()).unwrap_or(0))
+        .sum()
+}
+
+fn through_envelopes(data: &[u8]) -> usize {
+    edi_inbox::envelopes::interchanges(data)
+        .map(|i| i.map(|i| i.messages.len()).unwrap_or(0))
+        .sum()
+}
+
 fn bench(c: &mut Criterion) {
     let (large, small) = parser_bench_inputs();
     assert_eq!(parse_all(&large), 10_000);
@@ -188,5 +241,31 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench);
+/// The X12 reader against the EDIFACT parser on the same number of bytes, in one run.
+fn bench_x12(c: &mut Criterion) {
+    let (large, _) = parser_bench_inputs();
+    let x12 = x12_interchange(large.len());
+    let sets = x12_sets(&x12);
+    assert!(sets > 1_000, "the X12 interchange reads whole: {sets} sets");
+    assert_eq!(through_envelopes(&x12), sets);
+    let mut group = c.benchmark_group("x12_against_edifact");
+    group.sample_size(20);
+    group.throughput(Throughput::Bytes(large.len() as u64));
+    group.bench_function(format!("edifact_{}_bytes", large.len()), |b| {
+        b.iter(|| parse_all(std::hint::black_box(&large)))
+    });
+    group.bench_function("edifact_through_envelopes", |b| {
+        b.iter(|| through_envelopes(std::hint::black_box(&large)))
+    });
+    group.throughput(Throughput::Bytes(x12.len() as u64));
+    group.bench_function(format!("x12_{}_bytes_{sets}_sets", x12.len()), |b| {
+        b.iter(|| x12_sets(std::hint::black_box(&x12)))
+    });
+    group.bench_function("x12_through_envelopes", |b| {
+        b.iter(|| through_envelopes(std::hint::black_box(&x12)))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench, bench_x12);
 criterion_main!(benches);

@@ -46,6 +46,7 @@ macro_rules! crash_point {
 pub mod edifact;
 pub mod effects;
 pub mod envelopes;
+mod segment_hash;
 pub mod standard;
 pub mod x12;
 

@@ -1,78 +1,9 @@
 //! The payload hash: SHA-256 over an interchange's segments, as they stand in the file without
 //! line breaks, behind the service characters where they are not the defaults.
 
-use sha2::{Digest, Sha256};
-
 use super::syntax::Separators;
 
-/// SHA-256 over segments gathered into a buffer first. Handed to the hash one by one, each
-/// segment of a few dozen bytes cost a call that copied it into the hash's block buffer, nearly
-/// as much time as hashing it; gathered, the hash takes many blocks per call, and the copy is done
-/// in fixed strides that compile to a few vector moves.
-pub(super) struct SegmentHasher {
-    sha: Sha256,
-    /// `GATHER` bytes to fill, then `STRIDE` bytes of room for the last stride to overrun into.
-    pub(super) buf: Vec<u8>,
-    len: usize,
-}
-
-impl SegmentHasher {
-    pub(super) const GATHER: usize = 8 * 1024;
-    const STRIDE: usize = 32;
-
-    /// A hasher gathering into `buf`: a buffer of an earlier interchange, or a new one.
-    pub(super) fn new(mut buf: Vec<u8>) -> Self {
-        buf.resize(Self::GATHER + Self::STRIDE, 0);
-        SegmentHasher {
-            sha: Sha256::new(),
-            buf,
-            len: 0,
-        }
-    }
-
-    /// Appends `data[start..end]`.
-    #[inline(always)]
-    pub(super) fn push(&mut self, data: &[u8], start: usize, end: usize) {
-        let mut at = start;
-        while at < end {
-            if self.len >= Self::GATHER {
-                self.flush();
-            }
-            let take = (end - at).min(Self::STRIDE);
-            let room = &mut self.buf[self.len..self.len + Self::STRIDE];
-            match data.get(at..at + Self::STRIDE) {
-                // The bytes past `take` are copied too and overwritten by the next push; `len`
-                // never counts them.
-                Some(stride) => room.copy_from_slice(stride),
-                None => room[..take].copy_from_slice(&data[at..at + take]),
-            }
-            self.len += take;
-            at += take;
-        }
-    }
-
-    /// Appends bytes of any length, copied exactly (pieces of a wrapped segment).
-    pub(super) fn push_exact(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(Self::STRIDE) {
-            if self.len >= Self::GATHER {
-                self.flush();
-            }
-            self.buf[self.len..self.len + chunk.len()].copy_from_slice(chunk);
-            self.len += chunk.len();
-        }
-    }
-
-    fn flush(&mut self) {
-        self.sha.update(&self.buf[..self.len]);
-        self.len = 0;
-    }
-
-    /// The digest, and the buffer for the next interchange.
-    pub(super) fn finalize(mut self) -> ([u8; 32], Vec<u8>) {
-        self.flush();
-        (self.sha.finalize().into(), self.buf)
-    }
-}
+pub(super) use crate::segment_hash::SegmentHasher;
 
 /// What goes into the hash ahead of the segments for service characters other than the level A
 /// defaults: `UNA` and the component separator, element separator, release character (a space
@@ -99,6 +30,7 @@ pub(super) fn hash_preamble(seps: &Separators) -> Option<[u8; 7]> {
 mod tests {
     use super::*;
     use crate::edifact::{Interchange, interchanges};
+    use sha2::{Digest, Sha256};
 
     const ORDERS: &[u8] = b"UNB+UNOC:3+SENDER:14+RECIPIENT:14+240101:1200+REF1'\
 UNH+1+ORDERS:D:96A:UN'BGM+220+PO1+9'UNT+3+1'UNZ+1+REF1'";

@@ -4,7 +4,8 @@
 use std::borrow::Cow;
 
 use compact_str::CompactString;
-use sha2::{Digest, Sha256};
+
+use crate::segment_hash::SegmentHasher;
 
 use super::error::{AckCode, ErrorKind, X12Error, show_byte, show_bytes};
 use super::model::{Group, Interchange, Isa, RejectedContext, Separators, TransactionSet};
@@ -40,6 +41,7 @@ pub fn interchanges_from(data: &[u8], start: usize) -> Interchanges<'_> {
         done: false,
         handover: None,
         context: None,
+        spare: Vec::new(),
     }
 }
 
@@ -60,6 +62,8 @@ pub struct Interchanges<'a> {
     handover: Option<usize>,
     /// What was read of the interchange of the last error returned, where its ISA was.
     context: Option<Box<RejectedContext>>,
+    /// The hash buffer of the last interchange, handed to the next rather than made anew.
+    spare: Vec<u8>,
 }
 
 impl Interchanges<'_> {
@@ -136,11 +140,12 @@ impl<'a> Iterator for Interchanges<'a> {
             d,
             start,
             segment_number: self.segment_number,
-            hash: Sha256::new(),
+            hash: SegmentHasher::new(std::mem::take(&mut self.spare)),
         };
         let mut context = None;
         let result = reader.interchange(&mut context);
         self.segment_number = reader.segment_number;
+        self.spare = reader.hash.into_buffer();
         self.context = context;
         match result {
             Ok((interchange, end)) => {
@@ -165,19 +170,33 @@ struct Segment<'d> {
     start: usize,
     end: usize,
     number: usize,
-    tag: String,
+    /// Its identifier: two or three ASCII letters or digits, padded with a space.
+    tag: [u8; 3],
     body: Cow<'d, [u8]>,
 }
 
 impl Segment<'_> {
+    /// Its identifier as text (`ST`, `BEG`).
+    fn tag(&self) -> &str {
+        let len = if self.tag[2] == b' ' { 2 } else { 3 };
+        // Checked to be ASCII letters and digits when read.
+        std::str::from_utf8(&self.tag[..len]).unwrap_or_default()
+    }
+
     /// Element `i` (1-based, as X12 numbers them) as text, spaces around it trimmed; empty
     /// where the segment has fewer.
     fn element(&self, separator: u8, i: usize) -> CompactString {
-        self.body
-            .split(|b| *b == separator)
-            .nth(i)
-            .map(|e| latin1(e).trim_matches(' ').into())
-            .unwrap_or_default()
+        let Some(e) = self.body.split(|b| *b == separator).nth(i) else {
+            return CompactString::default();
+        };
+        let start = e.iter().position(|b| *b != b' ').unwrap_or(e.len());
+        let end = e.iter().rposition(|b| *b != b' ').map_or(start, |k| k + 1);
+        let e = &e[start..end];
+        // ASCII, as envelope values are, is its own text: no decoding, no allocation.
+        match std::str::from_utf8(e) {
+            Ok(text) if e.is_ascii() => CompactString::from(text),
+            _ => CompactString::from(latin1(e)),
+        }
     }
 
     fn error(&self, kind: ErrorKind, control_number: &str) -> X12Error {
@@ -185,7 +204,7 @@ impl Segment<'_> {
             offset: self.start,
             end: self.end,
             segment: Some(self.number),
-            tag: Some(self.tag.as_str().into()),
+            tag: Some(self.tag().into()),
             kind,
             control_number: Some(control_number.into()),
         }
@@ -209,7 +228,7 @@ struct Reader<'d> {
     d: &'d [u8],
     start: usize,
     segment_number: usize,
-    hash: Sha256,
+    hash: SegmentHasher,
 }
 
 /// An error, and where the reading may go on after it (`None`: it may not).
@@ -305,8 +324,8 @@ impl<'d> Reader<'d> {
             if let Some((k, n)) = w.open_set {
                 let n = n + 1;
                 w.open_set = Some((k, n));
-                match seg.tag.as_str() {
-                    "SE" => {
+                match &seg.tag {
+                    b"SE " => {
                         let set = &mut w.sets[k];
                         let declared = element(1);
                         if count(&declared) != Some(n) {
@@ -332,7 +351,7 @@ impl<'d> Reader<'d> {
                         set.span.end = seg.end - self.start;
                         w.open_set = None;
                     }
-                    "ST" | "GS" | "GE" | "IEA" | "ISA" => {
+                    b"ST " | b"GS " | b"GE " | b"IEA" | b"ISA" => {
                         let open = w.sets[k].control_number.to_string();
                         return Err(structural(
                             seg.error(ErrorKind::SetNotClosed { open }, &isa13),
@@ -342,8 +361,8 @@ impl<'d> Reader<'d> {
                 }
                 continue;
             }
-            match seg.tag.as_str() {
-                "ST" => {
+            match &seg.tag {
+                b"ST " => {
                     let Some(g) = w.open_group else {
                         return Err(structural(seg.error(ErrorKind::SetOutsideGroup, &isa13)));
                     };
@@ -360,7 +379,7 @@ impl<'d> Reader<'d> {
                     });
                     w.open_set = Some((w.sets.len() - 1, 1));
                 }
-                "GS" => {
+                b"GS " => {
                     if let Some(g) = w.open_group {
                         let open = w.groups[g].control_number.to_string();
                         return Err(structural(
@@ -380,7 +399,7 @@ impl<'d> Reader<'d> {
                     });
                     w.open_group = Some(w.groups.len() - 1);
                 }
-                "GE" => {
+                b"GE " => {
                     let Some(g) = w.open_group else {
                         return Err(structural(seg.error(ErrorKind::GeWithoutGs, &isa13)));
                     };
@@ -407,7 +426,7 @@ impl<'d> Reader<'d> {
                     }
                     w.open_group = None;
                 }
-                "IEA" => {
+                b"IEA" => {
                     if let Some(g) = w.open_group {
                         let open = w.groups[g].control_number.to_string();
                         return Err(structural(
@@ -437,7 +456,7 @@ impl<'d> Reader<'d> {
                     if let Some(e) = first_error.take() {
                         return Err((Box::new(e), Some(pos)));
                     }
-                    let hash = std::mem::take(&mut self.hash).finalize();
+                    let hash = self.hash.finish();
                     let interchange = Interchange {
                         offset: self.start,
                         raw: Cow::Borrowed(&self.d[self.start..pos]),
@@ -447,20 +466,20 @@ impl<'d> Reader<'d> {
                         sets: std::mem::take(&mut w.sets),
                         outside,
                         segments,
-                        sha256: hash.into(),
+                        sha256: hash,
                     };
                     return Ok((interchange, pos));
                 }
-                "TA1" | "TA3" | "ISB" | "ISE" => {
+                b"TA1" | b"TA3" | b"ISB" | b"ISE" => {
                     if let Some(g) = w.open_group {
                         let open = w.groups[g].control_number.to_string();
                         return Err(structural(
                             seg.error(ErrorKind::InsideGroup { open }, &isa13),
                         ));
                     }
-                    outside.push(CompactString::from(seg.tag.as_str()));
+                    outside.push(CompactString::from(seg.tag()));
                 }
-                "ISA" => {
+                b"ISA" => {
                     let control_number = isa13.to_string();
                     return Err(structural(
                         seg.error(ErrorKind::IsaBeforeIea { control_number }, &isa13),
@@ -494,7 +513,19 @@ impl<'d> Reader<'d> {
             };
             return Err(with_number(X12Error::at(d.len(), d.len(), kind)));
         }
-        let Some(k) = d[pos..].iter().position(|b| *b == term) else {
+        // The terminator, and whether a transport's line break stands before it (looked for
+        // in the same pass: most segments have none, and are then read in place).
+        let rest = &d[pos..];
+        let (found, wrapped) = if matches!(term, b'\r' | b'\n') {
+            (memchr::memchr(term, rest), false)
+        } else {
+            match memchr::memchr3(term, b'\r', b'\n', rest) {
+                Some(k) if rest[k] == term => (Some(k), false),
+                Some(k) => (memchr::memchr(term, &rest[k..]).map(|t| k + t), true),
+                None => (None, false),
+            }
+        };
+        let Some(k) = found else {
             let kind = ErrorKind::Unterminated {
                 terminator: show_byte(term),
             };
@@ -502,17 +533,16 @@ impl<'d> Reader<'d> {
         };
         let end = pos + k + 1;
         let raw = &d[pos..pos + k];
-        let body: Cow<'d, [u8]> =
-            if !matches!(term, b'\r' | b'\n') && raw.iter().any(|b| matches!(b, b'\r' | b'\n')) {
-                Cow::Owned(
-                    raw.iter()
-                        .copied()
-                        .filter(|b| !matches!(b, b'\r' | b'\n'))
-                        .collect(),
-                )
-            } else {
-                Cow::Borrowed(raw)
-            };
+        let body: Cow<'d, [u8]> = if wrapped {
+            Cow::Owned(
+                raw.iter()
+                    .copied()
+                    .filter(|b| !matches!(b, b'\r' | b'\n'))
+                    .collect(),
+            )
+        } else {
+            Cow::Borrowed(raw)
+        };
         self.segment_number += 1;
         let tag_bytes = body
             .split(|b| *b == separators.element)
@@ -530,13 +560,25 @@ impl<'d> Reader<'d> {
                 ..with_number(X12Error::at(pos, end, ErrorKind::BadTag { found }))
             });
         }
-        self.hash.update(&body);
-        self.hash.update([term]);
+        // Byte by byte (two or three, checked above): a copy of a length known only here
+        // would be a call, and reading the tag back after it a stall.
+        let tag = [
+            tag_bytes[0],
+            tag_bytes[1],
+            tag_bytes.get(2).copied().unwrap_or(b' '),
+        ];
+        if wrapped {
+            self.hash.push_exact(&body);
+            self.hash.push_exact(&[term]);
+        } else {
+            // The body and its terminator stand together, in place.
+            self.hash.push(d, pos, end);
+        }
         Ok(Segment {
             start: pos,
             end,
             number: self.segment_number,
-            tag: latin1(tag_bytes),
+            tag,
             body,
         })
     }
@@ -660,12 +702,12 @@ impl<'d> Reader<'d> {
             return Err(fail(isa_end, ErrorKind::UsageIndicator { found }));
         }
         // The ISA hashed as it stands without a transport's line breaks.
-        self.hash.update(b"ISA");
+        self.hash.push_exact(b"ISA");
         for f in &fields[..15] {
-            self.hash.update([es]);
-            self.hash.update(f);
+            self.hash.push_exact(&[es]);
+            self.hash.push_exact(f);
         }
-        self.hash.update([es, cs, term]);
+        self.hash.push_exact(&[es, cs, term]);
         let trimmed = |i: usize| CompactString::from(latin1(&fields[i]).trim_end_matches(' '));
         let isa = Isa {
             authorization_qualifier: text(0),
