@@ -67,7 +67,7 @@ fn the_x12_reader_agrees_with_the_manifest() {
         eprintln!("no corpus beside the checkout and EDI_INBOX_CORPUS unset: nothing to check");
         return;
     };
-    let (mut valid, mut invalid, mut interchanges) = (0, 0, 0);
+    let (mut valid, mut invalid, mut interchanges, mut contexts) = (0, 0, 0, 0);
     for row in &rows {
         let file = &row["file"];
         let data = std::fs::read(root.join(file)).unwrap();
@@ -122,14 +122,26 @@ fn the_x12_reader_agrees_with_the_manifest() {
                     "{file}: the manifest says `{}`, the reader: {e}",
                     row["rule"]
                 );
+                // What is kept to key and answer it: the ISA where it was read, and the
+                // group and set the acknowledgement code speaks of.
+                if let Some(c) = x12::rejected_contexts(&data).remove(&e.offset) {
+                    assert_eq!(c.ack, e.ack_code(), "{file}");
+                    match c.ack {
+                        x12::AckCode::Set(_) => assert!(c.set.is_some(), "{file}: {c:?}"),
+                        x12::AckCode::Group(_) => assert!(c.group.is_some(), "{file}: {c:?}"),
+                        x12::AckCode::Interchange(_) => {}
+                    }
+                    contexts += 1;
+                }
                 invalid += 1;
             }
             other => panic!("{file}: verdict {other}"),
         }
     }
     eprintln!(
-        "{valid} valid and {invalid} invalid X12 files read as the manifest says ({interchanges} interchanges)"
+        "{valid} valid and {invalid} invalid X12 files read as the manifest says ({interchanges} interchanges; {contexts} rejected with their ISA read, to key and answer)"
     );
+    assert!(contexts >= 10, "only {contexts} rejections kept their ISA");
     assert!(
         valid >= 100 && invalid >= 30,
         "the corpus shrank: {valid} valid, {invalid} invalid"
