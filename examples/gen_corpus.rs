@@ -1,5 +1,8 @@
 //! Writes a drop folder of synthetic interchanges, deterministic by seed:
-//! `cargo run --release --example gen_corpus -- DIR FILES [SEED]`.
+//! `cargo run --release --example gen_corpus -- DIR FILES [SEED] [edifact|x12]`.
+//!
+//! With `x12` every file is an ANSI X12 interchange of 850s instead (00401, the same keys,
+//! redeliveries and drifts), for the X12 ingest against the storage floor.
 //!
 //! About 5% of the files are exact redeliveries of an earlier one (other line breaks) and a few
 //! are drifts (same key, other content), as real traffic has.
@@ -14,10 +17,15 @@ use synth::Synth;
 
 fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
-    let usage = "usage: gen_corpus DIR FILES [SEED]";
+    let usage = "usage: gen_corpus DIR FILES [SEED] [edifact|x12]";
     let dir = PathBuf::from(args.next().ok_or_else(|| anyhow::anyhow!(usage))?);
     let files: usize = args.next().ok_or_else(|| anyhow::anyhow!(usage))?.parse()?;
     let seed: u64 = args.next().map(|s| s.parse()).transpose()?.unwrap_or(1);
+    let x12 = match args.next().as_deref() {
+        None | Some("edifact") => false,
+        Some("x12") => true,
+        Some(other) => anyhow::bail!("{usage}: `{other}` is not a standard"),
+    };
     std::fs::create_dir_all(&dir)?;
     let mut g = Synth::new(seed);
     let (mut bytes, mut redeliveries, mut drifts) = (0usize, 0, 0);
@@ -46,9 +54,16 @@ fn main() -> anyhow::Result<()> {
         if key != n {
             layout.crlf = !layout.crlf;
         }
-        let data = k.interchange(&sender, "4012345000023", &reference, messages, layout);
+        let (data, extension) = if x12 {
+            let control = key as u64 + 1;
+            let data = k.x12_interchange(&sender, "4012345000023", control, messages, layout.crlf);
+            (data, "x12")
+        } else {
+            let data = k.interchange(&sender, "4012345000023", &reference, messages, layout);
+            (data, "edi")
+        };
         bytes += data.len();
-        std::fs::write(dir.join(format!("ic{n:07}.edi")), data)?;
+        std::fs::write(dir.join(format!("ic{n:07}.{extension}")), data)?;
     }
     eprintln!(
         "{files} files, {bytes} bytes, {redeliveries} redeliveries, {drifts} drifts in {}",

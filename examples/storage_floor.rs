@@ -1,6 +1,7 @@
 //! The storage floor for `benches/scripts/e2e.sh`: what writing the same rows costs with no parsing at all.
 //! Reads every file of a folder and inserts, in one transaction, an inbox row (keyed by the file
-//! name), an interchange row with the file's bytes, and one message row per `UNH`, into a fresh
+//! name), an interchange row with the file's bytes, and one message row per `UNH` (or X12 `ST`
+//! segment), into a fresh
 //! database with the same settings as edi-inbox (WAL, synchronous=FULL).
 //!
 //! `cargo run --release --example storage_floor -- DIR DB`
@@ -51,7 +52,12 @@ fn main() -> anyhow::Result<()> {
             ic.execute(params![name, bytes])?;
             let id = tx.last_insert_rowid();
             inbox.execute(params!["S", name, id])?;
-            let unh = bytes.windows(4).filter(|w| w == b"UNH+").count();
+            // A message starts at `UNH+`, an X12 transaction set at an `ST*` after a terminator
+            // or a line break.
+            let unh = bytes
+                .windows(4)
+                .filter(|w| *w == b"UNH+" || *w == b"~ST*" || *w == b"\nST*")
+                .count();
             for n in 0..unh {
                 msg.execute(params![id, n as i64])?;
             }

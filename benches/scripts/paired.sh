@@ -6,7 +6,8 @@
 #   benches/scripts/paired.sh [ROUNDS] [-- INGEST OPTIONS...]     (default 5 rounds, 20,000 files)
 #   benches/scripts/paired.sh 5 -- --batch 100
 #
-# FILES (default 20000) picks the corpus, generated and cached as benches/scripts/e2e.sh does.
+# FILES (default 20000) picks the corpus, generated and cached as benches/scripts/e2e.sh does;
+# STANDARD=x12 an ANSI X12 corpus of the same keys, redeliveries and drifts (issue 41).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . benches/scripts/corpus.sh
@@ -17,8 +18,13 @@ shift || true
 cargo build --release --quiet --bin edi-inbox --example gen_corpus --example storage_floor
 bin=target/release/edi-inbox
 floor=target/release/examples/storage_floor
-corpus=$(bench_corpus "$files")
-find "$corpus" -name '*.edi' -print0 | xargs -0 cat >/dev/null
+standard=${STANDARD:-edifact}
+if [ "$standard" = edifact ]; then
+  corpus=$(bench_corpus "$files")
+else
+  corpus=$(bench_corpus "$files" 1 "corpus-$files-$standard" "$standard")
+fi
+find "$corpus" -type f -name 'ic*' -print0 | xargs -0 cat >/dev/null
 db="$BENCH_DIR/paired.db"; floor_db="$BENCH_DIR/paired-floor.db"
 seconds() { /usr/bin/time -f %e -o "$BENCH_DIR/.t" "$@" >/dev/null 2>&1 || true; tail -1 "$BENCH_DIR/.t"; }
 ingest() { seconds "$bin" --db "$db" ingest -q "$@" "$corpus"; }
@@ -34,7 +40,7 @@ for r in $(seq "$rounds"); do
   echo "round $r: ingest $i s, floor $f s, ratio $ratio"
   ratios="$ratios $ratio"
 done
-echo "$ratios" | tr ' ' '\n' | grep . | sort -n | awk -v files="$files" -v opts="$*" '{a[NR]=$1}
-  END {printf "%s files, ingest %s: ingest/floor median %.3f (min %.3f, max %.3f, %d rounds)\n",
-       files, (opts == "" ? "(defaults)" : opts), a[int((NR+1)/2)], a[1], a[NR], NR}'
+echo "$ratios" | tr ' ' '\n' | grep . | sort -n | awk -v files="$files" -v std="$standard" -v opts="$*" '{a[NR]=$1}
+  END {printf "%s %s files, ingest %s: ingest/floor median %.3f (min %.3f, max %.3f, %d rounds)\n",
+       files, std, (opts == "" ? "(defaults)" : opts), a[int((NR+1)/2)], a[1], a[NR], NR}'
 rm -f "$db" "$db-wal" "$db-shm" "$floor_db" "$floor_db-wal" "$floor_db-shm"
