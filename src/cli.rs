@@ -183,9 +183,18 @@ pub enum Command {
     /// error (nothing acknowledged).
     Consume(ConsumeArgs),
 
-    /// Receive interchanges over AS4 (eDelivery, Peppol): each message's id claimed, its
-    /// interchanges decided, and its receipt stored in one transaction; the signed receipt sent
-    /// only after the commit.
+    /// Receive interchanges over AS4 (eDelivery, Peppol) and AS2 (RFC 4130): each message's id
+    /// claimed, its interchanges decided, and its receipt or MDN stored in one transaction; the
+    /// signed receipt or MDN sent only after the commit.
+    ///
+    /// One HTTP server for both: AS2 messages are POSTed to /as2 (--as2-config), AS4 messages to
+    /// any other path (--as4-config); either configuration may be given alone. An AS2 message is
+    /// decrypted (AES-CBC or 3DES, RSA or RSA-OAEP), inflated (RFC 3274) and its signature
+    /// checked against the partner's pinned certificate, its interchange decided as ingest
+    /// decides a file and recorded as as2:MESSAGE-ID; a message sent again (the same
+    /// Message-ID) gets the same MDN again, byte for byte. A message that fails a check gets a
+    /// negative MDN (processed/error: decryption-failed, authentication-failed, ...) and nothing
+    /// of it is stored. Synchronous MDNs only (a Receipt-Delivery-Option is refused, HTTP 501).
     ///
     /// An HTTP listener for AS4 user messages (ebMS 3.0 One-Way/Push, SOAP 1.2 with attachments)
     /// from the partners --as4-config names: each message's WS-Security signature checked against
@@ -344,9 +353,10 @@ pub struct NotBuiltArgs {
 
 #[cfg(feature = "as4")]
 #[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("configuration").required(true).multiple(true).args(["as4_config", "as2_config"])))]
 pub struct ReceiveArgs {
-    /// The address to listen on for HTTP POSTs of AS4 messages (plain HTTP: put a TLS-terminating
-    /// proxy in front), e.g. 127.0.0.1:8080. Any path is taken.
+    /// The address to listen on for HTTP POSTs of AS4 and AS2 messages (plain HTTP: put a
+    /// TLS-terminating proxy in front), e.g. 127.0.0.1:8080. AS2 at /as2, AS4 at any other path.
     #[arg(
         long,
         value_name = "HOST:PORT",
@@ -357,14 +367,27 @@ pub struct ReceiveArgs {
 
     /// The AS4 configuration (TOML): [own] party_id, key (PKCS#8 RSA key that decrypts and
     /// signs receipts) and cert; one [[partner]] per sender with its party_id and its pinned
-    /// signing cert.
+    /// signing cert. Without it (and with --as2-config), no AS4 message is taken.
     #[arg(
         long,
         value_name = "FILE",
         env = "EDI_INBOX_AS4_CONFIG",
         hide_env_values = true
     )]
-    pub as4_config: PathBuf,
+    pub as4_config: Option<PathBuf>,
+
+    /// The AS2 configuration (TOML): [own] as2_id, key (PEM RSA key that decrypts and signs
+    /// MDNs) and cert; one [[partner]] per AS2-From with its as2_id, its pinned signing cert,
+    /// encryption_cert where it is another, and require_signed (default true),
+    /// require_encrypted, require_compressed. Without it (and with --as4-config), POSTs to
+    /// /as2 are answered 404.
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "EDI_INBOX_AS2_CONFIG",
+        hide_env_values = true
+    )]
+    pub as2_config: Option<PathBuf>,
 
     /// The largest request taken (larger: refused with HTTP 413, nothing more of it kept; from
     /// its Content-Length before its body is read), from 1KiB to 4GiB, e.g. 50MiB. The bodies

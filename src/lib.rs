@@ -51,6 +51,8 @@ pub mod standard;
 pub mod x12;
 
 #[cfg(feature = "as4")]
+mod as2;
+#[cfg(feature = "as4")]
 mod as4;
 #[cfg(feature = "cli")]
 #[macro_use]

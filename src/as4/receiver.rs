@@ -12,7 +12,8 @@ use std::time::Duration;
 use super::errors::{EbmsError, Refusal};
 use super::message::{Received, Rejected};
 use super::receipt::{self, Signer};
-use super::server::{Answer, Job};
+use super::server::{Answer, Carried, Format, Job};
+use crate::as2;
 use crate::inbox::{Inbox, InboxError, TransportMessage};
 use crate::intake::{self, AckPolicy, Answered, Incoming, Outcome};
 
@@ -29,15 +30,18 @@ const IDLE_EVERY: Duration = Duration::from_secs(1);
 pub trait Report {
     /// A message refused with an ebMS error (already answered).
     fn refused(&mut self, rejected: &Rejected, peer: SocketAddr);
+    /// An AS2 message refused with a negative MDN or an HTTP error (already answered).
+    fn refused_as2(&mut self, refused: &as2::message::Refused, peer: SocketAddr);
     /// A new message decided and answered with its receipt: each payload's outcomes.
     fn decided(&mut self, message_id: &str, outcomes: &[Vec<Outcome>]);
     /// A new message decided with an interchange the side effects refused: answered with an
     /// ebMS error, its id free for its sending again; each payload's outcomes.
     fn not_applied(&mut self, message_id: &str, outcomes: &[Vec<Outcome>]);
-    /// A message sent again, answered with its stored receipt; nothing decided again.
-    fn resent(&mut self, message_id: &str, peer: SocketAddr);
+    /// A message sent again (over `transport`), answered with its stored receipt or MDN;
+    /// nothing decided again.
+    fn resent(&mut self, transport: &str, message_id: &str, peer: SocketAddr);
     /// A message the inbox failed to store (`why`): its sender was told to send it again.
-    fn failed(&mut self, message_id: &str, why: &str);
+    fn failed(&mut self, transport: &str, message_id: &str, why: &str);
     /// The inbox's connection was lost; `Ok` where a new one was made.
     fn reconnected(&mut self, outcome: Result<(), String>);
     /// After each batch, and while nothing arrives (at least every [`IDLE_EVERY`]).
@@ -46,9 +50,9 @@ pub trait Report {
 
 /// A message that passed every check, waiting for its decision.
 struct Pending {
-    received: Box<Received>,
-    /// Its receipt, signed by the checking thread: stored with the decision.
-    receipt: Vec<u8>,
+    /// The message, and its answer (an AS4 receipt, an AS2 MDN) made by the checking thread:
+    /// stored with the decision.
+    carried: Carried,
     peer: SocketAddr,
     reply: tokio::sync::oneshot::Sender<Answer>,
     /// Its place among the requests in hand, given back once it is answered.
@@ -60,7 +64,7 @@ struct Pending {
 pub fn run(
     inbox: &mut Box<dyn Inbox>,
     jobs: &Receiver<Job>,
-    signer: Signer<'_>,
+    signer: Signers<'_>,
     acks: AckPolicy,
     mut reopen: impl FnMut() -> anyhow::Result<Box<dyn Inbox>>,
     report: &mut dyn Report,
@@ -85,19 +89,18 @@ pub fn run(
                 // place is given back undecided, and its retry is decided.
                 Job::Decide { reply, .. } if reply.is_closed() => {}
                 Job::Decide {
-                    received,
-                    receipt,
+                    carried,
                     peer,
                     reply,
                     permit,
                 } => batch.push(Pending {
-                    received,
-                    receipt,
+                    carried,
                     peer,
                     reply,
                     _permit: permit,
                 }),
                 Job::Refused { rejected, peer } => report.refused(&rejected, peer),
+                Job::RefusedAs2 { refused, peer } => report.refused_as2(&refused, peer),
             }
             if batch.len() < MAX_BATCH {
                 next = jobs.try_recv().ok();
@@ -123,6 +126,13 @@ pub fn run(
     }
 }
 
+/// What signs the answers: AS4's receipts and errors, AS2's MDNs (each where configured).
+#[derive(Clone, Copy)]
+pub struct Signers<'a> {
+    pub as4: Option<Signer<'a>>,
+    pub as2: Option<&'a as2::config::Config>,
+}
+
 /// Decides a batch of messages in one transaction, then answers each. Where the batch fails
 /// for something of its own, each of its messages is decided alone: one message the inbox
 /// cannot take fails alone, not the others that came with it. Not where the inbox itself
@@ -131,7 +141,7 @@ pub fn run(
 fn decide(
     inbox: &mut dyn Inbox,
     batch: Vec<Pending>,
-    signer: Signer<'_>,
+    signer: Signers<'_>,
     acks: AckPolicy,
     report: &mut dyn Report,
 ) {
@@ -147,60 +157,181 @@ fn decide(
         Err(e) => {
             inbox.abandon();
             let why = crate::output::one_message(&e);
-            let refusal = Refusal::new(
-                EbmsError::Other,
-                "the receiver could not store the message: send it again",
-            );
             for p in batch {
-                let id = &p.received.message.message_id;
-                report.failed(id, &why);
-                let _ = p.reply.send(Answer {
-                    status: 500,
-                    body: receipt::error(&signer, Some(id), &refusal),
-                });
+                report.failed(p.carried.transport(), p.carried.message_id(), &why);
+                let _ = p.reply.send(p.carried.not_stored(&signer));
             }
             return;
         }
     };
-    let mut receipts: Vec<Vec<u8>> = Vec::with_capacity(batch.len());
+    let mut answers: Vec<Answer> = Vec::with_capacity(batch.len());
     for (p, a) in batch.iter().zip(&answered) {
-        let receipt = match a {
-            Answered::New(_) => p.receipt.clone(),
-            Answered::Resent(stored) => stored.clone(),
+        let answer = match a {
+            Answered::New(_) => p.carried.answer_new(),
+            Answered::Resent(stored) => p.carried.answer_stored(stored.clone()),
             // An earlier one of the batch: its answer, whichever it was.
-            Answered::SameAs(first) => receipts[*first].clone(),
-            Answered::Other { sender } => receipt::error(
+            Answered::SameAs(first) => answers[*first].clone(),
+            Answered::Other { sender } => p.carried.refusal(
                 &signer,
-                Some(&p.received.message.message_id),
-                &other_message(&p.received.message.message_id, sender.is_some()),
+                Refusing::Other {
+                    another_party: sender.is_some(),
+                },
             ),
-            Answered::NotApplied(_) => receipt::error(
-                &signer,
-                Some(&p.received.message.message_id),
-                &not_applied(&p.received.message.message_id),
-            ),
+            Answered::NotApplied(_) => p.carried.refusal(&signer, Refusing::NotApplied),
         };
-        receipts.push(receipt);
+        answers.push(answer);
     }
-    for ((p, a), receipt) in batch.into_iter().zip(answered).zip(receipts) {
-        let id = &p.received.message.message_id;
+    for ((p, a), answer) in batch.into_iter().zip(answered).zip(answers) {
+        let id = p.carried.message_id().to_string();
         match a {
-            Answered::Other { sender } => {
-                let rejected = Rejected {
-                    refusal: other_message(id, sender.is_some()),
-                    message_id: Some(id.clone()),
-                };
-                report.refused(&rejected, p.peer);
+            Answered::Other { sender } => match &p.carried {
+                Carried::As4 { .. } => {
+                    let rejected = Rejected {
+                        refusal: other_message(&id, sender.is_some()),
+                        message_id: Some(id.clone()),
+                    };
+                    report.refused(&rejected, p.peer);
+                }
+                Carried::As2 { received, .. } => {
+                    let refused = as2::message::Refused {
+                        requested: Some(received.requested.clone()),
+                        modifier: "unexpected-processing-error",
+                        status: None,
+                        detail: other_message(&id, sender.is_some()).detail,
+                        message_id: Some(id.clone()),
+                    };
+                    report.refused_as2(&refused, p.peer);
+                }
+            },
+            Answered::New(outcomes) => report.decided(&id, &outcomes),
+            Answered::NotApplied(outcomes) => report.not_applied(&id, &outcomes),
+            Answered::Resent(_) | Answered::SameAs(_) => {
+                report.resent(p.carried.transport(), &id, p.peer);
             }
-            Answered::New(outcomes) => report.decided(id, &outcomes),
-            Answered::NotApplied(outcomes) => report.not_applied(id, &outcomes),
-            Answered::Resent(_) | Answered::SameAs(_) => report.resent(id, p.peer),
         }
-        let _ = p.reply.send(Answer {
-            status: 200,
-            body: receipt,
-        });
+        let _ = p.reply.send(answer);
     }
+}
+
+/// Why a message is answered with a refusal at its decision.
+#[derive(Clone, Copy)]
+enum Refusing {
+    /// Its id is another message's (another party's, or other content).
+    Other { another_party: bool },
+    /// The operator's side effects refused an interchange of it.
+    NotApplied,
+}
+
+impl Carried {
+    fn transport(&self) -> &'static str {
+        match self {
+            Carried::As4 { .. } => TRANSPORT,
+            Carried::As2 { .. } => as2::TRANSPORT,
+        }
+    }
+
+    fn message_id(&self) -> &str {
+        match self {
+            Carried::As4 { received, .. } => &received.message.message_id,
+            Carried::As2 { received, .. } => &received.requested.message_id,
+        }
+    }
+
+    /// What is stored with the claim, and answered to a new message.
+    fn stored(&self) -> &[u8] {
+        match self {
+            Carried::As4 { receipt, .. } => receipt,
+            Carried::As2 { mdn, .. } => mdn,
+        }
+    }
+
+    fn answer_new(&self) -> Answer {
+        self.answer_stored(self.stored().to_vec())
+    }
+
+    fn answer_stored(&self, stored: Vec<u8>) -> Answer {
+        match self {
+            Carried::As4 { .. } => Answer::soap(200, stored),
+            // A message that asked for no MDN is answered with an empty 200.
+            Carried::As2 { .. } if stored.is_empty() => Answer::text(200, ""),
+            Carried::As2 { .. } => Answer {
+                status: 200,
+                format: Format::Mime,
+                body: stored,
+            },
+        }
+    }
+
+    /// The answer to a message the inbox could not store: send it again.
+    fn not_stored(&self, signer: &Signers<'_>) -> Answer {
+        match self {
+            Carried::As4 { received, .. } => {
+                let refusal = Refusal::new(
+                    EbmsError::Other,
+                    "the receiver could not store the message: send it again",
+                );
+                match signer.as4 {
+                    Some(s) => Answer::soap(
+                        500,
+                        receipt::error(&s, Some(&received.message.message_id), &refusal),
+                    ),
+                    None => Answer::text(500, "the receiver could not store the message"),
+                }
+            }
+            // No MDN: a negative one would be final. A 5xx has the sender send it again.
+            Carried::As2 { .. } => Answer::text(
+                503,
+                "the receiver could not store the message: send it again\n",
+            ),
+        }
+    }
+
+    fn refusal(&self, signer: &Signers<'_>, why: Refusing) -> Answer {
+        let id = self.message_id().to_string();
+        let refusal = match why {
+            Refusing::Other { another_party } => other_message(&id, another_party),
+            Refusing::NotApplied => not_applied(&id),
+        };
+        match self {
+            Carried::As4 { .. } => match signer.as4 {
+                Some(s) => Answer::soap(200, receipt::error(&s, Some(&id), &refusal)),
+                None => Answer::text(500, "no AS4 configuration"),
+            },
+            Carried::As2 { received, .. } => as2_refusal(
+                signer.as2,
+                &received.requested,
+                "unexpected-processing-error",
+                &refusal.detail,
+            ),
+        }
+    }
+}
+
+/// A negative MDN (`processed/error: MODIFIER`) where the sender asked for an MDN and one can
+/// be made; else an HTTP error with the reason.
+pub fn as2_refusal(
+    config: Option<&as2::config::Config>,
+    requested: &as2::mdn::Requested,
+    modifier: &'static str,
+    detail: &str,
+) -> Answer {
+    if requested.wanted
+        && let Some(config) = config
+        && let Ok(mdn) = as2::mdn::build(
+            config,
+            requested,
+            as2::mdn::Disposition::Error(modifier),
+            None,
+            &format!("The AS2 message was not processed: {detail}"),
+        )
+    {
+        return Answer {
+            status: 200,
+            format: Format::Mime,
+            body: mdn,
+        };
+    }
+    Answer::text(400, &format!("processed/error: {modifier}: {detail}\n"))
 }
 
 /// The batch's messages claimed and decided by the intake, and committed.
@@ -211,27 +342,54 @@ fn decide_in_inbox(
 ) -> anyhow::Result<Vec<Answered>> {
     use anyhow::Context as _;
     let when = crate::clock::now();
-    let names: Vec<Vec<String>> = batch.iter().map(|p| payload_names(&p.received)).collect();
+    let names: Vec<Vec<String>> = batch
+        .iter()
+        .map(|p| match &p.carried {
+            Carried::As4 { received, .. } => payload_names(received),
+            Carried::As2 { received, .. } => {
+                vec![format!(
+                    "{}:{}",
+                    as2::TRANSPORT,
+                    received.requested.message_id
+                )]
+            }
+        })
+        .collect();
     let messages: Vec<intake::Message<'_>> = batch
         .iter()
         .zip(&names)
-        .map(|(p, names)| {
-            let r = &*p.received;
-            intake::Message {
-                claim: claimed(r),
-                answer: &p.receipt,
-                payloads: r
-                    .interchanges
-                    .iter()
-                    .zip(names)
-                    .map(|((cid, bytes), name)| Incoming {
-                        filename: Some(cid),
-                        key: Some(&r.message.conversation_id),
-                        produced_at: Some(&r.message.timestamp),
-                        ..Incoming::new(name, bytes)
-                    })
-                    .collect(),
+        .map(|(p, names)| match &p.carried {
+            Carried::As4 { received, receipt } => {
+                let r = &**received;
+                intake::Message {
+                    claim: claimed(r),
+                    answer: receipt,
+                    payloads: r
+                        .interchanges
+                        .iter()
+                        .zip(names)
+                        .map(|((cid, bytes), name)| Incoming {
+                            filename: Some(cid),
+                            key: Some(&r.message.conversation_id),
+                            produced_at: Some(&r.message.timestamp),
+                            ..Incoming::new(name, bytes)
+                        })
+                        .collect(),
+                }
             }
+            Carried::As2 { received, mdn } => intake::Message {
+                claim: TransportMessage {
+                    transport: as2::TRANSPORT,
+                    message_id: &received.requested.message_id,
+                    sender: &received.requested.as2_from,
+                    content_sha256: &received.content_sha256,
+                },
+                answer: mdn,
+                payloads: vec![Incoming {
+                    filename: received.filename.as_deref(),
+                    ..Incoming::new(&names[0], &received.payload)
+                }],
+            },
         })
         .collect();
     let answered = intake::decide_messages(inbox, &messages, &when, acks)?;

@@ -30,6 +30,7 @@ use super::config::Config;
 use super::errors::{EbmsError, Refusal};
 use super::message::{self, Received, Rejected};
 use super::receipt::{self, Signer};
+use crate::as2;
 
 /// The limits a request is read within.
 #[derive(Debug, Clone, Copy)]
@@ -40,14 +41,36 @@ pub struct Limits {
     pub request_timeout: Duration,
 }
 
-/// What the server gives the deciding thread.
-pub enum Job {
-    /// A message that passed every check: decide it, and answer through `reply`. Its receipt is
-    /// signed already (here, beside the other checks' CPU work): the deciding thread stores it
-    /// with the decision, or answers the one stored before for a message sent again.
-    Decide {
+/// The endpoints one server answers: AS4 at any path but `/as2`, AS2 at `/as2`; either may be
+/// left out.
+pub struct Endpoints {
+    pub as4: Option<Arc<Config>>,
+    pub as2: Option<Arc<as2::config::Config>>,
+}
+
+/// The path AS2 messages are POSTed to.
+pub const AS2_PATH: &str = "/as2";
+
+/// A message that passed every check, with the answer that tells its sender it arrived, made
+/// here (beside the other checks' CPU work): the deciding thread stores it with the decision,
+/// or answers the one stored before for a message sent again.
+pub enum Carried {
+    As4 {
         received: Box<Received>,
         receipt: Vec<u8>,
+    },
+    As2 {
+        received: Box<as2::message::Received>,
+        /// The `processed` MDN, a whole MIME entity; empty where the sender asked for none.
+        mdn: Vec<u8>,
+    },
+}
+
+/// What the server gives the deciding thread.
+pub enum Job {
+    /// A message that passed every check: decide it, and answer through `reply`.
+    Decide {
+        carried: Carried,
         peer: SocketAddr,
         reply: tokio::sync::oneshot::Sender<Answer>,
         /// The request's place among the `--max-concurrent` in hand, given back when the
@@ -60,12 +83,48 @@ pub enum Job {
         rejected: Rejected,
         peer: SocketAddr,
     },
+    /// An AS2 message refused (already answered).
+    RefusedAs2 {
+        refused: as2::message::Refused,
+        peer: SocketAddr,
+    },
 }
 
 /// The answer to one request.
+#[derive(Debug, Clone)]
 pub struct Answer {
     pub status: u16,
+    pub format: Format,
     pub body: Vec<u8>,
+}
+
+/// What an answer's body is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// A SOAP envelope (AS4).
+    Soap,
+    /// A MIME entity whose headers are the response's (an AS2 MDN).
+    Mime,
+    /// Plain text.
+    Text,
+}
+
+impl Answer {
+    pub fn soap(status: u16, body: Vec<u8>) -> Answer {
+        Answer {
+            status,
+            format: Format::Soap,
+            body,
+        }
+    }
+
+    pub fn text(status: u16, text: &str) -> Answer {
+        Answer {
+            status,
+            format: Format::Text,
+            body: text.as_bytes().to_vec(),
+        }
+    }
 }
 
 /// The Content-Type of every answer: a bare SOAP 1.2 envelope.
@@ -101,7 +160,7 @@ pub fn decision_wait(limits: &Limits) -> Duration {
 /// its request timeout and its decision's wait). Each message that passes goes to `jobs`.
 pub fn serve(
     listener: std::net::TcpListener,
-    config: Arc<Config>,
+    config: Arc<Endpoints>,
     limits: Limits,
     stop: Arc<AtomicBool>,
     jobs: std::sync::mpsc::Sender<Job>,
@@ -156,9 +215,26 @@ pub fn serve(
                 let jobs = jobs.clone();
                 let shared = for_requests.clone();
                 async move {
-                    Ok::<_, std::convert::Infallible>(
-                        answer(request, peer, config, limits, jobs, shared, id).await,
-                    )
+                    let response = if request.uri().path() == AS2_PATH {
+                        match &config.as2 {
+                            Some(as2) => {
+                                answer_as2(request, peer, as2.clone(), limits, jobs, shared, id)
+                                    .await
+                            }
+                            None => plain(404, "this receiver takes no AS2 messages\n"),
+                        }
+                    } else {
+                        match &config.as4 {
+                            Some(as4) => {
+                                answer(request, peer, as4.clone(), limits, jobs, shared, id).await
+                            }
+                            None => plain(
+                                404,
+                                "this receiver takes no AS4 messages; AS2 messages are POSTed to /as2\n",
+                            ),
+                        }
+                    };
+                    Ok::<_, std::convert::Infallible>(response)
                 }
             });
             let conn = hyper::server::conn::http1::Builder::new()
@@ -327,6 +403,34 @@ enum Unread {
     Broken(String),
 }
 
+impl Unread {
+    /// The HTTP status and the reason a body not read whole is answered with (past the size,
+    /// 413, which each transport answers itself, closing the connection).
+    fn why(&self, limits: &Limits) -> (u16, String) {
+        let seconds = limits.request_timeout.as_secs();
+        match self {
+            Unread::TooLarge => (
+                413,
+                format!(
+                    "the request is larger than --max-size ({} bytes)",
+                    limits.max_size
+                ),
+            ),
+            Unread::TooSlow => (
+                408,
+                format!("the request did not arrive whole within --request-timeout ({seconds} s)"),
+            ),
+            Unread::NoRoom => (
+                503,
+                format!(
+                    "the receiver had no room for the request's body within --request-timeout ({seconds} s): send it again"
+                ),
+            ),
+            Unread::Broken(e) => (400, format!("the request body could not be read: {e}")),
+        }
+    }
+}
+
 /// Reads `body` whole, by `deadline`, at most `max_size` bytes, without a place among
 /// `--max-concurrent`: the memory it takes is counted against `budget` as it grows (by capacity,
 /// doubling as bytes come, never past the length declared or `max_size`), and held by the
@@ -400,7 +504,7 @@ async fn signed_error(
     })
     .await
     .unwrap_or_default();
-    respond(status, body)
+    respond(Answer::soap(status, body))
 }
 
 /// Reads one request, checks it, and answers: a receipt from the deciding thread, or an error.
@@ -453,34 +557,18 @@ async fn answer(
         .unwrap_or_default()
         .to_string();
     let mut incoming = request.into_body();
-    let (body, room) = match read_body(&mut incoming, limits.max_size, &shared.budget, deadline)
-        .await
-    {
-        Ok(read) => read,
-        Err(unread) => {
-            let seconds = limits.request_timeout.as_secs();
-            let (status, why) = match unread {
-                Unread::TooLarge => {
+    let (body, room) =
+        match read_body(&mut incoming, limits.max_size, &shared.budget, deadline).await {
+            Ok(read) => read,
+            Err(unread) => {
+                if let Unread::TooLarge = unread {
                     tokio::spawn(linger(incoming));
                     return closing(refuse_request(413, too_large()).await);
                 }
-                Unread::TooSlow => (
-                    408,
-                    format!(
-                        "the request did not arrive whole within --request-timeout ({seconds} s)"
-                    ),
-                ),
-                Unread::NoRoom => (
-                    503,
-                    format!(
-                        "the receiver had no room for the request's body within --request-timeout ({seconds} s): send it again"
-                    ),
-                ),
-                Unread::Broken(e) => (400, format!("the request body could not be read: {e}")),
-            };
-            return refuse_request(status, why).await;
-        }
-    };
+                let (status, why) = unread.why(&limits);
+                return refuse_request(status, why).await;
+            }
+        };
     // Held until the deciding thread is done with the message (see `Job::Decide`): what is
     // checked, or waits for its decision, is bounded, and with it the memory its payloads take.
     // Taken only now that the body is whole: a slow sender holds none.
@@ -540,8 +628,10 @@ async fn answer(
     let (reply, answered) = tokio::sync::oneshot::channel();
     if jobs
         .send(Job::Decide {
-            received: Box::new(received),
-            receipt,
+            carried: Carried::As4 {
+                received: Box::new(received),
+                receipt,
+            },
             peer,
             reply,
             permit,
@@ -557,7 +647,7 @@ async fn answer(
         .await;
     }
     match tokio::time::timeout(decision_wait(&limits), answered).await {
-        Ok(Ok(a)) => respond(a.status, a.body),
+        Ok(Ok(a)) => respond(a),
         Ok(Err(_)) => {
             signed_error(
                 config,
@@ -585,6 +675,167 @@ async fn answer(
     }
 }
 
+/// Reads one AS2 request, checks it, and answers: its MDN from the deciding thread (after the
+/// commit), a negative MDN, or an HTTP error. The same limits as an AS4 request's.
+async fn answer_as2(
+    request: Request<Incoming>,
+    peer: SocketAddr,
+    config: Arc<as2::config::Config>,
+    limits: Limits,
+    jobs: std::sync::mpsc::Sender<Job>,
+    shared: Arc<Shared>,
+    connection: u64,
+) -> Response<Full<Bytes>> {
+    if request.method() != hyper::Method::POST {
+        return plain(405, "AS2 messages are POSTed\n");
+    }
+    let refuse = |status: u16, why: String| {
+        let refused = as2::message::Refused {
+            requested: None,
+            modifier: "http",
+            status: Some(status),
+            detail: why.clone(),
+            message_id: None,
+        };
+        let _ = jobs.send(Job::RefusedAs2 { refused, peer });
+        respond(Answer::text(status, &format!("{why}\n")))
+    };
+    let too_large = || {
+        format!(
+            "the request is larger than --max-size ({} bytes)",
+            limits.max_size
+        )
+    };
+    if request.body().size_hint().lower() > limits.max_size as u64 {
+        tokio::spawn(linger(request.into_body()));
+        return closing(refuse(413, too_large()));
+    }
+    let deadline = Instant::now() + limits.request_timeout;
+    let headers: Vec<(String, String)> = request
+        .headers()
+        .iter()
+        .map(|(n, v)| {
+            (
+                n.as_str().to_string(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect();
+    let mut incoming = request.into_body();
+    let (body, room) =
+        match read_body(&mut incoming, limits.max_size, &shared.budget, deadline).await {
+            Ok(read) => read,
+            Err(unread) => {
+                if let Unread::TooLarge = unread {
+                    tokio::spawn(linger(incoming));
+                    return closing(refuse(413, too_large()));
+                }
+                let (status, why) = unread.why(&limits);
+                return refuse(status, why);
+            }
+        };
+    let Ok(Ok(permit)) =
+        tokio::time::timeout_at(deadline, shared.places.clone().acquire_owned()).await
+    else {
+        return refuse(
+            503,
+            format!(
+                "the receiver had no turn for the request within --request-timeout ({} s): send it again",
+                limits.request_timeout.as_secs()
+            ),
+        );
+    };
+    let _holding = shared.connections.hold(connection);
+    // Reading, decrypting, verifying and signing the MDN are CPU work: on a blocking thread.
+    let checked = {
+        let config = config.clone();
+        tokio::task::spawn_blocking(move || {
+            let read = as2::message::read(&headers, &body, &config, limits.max_inflated);
+            drop((body, room));
+            let received = match read {
+                Ok(r) => r,
+                Err(refused) => return Err(refused),
+            };
+            if received.receipt_delivery.is_some() {
+                return Err(Box::new(as2::message::Refused {
+                    requested: None,
+                    modifier: "unsupported-receipt-delivery",
+                    status: Some(501),
+                    detail: "asynchronous MDNs (Receipt-Delivery-Option) are not supported yet by this receiver: ask for a synchronous MDN; nothing was applied".into(),
+                    message_id: Some(received.requested.message_id.clone()),
+                }));
+            }
+            let mdn = if received.requested.wanted {
+                as2::mdn::build(
+                    &config,
+                    &received.requested,
+                    as2::mdn::Disposition::Processed,
+                    Some(&received.mic),
+                    "The AS2 message was received and committed.",
+                )
+                .map_err(|why| {
+                    Box::new(as2::message::Refused {
+                        requested: None,
+                        modifier: "unexpected-processing-error",
+                        status: Some(500),
+                        detail: format!("no MDN could be signed: {why}"),
+                        message_id: Some(received.requested.message_id.clone()),
+                    })
+                })?
+            } else {
+                Vec::new()
+            };
+            Ok((received, mdn))
+        })
+        .await
+    };
+    let (received, mdn) = match checked {
+        Ok(Ok(checked)) => checked,
+        Ok(Err(refused)) => {
+            let answer = match (&refused.requested, refused.status) {
+                (Some(requested), None) => super::receiver::as2_refusal(
+                    Some(&config),
+                    requested,
+                    refused.modifier,
+                    &refused.detail,
+                ),
+                (_, status) => {
+                    Answer::text(status.unwrap_or(400), &format!("{}\n", refused.detail))
+                }
+            };
+            let _ = jobs.send(Job::RefusedAs2 {
+                refused: *refused,
+                peer,
+            });
+            return respond(answer);
+        }
+        Err(_) => return plain(500, "the message could not be checked\n"),
+    };
+    let (reply, answered) = tokio::sync::oneshot::channel();
+    if jobs
+        .send(Job::Decide {
+            carried: Carried::As2 {
+                received: Box::new(received),
+                mdn,
+            },
+            peer,
+            reply,
+            permit,
+        })
+        .is_err()
+    {
+        return plain(503, "the receiver is stopping: send it again\n");
+    }
+    match tokio::time::timeout(decision_wait(&limits), answered).await {
+        Ok(Ok(a)) => respond(a),
+        Ok(Err(_)) => plain(503, "the receiver stopped before deciding: send it again\n"),
+        Err(_) => plain(
+            503,
+            "the receiver did not decide the message in time: send it again\n",
+        ),
+    }
+}
+
 /// Reads the rest of a request refused for its size and throws it away, for at most [`LINGER`]
 /// (what arrives holds no place and no room in the budget); then drops it, and hyper closes the
 /// connection.
@@ -604,13 +855,44 @@ fn closing(mut response: Response<Full<Bytes>>) -> Response<Full<Bytes>> {
     response
 }
 
-fn respond(status: u16, body: Vec<u8>) -> Response<Full<Bytes>> {
-    let mut r = Response::new(Full::new(Bytes::from(body)));
-    *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    r.headers_mut().insert(
-        hyper::header::CONTENT_TYPE,
-        hyper::header::HeaderValue::from_static(SOAP),
-    );
+fn respond(answer: Answer) -> Response<Full<Bytes>> {
+    let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut r = match answer.format {
+        Format::Soap | Format::Text => {
+            let mut r = Response::new(Full::new(Bytes::from(answer.body)));
+            let kind = if answer.format == Format::Soap {
+                SOAP
+            } else {
+                "text/plain; charset=utf-8"
+            };
+            r.headers_mut().insert(
+                hyper::header::CONTENT_TYPE,
+                hyper::header::HeaderValue::from_static(kind),
+            );
+            r
+        }
+        // The MDN's headers (made by us, printable ASCII) become the response's.
+        Format::Mime => match as2::entity::Entity::parse(&answer.body) {
+            Ok(entity) => {
+                let mut r = Response::new(Full::new(Bytes::copy_from_slice(entity.body)));
+                for (name, value) in &entity.headers {
+                    if let (Ok(n), Ok(v)) = (
+                        hyper::header::HeaderName::from_bytes(name.as_bytes()),
+                        hyper::header::HeaderValue::from_str(value),
+                    ) {
+                        r.headers_mut().append(n, v);
+                    }
+                }
+                r
+            }
+            Err(_) => {
+                let mut r = Response::new(Full::new(Bytes::from_static(b"no MDN\n")));
+                *r.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+                return r;
+            }
+        },
+    };
+    *r.status_mut() = status;
     r
 }
 

@@ -67,10 +67,17 @@ pub fn run(
     busy_timeout: std::time::Duration,
     args: &ReceiveArgs,
 ) -> anyhow::Result<ExitStatus> {
-    let config = match crate::as4::config::read(&args.as4_config) {
-        Ok(c) => Arc::new(c),
-        Err(e) => return super::usage(&e),
+    let as4 = match args.as4_config.as_deref().map(crate::as4::config::read) {
+        None => None,
+        Some(Ok(c)) => Some(Arc::new(c)),
+        Some(Err(e)) => return super::usage(&e),
     };
+    let as2 = match args.as2_config.as_deref().map(crate::as2::config::read) {
+        None => None,
+        Some(Ok(c)) => Some(Arc::new(c)),
+        Some(Err(e)) => return super::usage(&e),
+    };
+    let config = Arc::new(server::Endpoints { as4, as2 });
     if let Some(status) = intake::preflight::check(db, named, "received")? {
         return Ok(status);
     }
@@ -95,10 +102,19 @@ pub fn run(
             .spawn(move || server::serve(listener, config, limits, stop, jobs_tx))
             .context("cannot start the HTTP listener")?
     };
-    crate::output::warn(&format!(
-        "receiving AS4 messages for {} on http://{address}",
-        config.party_id
-    ));
+    if let Some(as4) = &config.as4 {
+        crate::output::warn(&format!(
+            "receiving AS4 messages for {} on http://{address}",
+            as4.party_id
+        ));
+    }
+    if let Some(as2) = &config.as2 {
+        crate::output::warn(&format!(
+            "receiving AS2 messages for {} on http://{address}{}",
+            as2.as2_id,
+            server::AS2_PATH
+        ));
+    }
     let mut run = Run {
         args,
         out: Out::default(),
@@ -109,9 +125,12 @@ pub fn run(
         last_request: 0.0,
         other_problems: 0,
     };
-    let signer = Signer {
-        key: &config.keys.own_key,
-        cert: &config.keys.own_cert,
+    let signer = receiver::Signers {
+        as4: config.as4.as_deref().map(|c| Signer {
+            key: &c.keys.own_key,
+            cert: &c.keys.own_cert,
+        }),
+        as2: config.as2.as_deref(),
     };
     receiver::run(
         &mut inbox,
@@ -165,10 +184,42 @@ impl receiver::Report for Run<'_> {
         self.out.flush();
     }
 
-    fn resent(&mut self, message_id: &str, peer: SocketAddr) {
+    fn refused_as2(&mut self, refused: &crate::as2::message::Refused, peer: SocketAddr) {
+        self.last_request = unix_now();
+        self.summary.refused += 1;
+        *self.errors.entry(refused.modifier).or_default() += 1;
+        let file = format!(
+            "{}:{}",
+            crate::as2::TRANSPORT,
+            refused.message_id.as_deref().unwrap_or("-")
+        );
+        let how = match (refused.status, &refused.requested) {
+            (Some(status), _) => format!("HTTP {status}"),
+            (None, Some(r)) if r.wanted => format!("processed/error: {}", refused.modifier),
+            (None, _) => "HTTP 400".to_string(),
+        };
+        if self.args.json {
+            self.out.json(&MessageLine {
+                status: "refused",
+                file,
+                error: Some(refused.modifier),
+                reason: Some(&refused.detail),
+                peer: peer.ip().to_string(),
+            });
+        } else {
+            self.out.line(&format!(
+                "refused    {file}  {how}: {} (from {})",
+                refused.detail,
+                peer.ip()
+            ));
+        }
+        self.out.flush();
+    }
+
+    fn resent(&mut self, transport: &str, message_id: &str, peer: SocketAddr) {
         self.last_request = unix_now();
         self.summary.resent += 1;
-        let file = format!("{TRANSPORT}:{message_id}");
+        let file = format!("{transport}:{message_id}");
         if self.args.json {
             self.out.json(&MessageLine {
                 status: "resent",
@@ -185,13 +236,13 @@ impl receiver::Report for Run<'_> {
         self.out.flush();
     }
 
-    fn failed(&mut self, message_id: &str, why: &str) {
+    fn failed(&mut self, transport: &str, message_id: &str, why: &str) {
         self.last_request = unix_now();
         self.summary.failed += 1;
         problem(
             &mut self.out,
             &format!(
-                "{TRANSPORT}:{message_id}: {why}; nothing of it was kept, and the sender was told to send it again"
+                "{transport}:{message_id}: {why}; nothing of it was kept, and the sender was told to send it again"
             ),
         );
     }

@@ -16,7 +16,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::common::site::Site;
-use crate::common::synth::{Layout, Synth};
+use crate::common::synth::{Synth, interchange_files};
 use crate::common::{Running, StartExt, free_port};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/as4");
@@ -930,23 +930,6 @@ fn altered_messages_are_refused_with_their_errors_and_nothing_is_applied() {
     assert_eq!(refused, 8, "{lines:?}");
 }
 
-/// `n` distinct interchange files in `dir`.
-fn synthetic_files(dir: &Path, n: usize, seed: u64) -> Vec<String> {
-    fs::create_dir_all(dir).unwrap();
-    let mut s = Synth::new(seed);
-    (0..n)
-        .map(|k| {
-            let path = dir.join(format!("m{k:03}.edi"));
-            fs::write(
-                &path,
-                s.interchange("GW", "HUB", &format!("K{seed}N{k}"), 1, Layout::default()),
-            )
-            .unwrap();
-            path.display().to_string()
-        })
-        .collect()
-}
-
 /// The receiver killed with SIGKILL twice while a sender posts 60 messages and retries each until
 /// it gets a receipt: every message is finally answered with a receipt, and each interchange
 /// applied once.
@@ -956,7 +939,7 @@ fn receivers_killed_under_a_retrying_sender_apply_each_interchange_once() {
     let site = Site::new();
     let port = free_port();
     let mut receiver = Receiver::start(&site, port, "receiver", &[]);
-    let files = synthetic_files(&site.path("in"), 60, 71);
+    let files = interchange_files(&site.path("in"), 60, 71, "K");
     let mut args = vec![
         SEND.to_string(),
         "--certs".into(),
@@ -1029,7 +1012,7 @@ per_backend! {
         };
         let senders: Vec<_> = (0..3u64)
             .map(|k| {
-                let files = synthetic_files(&site.path(&format!("in{k}")), 8, 80 + k);
+                let files = interchange_files(&site.path(&format!("in{k}")), 8, 80 + k, "K");
                 let mut args = vec![SEND.to_string(), "--certs".into(), format!("{FIXTURES}/certs"), "--url".into(), urls.clone(), "--times".into(), "2".into()];
                 args.extend(files);
                 Command::new(&python)

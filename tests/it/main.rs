@@ -6,6 +6,8 @@
 mod common;
 
 #[cfg(feature = "as4")]
+mod as2;
+#[cfg(feature = "as4")]
 mod as4;
 #[cfg(any(feature = "nats", feature = "amqp", feature = "kafka", feature = "sqs"))]
 mod consume;

@@ -637,6 +637,7 @@ fn no_value_from_the_environment_shows_in_help_man_pages_or_completions() {
         ("EDI_INBOX_KAFKA_CONFIG", format!("/etc/{secret}.conf")),
         ("AWS_ENDPOINT_URL_SQS", format!("http://{secret}:9324")),
         ("EDI_INBOX_AS4_CONFIG", format!("/etc/{secret}.toml")),
+        ("EDI_INBOX_AS2_CONFIG", format!("/etc/{secret}-as2.toml")),
         ("EDI_INBOX_RECEIVE_LISTEN", format!("{secret}:8080")),
         ("EDI_INBOX_TLS_CA", format!("/etc/{secret}-ca.pem")),
         ("EDI_INBOX_TLS_CERT", format!("/etc/{secret}.pem")),

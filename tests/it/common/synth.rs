@@ -232,3 +232,27 @@ pub fn parser_bench_inputs() -> (Vec<u8>, Vec<Vec<u8>>) {
         .collect();
     (large, small)
 }
+
+/// `n` distinct interchange files `m000.edi`, ... in `dir` (made), GW to HUB, their control
+/// references `{prefix}{seed}N{k}`: the paths.
+pub fn interchange_files(dir: &std::path::Path, n: usize, seed: u64, prefix: &str) -> Vec<String> {
+    std::fs::create_dir_all(dir).unwrap();
+    let mut s = Synth::new(seed);
+    (0..n)
+        .map(|k| {
+            let path = dir.join(format!("m{k:03}.edi"));
+            std::fs::write(
+                &path,
+                s.interchange(
+                    "GW",
+                    "HUB",
+                    &format!("{prefix}{seed}N{k}"),
+                    1,
+                    Layout::default(),
+                ),
+            )
+            .unwrap();
+            path.display().to_string()
+        })
+        .collect()
+}

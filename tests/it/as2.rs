@@ -1,0 +1,599 @@
+//! `receive` over AS2, against the independent AS2 implementation pyas2lib 1.4.4 (driven by
+//! `tests/as2/send.py` in the Python named by `EDI_INBOX_AS2_PYTHON`, which `.ci/run` makes):
+//! every valid sample sent signed, encrypted and compressed, signed only, and plain, each
+//! decided as `ingest` decides its file, each MDN verified by pyas2lib and by `openssl cms`
+//! with our certificate, its MIC checked against what was signed; a message sent three times
+//! answered with the same MDN bytes and decided once; altered and unauthorised messages
+//! answered with the negative MDN RFC 4130 names and nothing applied; the receiver killed with
+//! SIGKILL under a retrying sender; two receivers on one PostgreSQL inbox sent the same message.
+//! Where there is no such Python, each test says so and passes, unless `EDI_INBOX_REQUIRE_AS2`
+//! is set (CI): then it fails.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::common::site::Site;
+use crate::common::synth::{Synth, interchange_files};
+use crate::common::{Running, StartExt, free_port};
+
+const CERTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/as4/certs");
+const SEND: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/as2/send.py");
+
+/// The Python with pyas2lib 1.4.4; `None` (with a notice) where none is named, unless required.
+fn python() -> Option<String> {
+    match std::env::var("EDI_INBOX_AS2_PYTHON") {
+        Ok(p) if Path::new(&p).exists() => Some(p),
+        _ => {
+            crate::common::require(
+                "EDI_INBOX_AS2_PYTHON names no Python with pyas2lib 1.4.4",
+                "EDI_INBOX_REQUIRE_AS2",
+            );
+            None
+        }
+    }
+}
+
+/// The receiver's configuration: us EDIINBOX (the fixtures' receiver key), PARTNER (signed
+/// required, the default), PLAIN (nothing required), both signing with the fixtures' sender key.
+fn config(site: &Site) -> PathBuf {
+    let path = site.path("as2.toml");
+    fs::write(
+        &path,
+        format!(
+            "[own]\nas2_id = \"EDIINBOX\"\nkey = \"{CERTS}/receiver.key.pem\"\ncert = \"{CERTS}/receiver.cert.pem\"\n\n[[partner]]\nas2_id = \"PARTNER\"\ncert = \"{CERTS}/sender.cert.pem\"\n\n[[partner]]\nas2_id = \"PLAIN\"\ncert = \"{CERTS}/sender.cert.pem\"\nrequire_signed = false\n"
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// A `receive --json --as2-config` of its own on `port`, its output in the site.
+struct Receiver {
+    running: Option<Running>,
+    port: u16,
+    out: PathBuf,
+}
+
+impl Receiver {
+    fn start(site: &Site, port: u16, name: &str, extra: &[&str]) -> Receiver {
+        let out = site.path(&format!("{name}.jsonl"));
+        let ready = "receiving AS2 messages";
+        let said = || {
+            fs::read_to_string(out.with_extension("err"))
+                .unwrap_or_default()
+                .matches(ready)
+                .count()
+        };
+        let before = said();
+        let append = |p: &Path| {
+            fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .unwrap()
+        };
+        let running = site
+            .command()
+            .args(["receive", "--json", "--listen"])
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("--as2-config")
+            .arg(config(site))
+            .args(extra)
+            .stdout(append(&out))
+            .stderr(append(&out.with_extension("err")))
+            .start();
+        let until = Instant::now() + Duration::from_secs(30);
+        while said() == before {
+            assert!(
+                Instant::now() < until,
+                "the receiver did not say it listens on {port} within 30 s: {}",
+                fs::read_to_string(out.with_extension("err")).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Receiver {
+            running: Some(running),
+            port,
+            out,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/as2", self.port)
+    }
+
+    fn kill(&mut self) {
+        if let Some(r) = self.running.take() {
+            r.signal(libc::SIGKILL);
+            drop(r.wait());
+        }
+    }
+
+    /// Stops it (SIGTERM): the run, with what it wrote.
+    fn stop(mut self) -> crate::common::Run {
+        let r = self.running.take().unwrap();
+        r.signal(libc::SIGTERM);
+        let mut run = r.wait();
+        run.stdout = fs::read(&self.out).unwrap_or_default();
+        run.stderr = fs::read(self.out.with_extension("err")).unwrap_or_default();
+        run
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Runs the sender with `args`: its answers, one JSON object each.
+fn send(python: &str, args: &[String]) -> Vec<serde_json::Value> {
+    let out = Command::new(python)
+        .arg(SEND)
+        .arg("--certs")
+        .arg(CERTS)
+        .args(args)
+        .output()
+        .unwrap();
+    let lines = crate::common::json_lines(&out.stdout);
+    assert!(
+        !lines.is_empty(),
+        "send.py {args:?} answered nothing: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    lines
+}
+
+fn args(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| s.to_string()).collect()
+}
+
+/// The valid samples of both standards.
+fn valid_samples() -> Vec<PathBuf> {
+    let samples = crate::common::samples();
+    let mut all: Vec<PathBuf> = fs::read_dir(samples.join("valid"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    all.extend(
+        [
+            "810-856-00501-wrapped-80-bom.x12",
+            "850-purchase-order-00401.x12",
+        ]
+        .iter()
+        .map(|n| samples.join("x12").join(n)),
+    );
+    all.sort();
+    all
+}
+
+/// `openssl cms -verify` takes a saved MDN (headers, an empty line, the body) as S/MIME signed
+/// by our certificate alone, and refuses it for any other.
+fn openssl_verifies(mdn: &Path) {
+    let verify = |cert: &str| {
+        Command::new("openssl")
+            .args([
+                "cms",
+                "-verify",
+                "-inform",
+                "SMIME",
+                "-noverify",
+                "-nointern",
+            ])
+            .arg("-in")
+            .arg(mdn)
+            .arg("-certfile")
+            .arg(format!("{CERTS}/{cert}"))
+            .args(["-out", "/dev/null"])
+            .output()
+            .unwrap()
+    };
+    let ours = verify("receiver.cert.pem");
+    assert!(
+        ours.status.success(),
+        "openssl cms does not verify {} with our certificate: {}",
+        mdn.display(),
+        String::from_utf8_lossy(&ours.stderr)
+    );
+    assert!(
+        !verify("sender.cert.pem").status.success(),
+        "openssl cms verifies {} with another certificate",
+        mdn.display()
+    );
+}
+
+/// An answer that says the message was processed, by a signed MDN whose MIC is the one the
+/// sender's signed (or sent) content has.
+fn processed(a: &serde_json::Value) {
+    assert_eq!(a["http"], 200, "{a}");
+    assert_eq!(a["status"], "processed", "{a}");
+    assert_eq!(a["signed"], true, "{a}");
+    assert_eq!(a["original"], a["message_id"], "{a}");
+    assert!(a["mic_expected"].is_string(), "{a}");
+    assert_eq!(a["mic_returned"], a["mic_expected"], "the MIC: {a}");
+}
+
+per_backend! {
+    /// Every valid sample (EDIFACT and X12) sent signed, encrypted and compressed, signed only,
+    /// and plain: each answered with a signed `processed` MDN pyas2lib accepts and openssl
+    /// verifies, its MIC the sender's; each interchange decided as ingest decides its file, once
+    /// (the second and third sendings of the same interchange are duplicates).
+    fn every_sample_sent_three_ways_is_decided_once_and_its_mdn_verified(site) {
+        let Some(python) = python() else { return };
+        let files = site.fresh();
+        for path in valid_samples() {
+            fs::copy(&path, files.drop().join(path.file_name().unwrap())).unwrap();
+        }
+        files.ingest_quietly(&[]).code(0);
+        let receiver = Receiver::start(&site, free_port(), "receiver", &[]);
+        let samples: Vec<String> = valid_samples().iter().map(|p| p.display().to_string()).collect();
+        let mut all = Vec::new();
+        for (mode, from) in [("secure", "PARTNER"), ("signed", "PARTNER"), ("plain", "PLAIN")] {
+            let saved = site.path(&format!("saved-{mode}"));
+            let mut a = args(&["--url", &receiver.url(), "--mode", mode, "--as2-from", from, "--save", &saved.display().to_string()]);
+            a.extend(samples.iter().cloned());
+            let answers = send(&python, &a);
+            assert_eq!(answers.len(), samples.len(), "{mode}: {answers:?}");
+            for answer in &answers {
+                processed(answer);
+            }
+            for mdn in fs::read_dir(&saved).unwrap() {
+                openssl_verifies(&mdn.unwrap().path());
+            }
+            all.extend(answers);
+        }
+        let run = receiver.stop();
+        run.code(0);
+        let keys = "SELECT sender || '/' || recipient, control_ref, sha256 FROM interchanges";
+        assert_eq!(site.triples(keys), files.triples(keys));
+        let statuses: Vec<String> = run
+            .json()
+            .iter()
+            .filter(|l| l.get("file").is_some())
+            .map(|l| l["status"].as_str().unwrap().to_string())
+            .collect();
+        let interchanges = files.count("SELECT count(*) FROM interchanges") as usize;
+        assert_eq!(
+            statuses.iter().filter(|s| *s == "new").count(),
+            interchanges,
+            "{run}"
+        );
+        assert_eq!(
+            statuses.iter().filter(|s| *s == "duplicate").count(),
+            2 * interchanges,
+            "{run}"
+        );
+        assert_eq!(site.count("SELECT count(*) FROM transport_messages WHERE transport = 'as2'"), all.len() as i64);
+        assert_eq!(
+            site.count("SELECT count(*) FROM deliveries WHERE source LIKE 'as2:%'"),
+            all.len() as i64,
+            "one delivery per message"
+        );
+    }
+}
+
+/// A message sent three times (a sender's retries, the same bytes): the same MDN, byte for byte,
+/// each time; its interchanges decided once, the Message-ID seen three times.
+#[test]
+fn a_message_sent_three_times_gets_the_same_mdn_and_is_decided_once() {
+    let Some(python) = python() else { return };
+    let site = Site::new();
+    let receiver = Receiver::start(&site, free_port(), "receiver", &[]);
+    let sample = crate::common::samples().join("valid/two-interchanges.edi");
+    let answers = send(
+        &python,
+        &args(&[
+            "--url",
+            &receiver.url(),
+            "--times",
+            "3",
+            &sample.display().to_string(),
+        ]),
+    );
+    assert_eq!(answers.len(), 3);
+    for a in &answers {
+        processed(a);
+    }
+    let mdns: BTreeSet<&str> = answers
+        .iter()
+        .map(|a| a["mdn_sha256"].as_str().unwrap())
+        .collect();
+    assert_eq!(mdns.len(), 1, "the same MDN bytes: {answers:?}");
+    let run = receiver.stop();
+    run.code(0);
+    let statuses: Vec<String> = run
+        .json()
+        .iter()
+        .filter(|l| l.get("file").is_some())
+        .map(|l| l["status"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(statuses, ["new", "new", "resent", "resent"], "{run}");
+    assert_eq!(site.count("SELECT count(*) FROM interchanges"), 2);
+    assert_eq!(site.count("SELECT sightings FROM transport_messages"), 3);
+}
+
+/// The algorithms partners use: RSAES-OAEP with 3DES, SHA-512 signatures with a SHA-1 MDN
+/// (the MIC by the digest signed-receipt-micalg names, as RFC 4130 7.3.1 says), AES-128 with
+/// SHA-1, RSASSA-PSS (made by openssl), and an unsigned MDN where the sender asked for none.
+#[test]
+fn the_algorithms_partners_use_are_read_and_the_mdn_follows_what_was_asked() {
+    let Some(python) = python() else { return };
+    let site = Site::new();
+    let receiver = Receiver::start(&site, free_port(), "receiver", &[]);
+    let samples = crate::common::samples();
+    let sample = |n: &str| samples.join("valid").join(n).display().to_string();
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &[
+                "--key-enc",
+                "rsaes_oaep",
+                "--enc-alg",
+                "tripledes_192_cbc",
+                "--digest",
+                "sha512",
+                "--mdn-digest",
+                "sha1",
+            ],
+            "invoic-d96a-unoc-crlf.edi",
+        ),
+        (
+            &[
+                "--enc-alg",
+                "aes_128_cbc",
+                "--digest",
+                "sha1",
+                "--mdn-digest",
+                "sha384",
+            ],
+            "orders-d01b-no-una.edi",
+        ),
+        (
+            &[
+                "--mode",
+                "signed",
+                "--sign-alg",
+                "openssl-pss",
+                "--digest",
+                "sha256",
+            ],
+            "invrpt-level-b.edi",
+        ),
+        (
+            &[
+                "--enc-alg",
+                "aes_192_cbc",
+                "--digest",
+                "sha384",
+                "--mdn-digest",
+                "sha384",
+            ],
+            "desadv-d07a-groups-v4.edi",
+        ),
+    ];
+    for (extra, file) in cases {
+        let mut a = args(&["--url", &receiver.url()]);
+        a.extend(args(extra));
+        a.push(sample(file));
+        let answers = send(&python, &a);
+        let answer = &answers[0];
+        assert_eq!(answer["http"], 200, "{extra:?}: {answer}");
+        assert_eq!(
+            answer["mic_returned"], answer["mic_expected"],
+            "{extra:?}: {answer}"
+        );
+        assert_eq!(answer["signed"], true, "{extra:?}: {answer}");
+        // pyas2lib computes its own MIC with the signature's digest, not the one it asked for.
+        let differs = extra
+            .windows(2)
+            .any(|w| w == ["--mdn-digest", "sha1"] || w == ["--mdn-digest", "sha384"])
+            && !extra.windows(2).any(|w| w == ["--digest", "sha384"]);
+        let want = if differs {
+            "processed/warning"
+        } else {
+            "processed"
+        };
+        assert_eq!(answer["status"], want, "{extra:?}: {answer}");
+    }
+    let unsigned = send(
+        &python,
+        &args(&[
+            "--url",
+            &receiver.url(),
+            "--mdn-digest",
+            "none",
+            &sample("two-interchanges.edi"),
+        ]),
+    );
+    assert_eq!(unsigned[0]["status"], "processed", "{:?}", unsigned[0]);
+    assert_eq!(unsigned[0]["signed"], false, "{:?}", unsigned[0]);
+    let run = receiver.stop();
+    run.code(0);
+    assert_eq!(site.count("SELECT count(*) FROM transport_messages"), 5);
+    assert_eq!(site.count("SELECT count(*) FROM interchanges"), 6);
+}
+
+/// Messages that fail a check, each answered with the negative MDN RFC 4130 7.4.3 names for it,
+/// signed; nothing of any of them stored (no key, no Message-ID), each refusal reported.
+#[test]
+fn altered_and_unauthorised_messages_get_negative_mdns_and_nothing_is_applied() {
+    let Some(python) = python() else { return };
+    let site = Site::new();
+    let receiver = Receiver::start(&site, free_port(), "receiver", &[]);
+    let sample = crate::common::samples()
+        .join("valid/invoic-d96a-unoc-crlf.edi")
+        .display()
+        .to_string();
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &["--mode", "signed", "--tamper", "flip"],
+            "integrity-check-failed",
+        ),
+        (
+            &["--mode", "signed", "--sign-with", "receiver"],
+            "authentication-failed",
+        ),
+        (&["--as2-to", "SOMEONE"], "unknown-trading-partner"),
+        (&["--as2-from", "STRANGER"], "unknown-trading-partner"),
+        (&["--encrypt-to", "sender.cert.pem"], "decryption-failed"),
+    ];
+    let mut cases: Vec<(&[&str], &str)> = cases.to_vec();
+    cases.push((&["--mode", "plain"], "insufficient-message-security"));
+    for (extra, modifier) in &cases {
+        let mut a = args(&[
+            "--url",
+            &receiver.url(),
+            "--save",
+            &site.path("saved").display().to_string(),
+        ]);
+        a.extend(args(extra));
+        a.push(sample.clone());
+        let answers = send(&python, &a);
+        let answer = &answers[0];
+        assert_eq!(answer["http"], 200, "{extra:?}: {answer}");
+        assert_eq!(answer["status"], "processed/error", "{extra:?}: {answer}");
+        assert_eq!(answer["detail"], *modifier, "{extra:?}: {answer}");
+        assert_eq!(answer["signed"], true, "{extra:?}: {answer}");
+        assert!(
+            answer["mic_returned"].is_null(),
+            "no MIC for what was not processed: {answer}"
+        );
+    }
+    for mdn in fs::read_dir(site.path("saved")).unwrap() {
+        openssl_verifies(&mdn.unwrap().path());
+    }
+    let run = receiver.stop();
+    run.code(3);
+    let refused: Vec<String> = run
+        .json()
+        .iter()
+        .filter(|l| l["status"] == "refused")
+        .map(|l| l["error"].as_str().unwrap().to_string())
+        .collect();
+    let want: Vec<String> = cases.iter().map(|(_, m)| m.to_string()).collect();
+    assert_eq!(refused, want, "{run}");
+    assert_eq!(site.count("SELECT count(*) FROM interchanges"), 0);
+    assert_eq!(site.count("SELECT count(*) FROM transport_messages"), 0);
+}
+
+/// The receiver killed with SIGKILL twice while a sender posts 40 messages and retries each
+/// until it gets an answer: every message finally answered with a `processed` MDN, and each
+/// interchange applied once.
+#[test]
+fn receivers_killed_under_a_retrying_as2_sender_apply_each_interchange_once() {
+    let Some(python) = python() else { return };
+    let site = Site::new();
+    let port = free_port();
+    let mut receiver = Receiver::start(&site, port, "receiver", &[]);
+    let files = interchange_files(&site.path("in"), 40, 91, "A");
+    let mut a = vec![
+        SEND.to_string(),
+        "--certs".into(),
+        CERTS.into(),
+        "--url".into(),
+        receiver.url(),
+        "--retry-for".into(),
+        "60".into(),
+    ];
+    a.extend(files);
+    let sender = Command::new(&python)
+        .args(&a)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut rng = Synth::new(17);
+    let mut killed_mid_work = 0;
+    for round in 1..=2 {
+        let until = Instant::now() + Duration::from_secs(60);
+        while site.count("SELECT count(*) FROM transport_messages") < 8 * round
+            && Instant::now() < until
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(rng.below(200)));
+        let before = site.count("SELECT count(*) FROM transport_messages");
+        receiver.kill();
+        if before > 0 && before < 40 {
+            killed_mid_work += 1;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        receiver = Receiver::start(&site, port, "receiver", &[]);
+    }
+    let out = sender.wait_with_output().unwrap();
+    let answers = crate::common::json_lines(&out.stdout);
+    assert_eq!(answers.len(), 40, "{answers:?}");
+    for answer in &answers {
+        processed(answer);
+    }
+    assert!(
+        killed_mid_work > 0,
+        "no kill fell in the middle of the work"
+    );
+    assert_eq!(site.count("SELECT count(*) FROM interchanges"), 40);
+    assert_eq!(site.count("SELECT count(*) FROM transport_messages"), 40);
+    assert_eq!(
+        site.count(
+            "SELECT count(*) FROM (SELECT source FROM deliveries GROUP BY source HAVING count(*) > 1)"
+        ),
+        0,
+        "no message decided twice"
+    );
+    receiver.stop();
+}
+
+/// Two receivers on one PostgreSQL inbox, the same message (the same Message-ID and content)
+/// sent to both at once, as a sender behind a load balancer retries: applied once, and both
+/// answered with the one MDN stored with the decision.
+#[cfg(feature = "postgres")]
+#[test]
+fn two_receivers_on_postgres_sent_the_same_message_apply_it_once_with_one_mdn() {
+    let Some(python) = python() else { return };
+    let Some(site) = Site::postgres() else { return };
+    let first = Receiver::start(&site, free_port(), "first", &[]);
+    let second = Receiver::start(&site, free_port(), "second", &[]);
+    let files = interchange_files(&site.path("in"), 12, 93, "A");
+    let mut by_message: std::collections::BTreeMap<String, BTreeSet<String>> =
+        std::collections::BTreeMap::new();
+    for file in &files {
+        let id = format!(
+            "same-{}",
+            Path::new(file).file_stem().unwrap().to_string_lossy()
+        );
+        let senders: Vec<_> = [first.url(), second.url()]
+            .into_iter()
+            .map(|url| {
+                Command::new(&python)
+                    .arg(SEND)
+                    .args(["--certs", CERTS, "--url", &url, "--message-id", &id, file])
+                    .stdout(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for s in senders {
+            let out = s.wait_with_output().unwrap();
+            for a in crate::common::json_lines(&out.stdout) {
+                processed(&a);
+                by_message
+                    .entry(a["message_id"].as_str().unwrap().to_string())
+                    .or_default()
+                    .insert(a["mdn_sha256"].as_str().unwrap().to_string());
+            }
+        }
+    }
+    assert_eq!(by_message.len(), 12);
+    assert!(
+        by_message.values().all(|m| m.len() == 1),
+        "one MDN per message: {by_message:?}"
+    );
+    assert_eq!(site.count("SELECT count(*) FROM interchanges"), 12);
+    assert_eq!(site.count("SELECT count(*) FROM transport_messages"), 12);
+    assert_eq!(
+        site.count("SELECT sum(sightings) FROM transport_messages"),
+        24
+    );
+    first.stop();
+    second.stop();
+}
