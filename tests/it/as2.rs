@@ -597,3 +597,113 @@ fn two_receivers_on_postgres_sent_the_same_message_apply_it_once_with_one_mdn() 
     first.stop();
     second.stop();
 }
+
+/// Every broken sample (EDIFACT and X12) in an authentic AS2 message: answered `processed` (the
+/// transport worked: a retry could not mend the content), its interchanges rejected as `ingest`
+/// rejects the file, at the same byte offsets, and answered by CONTRL, TA1 or 999 where asked.
+#[test]
+fn broken_samples_in_authentic_as2_messages_are_rejected_as_ingest_rejects_them() {
+    let Some(python) = python() else { return };
+    let site = Site::new();
+    let samples = crate::common::samples();
+    let mut broken: Vec<PathBuf> = fs::read_dir(samples.join("broken"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    broken.extend(
+        ["broken-isa06-short.x12", "broken-se-count-wrong.x12"]
+            .iter()
+            .map(|n| samples.join("x12").join(n)),
+    );
+    broken.sort();
+    let files = site.fresh();
+    for path in &broken {
+        fs::copy(path, files.drop().join(path.file_name().unwrap())).unwrap();
+    }
+    let ingested = files.ingest_json(&["--contrl", "always"]).json();
+    let mut want: std::collections::BTreeMap<String, Vec<(String, Option<i64>)>> =
+        std::collections::BTreeMap::new();
+    for o in ingested.iter().filter(|o| o.get("file").is_some()) {
+        let name = Path::new(o["file"].as_str().unwrap())
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .to_string();
+        want.entry(name).or_default().push((
+            o["status"].as_str().unwrap().to_string(),
+            o["offset"].as_i64(),
+        ));
+    }
+    assert_eq!(want.len(), broken.len(), "{ingested:?}");
+    let receiver = Receiver::start(&site, free_port(), "receiver", &["--contrl", "always"]);
+    let mut a = args(&["--url", &receiver.url()]);
+    a.extend(broken.iter().map(|p| p.display().to_string()));
+    let answers = send(&python, &a);
+    assert_eq!(answers.len(), broken.len());
+    let run = receiver.stop();
+    run.code(3);
+    let lines = run.json();
+    for answer in &answers {
+        processed(answer);
+        let file = answer["file"].as_str().unwrap();
+        let name = format!("as2:{}", answer["message_id"].as_str().unwrap());
+        let got: Vec<(String, Option<i64>)> = lines
+            .iter()
+            .filter(|l| l["file"] == name.as_str())
+            .map(|l| {
+                (
+                    l["status"].as_str().unwrap().to_string(),
+                    l["offset"].as_i64(),
+                )
+            })
+            .collect();
+        assert_eq!(got, want[file], "{file} sent over AS2 as {name}\n{run}");
+    }
+    assert_eq!(
+        site.list(&["--status", "rejected"]).len(),
+        files.list(&["--status", "rejected"]).len(),
+        "recorded as rejected as the files are"
+    );
+    let answers_sql = "SELECT count(*) FROM outbox WHERE event_type LIKE '%.outbound'";
+    assert_eq!(
+        site.count(answers_sql),
+        files.count(answers_sql),
+        "a CONTRL, TA1 or 999 wherever ingest writes one"
+    );
+    assert_eq!(
+        site.count("SELECT count(*) FROM transport_messages"),
+        broken.len() as i64
+    );
+}
+
+per_backend! {
+    /// A message whose interchange the side effects (`--effects`) refuse: answered with a
+    /// negative MDN (`unexpected-processing-error`), never `processed`; nothing of it applied,
+    /// the interchange kept, the Message-ID left free; sent again under the same id once the
+    /// mapping is fixed, it is decided as new and gets its `processed` MDN.
+    fn a_message_the_side_effects_refuse_gets_a_negative_mdn_then_processed_after_the_fix(site) {
+        let Some(python) = python() else { return };
+        let file = site.path("refused.edi");
+        fs::write(&file, crate::effects::invoices("B1", &["I1", ""])).unwrap();
+        let file = file.display().to_string();
+        let fx = crate::effects::example(&site);
+        let receiver = Receiver::start(&site, free_port(), "receiver", &["--effects", fx.to_str().unwrap()]);
+        let a = &send(&python, &args(&["--url", &receiver.url(), "--message-id", "refused-0001", &file]))[0];
+        assert_eq!(a["status"], "processed/error", "refused by the side effects: {a}");
+        assert_eq!(a["detail"], "unexpected-processing-error", "{a}");
+        let run = receiver.stop();
+        run.code(3);
+        let lines = run.json();
+        assert!(lines.iter().any(|l| l["status"] == "refused" && l["control_ref"] == "B1"), "{lines:?}");
+        assert_eq!(site.count("SELECT count(*) FROM refusals"), 1);
+        assert_eq!(site.count("SELECT count(*) FROM interchanges"), 0);
+        assert_eq!(site.count("SELECT count(*) FROM transport_messages"), 0);
+        let fixed = crate::effects::fixed_example(&site);
+        let receiver = Receiver::start(&site, free_port(), "fixed", &["--effects", fixed.to_str().unwrap()]);
+        let b = &send(&python, &args(&["--url", &receiver.url(), "--message-id", "refused-0001", &file]))[0];
+        processed(b);
+        assert_eq!(site.count("SELECT count(*) FROM interchanges"), 1);
+        assert_eq!(site.count("SELECT count(*) FROM partner_invoices"), 2);
+        receiver.stop().code(0);
+    }
+}
