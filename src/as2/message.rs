@@ -158,6 +158,15 @@ pub fn read(
             || media == "application/x-pkcs7-mime"
         {
             let der = entity.content().map_err(|e| broken(&requested, e))?;
+            if smime_type == "signed-data" || smime_type == "certs-only" {
+                return Err(refuse(
+                    &requested,
+                    "unexpected-processing-error",
+                    format!(
+                        "application/pkcs7-mime; smime-type={smime_type} is not supported: AS2 signs with multipart/signed (RFC 4130 5.2)"
+                    ),
+                ));
+            }
             if smime_type == "compressed-data" {
                 compressed = true;
                 smime::decompress(&der, max_inflated).map_err(|e| match e {
@@ -180,12 +189,30 @@ pub fn read(
                     ));
                 }
                 if mic_over.is_none() {
-                    mic_over = Some((entity::canonical(&plain), false));
+                    // The header block in canonical form; the content as it is (binary
+                    // content is not text to canonicalise).
+                    let body_at = Entity::parse(&plain)
+                        .map(|e| plain.len() - e.body.len())
+                        .unwrap_or(0);
+                    let mut over = entity::canonical(&plain[..body_at]);
+                    over.extend_from_slice(&plain[body_at..]);
+                    mic_over = Some((over, false));
                 }
                 plain
             }
         } else if media == "multipart/signed" {
             let parts = entity.parts().map_err(|e| broken(&requested, e))?;
+            let protocol = entity
+                .parameter("protocol")
+                .unwrap_or_default()
+                .to_ascii_lowercase();
+            if !protocol.is_empty() && !protocol.ends_with("pkcs7-signature") {
+                return Err(refuse(
+                    &requested,
+                    "unexpected-processing-error",
+                    format!("a multipart/signed with protocol {protocol:?} is not S/MIME"),
+                ));
+            }
             if parts.len() != 2 {
                 return Err(refuse(
                     &requested,

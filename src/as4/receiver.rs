@@ -252,8 +252,8 @@ impl Carried {
     fn answer_stored(&self, stored: Vec<u8>) -> Answer {
         match self {
             Carried::As4 { .. } => Answer::soap(200, stored),
-            // A message that asked for no MDN is answered with an empty 200.
-            Carried::As2 { .. } if stored.is_empty() => Answer::text(200, ""),
+            // A sending that asked for no MDN is answered with an empty 200.
+            Carried::As2 { received, .. } if !received.requested.wanted => Answer::text(200, ""),
             Carried::As2 { .. } => Answer {
                 status: 200,
                 format: Format::Mime,

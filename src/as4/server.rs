@@ -61,7 +61,8 @@ pub enum Carried {
     },
     As2 {
         received: Box<as2::message::Received>,
-        /// The `processed` MDN, a whole MIME entity; empty where the sender asked for none.
+        /// The `processed` MDN, a whole MIME entity (made even where this sending asked for
+        /// none, which is then answered with an empty 200).
         mdn: Vec<u8>,
     },
 }
@@ -752,12 +753,28 @@ async fn answer_as2(
         tokio::task::spawn_blocking(move || {
             let read = as2::message::read(&headers, &body, &config, limits.max_inflated);
             drop((body, room));
+            // A refusal's answer (a negative MDN is signed) is made here too, off the
+            // connections' thread.
+            let refuse = |refused: Box<as2::message::Refused>| {
+                let answer = match (&refused.requested, refused.status) {
+                    (Some(requested), None) => super::receiver::as2_refusal(
+                        Some(&config),
+                        requested,
+                        refused.modifier,
+                        &refused.detail,
+                    ),
+                    (_, status) => {
+                        Answer::text(status.unwrap_or(400), &format!("{}\n", refused.detail))
+                    }
+                };
+                Err((refused, answer))
+            };
             let received = match read {
                 Ok(r) => r,
-                Err(refused) => return Err(refused),
+                Err(refused) => return refuse(refused),
             };
             if received.receipt_delivery.is_some() {
-                return Err(Box::new(as2::message::Refused {
+                return refuse(Box::new(as2::message::Refused {
                     requested: None,
                     modifier: "unsupported-receipt-delivery",
                     status: Some(501),
@@ -765,44 +782,34 @@ async fn answer_as2(
                     message_id: Some(received.requested.message_id.clone()),
                 }));
             }
-            let mdn = if received.requested.wanted {
-                as2::mdn::build(
-                    &config,
-                    &received.requested,
-                    as2::mdn::Disposition::Processed,
-                    Some(&received.mic),
-                    "The AS2 message was received and committed.",
-                )
-                .map_err(|why| {
-                    Box::new(as2::message::Refused {
-                        requested: None,
-                        modifier: "unexpected-processing-error",
-                        status: Some(500),
-                        detail: format!("no MDN could be signed: {why}"),
-                        message_id: Some(received.requested.message_id.clone()),
-                    })
-                })?
-            } else {
-                Vec::new()
-            };
-            Ok((received, mdn))
+            // Made and stored even where this sending asked for no MDN: a sending again that
+            // asks for one gets it, signed (SHA-256), which any sender takes.
+            let mut requested = received.requested.clone();
+            if !requested.wanted && requested.signed_with.is_none() {
+                requested.signed_with = Some(as2::smime::Digest::Sha256);
+            }
+            match as2::mdn::build(
+                &config,
+                &requested,
+                as2::mdn::Disposition::Processed,
+                Some(&received.mic),
+                "The AS2 message was received and committed.",
+            ) {
+                Ok(mdn) => Ok((received, mdn)),
+                Err(why) => refuse(Box::new(as2::message::Refused {
+                    requested: None,
+                    modifier: "unexpected-processing-error",
+                    status: Some(500),
+                    detail: format!("no MDN could be signed: {why}"),
+                    message_id: Some(received.requested.message_id.clone()),
+                })),
+            }
         })
         .await
     };
     let (received, mdn) = match checked {
         Ok(Ok(checked)) => checked,
-        Ok(Err(refused)) => {
-            let answer = match (&refused.requested, refused.status) {
-                (Some(requested), None) => super::receiver::as2_refusal(
-                    Some(&config),
-                    requested,
-                    refused.modifier,
-                    &refused.detail,
-                ),
-                (_, status) => {
-                    Answer::text(status.unwrap_or(400), &format!("{}\n", refused.detail))
-                }
-            };
+        Ok(Err((refused, answer))) => {
             let _ = jobs.send(Job::RefusedAs2 {
                 refused: *refused,
                 peer,

@@ -126,14 +126,16 @@ fn claim(
     messages: &[Message<'_>],
     when: &str,
 ) -> anyhow::Result<Vec<Option<Answered>>> {
-    let mut first: HashMap<&str, usize> = HashMap::new();
+    // By transport and id: an AS4 and an AS2 message may carry the same id in one batch, and
+    // each transport's ids are its own.
+    let mut first: HashMap<(&str, &str), usize> = HashMap::new();
     let mut claimed: Vec<Option<Answered>> = (0..messages.len()).map(|_| None).collect();
     for k in by_id(messages, 0..messages.len()) {
         let m = &messages[k].claim;
         let claim = inbox
             .claim_message(m, when)
             .context("cannot write to the inbox database")?;
-        claimed[k] = match (claim, first.get(m.message_id)) {
+        claimed[k] = match (claim, first.get(&(m.transport, m.message_id))) {
             (Claim::Other { sender }, _) => Some(Answered::Other {
                 sender: sender.filter(|s| s != m.sender),
             }),
@@ -160,23 +162,18 @@ fn claim(
         };
         // A sending refused is not the one a later sending of its id is compared with.
         if !matches!(claimed[k], Some(Answered::Other { .. })) {
-            first.entry(m.message_id).or_insert(k);
+            first.entry((m.transport, m.message_id)).or_insert(k);
         }
     }
     Ok(claimed)
 }
 
-/// The places `of` the batch in the order of their message ids, in which they are claimed (two
+/// The places `of` the batch in the order of their transports and message ids, in which they are claimed (two
 /// receivers of a shared inbox claiming the same ids in other orders would each wait on the
 /// other's rows). Stable: of the sendings of one id, the earliest comes first.
 fn by_id(messages: &[Message<'_>], of: impl Iterator<Item = usize>) -> Vec<usize> {
     let mut order: Vec<usize> = of.collect();
-    order.sort_by(|&a, &b| {
-        messages[a]
-            .claim
-            .message_id
-            .cmp(messages[b].claim.message_id)
-    });
+    order.sort_by_key(|&k| (messages[k].claim.transport, messages[k].claim.message_id));
     order
 }
 
@@ -250,6 +247,24 @@ mod tests {
             kinds(&claimed),
             ["refused", "resent receipt of a from PTE000001"],
         );
+        inbox.abandon();
+    }
+
+    /// The same id over AS4 and over AS2 in one batch: two messages, each claimed as new under
+    /// its own transport (neither answered with the other's answer, nor refused for it).
+    #[test]
+    fn the_same_id_over_two_transports_is_two_messages() {
+        let (_dir, mut inbox) = super::super::testing::scratch_inbox();
+        let when = "2026-01-01T00:00:00.000Z";
+        let mut over_as2 = message("a", "PARTNER", "y", b"the MDN of a");
+        over_as2.claim.transport = "as2";
+        let batch = vec![
+            message("a", "PTE000001", "x", b"receipt of a"),
+            over_as2,
+            message("a", "PTE000001", "x", b"receipt of a"),
+        ];
+        let claimed = claim(&mut *inbox, &batch, when).unwrap();
+        assert_eq!(kinds(&claimed), ["new", "new", "same as 0"]);
         inbox.abandon();
     }
 

@@ -71,6 +71,7 @@ def main() -> int:
     ap.add_argument("--as2-to", default="EDIINBOX")
     ap.add_argument("--digest", default="sha256")
     ap.add_argument("--mdn-digest", default="sha256")
+    ap.add_argument("--no-mdn", action="store_true", help="ask for no MDN at all")
     ap.add_argument("--enc-alg", default="aes_256_cbc")
     ap.add_argument("--key-enc", default="rsaes_pkcs1v15")
     # `openssl-pss`: the signature made by `openssl cms -sign` with RSASSA-PSS (pyas2lib's own
@@ -107,7 +108,7 @@ def main() -> int:
         enc_alg=a.enc_alg,
         key_enc_alg=a.key_enc,
         sign_alg=sign_alg,
-        mdn_mode="SYNC",
+        mdn_mode=None if a.no_mdn else "SYNC",
         mdn_digest_alg=mdn_digest,
     )
     n = 0
@@ -119,7 +120,7 @@ def main() -> int:
             data,
             filename=path.name,
             content_type="application/octet-stream",
-            disposition_notification_to="mdn@sender.example",
+            disposition_notification_to=None if a.no_mdn else "mdn@sender.example",
             message_id=a.message_id,
         )
         headers = {k: v for k, v in msg.headers.items()}

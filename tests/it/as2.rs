@@ -707,3 +707,36 @@ per_backend! {
         receiver.stop().code(0);
     }
 }
+
+/// A message sent first asking for no MDN (an empty 200), then again under the same
+/// Message-ID asking for one: the second sending gets the `processed` MDN stored with the
+/// first's decision, signed, its MIC the sender's; the interchange decided once.
+#[test]
+fn a_message_first_sent_without_an_mdn_gets_one_when_sent_again_asking() {
+    let Some(python) = python() else { return };
+    let site = Site::new();
+    let receiver = Receiver::start(&site, free_port(), "receiver", &[]);
+    let sample = crate::common::samples()
+        .join("valid/orders-d01b-no-una.edi")
+        .display()
+        .to_string();
+    let id = ["--message-id", "asked-later"];
+    let mut first = args(&["--url", &receiver.url(), "--no-mdn"]);
+    first.extend(args(&id));
+    first.push(sample.clone());
+    let a = &send(&python, &first)[0];
+    assert_eq!(
+        (&a["http"], &a["status"]),
+        (&200.into(), &"no-mdn".into()),
+        "{a}"
+    );
+    let mut again = args(&["--url", &receiver.url()]);
+    again.extend(args(&id));
+    again.push(sample);
+    let b = &send(&python, &again)[0];
+    processed(b);
+    let run = receiver.stop();
+    run.code(0);
+    assert_eq!(site.count("SELECT count(*) FROM interchanges"), 1);
+    assert_eq!(site.count("SELECT sightings FROM transport_messages"), 2);
+}
