@@ -297,7 +297,7 @@ impl Carried {
                 Some(s) => Answer::soap(200, receipt::error(&s, Some(&id), &refusal)),
                 None => Answer::text(500, "no AS4 configuration"),
             },
-            Carried::As2 { received, .. } => as2_refusal(
+            Carried::As2 { received, .. } => Answer::as2_refusal(
                 signer.as2,
                 &received.requested,
                 "unexpected-processing-error",
@@ -305,33 +305,6 @@ impl Carried {
             ),
         }
     }
-}
-
-/// A negative MDN (`processed/error: MODIFIER`) where the sender asked for an MDN and one can
-/// be made; else an HTTP error with the reason.
-pub fn as2_refusal(
-    config: Option<&as2::config::Config>,
-    requested: &as2::mdn::Requested,
-    modifier: &'static str,
-    detail: &str,
-) -> Answer {
-    if requested.wanted
-        && let Some(config) = config
-        && let Ok(mdn) = as2::mdn::build(
-            config,
-            requested,
-            as2::mdn::Disposition::Error(modifier),
-            None,
-            &format!("The AS2 message was not processed: {detail}"),
-        )
-    {
-        return Answer {
-            status: 200,
-            format: Format::Mime,
-            body: mdn,
-        };
-    }
-    Answer::text(400, &format!("processed/error: {modifier}: {detail}\n"))
 }
 
 /// The batch's messages claimed and decided by the intake, and committed.

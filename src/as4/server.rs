@@ -119,6 +119,33 @@ impl Answer {
         }
     }
 
+    /// A negative MDN (`processed/error: MODIFIER`) where the sender asked for an MDN and one can
+    /// be made; else an HTTP error with the reason.
+    pub fn as2_refusal(
+        config: Option<&as2::config::Config>,
+        requested: &as2::mdn::Requested,
+        modifier: &'static str,
+        detail: &str,
+    ) -> Answer {
+        if requested.wanted
+            && let Some(config) = config
+            && let Ok(mdn) = as2::mdn::build(
+                config,
+                requested,
+                as2::mdn::Disposition::Error(modifier),
+                None,
+                &format!("The AS2 message was not processed: {detail}"),
+            )
+        {
+            return Answer {
+                status: 200,
+                format: Format::Mime,
+                body: mdn,
+            };
+        }
+        Answer::text(400, &format!("processed/error: {modifier}: {detail}\n"))
+    }
+
     pub fn text(status: u16, text: &str) -> Answer {
         Answer {
             status,
@@ -757,7 +784,7 @@ async fn answer_as2(
             // connections' thread.
             let refuse = |refused: Box<as2::message::Refused>| {
                 let answer = match (&refused.requested, refused.status) {
-                    (Some(requested), None) => super::receiver::as2_refusal(
+                    (Some(requested), None) => Answer::as2_refusal(
                         Some(&config),
                         requested,
                         refused.modifier,
