@@ -27,6 +27,11 @@ use openssl::pkey::{PKey, Private};
 use openssl::x509::X509;
 use serde::Deserialize;
 
+/// Certificates read as `--as4-config`'s are, the errors naming `--as2-config`.
+fn certificate(path: &Path, config: &str, what: &str) -> Result<X509, String> {
+    crate::as4::config::certificate("--as2-config", path, config, what)
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct File {
@@ -167,16 +172,5 @@ pub fn read(path: &Path) -> Result<Config, String> {
         key,
         cert,
         partners,
-    })
-}
-
-fn certificate(path: &Path, config: &str, what: &str) -> Result<X509, String> {
-    let pem = std::fs::read(path)
-        .map_err(|e| format!("--as2-config {config}: {what}: {}: {e}", path.display()))?;
-    X509::from_pem(&pem).map_err(|_| {
-        format!(
-            "--as2-config {config}: {what}: {} is not a PEM certificate",
-            path.display()
-        )
     })
 }

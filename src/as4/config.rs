@@ -81,7 +81,12 @@ pub fn read(path: &Path) -> Result<Config, String> {
             own_key_path.display()
         ));
     }
-    let own_cert = certificate(&resolve(&file.own.cert), &shown.to_string(), "own.cert")?;
+    let own_cert = certificate(
+        "--as4-config",
+        &resolve(&file.own.cert),
+        &shown.to_string(),
+        "own.cert",
+    )?;
     let own_public = own_cert
         .public_key()
         .map_err(|e| format!("--as4-config {shown}: own.cert: {e}"))?;
@@ -101,7 +106,7 @@ pub fn read(path: &Path) -> Result<Config, String> {
         if partners.iter().any(|q: &Partner| q.party_id == p.party_id) {
             return Err(format!("--as4-config {shown}: {what} is there twice"));
         }
-        let cert = certificate(&resolve(&p.cert), &shown.to_string(), &what)?;
+        let cert = certificate("--as4-config", &resolve(&p.cert), &shown.to_string(), &what)?;
         let key = cert
             .public_key()
             .map_err(|e| format!("--as4-config {shown}: {what}: {e}"))?;
@@ -130,12 +135,19 @@ pub fn read(path: &Path) -> Result<Config, String> {
     })
 }
 
-fn certificate(path: &Path, config: &str, what: &str) -> Result<openssl::x509::X509, String> {
+/// A PEM certificate a configuration names; the error names the option (`flag`), the file and
+/// what it is for. Shared by `--as4-config` and `--as2-config`.
+pub(crate) fn certificate(
+    flag: &str,
+    path: &Path,
+    config: &str,
+    what: &str,
+) -> Result<openssl::x509::X509, String> {
     let pem = std::fs::read(path)
-        .map_err(|e| format!("--as4-config {config}: {what}: {}: {e}", path.display()))?;
+        .map_err(|e| format!("{flag} {config}: {what}: {}: {e}", path.display()))?;
     openssl::x509::X509::from_pem(&pem).map_err(|_| {
         format!(
-            "--as4-config {config}: {what}: {} is not a PEM certificate",
+            "{flag} {config}: {what}: {} is not a PEM certificate",
             path.display()
         )
     })
