@@ -377,10 +377,12 @@ pub struct ReceiveArgs {
     pub as4_config: Option<PathBuf>,
 
     /// The AS2 configuration (TOML): [own] as2_id, key (PEM RSA key that decrypts and signs
-    /// MDNs) and cert; one [[partner]] per AS2-From with its as2_id, its pinned signing cert,
-    /// encryption_cert where it is another, and require_signed (default true),
-    /// require_encrypted, require_compressed. Without it (and with --as4-config), POSTs to
-    /// /as2 are answered 404.
+    /// MDNs), cert, and mdn_roots (PEM roots for partners' https:// asynchronous-MDN URLs;
+    /// default: the system's); one [[partner]] per AS2-From with its as2_id, its pinned signing
+    /// cert, encryption_cert where it is another, and require_signed (default true),
+    /// require_encrypted, require_compressed. Asynchronous MDNs are POSTed by this process after
+    /// the commit, retried until taken. Without it (and with --as4-config), POSTs to /as2 are
+    /// answered 404.
     #[arg(
         long,
         value_name = "FILE",

@@ -17,6 +17,9 @@
 //! require_compressed = false   # default false
 //! ```
 //!
+//! `mdn_roots` in `[own]` (a PEM file) names the roots that partners' HTTPS servers are checked
+//! against when their asynchronous MDNs are POSTed to them, instead of the system's.
+//!
 //! `encryption_cert` (the partner's encryption certificate, where it is not `cert`) is read and
 //! checked: a receiver encrypts nothing to its partners (an MDN is signed, never encrypted), so
 //! it serves the day edi-inbox sends.
@@ -46,6 +49,7 @@ struct Own {
     as2_id: String,
     key: PathBuf,
     cert: PathBuf,
+    mdn_roots: Option<PathBuf>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -81,6 +85,9 @@ pub struct Config {
     pub key: PKey<Private>,
     pub cert: X509,
     pub partners: Vec<Partner>,
+    /// `own.mdn_roots`, resolved: the roots of the partners' HTTPS servers, where not the
+    /// system's.
+    pub mdn_roots: Option<PathBuf>,
 }
 
 impl Config {
@@ -167,10 +174,28 @@ pub fn read(path: &Path) -> Result<Config, String> {
             require_compressed: p.require_compressed,
         });
     }
+    let mdn_roots = file.own.mdn_roots.as_deref().map(resolve);
+    if let Some(roots) = &mdn_roots {
+        // Read now, so that a missing or unreadable file is said at start-up.
+        mdn_tls(Some(roots)).map_err(|e| format!("--as2-config {shown}: own.mdn_roots: {e}"))?;
+    }
     Ok(Config {
         as2_id: file.own.as2_id,
         key,
         cert,
         partners,
+        mdn_roots,
     })
+}
+
+/// The TLS client of the asynchronous MDNs' deliveries: the servers checked against `roots`,
+/// or the system's roots.
+pub fn mdn_tls(roots: Option<&Path>) -> Result<rustls::ClientConfig, String> {
+    let settings = crate::broker::tls::Settings {
+        ca: roots.map(Path::to_path_buf),
+        ..Default::default()
+    };
+    settings
+        .client_config()
+        .map_err(|e| e.trim_start_matches("--tls-ca: ").to_string())
 }

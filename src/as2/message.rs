@@ -316,6 +316,8 @@ pub fn read(
     let filename = entity
         .header("content-disposition")
         .and_then(|d| crate::as4::mime::parameter(d, "filename"));
+    // Asked for with Disposition-Notification-To only: without it, no MDN goes anywhere.
+    let receipt_delivery = receipt_delivery.filter(|_| requested.wanted);
     Ok(Received {
         requested,
         receipt_delivery,

@@ -2,9 +2,12 @@
 //! message POSTed to `/as2` is read (`entity.rs`), its S/MIME layers opened and its signature
 //! checked against the partner's pinned certificate (`smime.rs`, `message.rs`), its interchange
 //! decided in the inbox's transaction with its Message-ID claimed (the receiver shared with
-//! AS4), and its MDN (`mdn.rs`), stored with the decision, answered only after the commit.
+//! AS4), and its MDN (`mdn.rs`), stored with the decision, answered only after the commit: in
+//! the HTTP response, or POSTed to the partner by `delivery.rs` where it asked for an
+//! asynchronous MDN.
 
 pub mod config;
+pub mod delivery;
 pub mod entity;
 pub mod mdn;
 pub mod message;

@@ -42,6 +42,8 @@ pub trait Report {
     fn resent(&mut self, transport: &str, message_id: &str, peer: SocketAddr);
     /// A message the inbox failed to store (`why`): its sender was told to send it again.
     fn failed(&mut self, transport: &str, message_id: &str, why: &str);
+    /// What the delivery of an asynchronous MDN came to.
+    fn answer_sent(&mut self, sent: &as2::delivery::Sent);
     /// The inbox's connection was lost; `Ok` where a new one was made.
     fn reconnected(&mut self, outcome: Result<(), String>);
     /// After each batch, and while nothing arrives (at least every [`IDLE_EVERY`]).
@@ -101,6 +103,7 @@ pub fn run(
                 }),
                 Job::Refused { rejected, peer } => report.refused(&rejected, peer),
                 Job::RefusedAs2 { refused, peer } => report.refused_as2(&refused, peer),
+                Job::AnswerSent(sent) => report.answer_sent(&sent),
             }
             if batch.len() < MAX_BATCH {
                 next = jobs.try_recv().ok();
@@ -252,8 +255,13 @@ impl Carried {
     fn answer_stored(&self, stored: Vec<u8>) -> Answer {
         match self {
             Carried::As4 { .. } => Answer::soap(200, stored),
-            // A sending that asked for no MDN is answered with an empty 200.
-            Carried::As2 { received, .. } if !received.requested.wanted => Answer::text(200, ""),
+            // A sending that asked for no MDN, or for an asynchronous one (POSTed after the
+            // commit), is answered with an empty 200.
+            Carried::As2 { received, .. }
+                if !received.requested.wanted || received.receipt_delivery.is_some() =>
+            {
+                Answer::text(200, "")
+            }
             Carried::As2 { .. } => Answer {
                 status: 200,
                 format: Format::Mime,
@@ -337,6 +345,7 @@ fn decide_in_inbox(
                 intake::Message {
                     claim: claimed(r),
                     answer: receipt,
+                    deliver_to: None,
                     payloads: r
                         .interchanges
                         .iter()
@@ -358,6 +367,7 @@ fn decide_in_inbox(
                     content_sha256: &received.content_sha256,
                 },
                 answer: mdn,
+                deliver_to: received.receipt_delivery.as_deref(),
                 payloads: vec![Incoming {
                     filename: received.filename.as_deref(),
                     ..Incoming::new(&names[0], &received.payload)

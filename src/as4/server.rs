@@ -89,6 +89,8 @@ pub enum Job {
         refused: as2::message::Refused,
         peer: SocketAddr,
     },
+    /// What the thread that delivers asynchronous MDNs did: for the report and the metrics.
+    AnswerSent(as2::delivery::Sent),
 }
 
 /// The answer to one request.
@@ -800,12 +802,18 @@ async fn answer_as2(
                 Ok(r) => r,
                 Err(refused) => return refuse(refused),
             };
-            if received.receipt_delivery.is_some() {
+            // An asynchronous MDN goes where it can: a URL it could never be POSTed to is
+            // refused before anything is applied.
+            if let Some(Err(why)) = received
+                .receipt_delivery
+                .as_deref()
+                .map(as2::delivery::check_url)
+            {
                 return refuse(Box::new(as2::message::Refused {
                     requested: None,
                     modifier: "unsupported-receipt-delivery",
                     status: Some(501),
-                    detail: "asynchronous MDNs (Receipt-Delivery-Option) are not supported yet by this receiver: ask for a synchronous MDN; nothing was applied".into(),
+                    detail: format!("{why}: ask for a synchronous MDN, or for one by HTTP(S); nothing was applied"),
                     message_id: Some(received.requested.message_id.clone()),
                 }));
             }

@@ -46,6 +46,10 @@ struct Summary {
     /// Interchanges the operator's side effects refused (their messages answered with an ebMS
     /// error; kept whole for `reapply --refused`).
     interchanges_refused: usize,
+    /// Asynchronous MDNs the partners' servers took.
+    mdns_delivered: usize,
+    /// Tries at delivering an asynchronous MDN that failed (each tried again later).
+    mdn_failures: usize,
 }
 
 /// One line for a message refused or answered again.
@@ -95,11 +99,40 @@ pub fn run(
         request_timeout: args.request_timeout,
     };
     let (jobs_tx, jobs) = std::sync::mpsc::channel();
+    // AS2's asynchronous MDNs, delivered by a thread of their own on a connection of its own,
+    // from what the deciding thread committed. It ends once the HTTP side has (on a stop, or
+    // where it failed), so that the deciding thread, which runs until both are gone, ends too.
+    let served_all = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let deliveries = match &config.as2 {
+        Some(as2) => {
+            let outbox = inbox
+                .answer_outbox()
+                .context("cannot connect to the inbox for the asynchronous MDNs")?;
+            let roots = as2.mdn_roots.clone();
+            let stop = served_all.clone();
+            let jobs = jobs_tx.clone();
+            Some(
+                std::thread::Builder::new()
+                    .name("as2-mdn".into())
+                    .spawn(move || {
+                        crate::as2::delivery::run(outbox, roots, &stop, |sent| {
+                            let _ = jobs.send(server::Job::AnswerSent(sent));
+                        })
+                    })
+                    .context("cannot start the asynchronous MDNs' deliveries")?,
+            )
+        }
+        None => None,
+    };
     let server = {
         let config = config.clone();
         std::thread::Builder::new()
             .name("as4-http".into())
-            .spawn(move || server::serve(listener, config, limits, stop, jobs_tx))
+            .spawn(move || {
+                let served = server::serve(listener, config, limits, stop, jobs_tx);
+                served_all.store(true, std::sync::atomic::Ordering::Relaxed);
+                served
+            })
             .context("cannot start the HTTP listener")?
     };
     if let Some(as4) = &config.as4 {
@@ -124,6 +157,7 @@ pub fn run(
         errors: BTreeMap::new(),
         last_request: 0.0,
         other_problems: 0,
+        mdn_backlog: None,
     };
     let signer = receiver::Signers {
         as4: config.as4.as_deref().map(|c| Signer {
@@ -140,12 +174,31 @@ pub fn run(
         || super::open_deciding(db, busy_timeout, effects.as_ref()),
         &mut run,
     );
+    if let Some(d) = deliveries {
+        d.join()
+            .map_err(|_| anyhow::anyhow!("the asynchronous MDNs' deliveries failed"))?;
+    }
     let served = server
         .join()
         .map_err(|_| anyhow::anyhow!("the HTTP listener failed"))?;
     served.with_context(|| format!("the HTTP listener on {address} failed"))?;
     inbox.end_run();
     Ok(run.finish())
+}
+
+/// One line for an asynchronous MDN's delivery (`--json`).
+#[derive(Debug, Serialize)]
+struct MdnLine<'a> {
+    status: &'static str,
+    file: String,
+    url: &'a str,
+    attempts: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    http_status: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retry_in_seconds: Option<u64>,
 }
 
 /// A receive run: what it has reported so far, and its metrics.
@@ -159,6 +212,8 @@ struct Run<'a> {
     errors: BTreeMap<&'static str, usize>,
     last_request: f64,
     other_problems: usize,
+    /// The asynchronous MDNs waiting for delivery and the age of the oldest, as last read.
+    mdn_backlog: Option<(i64, Option<i64>)>,
 }
 
 impl receiver::Report for Run<'_> {
@@ -245,6 +300,72 @@ impl receiver::Report for Run<'_> {
                 "{transport}:{message_id}: {why}; nothing of it was kept, and the sender was told to send it again"
             ),
         );
+    }
+
+    fn answer_sent(&mut self, sent: &crate::as2::delivery::Sent) {
+        use crate::as2::delivery::Sent;
+        let transport = crate::as2::TRANSPORT;
+        match sent {
+            Sent::Delivered {
+                message_id,
+                url,
+                attempts,
+                status,
+            } => {
+                self.summary.mdns_delivered += 1;
+                if self.args.json {
+                    self.out.json(&MdnLine {
+                        status: "mdn-delivered",
+                        file: format!("{transport}:{message_id}"),
+                        url,
+                        attempts: *attempts,
+                        http_status: Some(*status),
+                        error: None,
+                        retry_in_seconds: None,
+                    });
+                } else if !self.args.quiet {
+                    self.out.line(&format!(
+                        "mdn-sent   {transport}:{message_id}  its asynchronous MDN delivered to {url} (HTTP {status}, try {attempts})"
+                    ));
+                }
+            }
+            Sent::Failed {
+                message_id,
+                url,
+                attempts,
+                error,
+                retry_in,
+            } => {
+                self.summary.mdn_failures += 1;
+                if self.args.json {
+                    self.out.json(&MdnLine {
+                        status: "mdn-failed",
+                        file: format!("{transport}:{message_id}"),
+                        url,
+                        attempts: *attempts,
+                        http_status: None,
+                        error: Some(error),
+                        retry_in_seconds: Some(retry_in.as_secs()),
+                    });
+                } else {
+                    self.out.line(&format!(
+                        "mdn-failed {transport}:{message_id}  its asynchronous MDN was not delivered to {url} (try {attempts}): {error}; tried again in {} s",
+                        retry_in.as_secs()
+                    ));
+                }
+            }
+            Sent::InboxFailed { error } => problem(
+                &mut self.out,
+                &format!("asynchronous MDNs: {error}; tried again shortly"),
+            ),
+            Sent::Backlog {
+                undelivered,
+                oldest_age_seconds,
+            } => {
+                self.mdn_backlog = Some((*undelivered, *oldest_age_seconds));
+            }
+        }
+        self.out.flush();
     }
 
     fn reconnected(&mut self, outcome: Result<(), String>) {
@@ -341,6 +462,19 @@ impl Run<'_> {
             m.family(&catalogue::RECEIVE_RUN_ERRORS);
             for (code, n) in &self.errors {
                 m.sample(&catalogue::RECEIVE_RUN_ERRORS, &[code], *n as f64);
+            }
+        }
+        if self.args.as2_config.is_some() {
+            m.outcomes(
+                &catalogue::RECEIVE_RUN_MDN_DELIVERIES,
+                &[("delivered", s.mdns_delivered), ("failed", s.mdn_failures)],
+            );
+            if let Some((undelivered, oldest)) = self.mdn_backlog {
+                m.single(&catalogue::RECEIVE_MDNS_UNDELIVERED, undelivered as f64)
+                    .single(
+                        &catalogue::RECEIVE_MDN_OLDEST_UNDELIVERED_AGE_SECONDS,
+                        oldest.unwrap_or(0) as f64,
+                    );
             }
         }
         m.single(

@@ -28,6 +28,7 @@ pub const TABLES: &[&str] = &[
     "contrl_outbox",
     "consumer_positions",
     "transport_messages",
+    "answer_outbox",
     "refusals",
     "message_effects",
 ];

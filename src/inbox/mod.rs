@@ -388,6 +388,70 @@ pub trait Transports {
     /// Gives back the claim of a message made in the open batch and not answered (one of its
     /// interchanges refused by the side effects): its sending again is decided as new.
     fn release_message(&mut self, transport: &str, message_id: &str) -> Result<(), InboxError>;
+
+    /// Queues the answer stored for a message claimed in the open batch for delivery to `url`
+    /// (AS2's asynchronous MDN), due at once: written with the claim, so that it is delivered
+    /// only once the batch commits. A message queued before (its sending again: the sender did
+    /// not get it) is due again, to `url`, its delivery tried afresh.
+    fn queue_answer(
+        &mut self,
+        transport: &str,
+        message_id: &str,
+        url: &str,
+        when: &str,
+    ) -> Result<(), InboxError>;
+
+    /// A connection of its own to this inbox, for the thread that delivers the queued answers:
+    /// made from this one (on SQLite the database file is not opened and closed again beside
+    /// the live connection, which would drop this process's POSIX locks on it: SQLite's "How To
+    /// Corrupt An SQLite Database File", 2.2).
+    fn answer_outbox(&self) -> Result<Box<dyn AnswerOutbox + Send>, InboxError>;
+}
+
+/// The queued answers, as the thread that delivers them sees them: each taken, then recorded
+/// as delivered or tried again later ([`Transports::answer_outbox`]).
+pub trait AnswerOutbox {
+    /// Up to `limit` answers due now, oldest first, each taken for `lease` in one short
+    /// transaction (its next try pushed past the lease, its attempt counted), so that another
+    /// receiver of a shared inbox does not try it meanwhile; a receiver that dies holding one
+    /// leaves it due again once the lease ends.
+    fn take_due_answers(
+        &mut self,
+        lease: std::time::Duration,
+        limit: u32,
+    ) -> Result<Vec<DueAnswer>, InboxError>;
+
+    /// Records an answer's delivery (the partner's server took it), in one short transaction.
+    fn answer_delivered(&mut self, transport: &str, message_id: &str) -> Result<(), InboxError>;
+
+    /// Records a failed delivery and its reason, in one short transaction: tried again after
+    /// `retry_in`.
+    fn answer_not_delivered(
+        &mut self,
+        transport: &str,
+        message_id: &str,
+        error: &str,
+        retry_in: std::time::Duration,
+    ) -> Result<(), InboxError>;
+
+    /// The answers queued and not delivered yet, and how long the oldest of them has waited,
+    /// in whole seconds (a read).
+    fn undelivered_answers(&mut self) -> Result<(i64, Option<i64>), InboxError>;
+
+    /// Connects again where the connection was lost (PostgreSQL); a no-op where it was not.
+    fn reconnect(&mut self) -> Result<(), InboxError>;
+}
+
+/// An answer to deliver ([`AnswerOutbox::take_due_answers`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DueAnswer {
+    pub transport: String,
+    pub message_id: String,
+    pub url: String,
+    /// The attempts made, this one counted.
+    pub attempts: i64,
+    /// What is delivered: the answer stored with the message's claim.
+    pub answer: Vec<u8>,
 }
 
 /// What a claim of a transport's message found ([`Transports::claim_message`]).

@@ -22,6 +22,9 @@ pub struct Message<'a> {
     /// What its sender is answered where it is new (made before the decision: it says the
     /// message arrived, and goes out only after the commit): stored with the claim.
     pub answer: &'a [u8],
+    /// Where its answer is delivered apart from the request (AS2's asynchronous MDN, to the
+    /// URL of `Receipt-Delivery-Option`): queued with the claim, sent after the commit.
+    pub deliver_to: Option<&'a str>,
     /// Its payloads, each decided as a delivery.
     pub payloads: Vec<Incoming<'a>>,
 }
@@ -111,6 +114,7 @@ pub fn decide_messages(
                 inbox
                     .answer_message(m.claim.transport, m.claim.message_id, m.answer)
                     .context("cannot write to the inbox database")?;
+                queue(inbox, m, when)?;
                 answered.push(Answered::New(own));
             }
         }
@@ -150,13 +154,19 @@ fn claim(
                 }
             }
             (Claim::New, None) => None,
-            (Claim::Seen(Some(stored)), None) => Some(Answered::Resent(stored)),
+            // Its sender did not get the answer (else it would not send again): where it is
+            // delivered apart, delivered again.
+            (Claim::Seen(Some(stored)), None) => {
+                queue(inbox, &messages[k], when)?;
+                Some(Answered::Resent(stored))
+            }
             // Claimed and never answered (an inbox written by hand): answered now.
             (Claim::Seen(None), None) => {
                 let answer = messages[k].answer;
                 inbox
                     .answer_message(m.transport, m.message_id, answer)
                     .context("cannot write to the inbox database")?;
+                queue(inbox, &messages[k], when)?;
                 Some(Answered::Resent(answer.to_vec()))
             }
         };
@@ -166,6 +176,16 @@ fn claim(
         }
     }
     Ok(claimed)
+}
+
+/// Queues `m`'s stored answer for its delivery apart, where it asks for one.
+fn queue(inbox: &mut dyn Inbox, m: &Message<'_>, when: &str) -> anyhow::Result<()> {
+    if let Some(url) = m.deliver_to {
+        inbox
+            .queue_answer(m.claim.transport, m.claim.message_id, url, when)
+            .context("cannot write to the inbox database")?;
+    }
+    Ok(())
 }
 
 /// The places `of` the batch in the order of their transports and message ids, in which they are claimed (two
@@ -192,6 +212,7 @@ mod tests {
                 content_sha256: content,
             },
             answer,
+            deliver_to: None,
             payloads: Vec::new(),
         }
     }
@@ -295,5 +316,76 @@ mod tests {
             [Answered::Resent(stored)] => assert_eq!(stored, b"the receipt"),
             other => panic!("the same message again gets the stored answer: {other:?}"),
         }
+    }
+
+    /// An answer delivered apart (AS2's asynchronous MDN) is queued with the claim, and only
+    /// where the batch commits; taken once while its lease runs; once delivered, never taken
+    /// again, until a sending again of its message (whose sender did not get it) makes it due
+    /// again; a failed delivery waits for its retry.
+    #[test]
+    fn an_answer_delivered_apart_is_queued_with_the_claim() {
+        use std::time::Duration;
+        let (_dir, mut inbox) = super::super::testing::scratch_inbox();
+        let when = crate::clock::now();
+        let acks = AckPolicy::new(crate::edifact::contrl::Mode::Never, false);
+        let bytes = super::super::testing::INTERCHANGE;
+        let mut m = message("m1", "PARTNER", "x", b"the MDN");
+        m.claim.transport = "as2";
+        m.deliver_to = Some("http://partner.example/mdn");
+        m.payloads = vec![Incoming::new("as2:m1", bytes)];
+        let lease = Duration::from_secs(60);
+        let mut outbox = inbox.answer_outbox().unwrap();
+        decide_messages(&mut *inbox, std::slice::from_ref(&m), &when, acks).unwrap();
+        inbox.abandon();
+        assert!(
+            outbox.take_due_answers(lease, 10).unwrap().is_empty(),
+            "nothing is queued by a batch rolled back"
+        );
+        decide_messages(&mut *inbox, std::slice::from_ref(&m), &when, acks).unwrap();
+        inbox.commit().unwrap();
+        let due = outbox.take_due_answers(lease, 10).unwrap();
+        assert_eq!(due.len(), 1, "the committed message's MDN is due: {due:?}");
+        assert_eq!(
+            (
+                due[0].url.as_str(),
+                due[0].answer.as_slice(),
+                due[0].attempts
+            ),
+            ("http://partner.example/mdn", &b"the MDN"[..], 1)
+        );
+        assert!(
+            outbox.take_due_answers(lease, 10).unwrap().is_empty(),
+            "an answer taken is not taken again while its lease runs"
+        );
+        outbox.answer_delivered("as2", "m1").unwrap();
+        // Its sending again: the stored MDN, due again (to the URL asked for now).
+        m.deliver_to = Some("http://partner.example/mdn2");
+        let answered = decide_messages(&mut *inbox, std::slice::from_ref(&m), &when, acks).unwrap();
+        inbox.commit().unwrap();
+        assert!(
+            matches!(&answered[..], [Answered::Resent(_)]),
+            "{answered:?}"
+        );
+        let due = outbox.take_due_answers(lease, 10).unwrap();
+        assert_eq!(due.len(), 1, "delivered again for its sending again");
+        assert_eq!(
+            (due[0].url.as_str(), due[0].attempts),
+            ("http://partner.example/mdn2", 1)
+        );
+        outbox
+            .answer_not_delivered("as2", "m1", "connection refused", Duration::from_secs(3600))
+            .unwrap();
+        assert!(
+            outbox
+                .take_due_answers(Duration::ZERO, 10)
+                .unwrap()
+                .is_empty(),
+            "a failed delivery waits for its retry"
+        );
+        outbox
+            .answer_not_delivered("as2", "m1", "connection refused", Duration::ZERO)
+            .unwrap();
+        let due = outbox.take_due_answers(lease, 10).unwrap();
+        assert_eq!(due[0].attempts, 2, "tried again once due");
     }
 }

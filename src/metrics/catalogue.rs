@@ -321,6 +321,27 @@ pub const RECEIVE_RUN_REQUESTS: Family = Family {
     labels: &["status"],
 };
 
+pub const RECEIVE_RUN_MDN_DELIVERIES: Family = Family {
+    name: "edi_inbox_receive_run_mdn_deliveries",
+    kind: Kind::Gauge,
+    help: "Tries at delivering AS2's asynchronous MDNs in the current (or last) receive run, by outcome: delivered (the partner's server took it), failed (tried again later, after 10 s, then twice as long each time, at most 10 minutes).",
+    labels: &["outcome"],
+};
+
+pub const RECEIVE_MDNS_UNDELIVERED: Family = Family {
+    name: "edi_inbox_receive_mdns_undelivered",
+    kind: Kind::Gauge,
+    help: "AS2 asynchronous MDNs committed and not yet taken by the partners' servers, as receive last read the inbox.",
+    labels: &[],
+};
+
+pub const RECEIVE_MDN_OLDEST_UNDELIVERED_AGE_SECONDS: Family = Family {
+    name: "edi_inbox_receive_mdn_oldest_undelivered_age_seconds",
+    kind: Kind::Gauge,
+    help: "How long the oldest undelivered AS2 asynchronous MDN has waited, in seconds (0 where none waits).",
+    labels: &[],
+};
+
 /// Every family, for the checks.
 #[cfg(test)]
 pub const ALL: &[&Family] = &[
@@ -364,6 +385,9 @@ pub const ALL: &[&Family] = &[
     &RECEIVE_RUN_ERRORS,
     &RECEIVE_RUN_INTERCHANGES,
     &RECEIVE_RUN_REQUESTS,
+    &RECEIVE_RUN_MDN_DELIVERIES,
+    &RECEIVE_MDNS_UNDELIVERED,
+    &RECEIVE_MDN_OLDEST_UNDELIVERED_AGE_SECONDS,
 ];
 
 #[cfg(test)]

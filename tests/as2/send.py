@@ -22,6 +22,12 @@ content types: every interchange is sent as ``application/octet-stream``.
 ``--retry-for S``: a message answered with a 5xx, or not at all, is sent again (the same bytes)
 until an answer comes or S seconds went by.
 
+``--async-mdn PORT``: the MDN is asked for asynchronously, to ``http://127.0.0.1:PORT/mdn``,
+where this script listens (from ``--mdn-down S`` seconds on: until then nothing listens, as a
+partner's MDN server that is down). After the sendings it waits (at most ``--mdn-wait S``) for
+an MDN of each message, then ``--mdn-linger S`` more for any MDN sent twice, and prints one line
+per MDN received, ``"async": true``, judged by pyas2lib as a synchronous one is.
+
 ``--tamper flip``: one byte of the request's body is changed after it was built. ``--save DIR``
 keeps each answer as ``N.mdn`` (headers, an empty line, the body) for ``openssl cms -verify``.
 
@@ -42,6 +48,8 @@ from pathlib import Path
 
 import subprocess
 import tempfile
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from pyas2lib import Mdn, Message, Organization, Partner
 from pyas2lib import as2 as pyas2
@@ -82,6 +90,10 @@ def main() -> int:
     ap.add_argument("--message-id")
     ap.add_argument("--save", type=Path)
     ap.add_argument("--retry-for", type=float, default=0.0)
+    ap.add_argument("--async-mdn", type=int, metavar="PORT")
+    ap.add_argument("--mdn-down", type=float, default=0.0)
+    ap.add_argument("--mdn-wait", type=float, default=60.0)
+    ap.add_argument("--mdn-linger", type=float, default=1.0)
     ap.add_argument("files", nargs="+", type=Path)
     a = ap.parse_args()
 
@@ -94,7 +106,12 @@ def main() -> int:
             data, digest, certs / f"{stem}.key.pem", certs / f"{stem}.cert.pem"
         )
     sign_key = (certs / f"{stem}.key.pem").read_bytes() + (certs / f"{stem}.cert.pem").read_bytes()
-    org = Organization(as2_name=a.as2_from, sign_key=sign_key, domain="sender.example")
+    mdn_url = f"http://127.0.0.1:{a.async_mdn}/mdn" if a.async_mdn else None
+    org = Organization(
+        as2_name=a.as2_from, sign_key=sign_key, domain="sender.example", mdn_url=mdn_url
+    )
+    if a.async_mdn:
+        threading.Thread(target=listen, args=(a.async_mdn, a.mdn_down), daemon=True).start()
     mdn_digest = None if a.mdn_digest == "none" else a.mdn_digest
     partner = Partner(
         as2_name=a.as2_to,
@@ -108,10 +125,11 @@ def main() -> int:
         enc_alg=a.enc_alg,
         key_enc_alg=a.key_enc,
         sign_alg=sign_alg,
-        mdn_mode=None if a.no_mdn else "SYNC",
+        mdn_mode=None if a.no_mdn else ("ASYNC" if a.async_mdn else "SYNC"),
         mdn_digest_alg=mdn_digest,
     )
     n = 0
+    sent: dict[str, tuple[Message, str, str]] = {}
     for path in a.files:
         data = path.read_bytes()
         SIGNED.clear()
@@ -134,6 +152,7 @@ def main() -> int:
             at = at + min(20, len(data) - 1) if at >= 0 else len(body) // 2
             body = body[:at] + bytes([body[at] ^ 0x01]) + body[at + 1 :]
         expected = expected_mic(msg, data, mdn_digest or "sha1")
+        sent[msg.message_id] = (msg, expected, path.name)
         for _ in range(a.times):
             n += 1
             line = send(a.url, headers, body, msg, a.retry_for)
@@ -143,7 +162,64 @@ def main() -> int:
                 (a.save / f"{n}.mdn").write_bytes(line["raw"])
             line.pop("raw", None)
             print(json.dumps(line), flush=True)
+    if a.async_mdn:
+        until = time.monotonic() + a.mdn_wait
+        while time.monotonic() < until:
+            with LOCK:
+                got = {m["original"] for m in RECEIVED}
+            if set(sent) <= got:
+                break
+            time.sleep(0.1)
+        time.sleep(a.mdn_linger)
+        with LOCK:
+            received = list(RECEIVED)
+        for m in received:
+            msg, expected, name = sent.get(m["original"], (None, None, None))
+            line = {"async": True, "file": name, "message_id": m["original"], "http": 200,
+                    "mic_expected": expected, "mdn_sha256": m["mdn_sha256"],
+                    "signed": m["signed"], "original": m["original"],
+                    "mic_returned": returned_mic(m["body"])}
+            if msg is None:
+                line.update(status="unknown-original")
+            else:
+                mdn = Mdn()
+                st, detail = mdn.parse(m["raw"], find_message_cb=lambda mid, rcpt: msg)
+                line.update(status=st, detail=detail)
+            print(json.dumps(line), flush=True)
     return 0
+
+
+LOCK = threading.Lock()
+RECEIVED: list[dict] = []
+
+
+def listen(port: int, down: float) -> None:
+    """The asynchronous MDNs' server: nothing listens for `down` seconds, then each POST is
+    kept (its headers and body, as pyas2lib's Mdn.parse takes them) and answered 200."""
+    time.sleep(down)
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 (http.server's name)
+            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            raw = b"".join(f"{k}: {v}\r\n".encode() for k, v in self.headers.items())
+            original = None
+            for line in body.split(b"\r\n"):
+                if line.lower().startswith(b"original-message-id:"):
+                    original = line.split(b":", 1)[1].strip().decode().strip("<>")
+            with LOCK:
+                RECEIVED.append({
+                    "raw": raw + b"\r\n" + body, "body": body, "original": original,
+                    "mdn_sha256": hashlib.sha256(raw_body(self.headers, body)).hexdigest(),
+                    "signed": self.headers.get("Content-Type", "").lower().startswith("multipart/signed"),
+                })
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
 
 
 def expected_mic(msg: Message, data: bytes, digest: str) -> str:

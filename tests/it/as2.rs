@@ -275,6 +275,68 @@ per_backend! {
     }
 }
 
+per_backend! {
+    /// An asynchronous MDN (Receipt-Delivery-Option) to a partner's MDN server that is down for
+    /// a while: the HTTP answer is an empty 200 after the commit, the MDN is tried, fails, and is
+    /// delivered once the server is back, once, for a message sent twice meanwhile; pyas2lib
+    /// takes it (signed, its MIC the sender's); the run's lines and metrics say what happened.
+    fn an_asynchronous_mdn_is_delivered_after_the_commit_once_its_server_is_back(site) {
+        let Some(python) = python() else { return };
+        let metrics = site.path("receive.prom");
+        let receiver = Receiver::start(
+            &site,
+            free_port(),
+            "receiver",
+            &["--metrics-file", metrics.to_str().unwrap()],
+        );
+        let sample = crate::common::samples().join("valid/two-interchanges.edi");
+        let mdn_port = free_port().to_string();
+        let answers = send(
+            &python,
+            &args(&[
+                "--url", &receiver.url(), "--times", "2", "--async-mdn", &mdn_port,
+                "--mdn-down", "3", "--mdn-wait", "60", "--mdn-linger", "2",
+                &sample.display().to_string(),
+            ]),
+        );
+        let (requests, mdns): (Vec<_>, Vec<_>) =
+            answers.iter().partition(|a| a.get("async").is_none());
+        assert_eq!(requests.len(), 2, "{answers:?}");
+        for r in &requests {
+            assert_eq!(r["http"], 200, "an empty 200, the MDN goes apart: {r}");
+            assert_eq!(r["status"], "no-mdn", "nothing in the response: {r}");
+        }
+        assert_eq!(mdns.len(), 1, "one MDN, delivered once the server was back: {answers:?}");
+        processed(mdns[0]);
+        assert_eq!(mdns[0]["message_id"], requests[0]["message_id"]);
+        let run = receiver.stop();
+        run.code(0);
+        let lines = run.json();
+        let status = |s: &str| lines.iter().filter(|l| l["status"] == s).count();
+        assert_eq!(status("new"), 2, "{run}");
+        assert_eq!(status("resent"), 1, "{run}");
+        assert_eq!(status("mdn-delivered"), 1, "{run}");
+        assert!(status("mdn-failed") >= 1, "the server was down at first: {run}");
+        let failed = lines.iter().find(|l| l["status"] == "mdn-failed").unwrap();
+        assert!(
+            failed["error"].as_str().unwrap().contains("cannot connect"),
+            "the reason is said: {failed}"
+        );
+        assert!(failed["retry_in_seconds"].as_u64().unwrap() <= 30, "{failed}");
+        assert_eq!(site.count("SELECT count(*) FROM interchanges"), 2);
+        assert_eq!(
+            site.count("SELECT count(*) FROM answer_outbox WHERE delivered_at IS NOT NULL"),
+            1
+        );
+        let prom = fs::read_to_string(&metrics).unwrap();
+        assert!(
+            prom.contains("edi_inbox_receive_run_mdn_deliveries{outcome=\"delivered\"} 1"),
+            "{prom}"
+        );
+        assert!(prom.contains("edi_inbox_receive_mdns_undelivered 0"), "{prom}");
+    }
+}
+
 /// A message sent three times (a sender's retries, the same bytes): the same MDN, byte for byte,
 /// each time; its interchanges decided once, the Message-ID seen three times.
 #[test]
@@ -523,7 +585,13 @@ fn receivers_killed_under_a_retrying_as2_sender_apply_each_interchange_once() {
     }
     let out = sender.wait_with_output().unwrap();
     let answers = crate::common::json_lines(&out.stdout);
-    assert_eq!(answers.len(), 40, "{answers:?}");
+    assert_eq!(
+        answers.len(),
+        40,
+        "{answers:?}\nthe sender said: {}\nthe receiver said: {}",
+        String::from_utf8_lossy(&out.stderr),
+        fs::read_to_string(site.path("receiver.err")).unwrap_or_default()
+    );
     for answer in &answers {
         processed(answer);
     }

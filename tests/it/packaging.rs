@@ -322,8 +322,8 @@ fn the_units_command_lines_run_as_systemd_runs_them_and_write_every_metric_the_r
         out.code(0);
     }
 
-    // The AS4 endpoint: a message of the independent sender (the fixture) answered with its
-    // receipt, then sent again and answered with the same bytes, and a request that is no AS4
+    // The AS4 endpoint (AS2 beside it): a message of the independent sender (the fixture)
+    // answered with its receipt, then sent again and answered with the same bytes, and a request that is no AS4
     // message refused; SIGTERM ends it, with 3 for the refusal.
     let port = free_port();
     let as4 = dir.path().join("as4.toml");
@@ -346,6 +346,19 @@ fn the_units_command_lines_run_as_systemd_runs_them_and_write_every_metric_the_r
             format!("127.0.0.1:{port}"),
         );
         env.insert("EDI_INBOX_AS4_CONFIG".into(), as4.display().to_string());
+        // AS2 beside it, for the asynchronous MDNs' figures (none is queued here).
+        let as2 = dir.path().join("as2.toml");
+        fs::write(
+            &as2,
+            format!(
+                "[own]\nas2_id = \"EDIINBOX\"\nkey = \"{}\"\ncert = \"{}\"\n\n[[partner]]\nas2_id = \"PARTNER\"\ncert = \"{}\"\n",
+                certs.join("receiver.key.pem").display(),
+                certs.join("receiver.cert.pem").display(),
+                certs.join("sender.cert.pem").display()
+            ),
+        )
+        .unwrap();
+        env.insert("EDI_INBOX_AS2_CONFIG".into(), as2.display().to_string());
         env
     };
     let mut receiver = unit_command("edi-inbox-receive.service", &env)

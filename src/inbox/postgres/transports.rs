@@ -4,7 +4,7 @@
 //! claims it.
 
 use super::PgInbox;
-use crate::inbox::{Claim, InboxError, TransportMessage, Transports};
+use crate::inbox::{AnswerOutbox, Claim, DueAnswer, InboxError, TransportMessage, Transports};
 
 impl Transports for PgInbox {
     fn claim_message(&mut self, m: &TransportMessage<'_>, when: &str) -> Result<Claim, InboxError> {
@@ -65,6 +65,125 @@ impl Transports for PgInbox {
             "DELETE FROM transport_messages WHERE transport = $1 AND message_id = $2",
             &[&transport, &message_id],
         )?;
+        Ok(())
+    }
+
+    fn queue_answer(
+        &mut self,
+        transport: &str,
+        message_id: &str,
+        url: &str,
+        when: &str,
+    ) -> Result<(), InboxError> {
+        let _ = when;
+        self.begin()?;
+        self.client.get_mut().execute(
+            "INSERT INTO answer_outbox (transport, message_id, url)
+             VALUES ($1, $2, $3)
+             ON CONFLICT (transport, message_id) DO UPDATE
+                 SET url = excluded.url, created_at = now(), due_at = now(), attempts = 0,
+                     delivered_at = NULL",
+            &[&transport, &message_id, &url],
+        )?;
+        Ok(())
+    }
+
+    fn answer_outbox(&self) -> Result<Box<dyn AnswerOutbox + Send>, InboxError> {
+        Ok(Box::new(Answers {
+            client: answers_client(&self.target)?,
+            target: self.target.clone(),
+        }))
+    }
+}
+
+/// The answer outbox's own connection (see [`Transports::answer_outbox`]): each statement its
+/// own transaction, beside the deciding connection's batches.
+struct Answers {
+    client: postgres::Client,
+    target: super::Target,
+}
+
+/// A connection for [`Answers`]: in the inbox's schema, no statement waiting long on a lock.
+fn answers_client(target: &super::Target) -> Result<postgres::Client, InboxError> {
+    let mut client = target.connect()?;
+    client.batch_execute(&format!(
+        "SET search_path = {}; SET lock_timeout = 10000; SET statement_timeout = 30000",
+        target.sql_schema()
+    ))?;
+    Ok(client)
+}
+
+impl AnswerOutbox for Answers {
+    fn take_due_answers(
+        &mut self,
+        lease: std::time::Duration,
+        limit: u32,
+    ) -> Result<Vec<DueAnswer>, InboxError> {
+        // SKIP LOCKED: two receivers of one inbox take other rows, never one row twice.
+        let rows = self.client.query(
+            "WITH due AS (
+                 SELECT transport, message_id FROM answer_outbox
+                 WHERE delivered_at IS NULL AND due_at <= now()
+                 ORDER BY due_at LIMIT $2
+                 FOR UPDATE SKIP LOCKED)
+             UPDATE answer_outbox a
+                SET due_at = now() + make_interval(secs => $1), attempts = a.attempts + 1
+               FROM due, transport_messages t
+              WHERE a.transport = due.transport AND a.message_id = due.message_id
+                AND t.transport = a.transport AND t.message_id = a.message_id
+             RETURNING a.transport, a.message_id, a.url, a.attempts, t.answer",
+            &[&lease.as_secs_f64(), &i64::from(limit)],
+        )?;
+        Ok(rows
+            .iter()
+            .map(|r| DueAnswer {
+                transport: r.get(0),
+                message_id: r.get(1),
+                url: r.get(2),
+                attempts: i64::from(r.get::<_, i32>(3)),
+                answer: r.get::<_, Option<Vec<u8>>>(4).unwrap_or_default(),
+            })
+            .collect())
+    }
+
+    fn answer_delivered(&mut self, transport: &str, message_id: &str) -> Result<(), InboxError> {
+        self.client.execute(
+            "UPDATE answer_outbox SET delivered_at = now(), last_error = NULL
+             WHERE transport = $1 AND message_id = $2",
+            &[&transport, &message_id],
+        )?;
+        Ok(())
+    }
+
+    fn answer_not_delivered(
+        &mut self,
+        transport: &str,
+        message_id: &str,
+        error: &str,
+        retry_in: std::time::Duration,
+    ) -> Result<(), InboxError> {
+        self.client.execute(
+            "UPDATE answer_outbox
+                SET due_at = now() + make_interval(secs => $3), last_error = $4
+              WHERE transport = $1 AND message_id = $2 AND delivered_at IS NULL",
+            &[&transport, &message_id, &retry_in.as_secs_f64(), &error],
+        )?;
+        Ok(())
+    }
+
+    fn undelivered_answers(&mut self) -> Result<(i64, Option<i64>), InboxError> {
+        let row = self.client.query_one(
+            "SELECT count(*), greatest(0, extract(epoch FROM now() - min(created_at)))::bigint
+             FROM answer_outbox WHERE delivered_at IS NULL",
+            &[],
+        )?;
+        Ok((row.get(0), row.get(1)))
+    }
+
+    fn reconnect(&mut self) -> Result<(), InboxError> {
+        if self.client.is_closed() {
+            self.client = answers_client(&self.target)?;
+        }
         Ok(())
     }
 }

@@ -37,6 +37,7 @@ pub(super) const MIGRATIONS: &[Migration] = &[
     Migration::Sql(include_str!("migrations/0018_filing.sql")),
     // 19: the standard in the key, the key table built again (`migrations/0019_standard.sql`).
     Migration::Code(standard),
+    Migration::Sql(include_str!("migrations/0020_answer_outbox.sql")),
 ];
 
 impl SqliteInbox {

@@ -1,10 +1,10 @@
 //! The messages of a transport that names its messages (AS4), claimed in the batch that decides
 //! them: `BEGIN IMMEDIATE` holds the whole file, so a second run's claim waits for this batch.
 
-use rusqlite::{OptionalExtension as _, params};
+use rusqlite::{Connection, OpenFlags, OptionalExtension as _, TransactionBehavior, params};
 
 use super::SqliteInbox;
-use crate::inbox::{Claim, InboxError, TransportMessage, Transports};
+use crate::inbox::{AnswerOutbox, Claim, DueAnswer, InboxError, TransportMessage, Transports};
 
 impl Transports for SqliteInbox {
     fn claim_message(&mut self, m: &TransportMessage<'_>, when: &str) -> Result<Claim, InboxError> {
@@ -77,6 +77,141 @@ impl Transports for SqliteInbox {
                 "DELETE FROM transport_messages WHERE transport = ?1 AND message_id = ?2",
             )?
             .execute(params![transport, message_id])?;
+        Ok(())
+    }
+
+    fn queue_answer(
+        &mut self,
+        transport: &str,
+        message_id: &str,
+        url: &str,
+        when: &str,
+    ) -> Result<(), InboxError> {
+        self.begin()?;
+        self.conn
+            .prepare_cached(
+                "INSERT INTO answer_outbox (transport, message_id, url, created_at, due_at)
+                 VALUES (?1, ?2, ?3, ?4, ?4)
+                 ON CONFLICT (transport, message_id) DO UPDATE
+                     SET url = excluded.url, created_at = excluded.created_at,
+                         due_at = excluded.due_at, attempts = 0, delivered_at = NULL",
+            )?
+            .execute(params![transport, message_id, url, when])?;
+        Ok(())
+    }
+
+    fn answer_outbox(&self) -> Result<Box<dyn AnswerOutbox + Send>, InboxError> {
+        let conn = Connection::open_with_flags(
+            &self.path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        conn.busy_timeout(self.busy_timeout)?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        Ok(Box::new(Answers { conn }))
+    }
+}
+
+/// The answer outbox's own connection (see [`Transports::answer_outbox`]): short
+/// transactions of its own, beside the deciding connection's batches.
+struct Answers {
+    conn: Connection,
+}
+
+impl AnswerOutbox for Answers {
+    fn take_due_answers(
+        &mut self,
+        lease: std::time::Duration,
+        limit: u32,
+    ) -> Result<Vec<DueAnswer>, InboxError> {
+        let now = std::time::SystemTime::now();
+        let until = crate::clock::rfc3339(now + lease);
+        // A read first: an idle poll never takes the write lock the deciding thread needs.
+        let any: bool = self
+            .conn
+            .prepare_cached(
+                "SELECT EXISTS (SELECT 1 FROM answer_outbox
+                                WHERE delivered_at IS NULL AND due_at <= ?1)",
+            )?
+            .query_row([crate::clock::rfc3339(now)], |r| r.get(0))?;
+        if !any {
+            return Ok(Vec::new());
+        }
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let taken = {
+            let mut take = tx.prepare_cached(
+                "UPDATE answer_outbox SET due_at = ?2, attempts = attempts + 1
+                 WHERE rowid IN (SELECT rowid FROM answer_outbox
+                                 WHERE delivered_at IS NULL AND due_at <= ?1
+                                 ORDER BY due_at LIMIT ?3)
+                 RETURNING transport, message_id, url, attempts,
+                     (SELECT t.answer FROM transport_messages t
+                      WHERE t.transport = answer_outbox.transport
+                        AND t.message_id = answer_outbox.message_id)",
+            )?;
+            let rows = take.query_map(params![crate::clock::rfc3339(now), until, limit], |r| {
+                Ok(DueAnswer {
+                    transport: r.get(0)?,
+                    message_id: r.get(1)?,
+                    url: r.get(2)?,
+                    attempts: r.get(3)?,
+                    answer: r.get::<_, Option<Vec<u8>>>(4)?.unwrap_or_default(),
+                })
+            })?;
+            rows.collect::<Result<Vec<_>, _>>()?
+        };
+        tx.commit()?;
+        Ok(taken)
+    }
+
+    fn answer_delivered(&mut self, transport: &str, message_id: &str) -> Result<(), InboxError> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        tx.prepare_cached(
+            "UPDATE answer_outbox SET delivered_at = ?3, last_error = NULL
+             WHERE transport = ?1 AND message_id = ?2",
+        )?
+        .execute(params![transport, message_id, crate::clock::now()])?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn answer_not_delivered(
+        &mut self,
+        transport: &str,
+        message_id: &str,
+        error: &str,
+        retry_in: std::time::Duration,
+    ) -> Result<(), InboxError> {
+        let due = crate::clock::rfc3339(std::time::SystemTime::now() + retry_in);
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        tx.prepare_cached(
+            "UPDATE answer_outbox SET due_at = ?3, last_error = ?4
+             WHERE transport = ?1 AND message_id = ?2 AND delivered_at IS NULL",
+        )?
+        .execute(params![transport, message_id, due, error])?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn undelivered_answers(&mut self) -> Result<(i64, Option<i64>), InboxError> {
+        Ok(self
+            .conn
+            .prepare_cached(
+                "SELECT count(*),
+                    CAST((julianday('now') - julianday(min(created_at))) * 86400 AS INTEGER)
+             FROM answer_outbox WHERE delivered_at IS NULL",
+            )?
+            .query_row([], |r| {
+                Ok((r.get(0)?, r.get::<_, Option<i64>>(1)?.map(|a| a.max(0))))
+            })?)
+    }
+
+    fn reconnect(&mut self) -> Result<(), InboxError> {
         Ok(())
     }
 }

@@ -1,0 +1,336 @@
+//! AS2's asynchronous MDNs (RFC 4130 7.3): a partner that names a URL in
+//! `Receipt-Delivery-Option` gets its MDN POSTed there, not in the HTTP response. The MDN is
+//! stored with the message's claim and queued in the inbox's `answer_outbox` in the transaction
+//! that decides the message, so that it is never sent for a message that was not committed; this
+//! thread of `receive` delivers what is queued, after the commit, and tries a failed delivery
+//! again with a growing wait (the first within 30 seconds, [`retry_in`]) until the partner's
+//! server takes it. Each try is leased in the inbox, so that two receivers of a shared inbox never
+//! POST one MDN at once, and a receiver killed in the middle of one leaves it due again.
+//!
+//! The partner's server "takes" an MDN when it answers 2xx; anything else (a refusal, no answer
+//! within [`ATTEMPT_TIMEOUT`], a connection refused) is a failed try, counted and retried.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper_util::rt::TokioIo;
+
+use super::entity::Entity;
+use crate::inbox::{AnswerOutbox, DueAnswer};
+
+/// How often the outbox is looked at for MDNs due.
+const POLL: Duration = Duration::from_millis(500);
+
+/// The longest one try may take: connecting, TLS, sending, and the partner's status line.
+pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// A try's lease: longer than the try, so that no other receiver takes its MDN meanwhile.
+const LEASE: Duration = Duration::from_secs(60);
+
+/// The wait before the first retry; each next one is twice the last, up to [`LONGEST_WAIT`].
+const FIRST_RETRY: Duration = Duration::from_secs(10);
+const LONGEST_WAIT: Duration = Duration::from_secs(600);
+
+/// The MDNs taken at a time.
+const BATCH: u32 = 16;
+
+/// How often the backlog's figures are read for the metrics.
+const BACKLOG_EVERY: Duration = Duration::from_secs(5);
+
+/// The wait after the `attempts`-th failed try: 10 s, 20 s, 40 s, ... at most 10 minutes.
+pub fn retry_in(attempts: i64) -> Duration {
+    let doublings = (attempts.max(1) - 1).min(16) as u32;
+    FIRST_RETRY.saturating_mul(1 << doublings).min(LONGEST_WAIT)
+}
+
+/// What the delivering thread tells the run.
+#[derive(Debug, Clone)]
+pub enum Sent {
+    /// The partner's server took the MDN of `message_id` (HTTP `status`).
+    Delivered {
+        message_id: String,
+        url: String,
+        attempts: i64,
+        status: u16,
+    },
+    /// A try failed (`error`); the next comes after `retry_in`.
+    Failed {
+        message_id: String,
+        url: String,
+        attempts: i64,
+        error: String,
+        retry_in: Duration,
+    },
+    /// The inbox failed (`error`): nothing was tried; the next look comes after a wait.
+    InboxFailed { error: String },
+    /// The MDNs waiting, and the age of the oldest in seconds.
+    Backlog {
+        undelivered: i64,
+        oldest_age_seconds: Option<i64>,
+    },
+}
+
+/// Delivers the MDNs due until `stop` is set, through `outbox` (the inbox's
+/// [`crate::inbox::Transports::answer_outbox`]). Every wait is bounded: a stop is seen within
+/// [`POLL`], or once the try in hand ends (at most [`ATTEMPT_TIMEOUT`]).
+pub fn run(
+    mut outbox: Box<dyn AnswerOutbox + Send>,
+    roots: Option<std::path::PathBuf>,
+    stop: &AtomicBool,
+    mut report: impl FnMut(Sent),
+) {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            report(Sent::InboxFailed {
+                error: format!("cannot start the MDN deliveries' runtime: {e}"),
+            });
+            return;
+        }
+    };
+    // Made once; where it cannot be (no system roots), each HTTPS try fails saying why.
+    let tls = super::config::mdn_tls(roots.as_deref()).map(Arc::new);
+    let mut backlog_read: Option<Instant> = None;
+    while !stop.load(Ordering::Relaxed) {
+        // Where the connection was lost (the server restarted), a new one; where that fails,
+        // the next look says why.
+        if let Err(e) = outbox.reconnect() {
+            report(Sent::InboxFailed {
+                error: format!("cannot connect to the inbox: {e}"),
+            });
+            pause(stop, Duration::from_secs(5));
+            continue;
+        }
+        if backlog_read.is_none_or(|t| t.elapsed() >= BACKLOG_EVERY) {
+            backlog_read = Some(Instant::now());
+            if let Ok((undelivered, oldest_age_seconds)) = outbox.undelivered_answers() {
+                report(Sent::Backlog {
+                    undelivered,
+                    oldest_age_seconds,
+                });
+            }
+        }
+        let due = match outbox.take_due_answers(LEASE, BATCH) {
+            Ok(due) => due,
+            Err(e) => {
+                report(Sent::InboxFailed {
+                    error: format!("cannot read the MDNs to deliver: {e}"),
+                });
+                pause(stop, Duration::from_secs(5));
+                continue;
+            }
+        };
+        if due.is_empty() {
+            pause(stop, POLL);
+            continue;
+        }
+        // The figures read again after these tries, for the metrics to show them soon.
+        backlog_read = None;
+        for d in due {
+            let tried = runtime.block_on(async {
+                match tokio::time::timeout(ATTEMPT_TIMEOUT, post(&d, tls.as_ref())).await {
+                    Ok(tried) => tried,
+                    Err(_) => Err(format!("no answer within {} s", ATTEMPT_TIMEOUT.as_secs())),
+                }
+            });
+            let stored = match &tried {
+                Ok(_) => outbox.answer_delivered(&d.transport, &d.message_id),
+                Err(why) => outbox.answer_not_delivered(
+                    &d.transport,
+                    &d.message_id,
+                    why,
+                    retry_in(d.attempts),
+                ),
+            };
+            if let Err(e) = stored {
+                // Its lease ends and it is due again: delivered twice at worst, never lost.
+                report(Sent::InboxFailed {
+                    error: format!(
+                        "cannot record the delivery of the MDN of {}:{}: {e}",
+                        d.transport, d.message_id
+                    ),
+                });
+            }
+            report(match tried {
+                Ok(status) => Sent::Delivered {
+                    message_id: d.message_id,
+                    url: d.url,
+                    attempts: d.attempts,
+                    status,
+                },
+                Err(error) => Sent::Failed {
+                    retry_in: retry_in(d.attempts),
+                    message_id: d.message_id,
+                    url: d.url,
+                    attempts: d.attempts,
+                    error,
+                },
+            });
+        }
+    }
+}
+
+/// Sleeps `wait`, or until `stop` is set.
+fn pause(stop: &AtomicBool, wait: Duration) {
+    let until = Instant::now() + wait;
+    while !stop.load(Ordering::Relaxed) && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50).min(wait));
+    }
+}
+
+/// The URL of a delivery, read: `http` or `https`, its host, port and path.
+#[derive(Debug, PartialEq, Eq)]
+struct Target {
+    https: bool,
+    host: String,
+    port: u16,
+    /// The path and query, as the request line takes it.
+    path: String,
+    /// The Host header's value.
+    authority: String,
+}
+
+fn target(url: &str) -> Result<Target, String> {
+    let uri: hyper::Uri = url
+        .parse()
+        .map_err(|_| "the Receipt-Delivery-Option is not a URL".to_string())?;
+    let https = match uri.scheme_str() {
+        Some(s) if s.eq_ignore_ascii_case("https") => true,
+        Some(s) if s.eq_ignore_ascii_case("http") => false,
+        _ => {
+            return Err(
+                "the Receipt-Delivery-Option is not an http:// or https:// URL (mailto: is not supported)"
+                    .into(),
+            );
+        }
+    };
+    let authority = uri
+        .authority()
+        .ok_or("the Receipt-Delivery-Option names no host")?;
+    if authority.as_str().contains('@') {
+        return Err("the Receipt-Delivery-Option carries credentials, which are not sent".into());
+    }
+    Ok(Target {
+        https,
+        host: authority.host().to_string(),
+        port: authority.port_u16().unwrap_or(if https { 443 } else { 80 }),
+        path: uri
+            .path_and_query()
+            .map(|p| p.as_str().to_string())
+            .filter(|p| !p.is_empty())
+            .unwrap_or_else(|| "/".into()),
+        authority: authority.as_str().to_string(),
+    })
+}
+
+/// Checks that `url` can be delivered to (a scheme and host this thread takes): for the
+/// receiving side, which refuses a message whose MDN could never go out.
+pub fn check_url(url: &str) -> Result<(), String> {
+    target(url).map(|_| ())
+}
+
+/// POSTs one MDN: its entity's headers as the request's, its body as the body. The status where
+/// the server took it (2xx).
+async fn post(
+    d: &DueAnswer,
+    tls: Result<&Arc<rustls::ClientConfig>, &String>,
+) -> Result<u16, String> {
+    let t = target(&d.url)?;
+    let entity =
+        Entity::parse(&d.answer).map_err(|_| "the stored MDN cannot be read".to_string())?;
+    let mut request =
+        hyper::Request::post(t.path.as_str()).header(hyper::header::HOST, &t.authority);
+    for (name, value) in &entity.headers {
+        request = request.header(name.as_str(), value.as_str());
+    }
+    let request = request
+        .body(Full::new(Bytes::copy_from_slice(entity.body)))
+        .map_err(|e| format!("the MDN's request cannot be made: {e}"))?;
+    let tcp = tokio::net::TcpStream::connect((
+        t.host.trim_start_matches('[').trim_end_matches(']'),
+        t.port,
+    ))
+    .await
+    .map_err(|e| format!("cannot connect to {}:{}: {e}", t.host, t.port))?;
+    let _ = tcp.set_nodelay(true);
+    let status = if t.https {
+        let tls = tls.map_err(|e| format!("TLS: {e}"))?;
+        let name = crate::broker::tls::server_name(&t.host)?;
+        let stream = tokio_rustls::TlsConnector::from(tls.clone())
+            .connect(name, tcp)
+            .await
+            .map_err(|e| format!("TLS with {}: {e}", t.host))?;
+        send(TokioIo::new(stream), request).await?
+    } else {
+        send(TokioIo::new(tcp), request).await?
+    };
+    if (200..300).contains(&status) {
+        Ok(status)
+    } else {
+        Err(format!("the partner's server answered HTTP {status}"))
+    }
+}
+
+/// Sends `request` over `io` (HTTP/1.1) and reads the status line; the body is not read.
+async fn send<I>(io: I, request: hyper::Request<Full<Bytes>>) -> Result<u16, String>
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(io)
+        .await
+        .map_err(|e| format!("HTTP: {e}"))?;
+    let driving = tokio::spawn(connection);
+    let answered = sender.send_request(request).await;
+    driving.abort();
+    answered
+        .map(|r| r.status().as_u16())
+        .map_err(|e| format!("HTTP: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retries_start_within_thirty_seconds_and_grow_to_ten_minutes() {
+        assert_eq!(retry_in(1), Duration::from_secs(10));
+        assert_eq!(retry_in(2), Duration::from_secs(20));
+        assert_eq!(retry_in(3), Duration::from_secs(40));
+        assert_eq!(retry_in(8), Duration::from_secs(600));
+        assert_eq!(retry_in(i64::MAX), Duration::from_secs(600));
+        assert_eq!(retry_in(0), Duration::from_secs(10));
+    }
+
+    #[test]
+    fn a_delivery_url_is_http_or_https_with_a_host() {
+        let t = target("https://partner.example:8443/as2/mdn?x=1").unwrap();
+        assert_eq!(
+            t,
+            Target {
+                https: true,
+                host: "partner.example".into(),
+                port: 8443,
+                path: "/as2/mdn?x=1".into(),
+                authority: "partner.example:8443".into(),
+            }
+        );
+        let t = target("http://10.0.0.1").unwrap();
+        assert_eq!((t.port, t.path.as_str(), t.https), (80, "/", false));
+        for bad in [
+            "mailto:as2@partner.example",
+            "ftp://partner.example/",
+            "not a url",
+            "http://user:secret@partner.example/",
+            "/relative",
+        ] {
+            let e = target(bad).unwrap_err();
+            assert!(!e.contains("secret"), "{e}");
+        }
+    }
+}
