@@ -201,3 +201,66 @@ per_backend! {
         );
     }
 }
+
+per_backend! {
+    /// A batch of transport messages claimed at once (one statement on PostgreSQL): the new ones
+    /// claimed with their answers stored; again, each answered with its stored answer and its
+    /// sighting counted; another sender's or other content under a known id refused, its row
+    /// unchanged; and the answer outbox queued with a claim, taken once under its lease, and
+    /// done with once delivered.
+    fn transport_messages_are_claimed_in_one_batch_and_their_answers_queued(inbox) {
+        use crate::inbox::{Claim, TransportMessage};
+        let when = crate::clock::now();
+        let m = |id: &'static str, sender: &'static str, content: &'static str| TransportMessage {
+            transport: "as2",
+            message_id: id,
+            sender,
+            content_sha256: content,
+        };
+        let first = [
+            (m("a", "P1", "x"), Some(&b"MDN a"[..])),
+            (m("b", "P1", "y"), Some(&b"MDN b"[..])),
+        ];
+        let claims = inbox.claim_messages(&first, &when).unwrap();
+        assert_eq!(claims, [Claim::New, Claim::New]);
+        inbox.queue_answer("as2", "b", "http://partner.example/mdn", &when).unwrap();
+        inbox.commit().unwrap();
+        let again = [
+            (m("a", "P1", "x"), Some(&b"another MDN"[..])),
+            (m("b", "P2", "y"), None),
+            (m("c", "P1", "z"), None),
+        ];
+        let claims = inbox.claim_messages(&again, &when).unwrap();
+        assert_eq!(
+            claims,
+            [
+                Claim::Seen(Some(b"MDN a".to_vec())),
+                Claim::Other { sender: Some("P1".into()) },
+                Claim::New,
+            ]
+        );
+        inbox.commit().unwrap();
+        assert_eq!(
+            inbox.claim_message(&m("b", "P1", "other"), &when).unwrap(),
+            Claim::Other { sender: Some("P1".into()) }
+        );
+        assert_eq!(
+            inbox.claim_message(&m("b", "P1", "y"), &when).unwrap(),
+            Claim::Seen(Some(b"MDN b".to_vec())),
+            "the refusals left b's row as it was"
+        );
+        inbox.commit().unwrap();
+        let mut outbox = inbox.answer_outbox().unwrap();
+        let lease = Duration::from_secs(60);
+        let due = outbox.take_due_answers(lease, 10).unwrap();
+        assert_eq!(due.len(), 1, "{due:?}");
+        assert_eq!(
+            (due[0].message_id.as_str(), due[0].answer.as_slice(), due[0].attempts),
+            ("b", &b"MDN b"[..], 1)
+        );
+        assert!(outbox.take_due_answers(lease, 10).unwrap().is_empty(), "leased");
+        assert_eq!(outbox.undelivered_answers().unwrap().0, 1);
+        outbox.answer_delivered("as2", "b").unwrap();
+        assert_eq!(outbox.undelivered_answers().unwrap(), (0, None));
+    }
+}

@@ -166,6 +166,10 @@ pub enum InboxError {
     /// A table `migrate` cannot copy as the target holds it.
     #[error("cannot copy the table {table}: {reason}")]
     Copy { table: String, reason: String },
+    /// A claim of transport messages answered for fewer messages than it claimed: a backend's
+    /// fault, never the input's.
+    #[error("the inbox answered no claim for a transport message")]
+    NoClaim,
     /// A side effect ran longer than `--effects-timeout`: a failure of the run, not of the data.
     #[error("{statement} ran longer than --effects-timeout ({seconds} s) and was stopped")]
     EffectTimeout { statement: String, seconds: u64 },
@@ -375,7 +379,22 @@ pub trait Transports {
         &mut self,
         message: &TransportMessage<'_>,
         when: &str,
-    ) -> Result<Claim, InboxError>;
+    ) -> Result<Claim, InboxError> {
+        let mut claims = self.claim_messages(&[(*message, None)], when)?;
+        claims.pop().ok_or(InboxError::NoClaim)
+    }
+
+    /// Claims `messages` in the open batch, as [`Transports::claim_message`] claims one, in one
+    /// round trip to the server where it has one: each claim, in their order. The answer given
+    /// with a message is stored with it where its claim is new (a message its batch then does
+    /// not apply is released with it). Each transport and id comes at most once; two hosts
+    /// claiming the same ids in other orders would wait on each other, so they come in the
+    /// order of their transports and ids.
+    fn claim_messages(
+        &mut self,
+        messages: &[(TransportMessage<'_>, Option<&[u8]>)],
+        when: &str,
+    ) -> Result<Vec<Claim>, InboxError>;
 
     /// Stores the answer to a message claimed in the open batch.
     fn answer_message(

@@ -76,13 +76,16 @@ pub fn decide_messages(
             .collect();
         let outcomes = decide_deliveries(inbox, delivered, when, acks)?;
         if inbox.rollbacks() != rollbacks {
-            let mut lost = false;
-            for k in by_id(messages, new.iter().copied()) {
-                let again = inbox
-                    .claim_message(&messages[k].claim, when)
-                    .context("cannot write to the inbox database")?;
-                lost |= !matches!(again, Claim::New);
-            }
+            let again: Vec<(TransportMessage<'_>, Option<&[u8]>)> =
+                by_id(messages, new.iter().copied())
+                    .into_iter()
+                    .map(|k| (messages[k].claim, Some(messages[k].answer)))
+                    .collect();
+            let lost = inbox
+                .claim_messages(&again, when)
+                .context("cannot write to the inbox database")?
+                .iter()
+                .any(|c| !matches!(c, Claim::New));
             if lost {
                 inbox.abandon();
                 tries += 1;
@@ -111,9 +114,7 @@ pub fn decide_messages(
                     .context("cannot write to the inbox database")?;
                 answered.push(Answered::NotApplied(own));
             } else {
-                inbox
-                    .answer_message(m.claim.transport, m.claim.message_id, m.answer)
-                    .context("cannot write to the inbox database")?;
+                // Its answer was stored with its claim.
                 queue(inbox, m, when)?;
                 answered.push(Answered::New(own));
             }
@@ -134,11 +135,37 @@ fn claim(
     // each transport's ids are its own.
     let mut first: HashMap<(&str, &str), usize> = HashMap::new();
     let mut claimed: Vec<Option<Answered>> = (0..messages.len()).map(|_| None).collect();
-    for k in by_id(messages, 0..messages.len()) {
+    let order = by_id(messages, 0..messages.len());
+    // The first sending of each id claimed at once (one round trip on PostgreSQL), each with
+    // the answer stored where it is new; a sending again of an id within the batch (rare: a
+    // sender's retry while its first sending waits) is claimed after them, on its own.
+    let mut once: std::collections::HashSet<(&str, &str)> = std::collections::HashSet::new();
+    let firsts: Vec<usize> = order
+        .iter()
+        .copied()
+        .filter(|&k| once.insert((messages[k].claim.transport, messages[k].claim.message_id)))
+        .collect();
+    let batch: Vec<(TransportMessage<'_>, Option<&[u8]>)> = firsts
+        .iter()
+        .map(|&k| (messages[k].claim, Some(messages[k].answer)))
+        .collect();
+    let mut claims: HashMap<usize, Claim> = firsts
+        .iter()
+        .copied()
+        .zip(
+            inbox
+                .claim_messages(&batch, when)
+                .context("cannot write to the inbox database")?,
+        )
+        .collect();
+    for k in order {
         let m = &messages[k].claim;
-        let claim = inbox
-            .claim_message(m, when)
-            .context("cannot write to the inbox database")?;
+        let claim = match claims.remove(&k) {
+            Some(c) => c,
+            None => inbox
+                .claim_message(m, when)
+                .context("cannot write to the inbox database")?,
+        };
         claimed[k] = match (claim, first.get(&(m.transport, m.message_id))) {
             (Claim::Other { sender }, _) => Some(Answered::Other {
                 sender: sender.filter(|s| s != m.sender),

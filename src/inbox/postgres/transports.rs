@@ -7,42 +7,74 @@ use super::PgInbox;
 use crate::inbox::{AnswerOutbox, Claim, DueAnswer, InboxError, TransportMessage, Transports};
 
 impl Transports for PgInbox {
-    fn claim_message(&mut self, m: &TransportMessage<'_>, when: &str) -> Result<Claim, InboxError> {
+    fn claim_messages(
+        &mut self,
+        messages: &[(TransportMessage<'_>, Option<&[u8]>)],
+        when: &str,
+    ) -> Result<Vec<Claim>, InboxError> {
         let _ = when;
+        if messages.is_empty() {
+            return Ok(Vec::new());
+        }
         self.begin()?;
-        let client = self.client.get_mut();
-        // One statement, so that the row is either inserted or found and locked, whatever
-        // another host does meanwhile: a claim of a row `purge` deletes between an insert that
-        // conflicted and a read that follows would find nothing, and answer a message it never
-        // decided. The update changes nothing; it takes the row's lock, so that the sender and
-        // content returned are the committed ones. `xmax = 0`: the row is a new one.
-        let row = client.query_one(
-            "INSERT INTO transport_messages (transport, message_id, sender, content_sha256)
-             VALUES ($1, $2, $3, $4)
-             ON CONFLICT (transport, message_id)
-                 DO UPDATE SET last_seen_at = transport_messages.last_seen_at
-             RETURNING (xmax = 0), sender, content_sha256",
-            &[&m.transport, &m.message_id, &m.sender, &m.content_sha256],
+        let transports: Vec<&str> = messages.iter().map(|(m, _)| m.transport).collect();
+        let ids: Vec<&str> = messages.iter().map(|(m, _)| m.message_id).collect();
+        let senders: Vec<&str> = messages.iter().map(|(m, _)| m.sender).collect();
+        let contents: Vec<&str> = messages.iter().map(|(m, _)| m.content_sha256).collect();
+        let answers: Vec<Option<&[u8]>> = messages.iter().map(|(_, a)| *a).collect();
+        // One statement for the batch's messages (one round trip, however many): each row
+        // either inserted or found and locked, whatever another host does meanwhile (a claim
+        // of a row `purge` deletes between an insert that conflicted and a read that follows
+        // would find nothing, and answer a message it never decided). The update takes the
+        // row's lock, so that the sender, content and answer returned are the committed ones;
+        // it counts a sighting only where the same sender sent the same content, and changes
+        // nothing of another message's row. `xmax = 0`: the row is a new one. In the order
+        // given, which is the order of the ids, so that two hosts never wait on each other.
+        let same = "(t.sender IS NULL OR t.sender = excluded.sender)
+                    AND (t.content_sha256 IS NULL OR t.content_sha256 = excluded.content_sha256)";
+        let rows = self.client.get_mut().query(
+            &format!(
+                "INSERT INTO transport_messages AS t
+                     (transport, message_id, sender, content_sha256, answer)
+                 SELECT tr, id, s, c, a
+                 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bytea[])
+                      WITH ORDINALITY AS u(tr, id, s, c, a, o)
+                 ORDER BY o
+                 ON CONFLICT (transport, message_id) DO UPDATE
+                     SET sightings = t.sightings + CASE WHEN {same} THEN 1 ELSE 0 END,
+                         last_seen_at = CASE WHEN {same} THEN now() ELSE t.last_seen_at END
+                 RETURNING t.transport, t.message_id, (t.xmax = 0), t.sender, t.content_sha256,
+                           t.answer"
+            ),
+            &[&transports, &ids, &senders, &contents, &answers],
         )?;
-        if row.get::<_, bool>(0) {
-            return Ok(Claim::New);
-        }
-        let sender: Option<String> = row.get(1);
-        let content: Option<String> = row.get(2);
-        if sender.as_deref().is_some_and(|s| s != m.sender)
-            || content.as_deref().is_some_and(|c| c != m.content_sha256)
-        {
-            return Ok(Claim::Other { sender });
-        }
-        let row = client.query_opt(
-            "UPDATE transport_messages SET sightings = sightings + 1, last_seen_at = now()
-             WHERE transport = $1 AND message_id = $2
-             RETURNING answer",
-            &[&m.transport, &m.message_id],
-        )?;
-        Ok(Claim::Seen(
-            row.and_then(|r| r.get::<_, Option<Vec<u8>>>(0)),
-        ))
+        type Row = (bool, Option<String>, Option<String>, Option<Vec<u8>>);
+        let mut found: std::collections::HashMap<(String, String), Row> = rows
+            .iter()
+            .map(|r| {
+                (
+                    (r.get(0), r.get(1)),
+                    (r.get(2), r.get(3), r.get(4), r.get(5)),
+                )
+            })
+            .collect();
+        messages
+            .iter()
+            .map(|(m, _)| {
+                let (new, sender, content, answer) = found
+                    .remove(&(m.transport.to_string(), m.message_id.to_string()))
+                    .ok_or(InboxError::NoClaim)?;
+                Ok(if new {
+                    Claim::New
+                } else if sender.as_deref().is_some_and(|s| s != m.sender)
+                    || content.as_deref().is_some_and(|c| c != m.content_sha256)
+                {
+                    Claim::Other { sender }
+                } else {
+                    Claim::Seen(answer)
+                })
+            })
+            .collect()
     }
 
     fn answer_message(
@@ -173,11 +205,12 @@ impl AnswerOutbox for Answers {
 
     fn undelivered_answers(&mut self) -> Result<(i64, Option<i64>), InboxError> {
         let row = self.client.query_one(
-            "SELECT count(*), greatest(0, extract(epoch FROM now() - min(created_at)))::bigint
+            // Not greatest(0, ...): it ignores a NULL, and an empty queue has no age.
+            "SELECT count(*), extract(epoch FROM now() - min(created_at))::bigint
              FROM answer_outbox WHERE delivered_at IS NULL",
             &[],
         )?;
-        Ok((row.get(0), row.get(1)))
+        Ok((row.get(0), row.get::<_, Option<i64>>(1).map(|a| a.max(0))))
     }
 
     fn reconnect(&mut self) -> Result<(), InboxError> {

@@ -6,15 +6,22 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension as _, TransactionBehavio
 use super::SqliteInbox;
 use crate::inbox::{AnswerOutbox, Claim, DueAnswer, InboxError, TransportMessage, Transports};
 
-impl Transports for SqliteInbox {
-    fn claim_message(&mut self, m: &TransportMessage<'_>, when: &str) -> Result<Claim, InboxError> {
+impl SqliteInbox {
+    /// One message's claim: see [`Transports::claim_message`].
+    fn claim_one(
+        &mut self,
+        m: &TransportMessage<'_>,
+        answer: Option<&[u8]>,
+        when: &str,
+    ) -> Result<Claim, InboxError> {
         self.begin()?;
         let inserted = self
             .conn
             .prepare_cached(
                 "INSERT INTO transport_messages
-                     (transport, message_id, received_at, last_seen_at, sender, content_sha256)
-                 VALUES (?1, ?2, ?3, ?3, ?4, ?5)
+                     (transport, message_id, received_at, last_seen_at, sender, content_sha256,
+                      answer)
+                 VALUES (?1, ?2, ?3, ?3, ?4, ?5, ?6)
                  ON CONFLICT (transport, message_id) DO NOTHING",
             )?
             .execute(params![
@@ -22,7 +29,8 @@ impl Transports for SqliteInbox {
                 m.message_id,
                 when,
                 m.sender,
-                m.content_sha256
+                m.content_sha256,
+                answer
             ])?;
         if inserted == 1 {
             return Ok(Claim::New);
@@ -53,6 +61,21 @@ impl Transports for SqliteInbox {
             .query_row(params![m.transport, m.message_id, when], |r| r.get(0))
             .optional()?;
         Ok(Claim::Seen(answer.flatten()))
+    }
+}
+
+impl Transports for SqliteInbox {
+    fn claim_messages(
+        &mut self,
+        messages: &[(TransportMessage<'_>, Option<&[u8]>)],
+        when: &str,
+    ) -> Result<Vec<Claim>, InboxError> {
+        // One after the other: the database is in this process, a statement costs no round trip.
+        let mut claims = Vec::with_capacity(messages.len());
+        for (m, answer) in messages {
+            claims.push(self.claim_one(m, *answer, when)?);
+        }
+        Ok(claims)
     }
 
     fn answer_message(
