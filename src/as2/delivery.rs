@@ -34,8 +34,9 @@ const LEASE: Duration = Duration::from_secs(60);
 const FIRST_RETRY: Duration = Duration::from_secs(10);
 const LONGEST_WAIT: Duration = Duration::from_secs(600);
 
-/// The MDNs taken at a time.
-const BATCH: u32 = 16;
+/// The MDNs taken at a time: one, so that its lease ([`LEASE`]) always outlasts its one try
+/// ([`ATTEMPT_TIMEOUT`]), and no other receiver takes it while it is tried.
+const BATCH: u32 = 1;
 
 /// How often the backlog's figures are read for the metrics.
 const BACKLOG_EVERY: Duration = Duration::from_secs(5);
@@ -139,11 +140,15 @@ pub fn run(
                     Err(_) => Err(format!("no answer within {} s", ATTEMPT_TIMEOUT.as_secs())),
                 }
             });
+            // Recorded only where the row is still this try's (its attempts unchanged: not taken
+            // again after its lease, nor queued again since by a sending again, whose MDN is
+            // then tried afresh).
             let stored = match &tried {
-                Ok(_) => outbox.answer_delivered(&d.transport, &d.message_id),
+                Ok(_) => outbox.answer_delivered(&d.transport, &d.message_id, d.attempts),
                 Err(why) => outbox.answer_not_delivered(
                     &d.transport,
                     &d.message_id,
+                    d.attempts,
                     why,
                     retry_in(d.attempts),
                 ),
@@ -159,20 +164,32 @@ pub fn run(
             }
             report(match tried {
                 Ok(status) => Sent::Delivered {
+                    url: shown(&d.url),
                     message_id: d.message_id,
-                    url: d.url,
                     attempts: d.attempts,
                     status,
                 },
                 Err(error) => Sent::Failed {
                     retry_in: retry_in(d.attempts),
+                    url: shown(&d.url),
                     message_id: d.message_id,
-                    url: d.url,
                     attempts: d.attempts,
                     error,
                 },
             });
         }
+    }
+    // A host name still being looked up (on a blocking thread no timeout cancels) is not
+    // waited for.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+}
+
+/// A URL as the run's lines and JSON show it: its scheme, host, port and path, never its
+/// query (which may carry a partner's token).
+fn shown(url: &str) -> String {
+    match url.split_once('?') {
+        Some((before, _)) => format!("{before}?..."),
+        None => url.to_string(),
     }
 }
 

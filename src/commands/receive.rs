@@ -129,9 +129,10 @@ pub fn run(
         std::thread::Builder::new()
             .name("as4-http".into())
             .spawn(move || {
-                let served = server::serve(listener, config, limits, stop, jobs_tx);
-                served_all.store(true, std::sync::atomic::Ordering::Relaxed);
-                served
+                // Set however `serve` ends, a panic included: else the deliveries' thread would
+                // run on, holding its sender of the jobs, and the deciding loop never end.
+                let _ended = SetOnDrop(served_all);
+                server::serve(listener, config, limits, stop, jobs_tx)
             })
             .context("cannot start the HTTP listener")?
     };
@@ -199,6 +200,15 @@ struct MdnLine<'a> {
     error: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     retry_in_seconds: Option<u64>,
+}
+
+/// Sets its flag when dropped.
+struct SetOnDrop(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for SetOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// A receive run: what it has reported so far, and its metrics.

@@ -260,7 +260,7 @@ per_backend! {
         );
         assert!(outbox.take_due_answers(lease, 10).unwrap().is_empty(), "leased");
         assert_eq!(outbox.undelivered_answers().unwrap().0, 1);
-        outbox.answer_delivered("as2", "b").unwrap();
+        outbox.answer_delivered("as2", "b", 1).unwrap();
         assert_eq!(outbox.undelivered_answers().unwrap(), (0, None));
     }
 }

@@ -421,9 +421,10 @@ pub trait Transports {
     ) -> Result<(), InboxError>;
 
     /// A connection of its own to this inbox, for the thread that delivers the queued answers:
-    /// made from this one (on SQLite the database file is not opened and closed again beside
-    /// the live connection, which would drop this process's POSIX locks on it: SQLite's "How To
-    /// Corrupt An SQLite Database File", 2.2).
+    /// made by the backend from this one's settings, not through `open`, whose checks read the
+    /// SQLite file outside SQLite: opening and closing the file beside a live connection drops
+    /// this process's POSIX locks on it (SQLite's "How To Corrupt An SQLite Database File",
+    /// 2.2). A second SQLite connection is safe: SQLite shares its locks within the process.
     fn answer_outbox(&self) -> Result<Box<dyn AnswerOutbox + Send>, InboxError>;
 }
 
@@ -440,15 +441,22 @@ pub trait AnswerOutbox {
         limit: u32,
     ) -> Result<Vec<DueAnswer>, InboxError>;
 
-    /// Records an answer's delivery (the partner's server took it), in one short transaction.
-    fn answer_delivered(&mut self, transport: &str, message_id: &str) -> Result<(), InboxError>;
+    /// Records an answer's delivery (the partner's server took it), in one short transaction,
+    /// where its row is still the try's `attempt` (see [`DueAnswer::attempts`]).
+    fn answer_delivered(
+        &mut self,
+        transport: &str,
+        message_id: &str,
+        attempt: i64,
+    ) -> Result<(), InboxError>;
 
-    /// Records a failed delivery and its reason, in one short transaction: tried again after
-    /// `retry_in`.
+    /// Records a failed delivery and its reason, in one short transaction, where its row is
+    /// still the try's `attempt`: tried again after `retry_in`.
     fn answer_not_delivered(
         &mut self,
         transport: &str,
         message_id: &str,
+        attempt: i64,
         error: &str,
         retry_in: std::time::Duration,
     ) -> Result<(), InboxError>;
@@ -467,7 +475,8 @@ pub struct DueAnswer {
     pub transport: String,
     pub message_id: String,
     pub url: String,
-    /// The attempts made, this one counted.
+    /// The attempts made, this one counted: never lowered, so it tells this try from any later
+    /// take of the same row (after the lease, or once a sending again queued it again).
     pub attempts: i64,
     /// What is delivered: the answer stored with the message's claim.
     pub answer: Vec<u8>,

@@ -384,7 +384,7 @@ mod tests {
             outbox.take_due_answers(lease, 10).unwrap().is_empty(),
             "an answer taken is not taken again while its lease runs"
         );
-        outbox.answer_delivered("as2", "m1").unwrap();
+        outbox.answer_delivered("as2", "m1", 1).unwrap();
         // Its sending again: the stored MDN, due again (to the URL asked for now).
         m.deliver_to = Some("http://partner.example/mdn2");
         let answered = decide_messages(&mut *inbox, std::slice::from_ref(&m), &when, acks).unwrap();
@@ -397,10 +397,14 @@ mod tests {
         assert_eq!(due.len(), 1, "delivered again for its sending again");
         assert_eq!(
             (due[0].url.as_str(), due[0].attempts),
-            ("http://partner.example/mdn2", 1)
+            ("http://partner.example/mdn2", 2),
+            "to the URL asked for now; its attempts never lowered"
         );
+        // An earlier try's outcome, recorded late, is not this try's.
+        outbox.answer_delivered("as2", "m1", 1).unwrap();
+        assert_eq!(outbox.undelivered_answers().unwrap().0, 1);
         outbox
-            .answer_not_delivered("as2", "m1", "connection refused", Duration::from_secs(3600))
+            .answer_not_delivered("as2", "m1", 2, "refused", Duration::from_secs(3600))
             .unwrap();
         assert!(
             outbox
@@ -410,9 +414,9 @@ mod tests {
             "a failed delivery waits for its retry"
         );
         outbox
-            .answer_not_delivered("as2", "m1", "connection refused", Duration::ZERO)
+            .answer_not_delivered("as2", "m1", 2, "refused", Duration::ZERO)
             .unwrap();
         let due = outbox.take_due_answers(lease, 10).unwrap();
-        assert_eq!(due[0].attempts, 2, "tried again once due");
+        assert_eq!(due[0].attempts, 3, "tried again once due");
     }
 }

@@ -113,8 +113,10 @@ impl Transports for PgInbox {
             "INSERT INTO answer_outbox (transport, message_id, url)
              VALUES ($1, $2, $3)
              ON CONFLICT (transport, message_id) DO UPDATE
-                 SET url = excluded.url, created_at = now(), due_at = now(), attempts = 0,
-                     delivered_at = NULL",
+                 SET url = excluded.url,
+                     created_at = CASE WHEN answer_outbox.delivered_at IS NULL
+                                       THEN answer_outbox.created_at ELSE now() END,
+                     due_at = now(), delivered_at = NULL",
             &[&transport, &message_id, &url],
         )?;
         Ok(())
@@ -178,11 +180,20 @@ impl AnswerOutbox for Answers {
             .collect())
     }
 
-    fn answer_delivered(&mut self, transport: &str, message_id: &str) -> Result<(), InboxError> {
+    fn answer_delivered(
+        &mut self,
+        transport: &str,
+        message_id: &str,
+        attempt: i64,
+    ) -> Result<(), InboxError> {
         self.client.execute(
             "UPDATE answer_outbox SET delivered_at = now(), last_error = NULL
-             WHERE transport = $1 AND message_id = $2",
-            &[&transport, &message_id],
+             WHERE transport = $1 AND message_id = $2 AND attempts = $3",
+            &[
+                &transport,
+                &message_id,
+                &i32::try_from(attempt).unwrap_or(i32::MAX),
+            ],
         )?;
         Ok(())
     }
@@ -191,14 +202,22 @@ impl AnswerOutbox for Answers {
         &mut self,
         transport: &str,
         message_id: &str,
+        attempt: i64,
         error: &str,
         retry_in: std::time::Duration,
     ) -> Result<(), InboxError> {
         self.client.execute(
             "UPDATE answer_outbox
                 SET due_at = now() + make_interval(secs => $3), last_error = $4
-              WHERE transport = $1 AND message_id = $2 AND delivered_at IS NULL",
-            &[&transport, &message_id, &retry_in.as_secs_f64(), &error],
+              WHERE transport = $1 AND message_id = $2 AND delivered_at IS NULL
+                AND attempts = $5",
+            &[
+                &transport,
+                &message_id,
+                &retry_in.as_secs_f64(),
+                &error,
+                &i32::try_from(attempt).unwrap_or(i32::MAX),
+            ],
         )?;
         Ok(())
     }

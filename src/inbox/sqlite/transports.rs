@@ -116,8 +116,11 @@ impl Transports for SqliteInbox {
                 "INSERT INTO answer_outbox (transport, message_id, url, created_at, due_at)
                  VALUES (?1, ?2, ?3, ?4, ?4)
                  ON CONFLICT (transport, message_id) DO UPDATE
-                     SET url = excluded.url, created_at = excluded.created_at,
-                         due_at = excluded.due_at, attempts = 0, delivered_at = NULL",
+                     SET url = excluded.url,
+                         created_at = CASE WHEN answer_outbox.delivered_at IS NULL
+                                           THEN answer_outbox.created_at
+                                           ELSE excluded.created_at END,
+                         due_at = excluded.due_at, delivered_at = NULL",
             )?
             .execute(params![transport, message_id, url, when])?;
         Ok(())
@@ -188,15 +191,20 @@ impl AnswerOutbox for Answers {
         Ok(taken)
     }
 
-    fn answer_delivered(&mut self, transport: &str, message_id: &str) -> Result<(), InboxError> {
+    fn answer_delivered(
+        &mut self,
+        transport: &str,
+        message_id: &str,
+        attempt: i64,
+    ) -> Result<(), InboxError> {
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
         tx.prepare_cached(
             "UPDATE answer_outbox SET delivered_at = ?3, last_error = NULL
-             WHERE transport = ?1 AND message_id = ?2",
+             WHERE transport = ?1 AND message_id = ?2 AND attempts = ?4",
         )?
-        .execute(params![transport, message_id, crate::clock::now()])?;
+        .execute(params![transport, message_id, crate::clock::now(), attempt])?;
         tx.commit()?;
         Ok(())
     }
@@ -205,6 +213,7 @@ impl AnswerOutbox for Answers {
         &mut self,
         transport: &str,
         message_id: &str,
+        attempt: i64,
         error: &str,
         retry_in: std::time::Duration,
     ) -> Result<(), InboxError> {
@@ -214,9 +223,10 @@ impl AnswerOutbox for Answers {
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
         tx.prepare_cached(
             "UPDATE answer_outbox SET due_at = ?3, last_error = ?4
-             WHERE transport = ?1 AND message_id = ?2 AND delivered_at IS NULL",
+             WHERE transport = ?1 AND message_id = ?2 AND delivered_at IS NULL
+               AND attempts = ?5",
         )?
-        .execute(params![transport, message_id, due, error])?;
+        .execute(params![transport, message_id, due, error, attempt])?;
         tx.commit()?;
         Ok(())
     }
