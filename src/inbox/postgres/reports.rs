@@ -100,13 +100,13 @@ pub(super) fn stats(c: &mut impl GenericClient) -> Result<Stats, InboxError> {
                     (SELECT count(*) FROM outbox WHERE published_at IS NULL AND failed_at IS NULL),
                     (SELECT count(*) FROM outbox
                      WHERE published_at IS NULL AND failed_at IS NOT NULL),
-                    (SELECT greatest(0, extract(epoch FROM now() - min(created_at)))::bigint
+                    (SELECT extract(epoch FROM now() - min(created_at))::bigint
                      FROM outbox WHERE published_at IS NULL AND failed_at IS NULL),
                     (SELECT count(*) FROM contrl_outbox
                      WHERE published_at IS NULL AND failed_at IS NULL),
                     (SELECT count(*) FROM contrl_outbox
                      WHERE published_at IS NULL AND failed_at IS NOT NULL),
-                    (SELECT greatest(0, extract(epoch FROM now() - min(created_at)))::bigint
+                    (SELECT extract(epoch FROM now() - min(created_at))::bigint
                      FROM contrl_outbox WHERE published_at IS NULL AND failed_at IS NULL), ",
             ts!("(SELECT min(received_at) FROM inbox)"),
             ", ",
@@ -115,10 +115,12 @@ pub(super) fn stats(c: &mut impl GenericClient) -> Result<Stats, InboxError> {
         ),
         &[&Status::Duplicate.as_str(), &Status::Drift.as_str()],
     )?;
+    // The age clamped here, not by greatest(0, ...), which would give an empty outbox an age
+    // of 0 where SQLite (and the JSON's contract) has none.
     let figures = |at: usize| OutboxFigures {
         unpublished: row.get(at),
         failed: row.get(at + 1),
-        oldest_unpublished_age_seconds: row.get(at + 2),
+        oldest_unpublished_age_seconds: row.get::<_, Option<i64>>(at + 2).map(|a| a.max(0)),
     };
     let mut stats = Stats {
         inbox: row.get(0),
