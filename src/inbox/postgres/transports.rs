@@ -30,22 +30,26 @@ impl Transports for PgInbox {
         // it counts a sighting only where the same sender sent the same content, and changes
         // nothing of another message's row. `xmax = 0`: the row is a new one. In the order
         // given, which is the order of the ids, so that two hosts never wait on each other.
-        let same = "(t.sender IS NULL OR t.sender = excluded.sender)
-                    AND (t.content_sha256 IS NULL OR t.content_sha256 = excluded.content_sha256)";
         let rows = self.client.get_mut().query(
-            &format!(
-                "INSERT INTO transport_messages AS t
-                     (transport, message_id, sender, content_sha256, answer)
-                 SELECT tr, id, s, c, a
-                 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bytea[])
-                      WITH ORDINALITY AS u(tr, id, s, c, a, o)
-                 ORDER BY o
-                 ON CONFLICT (transport, message_id) DO UPDATE
-                     SET sightings = t.sightings + CASE WHEN {same} THEN 1 ELSE 0 END,
-                         last_seen_at = CASE WHEN {same} THEN now() ELSE t.last_seen_at END
-                 RETURNING t.transport, t.message_id, (t.xmax = 0), t.sender, t.content_sha256,
-                           t.answer"
-            ),
+            "INSERT INTO transport_messages AS t
+                 (transport, message_id, sender, content_sha256, answer)
+             SELECT tr, id, s, c, a
+             FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bytea[])
+                  WITH ORDINALITY AS u(tr, id, s, c, a, o)
+             ORDER BY o
+             ON CONFLICT (transport, message_id) DO UPDATE
+                 SET sightings = t.sightings + CASE
+                         WHEN (t.sender IS NULL OR t.sender = excluded.sender)
+                          AND (t.content_sha256 IS NULL
+                               OR t.content_sha256 = excluded.content_sha256)
+                         THEN 1 ELSE 0 END,
+                     last_seen_at = CASE
+                         WHEN (t.sender IS NULL OR t.sender = excluded.sender)
+                          AND (t.content_sha256 IS NULL
+                               OR t.content_sha256 = excluded.content_sha256)
+                         THEN now() ELSE t.last_seen_at END
+             RETURNING t.transport, t.message_id, (t.xmax = 0), t.sender, t.content_sha256,
+                       t.answer",
             &[&transports, &ids, &senders, &contents, &answers],
         )?;
         type Row = (bool, Option<String>, Option<String>, Option<Vec<u8>>);
