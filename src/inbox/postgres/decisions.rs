@@ -21,9 +21,31 @@ macro_rules! insert_messages {
     () => {
         "INSERT INTO messages (interchange_id, position, reference, message_type, version,
              release, agency, association_code, group_ref, segments, raw_start, raw_end)
-         SELECT * FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::text[],
-                              $6::text[], $7::text[], $8::text[], $9::text[], $10::int[],
-                              $11::bigint[], $12::bigint[])"
+         SELECT * FROM unnest($26::bigint[], $27::int[], $28::text[], $29::text[], $30::text[],
+                              $31::text[], $32::text[], $33::text[], $34::text[], $35::int[],
+                              $36::bigint[], $37::bigint[])"
+    };
+}
+
+/// The new interchanges' rows, $1 to $25 (see [`write_new`]): in the statement that writes their
+/// messages, one round trip for both (the messages' references to them are checked at the
+/// statement's end, when both are written).
+macro_rules! insert_interchanges {
+    () => {
+        "INSERT INTO interchanges (id, sender, sender_qualifier, sender_routing, recipient,
+             recipient_qualifier, recipient_routing, control_ref, syntax_id, syntax_version,
+             prepared_date, prepared_time, recipient_ref, application_ref, priority, ack_request,
+             agreement_id, test_indicator, sha256, source_file, source_offset, received_at, raw,
+             raw_codec, source_path, host, standard)
+         SELECT id, s, sq, sr, r, rq, rr, c, si, sv, d, tm, rref, app, pri, ack, agr, test, sha,
+                file, off, now(), raw, 'zstd', path, $24, st
+         FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+                     $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[],
+                     $13::text[], $14::text[], $15::text[], $16::text[], $17::text[], $18::text[],
+                     $19::text[], $20::text[], $21::bigint[], $22::bytea[], $23::text[],
+                     $25::text[])
+              AS t(id, s, sq, sr, r, rq, rr, c, si, sv, d, tm, rref, app, pri, ack, agr, test,
+                   sha, file, off, raw, path, st)"
     };
 }
 
@@ -530,51 +552,38 @@ pub(super) fn write_new(
         .map(|&(n, _)| batch[n].interchange.offset as i64)
         .collect();
     let raws: Vec<&[u8]> = new.iter().map(|&(n, _)| raw(n)).collect();
-    client.execute(
-        "INSERT INTO interchanges (id, sender, sender_qualifier, sender_routing, recipient,
-             recipient_qualifier, recipient_routing, control_ref, syntax_id, syntax_version,
-             prepared_date, prepared_time, recipient_ref, application_ref, priority, ack_request,
-             agreement_id, test_indicator, sha256, source_file, source_offset, received_at, raw,
-             raw_codec, source_path, host, standard)
-         SELECT id, s, sq, sr, r, rq, rr, c, si, sv, d, tm, rref, app, pri, ack, agr, test, sha,
-                file, off, now(), raw, 'zstd', path, $24, st
-         FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
-                     $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[],
-                     $13::text[], $14::text[], $15::text[], $16::text[], $17::text[], $18::text[],
-                     $19::text[], $20::text[], $21::bigint[], $22::bytea[], $23::text[],
-                     $25::text[])
-              AS t(id, s, sq, sr, r, rq, rr, c, si, sv, d, tm, rref, app, pri, ack, agr, test,
-                   sha, file, off, raw, path, st)",
-        &[
-            &ids,
-            &column(&rows, |n| unb(n).sender.as_str()),
-            &column(&rows, |n| unb(n).sender_qualifier.as_deref()),
-            &column(&rows, |n| unb(n).sender_routing.as_deref()),
-            &column(&rows, |n| unb(n).recipient.as_str()),
-            &column(&rows, |n| unb(n).recipient_qualifier.as_deref()),
-            &column(&rows, |n| unb(n).recipient_routing.as_deref()),
-            &column(&rows, |n| unb(n).control_ref.as_str()),
-            &column(&rows, |n| unb(n).syntax_id.as_str()),
-            &column(&rows, |n| unb(n).syntax_version.as_str()),
-            &column(&rows, |n| unb(n).date.as_str()),
-            &column(&rows, |n| unb(n).time.as_str()),
-            &column(&rows, |n| unb(n).recipient_ref.as_deref()),
-            &column(&rows, |n| unb(n).application_ref.as_deref()),
-            &column(&rows, |n| unb(n).priority.as_deref()),
-            &column(&rows, |n| unb(n).ack_request.as_deref()),
-            &column(&rows, |n| unb(n).agreement_id.as_deref()),
-            &column(&rows, |n| unb(n).test_indicator.as_deref()),
-            &column(&rows, |n| hashes[n].as_str()),
-            &column(&rows, |n| batch[n].source_file),
-            &offsets,
-            &raws,
-            &column(&rows, |n| {
-                batch[n].source_path.map(|p| storable(p).into_owned())
-            }),
-            &storable(host).as_ref(),
-            &column(&rows, |n| batch[n].interchange.standard.as_str()),
-        ],
-    )?;
+    // The interchanges' columns, $1 to $25 of the statement that writes them with their
+    // messages.
+    let host = storable(host);
+    let interchange_columns: [&(dyn postgres::types::ToSql + Sync); 25] = [
+        &ids,
+        &column(&rows, |n| unb(n).sender.as_str()),
+        &column(&rows, |n| unb(n).sender_qualifier.as_deref()),
+        &column(&rows, |n| unb(n).sender_routing.as_deref()),
+        &column(&rows, |n| unb(n).recipient.as_str()),
+        &column(&rows, |n| unb(n).recipient_qualifier.as_deref()),
+        &column(&rows, |n| unb(n).recipient_routing.as_deref()),
+        &column(&rows, |n| unb(n).control_ref.as_str()),
+        &column(&rows, |n| unb(n).syntax_id.as_str()),
+        &column(&rows, |n| unb(n).syntax_version.as_str()),
+        &column(&rows, |n| unb(n).date.as_str()),
+        &column(&rows, |n| unb(n).time.as_str()),
+        &column(&rows, |n| unb(n).recipient_ref.as_deref()),
+        &column(&rows, |n| unb(n).application_ref.as_deref()),
+        &column(&rows, |n| unb(n).priority.as_deref()),
+        &column(&rows, |n| unb(n).ack_request.as_deref()),
+        &column(&rows, |n| unb(n).agreement_id.as_deref()),
+        &column(&rows, |n| unb(n).test_indicator.as_deref()),
+        &column(&rows, |n| hashes[n].as_str()),
+        &column(&rows, |n| batch[n].source_file),
+        &offsets,
+        &raws,
+        &column(&rows, |n| {
+            batch[n].source_path.map(|p| storable(p).into_owned())
+        }),
+        &host.as_ref(),
+        &column(&rows, |n| batch[n].interchange.standard.as_str()),
+    ];
     // Each new interchange's event type around its messages' types, by its standard.
     let befores = column(&rows, |n| received_around(batch[n].interchange.standard).0);
     let afters = column(&rows, |n| received_around(batch[n].interchange.standard).1);
@@ -601,7 +610,7 @@ pub(super) fn write_new(
             m.raw_end.push(msg.span.end as i64);
         }
     }
-    let params: [&(dyn postgres::types::ToSql + Sync); 12] = [
+    let message_columns: [&(dyn postgres::types::ToSql + Sync); 12] = [
         &m.interchange_id,
         &m.position,
         &m.reference,
@@ -615,16 +624,20 @@ pub(super) fn write_new(
         &m.raw_start,
         &m.raw_end,
     ];
+    let params = [&interchange_columns[..], &message_columns[..]].concat();
     let Some(effects) = effects else {
-        // The outbox events from the rows just written, not from a second look at the table.
+        // One statement, one round trip: the interchanges, their messages, and the outbox
+        // events from the rows just written (not from a second look at the table).
         client.execute(
             concat!(
-                "WITH m AS (",
+                "WITH i AS (",
+                insert_interchanges!(),
+                "), m AS (",
                 insert_messages!(),
                 " RETURNING id, message_type, interchange_id)
                  INSERT INTO outbox (message_id, event_type, created_at)
                  SELECT m.id, p.before || m.message_type || p.after, now()
-                 FROM m JOIN unnest($13::bigint[], $14::text[], $15::text[]) AS p(iid, before, after)
+                 FROM m JOIN unnest($38::bigint[], $39::text[], $40::text[]) AS p(iid, before, after)
                    ON p.iid = m.interchange_id
                  ORDER BY m.id"
             ),
@@ -637,6 +650,9 @@ pub(super) fn write_new(
     let mut rows: HashMap<i64, Vec<(i32, i64)>> = HashMap::new();
     for r in client.query(
         concat!(
+            "WITH i AS (",
+            insert_interchanges!(),
+            ") ",
             insert_messages!(),
             " RETURNING interchange_id, position, id"
         ),
