@@ -379,8 +379,9 @@ pub struct ReceiveArgs {
     /// The AS2 configuration (TOML): [own] as2_id, key (PEM RSA key that decrypts and signs
     /// MDNs), cert, and mdn_roots (PEM roots for partners' https:// asynchronous-MDN URLs;
     /// default: the system's); one [[partner]] per AS2-From with its as2_id, its pinned signing
-    /// cert, encryption_cert where it is another, and require_signed (default true),
-    /// require_encrypted, require_compressed. Asynchronous MDNs are POSTed by this process after
+    /// cert, encryption_cert where it is another, require_signed (default true),
+    /// require_encrypted, require_compressed, and mdn_urls (where its asynchronous MDNs may
+    /// go). Asynchronous MDNs are POSTed by this process after
     /// the commit, retried until taken. Without it (and with --as4-config), POSTs to /as2 are
     /// answered 404.
     #[arg(

@@ -15,6 +15,7 @@
 //! require_signed = true        # default true
 //! require_encrypted = false    # default false
 //! require_compressed = false   # default false
+//! mdn_urls = ["https://as2.acme.example/mdn"]  # where its asynchronous MDNs may go
 //! ```
 //!
 //! `mdn_roots` in `[own]` (a PEM file) names the roots that partners' HTTPS servers are checked
@@ -64,6 +65,9 @@ struct PartnerEntry {
     require_encrypted: bool,
     #[serde(default)]
     require_compressed: bool,
+    /// Where this partner's asynchronous MDNs may go: URL prefixes (scheme, host and port the
+    /// same, the path starting with the prefix's). Absent: any http(s) URL.
+    mdn_urls: Option<Vec<String>>,
 }
 
 fn yes() -> bool {
@@ -77,6 +81,8 @@ pub struct Partner {
     pub require_signed: bool,
     pub require_encrypted: bool,
     pub require_compressed: bool,
+    /// `mdn_urls`: where its asynchronous MDNs may go (`None`: anywhere over http(s)).
+    pub mdn_urls: Option<Vec<String>>,
 }
 
 /// The configuration, its files read.
@@ -166,12 +172,19 @@ pub fn read(path: &Path) -> Result<Config, String> {
         if let Some(c) = &p.encryption_cert {
             certificate(&resolve(c), &shown, &format!("{what} encryption_cert"))?;
         }
+        if let Some(urls) = &p.mdn_urls {
+            for url in urls {
+                super::delivery::check_url(url)
+                    .map_err(|e| format!("--as2-config {shown}: {what}: mdn_urls {url:?}: {e}"))?;
+            }
+        }
         partners.push(Partner {
             as2_id: p.as2_id.clone(),
             cert,
             require_signed: p.require_signed,
             require_encrypted: p.require_encrypted,
             require_compressed: p.require_compressed,
+            mdn_urls: p.mdn_urls.clone(),
         });
     }
     let mdn_roots = file.own.mdn_roots.as_deref().map(resolve);

@@ -252,6 +252,23 @@ pub fn check_url(url: &str) -> Result<(), String> {
     target(url).map(|_| ())
 }
 
+/// Whether `url` is under one of `prefixes` (a partner's `mdn_urls`): the same scheme, host
+/// (in any case) and port, and a path that starts with the prefix's. Compared as read, never
+/// as text, so that `https://acme.example.evil.test/` is not under `https://acme.example`.
+pub fn allowed(url: &str, prefixes: &[String]) -> bool {
+    let Ok(t) = target(url) else {
+        return false;
+    };
+    prefixes.iter().any(|p| {
+        target(p).is_ok_and(|p| {
+            p.https == t.https
+                && p.host.eq_ignore_ascii_case(&t.host)
+                && p.port == t.port
+                && t.path.starts_with(&p.path)
+        })
+    })
+}
+
 /// POSTs one MDN: its entity's headers as the request's, its body as the body. The status where
 /// the server took it (2xx).
 async fn post(
@@ -322,6 +339,23 @@ mod tests {
         assert_eq!(retry_in(8), Duration::from_secs(600));
         assert_eq!(retry_in(i64::MAX), Duration::from_secs(600));
         assert_eq!(retry_in(0), Duration::from_secs(10));
+    }
+
+    #[test]
+    fn a_partners_mdn_urls_are_compared_as_read() {
+        let allowed_ = vec!["https://acme.example/as2/".to_string()];
+        assert!(allowed("https://acme.example/as2/mdn", &allowed_));
+        assert!(allowed("https://ACME.example:443/as2/mdn?x=1", &allowed_));
+        for not in [
+            "https://acme.example.evil.test/as2/mdn",
+            "http://acme.example/as2/mdn",
+            "https://acme.example:8443/as2/mdn",
+            "https://acme.example/other",
+            "https://evil.test/?https://acme.example/as2/",
+            "not a url",
+        ] {
+            assert!(!allowed(not, &allowed_), "{not}");
+        }
     }
 
     #[test]

@@ -804,6 +804,20 @@ async fn answer_as2(
             };
             // An asynchronous MDN goes where it can: a URL it could never be POSTed to is
             // refused before anything is applied.
+            if let Some(url) = received.receipt_delivery.as_deref()
+                && let Some(allowed) = config
+                    .partner(&received.requested.as2_from)
+                    .and_then(|p| p.mdn_urls.as_deref())
+                && !as2::delivery::allowed(url, allowed)
+            {
+                return refuse(Box::new(as2::message::Refused {
+                    requested: None,
+                    modifier: "unsupported-receipt-delivery",
+                    status: Some(403),
+                    detail: "the Receipt-Delivery-Option is not among this partner's mdn_urls: ask for an MDN there, or a synchronous one; nothing was applied".into(),
+                    message_id: Some(received.requested.message_id.clone()),
+                }));
+            }
             if let Some(Err(why)) = received
                 .receipt_delivery
                 .as_deref()

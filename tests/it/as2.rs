@@ -37,13 +37,14 @@ fn python() -> Option<String> {
 }
 
 /// The receiver's configuration: us EDIINBOX (the fixtures' receiver key), PARTNER (signed
-/// required, the default), PLAIN (nothing required), both signing with the fixtures' sender key.
+/// required, the default), PLAIN (nothing required), STRICT (its asynchronous MDNs only to
+/// `http://127.0.0.1:9/mdn/`), all signing with the fixtures' sender key.
 fn config(site: &Site) -> PathBuf {
     let path = site.path("as2.toml");
     fs::write(
         &path,
         format!(
-            "[own]\nas2_id = \"EDIINBOX\"\nkey = \"{CERTS}/receiver.key.pem\"\ncert = \"{CERTS}/receiver.cert.pem\"\n\n[[partner]]\nas2_id = \"PARTNER\"\ncert = \"{CERTS}/sender.cert.pem\"\n\n[[partner]]\nas2_id = \"PLAIN\"\ncert = \"{CERTS}/sender.cert.pem\"\nrequire_signed = false\n"
+            "[own]\nas2_id = \"EDIINBOX\"\nkey = \"{CERTS}/receiver.key.pem\"\ncert = \"{CERTS}/receiver.cert.pem\"\n\n[[partner]]\nas2_id = \"PARTNER\"\ncert = \"{CERTS}/sender.cert.pem\"\n\n[[partner]]\nas2_id = \"PLAIN\"\ncert = \"{CERTS}/sender.cert.pem\"\nrequire_signed = false\n\n[[partner]]\nas2_id = \"STRICT\"\ncert = \"{CERTS}/sender.cert.pem\"\nmdn_urls = [\"http://127.0.0.1:9/mdn/\"]\n"
         ),
     )
     .unwrap();
@@ -335,6 +336,54 @@ per_backend! {
         );
         assert!(prom.contains("edi_inbox_receive_mdns_undelivered 0"), "{prom}");
     }
+}
+
+/// A partner whose `mdn_urls` do not hold the URL its message asks its asynchronous MDN at:
+/// refused with HTTP 403 before anything is applied (no POST anywhere), and said.
+#[test]
+fn an_asynchronous_mdn_url_outside_the_partners_mdn_urls_is_refused() {
+    let Some(python) = python() else { return };
+    let site = Site::new();
+    let receiver = Receiver::start(&site, free_port(), "receiver", &[]);
+    let sample = crate::common::samples().join("valid/two-interchanges.edi");
+    let port = free_port().to_string();
+    let answers = send(
+        &python,
+        &args(&[
+            "--url",
+            &receiver.url(),
+            "--as2-from",
+            "STRICT",
+            "--async-mdn",
+            &port,
+            "--mdn-wait",
+            "3",
+            "--mdn-linger",
+            "0",
+            &sample.display().to_string(),
+        ]),
+    );
+    assert_eq!(
+        answers.len(),
+        1,
+        "the refusal, and no MDN POSTed: {answers:?}"
+    );
+    assert_eq!(answers[0]["http"], 403, "{answers:?}");
+    assert!(
+        answers[0]["detail"].as_str().unwrap().contains("mdn_urls"),
+        "{answers:?}"
+    );
+    let run = receiver.stop();
+    run.code(3);
+    let refused = run.json();
+    assert!(
+        refused
+            .iter()
+            .any(|l| l["status"] == "refused" && l["error"] == "unsupported-receipt-delivery"),
+        "{run}"
+    );
+    assert_eq!(site.count("SELECT count(*) FROM interchanges"), 0);
+    assert_eq!(site.count("SELECT count(*) FROM transport_messages"), 0);
 }
 
 /// A message sent three times (a sender's retries, the same bytes): the same MDN, byte for byte,
