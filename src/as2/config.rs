@@ -190,7 +190,8 @@ pub fn read(path: &Path) -> Result<Config, String> {
     let mdn_roots = file.own.mdn_roots.as_deref().map(resolve);
     if let Some(roots) = &mdn_roots {
         // Read now, so that a missing or unreadable file is said at start-up.
-        mdn_tls(Some(roots)).map_err(|e| format!("--as2-config {shown}: own.mdn_roots: {e}"))?;
+        super::delivery::mdn_tls(Some(roots))
+            .map_err(|e| format!("--as2-config {shown}: own.mdn_roots: {e}"))?;
     }
     Ok(Config {
         as2_id: file.own.as2_id,
@@ -199,16 +200,4 @@ pub fn read(path: &Path) -> Result<Config, String> {
         partners,
         mdn_roots,
     })
-}
-
-/// The TLS client of the asynchronous MDNs' deliveries: the servers checked against `roots`,
-/// or the system's roots.
-pub fn mdn_tls(roots: Option<&Path>) -> Result<rustls::ClientConfig, String> {
-    let settings = crate::broker::tls::Settings {
-        ca: roots.map(Path::to_path_buf),
-        ..Default::default()
-    };
-    settings
-        .client_config()
-        .map_err(|e| e.trim_start_matches("--tls-ca: ").to_string())
 }

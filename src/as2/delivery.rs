@@ -96,7 +96,7 @@ pub fn run(
         }
     };
     // Made once; where it cannot be (no system roots), each HTTPS try fails saying why.
-    let tls = super::config::mdn_tls(roots.as_deref()).map(Arc::new);
+    let tls = mdn_tls(roots.as_deref()).map(Arc::new);
     let mut backlog_read: Option<Instant> = None;
     while !stop.load(Ordering::Relaxed) {
         // Where the connection was lost (the server restarted), a new one; where that fails,
@@ -191,6 +191,18 @@ fn shown(url: &str) -> String {
         Some((before, _)) => format!("{before}?..."),
         None => url.to_string(),
     }
+}
+
+/// The TLS client of the asynchronous MDNs' deliveries: the servers checked against `roots`,
+/// or the system's roots.
+pub fn mdn_tls(roots: Option<&std::path::Path>) -> Result<rustls::ClientConfig, String> {
+    let settings = crate::broker::tls::Settings {
+        ca: roots.map(std::path::Path::to_path_buf),
+        ..Default::default()
+    };
+    settings
+        .client_config()
+        .map_err(|e| e.trim_start_matches("--tls-ca: ").to_string())
 }
 
 /// Sleeps `wait`, or until `stop` is set.
