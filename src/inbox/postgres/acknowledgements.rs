@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use postgres::GenericClient;
 
+use super::session::Session;
 use super::{PgInbox, storable};
 use crate::inbox::names::{NOT_RESENT, NOT_RESENT_X12};
 use crate::inbox::{
@@ -36,12 +37,12 @@ impl Acknowledgements for PgInbox {
         }
         self.begin()?;
         let c = self.client.get_mut();
-        c.execute(
+        c.execute_prepared(
             "INSERT INTO contrl_counters (partner, next)
              SELECT p, 1 FROM unnest($1::text[]) AS p ORDER BY p ON CONFLICT DO NOTHING",
             &[&partners],
         )?;
-        c.execute(
+        c.execute_prepared(
             "SELECT 1 FROM contrl_counters WHERE partner = ANY($1) ORDER BY partner FOR UPDATE",
             &[&partners],
         )?;
@@ -55,7 +56,7 @@ impl Acknowledgements for PgInbox {
         limit: u32,
     ) -> Result<Vec<ContrlEvent>, InboxError> {
         pending_contrl(
-            &mut *self.client.borrow_mut(),
+            &mut **self.client.borrow_mut(),
             pass,
             retry_after.as_secs_f64(),
             limit,
@@ -66,18 +67,18 @@ impl Acknowledgements for PgInbox {
         &self,
         key: InterchangeKey<'_>,
     ) -> Result<Vec<StoredAcknowledgement>, InboxError> {
-        acknowledgements(&mut *self.client.borrow_mut(), key)
+        acknowledgements(&mut **self.client.borrow_mut(), key)
     }
 }
 
 /// Allocates the partner's next CONTRL control reference (the counter's row stays locked until
 /// the commit, so hosts answering one partner take turns) and stores the CONTRL under it.
 pub(super) fn record_acknowledgement(
-    c: &mut impl GenericClient,
+    c: &mut Session,
     ack: &NewAcknowledgement<'_>,
 ) -> Result<String, InboxError> {
     let n: i64 = c
-        .query_one(
+        .query_one_prepared(
             "INSERT INTO contrl_counters (partner, next) VALUES ($1, 2)
              ON CONFLICT (partner) DO UPDATE SET next = contrl_counters.next + 1
              RETURNING next - 1",
@@ -87,7 +88,7 @@ pub(super) fn record_acknowledgement(
     let own_ref = crate::inbox::ack_reference(ack.standard, n);
     let bytes = (ack.build)(&own_ref);
     // The host's clock, which also wrote the CONTRL's UNB S004: one time for both.
-    c.execute(
+    c.execute_prepared(
         "WITH a AS (
              INSERT INTO acknowledgements (sender, recipient, control_ref, partner, own_ref,
                  action, error_code, bytes, created_at, syntax_version, standard)
@@ -117,12 +118,12 @@ pub(super) fn record_acknowledgement(
 /// The first CONTRL of a key (not a rejection as a duplicate) queued again for `sending`,
 /// where no event of it was queued for that sending before.
 pub(super) fn resend_acknowledgement(
-    c: &mut impl GenericClient,
+    c: &mut Session,
     key: InterchangeKey<'_>,
     sending: Option<&str>,
     created_at: &str,
 ) -> Result<Resend, InboxError> {
-    let first = c.query_opt(
+    let first = c.query_opt_prepared(
         "SELECT id, own_ref FROM acknowledgements
          WHERE sender = $1 AND recipient = $2 AND control_ref = $3 AND standard = $6
            AND NOT (action = $4 AND coalesce(error_code, '') = $5)
@@ -146,7 +147,7 @@ pub(super) fn resend_acknowledgement(
     let Some(sending) = sending else {
         return Ok(Resend::AlreadySent);
     };
-    let queued = c.execute(
+    let queued = c.execute_prepared(
         "INSERT INTO contrl_outbox (acknowledgement_id, send, event_type, created_at, source)
          SELECT $1, max(send) + 1, min(event_type), $2::text::timestamptz, $3
          FROM contrl_outbox WHERE acknowledgement_id = $1

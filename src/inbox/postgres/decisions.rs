@@ -4,8 +4,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use postgres::{Client, GenericClient};
-
+use super::session::Session;
 use super::{PgInbox, storable};
 use crate::edifact::{EnvelopeError, Interchange};
 use crate::inbox::names::{Counter, delivery_counts, received_around};
@@ -148,7 +147,7 @@ impl Decisions for PgInbox {
             return Ok(());
         }
         self.begin()?;
-        record_deliveries(self.client.get_mut(), deliveries)?;
+        self.pending_deliveries.add(deliveries);
         for (counter, n) in delivery_counts(deliveries) {
             *self.pending_counts.entry(counter.name()).or_default() += n;
         }
@@ -171,7 +170,7 @@ impl Decisions for PgInbox {
             to.push(storable(path).into_owned());
             sighting.push(is_sighting);
         }
-        self.client.get_mut().execute(
+        self.client.get_mut().execute_prepared(
             "WITH u AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::bool[])
                             AS u(id, to_path, sighting)),
                   i AS (UPDATE interchanges t SET moved_to = u.to_path FROM u
@@ -304,7 +303,7 @@ impl PgInbox {
 /// Keeps a refused interchange whole in the open batch, or counts an identical one again; how
 /// many times it has been refused.
 pub(super) fn keep_refused(
-    client: &mut Client,
+    client: &mut Session,
     c: &Candidate<'_>,
     r: &crate::inbox::Refusal,
 ) -> Result<i64, InboxError> {
@@ -312,7 +311,7 @@ pub(super) fn keep_refused(
     let raw = c.stored_bytes()?;
     let u = &i.unb;
     let n: i32 = client
-        .query_one(
+        .query_one_prepared(
             "INSERT INTO refusals (sender, recipient, control_ref, sha256, source_file, raw,
                  statement, message_ref, code, error, standard)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
@@ -342,7 +341,7 @@ pub(super) fn keep_refused(
 
 /// A reading thread's connection, for [`Decisions::probe`].
 pub(super) struct PgProbe {
-    client: std::sync::Mutex<Client>,
+    client: std::sync::Mutex<postgres::Client>,
     has: postgres::Statement,
 }
 
@@ -396,7 +395,7 @@ pub(super) fn key<'a>(i: &'a Interchange<'_>) -> Key<'a> {
 
 /// Decides `batch` in its order; see the module's comment.
 pub(super) fn decide(
-    client: &mut Client,
+    client: &mut Session,
     batch: &[Candidate<'_>],
     host: &str,
     effects: Option<&super::effects::Installed>,
@@ -418,7 +417,7 @@ pub(super) fn decide(
     let files = column(&contenders, |n| batch[n].source_file);
     let standards = column(&contenders, |n| batch[n].interchange.standard.as_str());
     let mut taken: HashMap<OwnedKey, i64> = HashMap::new();
-    for r in client.query(
+    for r in client.query_prepared(
         "INSERT INTO inbox (sender, recipient, control_ref, sha256, source_file, received_at,
                             interchange_id, standard)
          SELECT s, r, c, h, f, now(), nextval('interchanges_id_seq'), st
@@ -448,7 +447,7 @@ pub(super) fn decide(
             column(&missing, |n| batch[n].interchange.unb.control_ref.as_str()),
             column(&missing, |n| batch[n].interchange.standard.as_str()),
         );
-        for row in client.query(
+        for row in client.query_prepared(
             "SELECT i.sender, i.recipient, i.control_ref, i.standard, i.sha256
              FROM inbox i
              JOIN unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS t(s, r, c, st)
@@ -513,7 +512,7 @@ pub(super) fn compare(sha: &str, accepted: &str) -> Decision {
 /// The business rows of the new interchanges: the interchanges, then their messages with an
 /// outbox event each; two statements.
 pub(super) fn write_new(
-    client: &mut Client,
+    client: &mut Session,
     batch: &[Candidate<'_>],
     decisions: &[Decision],
     hashes: &[String],
@@ -628,7 +627,7 @@ pub(super) fn write_new(
     let Some(effects) = effects else {
         // One statement, one round trip: the interchanges, their messages, and the outbox
         // events from the rows just written (not from a second look at the table).
-        client.execute(
+        client.execute_prepared(
             concat!(
                 "WITH i AS (",
                 insert_interchanges!(),
@@ -648,7 +647,7 @@ pub(super) fn write_new(
     // With the operator's side effects: the messages' rows first (their ids are parameters),
     // then the side effects of each new interchange, then the outbox events.
     let mut rows: HashMap<i64, Vec<(i32, i64)>> = HashMap::new();
-    for r in client.query(
+    for r in client.query_prepared(
         concat!(
             "WITH i AS (",
             insert_interchanges!(),
@@ -678,7 +677,7 @@ pub(super) fn write_new(
     }
     effects.leave(client)?;
     effects.record(client, &applied)?;
-    client.execute(
+    client.execute_prepared(
         "INSERT INTO outbox (message_id, event_type, created_at)
          SELECT m.id, p.before || m.message_type || p.after, now()
          FROM messages m JOIN unnest($1::bigint[], $2::text[], $3::text[]) AS p(iid, before, after)
@@ -708,7 +707,7 @@ pub(super) struct MessageColumns<'a> {
 
 /// A sighting for every duplicate and drift, drift with its bytes; one statement.
 pub(super) fn write_sightings(
-    client: &mut Client,
+    client: &mut Session,
     batch: &[Candidate<'_>],
     decisions: &mut [Decision],
     hashes: &[String],
@@ -737,7 +736,7 @@ pub(super) fn write_sightings(
     // The rows are inserted in the order of the arrays (ORDER BY o), each taking the next value
     // of the id's sequence as it is inserted: sorted, the ids returned are the rows' in order.
     let mut ids: Vec<i64> = client
-        .query(
+        .query_prepared(
             "INSERT INTO sightings (sender, recipient, control_ref, status, sha256, stored_sha256,
                  source_file, seen_at, payload, source_path, host, standard)
              SELECT s, r, c, st, h, sh, f, now(), p, path, $10, std
@@ -782,43 +781,46 @@ pub(super) fn write_sightings(
     Ok(())
 }
 
-/// Records deliveries taken from a broker, in one statement.
-pub(super) fn record_deliveries(
-    c: &mut impl GenericClient,
-    deliveries: &[DeliveryRecord<'_>],
-) -> Result<(), InboxError> {
-    let sources: Vec<_> = deliveries.iter().map(|d| storable(d.source)).collect();
-    let names: Vec<_> = deliveries
-        .iter()
-        .map(|d| d.filename.map(storable))
-        .collect();
-    let counts: Vec<i32> = deliveries
-        .iter()
-        .map(|d| i32::try_from(d.delivery_count).unwrap_or(i32::MAX))
-        .collect();
-    let sizes: Vec<i64> = deliveries.iter().map(|d| d.size as i64).collect();
-    let keys: Vec<_> = deliveries.iter().map(|d| d.key.map(storable)).collect();
-    let produced: Vec<Option<&str>> = deliveries.iter().map(|d| d.produced_at).collect();
-    c.execute(
-        "INSERT INTO deliveries
-             (source, filename, delivery_count, size, seen_at, record_key, produced_at)
-         SELECT s, f, n, z, now(), k, p::timestamptz
-         FROM unnest($1::text[], $2::text[], $3::int[], $4::bigint[], $5::text[], $6::text[])
-             AS d (s, f, n, z, k, p)",
-        &[&sources, &names, &counts, &sizes, &keys, &produced],
-    )?;
-    Ok(())
+/// Deliveries taken from a broker in the open batch, as columns: written when it commits, in
+/// the statement that adds to the counters (one round trip for both; see `transaction.rs`).
+#[derive(Default)]
+pub(super) struct PendingDeliveries {
+    pub(super) sources: Vec<String>,
+    pub(super) names: Vec<Option<String>>,
+    pub(super) counts: Vec<i32>,
+    pub(super) sizes: Vec<i64>,
+    pub(super) keys: Vec<Option<String>>,
+    pub(super) produced: Vec<Option<String>>,
+}
+
+impl PendingDeliveries {
+    pub(super) fn add(&mut self, deliveries: &[DeliveryRecord<'_>]) {
+        for d in deliveries {
+            self.sources.push(storable(d.source).into_owned());
+            self.names
+                .push(d.filename.map(|f| storable(f).into_owned()));
+            self.counts
+                .push(i32::try_from(d.delivery_count).unwrap_or(i32::MAX));
+            self.sizes.push(d.size as i64);
+            self.keys.push(d.key.map(|k| storable(k).into_owned()));
+            self.produced.push(d.produced_at.map(str::to_string));
+        }
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.sources.is_empty()
+    }
 }
 
 /// Records a rejected file's bytes once; the same file with the same content only counts again.
 pub(super) fn record_rejected_file(
-    c: &mut impl GenericClient,
+    c: &mut Session,
     source_file: &str,
     bytes: &[u8],
     sha256: &str,
 ) -> Result<i64, InboxError> {
     let kept = &bytes[..bytes.len().min(REJECTED_BYTES_LIMIT)];
-    Ok(c.query_one(
+    Ok(c.query_one_prepared(
         "INSERT INTO rejected_files (source_file, file_sha256, file_size, bytes, truncated,
              first_seen_at, last_seen_at)
          VALUES ($1, $2, $3, $4, $5, now(), now())
@@ -839,13 +841,13 @@ pub(super) fn record_rejected_file(
 
 /// Records one error of a rejected file; the same error of the same file only counts again.
 pub(super) fn record_rejection(
-    c: &mut impl GenericClient,
+    c: &mut Session,
     file: &RejectedFile,
     source_file: &str,
     error: &EnvelopeError,
     key: Option<InterchangeKey<'_>>,
 ) -> Result<(), InboxError> {
-    c.execute(
+    c.execute_prepared(
         "INSERT INTO rejections (source_file, file_sha256, error, kind, byte_offset,
              first_seen_at, last_seen_at, file_size, truncated, file_id, sender, recipient,
              control_ref, standard)

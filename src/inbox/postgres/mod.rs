@@ -13,7 +13,7 @@
 //! the batch's transaction, `acknowledgements.rs`, `positions.rs`, `transports.rs`,
 //! `publishing.rs`, `reports.rs`, `retention.rs`); where the inbox is, `target.rs`; opening it,
 //! `open.rs`; the schema, `migrations.rs` (and `migrations/`); the server's failures,
-//! `error.rs`; TLS, `tls.rs`. No SQL stands in this file.
+//! `error.rs`; TLS, `tls.rs`; the session and the statements it keeps prepared, `session.rs`. No SQL stands in this file.
 //!
 //! Where a new thing goes: what a new capability asks of the database, in the file of the
 //! capability's name, and the same in `sqlite/`; a change of schema, a new migration at the end
@@ -34,6 +34,7 @@ mod publishing;
 mod refusals;
 mod reports;
 mod retention;
+mod session;
 mod target;
 mod tls;
 mod transaction;
@@ -45,19 +46,19 @@ mod tests;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 
-use postgres::Client;
-
 pub use target::Target;
 
 /// An open PostgreSQL inbox.
 pub struct PgInbox {
     /// In a cell: the reports take `&self`, and a client queries through `&mut`.
-    client: RefCell<Client>,
+    client: RefCell<session::Session>,
     target: Target,
     /// True while a batch's transaction is open.
     in_tx: bool,
     /// Counter increments of the open batch, added to this host's rows before it commits.
     pending_counts: BTreeMap<&'static str, i64>,
+    /// Deliveries of the open batch, written as it commits, with the counters.
+    pending_deliveries: decisions::PendingDeliveries,
     /// Open batches rolled back so far (see `Transaction::rollbacks`).
     rollbacks: u64,
     /// This host's name, for its own counter rows.

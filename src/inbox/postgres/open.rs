@@ -62,10 +62,11 @@ impl PgInbox {
         }
         let host = crate::inbox::host_name();
         Ok(PgInbox {
-            client: RefCell::new(client),
+            client: RefCell::new(super::session::Session::new(client)),
             target: target.clone(),
             in_tx: false,
             pending_counts: BTreeMap::new(),
+            pending_deliveries: Default::default(),
             rollbacks: 0,
             host,
             effects: None,

@@ -19,14 +19,14 @@ impl Positions for PgInbox {
         let (topics, numbers) = columns(partitions);
         // A row for each partition first, so that there is one to lock where none was stored
         // (a second host inserting the same one waits, then finds it there).
-        client.execute(
+        client.execute_prepared(
             "INSERT INTO consumer_positions (consumer_group, topic, partition)
              SELECT $1, t, p FROM unnest($2::text[], $3::int[]) AS x (t, p)
              ORDER BY t, p
              ON CONFLICT DO NOTHING",
             &[&group, &topics, &numbers],
         )?;
-        let rows = client.query(
+        let rows = client.query_prepared(
             "SELECT topic, partition, next_offset, topic_id FROM consumer_positions
              WHERE consumer_group = $1
                AND (topic, partition) IN (SELECT * FROM unnest($2::text[], $3::int[]))
@@ -51,7 +51,7 @@ impl Positions for PgInbox {
         let restart: Vec<bool> = positions.iter().map(|p| p.restart).collect();
         // Forward only, but for a position of another topic (its id known on both sides and
         // not the same) or one restarted: those are replaced.
-        self.client.get_mut().execute(
+        self.client.get_mut().execute_prepared(
             "INSERT INTO consumer_positions
                  (consumer_group, topic, partition, next_offset, topic_id)
              SELECT $1, t, p, n, i

@@ -36,7 +36,7 @@ impl Publishing for PgInbox {
         leave_out: &[i64],
     ) -> Result<Vec<OutboxEvent>, InboxError> {
         pending_events(
-            &mut *self.client.borrow_mut(),
+            &mut **self.client.borrow_mut(),
             pass,
             retry_after.as_secs_f64(),
             limit,
@@ -49,7 +49,7 @@ impl Publishing for PgInbox {
         &self,
         ids: &[i64],
     ) -> Result<std::collections::HashMap<i64, Vec<u8>>, InboxError> {
-        interchange_bytes(&mut *self.client.borrow_mut(), ids)
+        interchange_bytes(&mut **self.client.borrow_mut(), ids)
     }
 
     fn mark_published(&mut self, outbox: Outbox, rows: &[i64]) -> Result<(), InboxError> {

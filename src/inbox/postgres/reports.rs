@@ -24,35 +24,35 @@ use crate::status::Status;
 
 impl Reports for PgInbox {
     fn stats(&self) -> Result<Stats, InboxError> {
-        stats(&mut *self.client.borrow_mut())
+        stats(&mut **self.client.borrow_mut())
     }
 
     fn size_bytes(&self) -> u64 {
-        size_bytes(&mut *self.client.borrow_mut(), &self.target.schema).unwrap_or(0)
+        size_bytes(&mut **self.client.borrow_mut(), &self.target.schema).unwrap_or(0)
     }
 
     fn events(&self, filter: &EventFilter) -> Result<Vec<Event>, InboxError> {
-        events(&mut *self.client.borrow_mut(), filter)
+        events(&mut **self.client.borrow_mut(), filter)
     }
 
     fn count_events(&self, filter: &EventFilter) -> Result<u64, InboxError> {
-        count_events(&mut *self.client.borrow_mut(), filter)
+        count_events(&mut **self.client.borrow_mut(), filter)
     }
 
     fn sent_contrls(&self, filter: &EventFilter) -> Result<(Vec<SentContrl>, u64), InboxError> {
-        sent_contrls(&mut *self.client.borrow_mut(), filter)
+        sent_contrls(&mut **self.client.borrow_mut(), filter)
     }
 
     fn volumes(&self, by: VolumeBy, since: Option<&str>) -> Result<Vec<Volume>, InboxError> {
-        volumes(&mut *self.client.borrow_mut(), by, since)
+        volumes(&mut **self.client.borrow_mut(), by, since)
     }
 
     fn interchange_key(&self, id: i64) -> Result<Option<StoredKey>, InboxError> {
-        interchange_key(&mut *self.client.borrow_mut(), id)
+        interchange_key(&mut **self.client.borrow_mut(), id)
     }
 
     fn key_history(&self, key: InterchangeKey<'_>) -> Result<KeyHistory, InboxError> {
-        key_history(&mut *self.client.borrow_mut(), key)
+        key_history(&mut **self.client.borrow_mut(), key)
     }
 
     fn drifted_copies(&self, key: InterchangeKey<'_>) -> Result<Vec<DriftedCopy>, InboxError> {
@@ -85,7 +85,7 @@ impl Reports for PgInbox {
     }
 
     fn counter(&self, c: Counter) -> Result<i64, InboxError> {
-        counter(&mut *self.client.borrow_mut(), c.name())
+        counter(&mut **self.client.borrow_mut(), c.name())
     }
 }
 

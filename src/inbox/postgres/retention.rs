@@ -12,7 +12,7 @@ use crate::inbox::{InboxError, PurgeTarget, Retention};
 
 impl Retention for PgInbox {
     fn count_older(&self, target: PurgeTarget, cutoff: &str) -> Result<i64, InboxError> {
-        count_older(&mut *self.client.borrow_mut(), target, cutoff)
+        count_older(&mut **self.client.borrow_mut(), target, cutoff)
     }
 
     fn purge_step(
@@ -39,7 +39,7 @@ impl Retention for PgInbox {
     }
 
     fn oldest_entry(&self) -> Result<Option<String>, InboxError> {
-        oldest_entry(&mut *self.client.borrow_mut())
+        oldest_entry(&mut **self.client.borrow_mut())
     }
 }
 

@@ -2,10 +2,12 @@
 //! after a conflict with another host, and counted so.
 
 use super::PgInbox;
+use super::decisions::PendingDeliveries;
+use super::session::Session;
 use crate::inbox::names::Counter;
 use crate::inbox::postgres::error::retryable;
-use crate::inbox::postgres::reports::add_counters;
 use crate::inbox::{Decision, InboxError, Transaction};
+use std::collections::BTreeMap;
 
 impl Transaction for PgInbox {
     fn start_run(&mut self) {}
@@ -15,8 +17,9 @@ impl Transaction for PgInbox {
             return Ok(());
         }
         let counts = std::mem::take(&mut self.pending_counts);
+        let deliveries = std::mem::take(&mut self.pending_deliveries);
         let client = self.client.get_mut();
-        let result = add_counters(client, &self.host, &counts)
+        let result = write_pending(client, &self.host, &counts, &deliveries)
             .and_then(|()| Ok(client.batch_execute("COMMIT")?));
         self.in_tx = false;
         if result.is_err() {
@@ -74,6 +77,7 @@ impl PgInbox {
             self.rollbacks += 1;
         }
         self.pending_counts.clear();
+        self.pending_deliveries = Default::default();
     }
 
     pub(super) fn count(&mut self, decisions: &[Decision]) {
@@ -84,4 +88,43 @@ impl PgInbox {
                 .or_default() += 1;
         }
     }
+}
+
+/// The batch's deliveries and its additions to this host's counters, in one statement just
+/// before its COMMIT (one round trip for both, where the deliveries cost one of their own when
+/// they were taken).
+fn write_pending(
+    client: &mut Session,
+    host: &str,
+    counts: &BTreeMap<&'static str, i64>,
+    d: &PendingDeliveries,
+) -> Result<(), InboxError> {
+    if counts.is_empty() && d.is_empty() {
+        return Ok(());
+    }
+    let names: Vec<&str> = counts.keys().copied().collect();
+    let values: Vec<i64> = counts.values().copied().collect();
+    client.execute_prepared(
+        "WITH d AS (
+             INSERT INTO deliveries
+                 (source, filename, delivery_count, size, seen_at, record_key, produced_at)
+             SELECT s, f, n, z, now(), k, p::timestamptz
+             FROM unnest($4::text[], $5::text[], $6::int[], $7::bigint[], $8::text[],
+                         $9::text[]) AS d (s, f, n, z, k, p))
+         INSERT INTO counters (host, name, value)
+         SELECT $1, n, v FROM unnest($2::text[], $3::bigint[]) AS t(n, v)
+         ON CONFLICT (host, name) DO UPDATE SET value = counters.value + excluded.value",
+        &[
+            &host,
+            &names,
+            &values,
+            &d.sources,
+            &d.names,
+            &d.counts,
+            &d.sizes,
+            &d.keys,
+            &d.produced,
+        ],
+    )?;
+    Ok(())
 }

@@ -30,7 +30,7 @@ impl Transports for PgInbox {
         // it counts a sighting only where the same sender sent the same content, and changes
         // nothing of another message's row. `xmax = 0`: the row is a new one. In the order
         // given, which is the order of the ids, so that two hosts never wait on each other.
-        let rows = self.client.get_mut().query(
+        let rows = self.client.get_mut().query_prepared(
             "INSERT INTO transport_messages AS t
                  (transport, message_id, sender, content_sha256, answer)
              SELECT tr, id, s, c, a
@@ -88,7 +88,7 @@ impl Transports for PgInbox {
         answer: &[u8],
     ) -> Result<(), InboxError> {
         self.begin()?;
-        self.client.get_mut().execute(
+        self.client.get_mut().execute_prepared(
             "UPDATE transport_messages SET answer = $3 WHERE transport = $1 AND message_id = $2",
             &[&transport, &message_id, &answer],
         )?;
@@ -97,7 +97,7 @@ impl Transports for PgInbox {
 
     fn release_message(&mut self, transport: &str, message_id: &str) -> Result<(), InboxError> {
         self.begin()?;
-        self.client.get_mut().execute(
+        self.client.get_mut().execute_prepared(
             "DELETE FROM transport_messages WHERE transport = $1 AND message_id = $2",
             &[&transport, &message_id],
         )?;
@@ -113,7 +113,7 @@ impl Transports for PgInbox {
     ) -> Result<(), InboxError> {
         let _ = when;
         self.begin()?;
-        self.client.get_mut().execute(
+        self.client.get_mut().execute_prepared(
             "INSERT INTO answer_outbox (transport, message_id, url)
              VALUES ($1, $2, $3)
              ON CONFLICT (transport, message_id) DO UPDATE
