@@ -34,9 +34,10 @@ const LEASE: Duration = Duration::from_secs(60);
 const FIRST_RETRY: Duration = Duration::from_secs(10);
 const LONGEST_WAIT: Duration = Duration::from_secs(600);
 
-/// The MDNs taken at a time: one, so that its lease ([`LEASE`]) always outlasts its one try
-/// ([`ATTEMPT_TIMEOUT`]), and no other receiver takes it while it is tried.
-const BATCH: u32 = 1;
+/// The MDNs tried at once: a partner's server that is slow, or takes the connection and never
+/// answers, holds one of them (for at most [`ATTEMPT_TIMEOUT`]), not the others behind it. Each
+/// is taken when its try starts, so that its lease ([`LEASE`]) outlasts its try.
+const AT_ONCE: usize = 8;
 
 /// How often the backlog's figures are read for the metrics.
 const BACKLOG_EVERY: Duration = Duration::from_secs(5);
@@ -75,8 +76,9 @@ pub enum Sent {
 }
 
 /// Delivers the MDNs due until `stop` is set, through `outbox` (the inbox's
-/// [`crate::inbox::Transports::answer_outbox`]). Every wait is bounded: a stop is seen within
-/// [`POLL`], or once the try in hand ends (at most [`ATTEMPT_TIMEOUT`]).
+/// [`crate::inbox::Transports::answer_outbox`]), up to [`AT_ONCE`] at a time. Every wait is
+/// bounded: a stop is seen within [`POLL`], and the tries under way then end within
+/// [`ATTEMPT_TIMEOUT`].
 pub fn run(
     mut outbox: Box<dyn AnswerOutbox + Send>,
     roots: Option<std::path::PathBuf>,
@@ -98,6 +100,9 @@ pub fn run(
     // Made once; where it cannot be (no system roots), each HTTPS try fails saying why.
     let tls = mdn_tls(roots.as_deref()).map(Arc::new);
     let mut backlog_read: Option<Instant> = None;
+    // The tries under way, each with its MDN; they run while this thread waits on them.
+    let mut flying: tokio::task::JoinSet<(DueAnswer, Result<u16, String>)> =
+        tokio::task::JoinSet::new();
     while !stop.load(Ordering::Relaxed) {
         // Where the connection was lost (the server restarted), a new one; where that fails,
         // the next look says why.
@@ -117,71 +122,122 @@ pub fn run(
                 });
             }
         }
-        let due = match outbox.take_due_answers(LEASE, BATCH) {
-            Ok(due) => due,
-            Err(e) => {
-                report(Sent::InboxFailed {
-                    error: format!("cannot read the MDNs to deliver: {e}"),
-                });
-                pause(stop, Duration::from_secs(5));
-                continue;
+        let free = AT_ONCE.saturating_sub(flying.len());
+        if free > 0 {
+            match outbox.take_due_answers(LEASE, free as u32) {
+                Ok(due) => {
+                    if !due.is_empty() {
+                        // The figures read again after these tries, for the metrics to show
+                        // them soon.
+                        backlog_read = None;
+                    }
+                    let _entered = runtime.enter();
+                    for d in due {
+                        let tls = tls.clone();
+                        flying.spawn(async move {
+                            let tried =
+                                match tokio::time::timeout(ATTEMPT_TIMEOUT, post(&d, tls.as_ref()))
+                                    .await
+                                {
+                                    Ok(tried) => tried,
+                                    Err(_) => Err(format!(
+                                        "no answer within {} s",
+                                        ATTEMPT_TIMEOUT.as_secs()
+                                    )),
+                                };
+                            (d, tried)
+                        });
+                    }
+                }
+                Err(e) => {
+                    report(Sent::InboxFailed {
+                        error: format!("cannot read the MDNs to deliver: {e}"),
+                    });
+                    if flying.is_empty() {
+                        pause(stop, Duration::from_secs(5));
+                        continue;
+                    }
+                }
             }
-        };
-        if due.is_empty() {
+        }
+        if flying.is_empty() {
             pause(stop, POLL);
             continue;
         }
-        // The figures read again after these tries, for the metrics to show them soon.
-        backlog_read = None;
-        for d in due {
-            let tried = runtime.block_on(async {
-                match tokio::time::timeout(ATTEMPT_TIMEOUT, post(&d, tls.as_ref())).await {
-                    Ok(tried) => tried,
-                    Err(_) => Err(format!("no answer within {} s", ATTEMPT_TIMEOUT.as_secs())),
-                }
-            });
-            // Recorded only where the row is still this try's (its attempts unchanged: not taken
-            // again after its lease, nor queued again since by a sending again, whose MDN is
-            // then tried afresh).
-            let stored = match &tried {
-                Ok(_) => outbox.answer_delivered(&d.transport, &d.message_id, d.attempts),
-                Err(why) => outbox.answer_not_delivered(
-                    &d.transport,
-                    &d.message_id,
-                    d.attempts,
-                    why,
-                    retry_in(d.attempts),
-                ),
-            };
-            if let Err(e) = stored {
-                // Its lease ends and it is due again: delivered twice at worst, never lost.
-                report(Sent::InboxFailed {
-                    error: format!(
-                        "cannot record the delivery of the MDN of {}:{}: {e}",
-                        d.transport, d.message_id
-                    ),
-                });
-            }
-            report(match tried {
-                Ok(status) => Sent::Delivered {
-                    url: shown(&d.url),
-                    message_id: d.message_id,
-                    attempts: d.attempts,
-                    status,
-                },
-                Err(error) => Sent::Failed {
-                    retry_in: retry_in(d.attempts),
-                    url: shown(&d.url),
-                    message_id: d.message_id,
-                    attempts: d.attempts,
-                    error,
-                },
-            });
+        // The tries run for at most POLL (so that MDNs newly due and a stop are seen), then
+        // those that ended are recorded.
+        let first =
+            runtime.block_on(async { tokio::time::timeout(POLL, flying.join_next()).await });
+        let mut ended: Vec<_> = first.ok().flatten().into_iter().collect();
+        while let Some(r) = flying.try_join_next() {
+            ended.push(r);
         }
+        for r in ended {
+            record(&mut *outbox, r, &mut report);
+        }
+    }
+    // Stopping: the tries under way end (each within ATTEMPT_TIMEOUT) and are recorded, so that
+    // an MDN the partner took is not sent again by the next run.
+    while let Some(r) = runtime.block_on(flying.join_next()) {
+        record(&mut *outbox, r, &mut report);
     }
     // A host name still being looked up (on a blocking thread no timeout cancels) is not
     // waited for.
     runtime.shutdown_timeout(Duration::from_secs(1));
+}
+
+/// Records a try's outcome in the outbox and reports it. Only where the row is still this
+/// try's (its attempts unchanged: not taken again after its lease, nor queued again since by a
+/// sending again, whose MDN is then tried afresh).
+fn record(
+    outbox: &mut dyn AnswerOutbox,
+    ended: Result<(DueAnswer, Result<u16, String>), tokio::task::JoinError>,
+    report: &mut impl FnMut(Sent),
+) {
+    let (d, tried) = match ended {
+        Ok(ended) => ended,
+        Err(e) => {
+            // Its lease ends and it is due again.
+            report(Sent::InboxFailed {
+                error: format!("a try of an MDN's delivery ended unexpectedly: {e}"),
+            });
+            return;
+        }
+    };
+    let stored = match &tried {
+        Ok(_) => outbox.answer_delivered(&d.transport, &d.message_id, d.attempts),
+        Err(why) => outbox.answer_not_delivered(
+            &d.transport,
+            &d.message_id,
+            d.attempts,
+            why,
+            retry_in(d.attempts),
+        ),
+    };
+    if let Err(e) = stored {
+        // Its lease ends and it is due again: delivered twice at worst, never lost.
+        report(Sent::InboxFailed {
+            error: format!(
+                "cannot record the delivery of the MDN of {}:{}: {e}",
+                d.transport, d.message_id
+            ),
+        });
+    }
+    report(match tried {
+        Ok(status) => Sent::Delivered {
+            url: shown(&d.url),
+            message_id: d.message_id,
+            attempts: d.attempts,
+            status,
+        },
+        Err(error) => Sent::Failed {
+            retry_in: retry_in(d.attempts),
+            url: shown(&d.url),
+            message_id: d.message_id,
+            attempts: d.attempts,
+            error,
+        },
+    });
 }
 
 /// A URL as the run's lines and JSON show it: its scheme, host, port and path, never its

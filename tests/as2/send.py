@@ -27,6 +27,8 @@ where this script listens (from ``--mdn-down S`` seconds on: until then nothing 
 partner's MDN server that is down). After the sendings it waits (at most ``--mdn-wait S``) for
 an MDN of each message, then ``--mdn-linger S`` more for any MDN sent twice, and prints one line
 per MDN received, ``"async": true``, judged by pyas2lib as a synchronous one is.
+``--async-mdn-url URL``: the MDN is asked for asynchronously at URL, which this script neither
+serves nor waits on (another partner's MDN server).
 
 ``--tamper flip``: one byte of the request's body is changed after it was built. ``--save DIR``
 keeps each answer as ``N.mdn`` (headers, an empty line, the body) for ``openssl cms -verify``.
@@ -91,6 +93,7 @@ def main() -> int:
     ap.add_argument("--save", type=Path)
     ap.add_argument("--retry-for", type=float, default=0.0)
     ap.add_argument("--async-mdn", type=int, metavar="PORT")
+    ap.add_argument("--async-mdn-url", metavar="URL")
     ap.add_argument("--mdn-down", type=float, default=0.0)
     ap.add_argument("--mdn-wait", type=float, default=60.0)
     ap.add_argument("--mdn-linger", type=float, default=1.0)
@@ -106,7 +109,7 @@ def main() -> int:
             data, digest, certs / f"{stem}.key.pem", certs / f"{stem}.cert.pem"
         )
     sign_key = (certs / f"{stem}.key.pem").read_bytes() + (certs / f"{stem}.cert.pem").read_bytes()
-    mdn_url = f"http://127.0.0.1:{a.async_mdn}/mdn" if a.async_mdn else None
+    mdn_url = f"http://127.0.0.1:{a.async_mdn}/mdn" if a.async_mdn else a.async_mdn_url
     org = Organization(
         as2_name=a.as2_from, sign_key=sign_key, domain="sender.example", mdn_url=mdn_url
     )
@@ -125,7 +128,7 @@ def main() -> int:
         enc_alg=a.enc_alg,
         key_enc_alg=a.key_enc,
         sign_alg=sign_alg,
-        mdn_mode=None if a.no_mdn else ("ASYNC" if a.async_mdn else "SYNC"),
+        mdn_mode=None if a.no_mdn else ("ASYNC" if mdn_url else "SYNC"),
         mdn_digest_alg=mdn_digest,
     )
     n = 0

@@ -386,6 +386,99 @@ fn an_asynchronous_mdn_url_outside_the_partners_mdn_urls_is_refused() {
     assert_eq!(site.count("SELECT count(*) FROM transport_messages"), 0);
 }
 
+/// A partner's MDN server that takes the connection and never answers does not hold another
+/// partner's asynchronous MDN behind it: MDNs are tried several at a time, so the second
+/// message's MDN is delivered while the first's try still waits, and that try's failure ("no
+/// answer within 20 s") is said after it. One at a time, the second would wait for the first.
+#[test]
+fn a_hung_mdn_server_does_not_hold_other_mdns_behind_it() {
+    let Some(python) = python() else { return };
+    let site = Site::new();
+    let receiver = Receiver::start(&site, free_port(), "receiver", &[]);
+    // The hung server: it accepts, holds each connection, and answers nothing.
+    let hung = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    hung.set_nonblocking(true).unwrap();
+    let hung_url = format!("http://127.0.0.1:{}/mdn", hung.local_addr().unwrap().port());
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (tried, try_seen) = std::sync::mpsc::channel();
+    let holder = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                match hung.accept() {
+                    Ok((c, _)) => {
+                        held.push(c);
+                        let _ = tried.send(());
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(20)),
+                }
+            }
+        })
+    };
+    let samples = valid_samples();
+    let first = send(
+        &python,
+        &args(&[
+            "--url",
+            &receiver.url(),
+            "--async-mdn-url",
+            &hung_url,
+            &samples[0].display().to_string(),
+        ]),
+    );
+    assert_eq!(first[0]["http"], 200, "{first:?}");
+    try_seen
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the first message's MDN was not tried at its server within 30 s");
+    let port = free_port().to_string();
+    let second = send(
+        &python,
+        &args(&[
+            "--url",
+            &receiver.url(),
+            "--async-mdn",
+            &port,
+            "--mdn-wait",
+            "60",
+            "--mdn-linger",
+            "0",
+            &samples[1].display().to_string(),
+        ]),
+    );
+    let mdns: Vec<_> = second.iter().filter(|a| a.get("async").is_some()).collect();
+    assert_eq!(mdns.len(), 1, "the second message's MDN: {second:?}");
+    processed(mdns[0]);
+    // Stopped: the first's try, still waiting, ends (failed) before the run does.
+    let run = receiver.stop();
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    holder.join().unwrap();
+    run.code(0);
+    let lines = run.json();
+    // A line names its message as `as2:ID` (the Message-ID without its angle brackets).
+    let at = |status: &str, id: &serde_json::Value| {
+        let id = id.as_str().unwrap_or_default().trim_matches(['<', '>']);
+        lines.iter().position(|l| {
+            l["status"] == status && l["file"].as_str().is_some_and(|f| f.ends_with(id))
+        })
+    };
+    let delivered = at("mdn-delivered", &mdns[0]["message_id"])
+        .unwrap_or_else(|| panic!("the second MDN's delivery is not said: {run}"));
+    let failed = at("mdn-failed", &first[0]["message_id"])
+        .unwrap_or_else(|| panic!("the first MDN's failed try is not said: {run}"));
+    assert!(
+        delivered < failed,
+        "the second MDN waited for the first's try to fail: {run}"
+    );
+    assert!(
+        lines[failed]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("no answer within")),
+        "{}",
+        lines[failed]
+    );
+}
+
 /// A message sent three times (a sender's retries, the same bytes): the same MDN, byte for byte,
 /// each time; its interchanges decided once, the Message-ID seen three times.
 #[test]
