@@ -720,8 +720,9 @@ pub struct PublishArgs {
     pub to: String,
 
     /// The NATS subject, or AMQP routing key, of an event: dot-separated parts, each plain
-    /// (letters, digits, -, _) or holding {type}, {sender}, {recipient}, {version}, {release}
-    /// (escaped so that no value can split or widen it).
+    /// (letters, digits, -, _) or holding {type}, {sender}, {recipient}, {version}, {release},
+    /// {standard} (edifact or x12), each escaped so that no value can split or widen it. The
+    /// default names EDIFACT for every event: with ANSI X12 partners, '{standard}.{type}.{sender}'.
     #[arg(
         long,
         value_name = "TEMPLATE",

@@ -176,18 +176,20 @@ pub fn stopped(stop: &Stop) -> bool {
 }
 
 /// `--subject`: a template of dot-separated tokens with `{type}`, `{sender}`, `{recipient}`,
-/// `{version}` and `{release}`, each replaced by its value escaped to one token.
+/// `{version}`, `{release}` and `{standard}` (`edifact` or `x12`), each replaced by its value
+/// escaped to one token.
 #[derive(Debug, Clone)]
 pub struct Template {
     tokens: Vec<String>,
 }
 
-const PLACEHOLDERS: [&str; 5] = [
+const PLACEHOLDERS: [&str; 6] = [
     "{type}",
     "{sender}",
     "{recipient}",
     "{version}",
     "{release}",
+    "{standard}",
 ];
 
 impl Template {
@@ -221,12 +223,14 @@ impl Template {
             &e.envelope.recipient,
             &e.version,
             &e.release,
+            e.envelope.standard.as_str(),
         ])
     }
 
-    /// The subject for `{type}`, `{sender}`, `{recipient}`, `{version}` and `{release}`.
-    pub fn render_values(&self, values: [&str; 5]) -> String {
-        let [message_type, sender, recipient, version, release] = values;
+    /// The subject for `{type}`, `{sender}`, `{recipient}`, `{version}`, `{release}` and
+    /// `{standard}`.
+    pub fn render_values(&self, values: [&str; 6]) -> String {
+        let [message_type, sender, recipient, version, release, standard] = values;
         let mut subject = String::with_capacity(64);
         for (n, t) in self.tokens.iter().enumerate() {
             if n > 0 {
@@ -243,6 +247,7 @@ impl Template {
                 ("{recipient}", recipient),
                 ("{version}", version),
                 ("{release}", release),
+                ("{standard}", standard),
             ] {
                 if token.contains(p) {
                     token = token.replace(p, &subject_token(v));
@@ -482,7 +487,14 @@ pub fn contrl_outgoing(e: &crate::inbox::ContrlEvent, subject: &Template) -> Out
     attributes.push(Attr::EdiMessageType, message_type);
     attributes.push_header(Attr::EdiAnsweredControlRef, &e.control_ref);
     Outgoing {
-        subject: subject.render_values([message_type, &e.sender, &e.recipient, version, release]),
+        subject: subject.render_values([
+            message_type,
+            &e.sender,
+            &e.recipient,
+            version,
+            release,
+            if x12.is_some() { "x12" } else { "edifact" },
+        ]),
         id,
         attributes,
         body: bytes::Bytes::from(e.bytes.clone()),
@@ -581,6 +593,20 @@ mod tests {
         for bad in ["a..b", "a.*", "a.>", "a b", "{nope}", ""] {
             assert!(Template::parse(bad, None).is_err(), "{bad}");
         }
+    }
+
+    /// `{standard}` names the standard of the event's interchange, so that X12 and EDIFACT
+    /// events can go to subjects of their own.
+    #[test]
+    fn the_standard_has_a_placeholder() {
+        let t = Template::parse("{standard}.{type}", None).unwrap();
+        let mut e = event("S", "1");
+        assert_eq!(t.render(&e), "edifact.INVOIC");
+        let envelope = std::sync::Arc::make_mut(&mut e.envelope);
+        envelope.standard = crate::standard::Standard::X12;
+        e.message_type = "850".into();
+        assert_eq!(t.render(&e), "x12.850");
+        assert_eq!(t.wildcard(), "*.*");
     }
 
     #[test]

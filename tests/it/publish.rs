@@ -259,6 +259,43 @@ per_backend! {
     }
 }
 
+/// `--subject '{standard}.{type}'`: an EDIFACT and an ANSI X12 interchange's events, and the
+/// 997 answering the X12 one, each on the subject of its standard (the default subject names
+/// EDIFACT for all of them).
+#[cfg(feature = "nats")]
+#[test]
+fn the_standard_placeholder_puts_each_standard_on_its_own_subjects() {
+    let Some(jet) = Jet::create() else { return };
+    let site = Site::new();
+    let samples = crate::common::samples();
+    for (from, to) in [
+        ("valid/orders-d01b-no-una.edi", "orders.edi"),
+        ("x12/850-purchase-order-00401.x12", "po.x12"),
+    ] {
+        fs::copy(samples.join(from), site.drop().join(to)).unwrap();
+    }
+    site.ingest_json(&["--contrl", "always"]).code(0);
+    publish(
+        &site,
+        &["--to", &jet.to(), "--subject", "{standard}.{type}"],
+    )
+    .code(0);
+    let subjects: BTreeSet<String> = jet
+        .messages()
+        .iter()
+        .map(|h| {
+            h.subject
+                .trim_start_matches(&format!("{}.", jet.prefix))
+                .to_string()
+        })
+        .collect();
+    let want: BTreeSet<String> = ["edifact.ORDERS", "x12.850", "edifact.CONTRL", "x12.997"]
+        .into_iter()
+        .map(String::from)
+        .collect();
+    assert_eq!(subjects, want);
+}
+
 /// No stream captures the subjects: exit 1, saying which subject and how to make a stream,
 /// nothing marked; `--create-stream NAME` makes one (file storage, a duplicate window) and
 /// the events go out.
