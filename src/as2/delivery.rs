@@ -85,7 +85,12 @@ pub fn run(
     stop: &AtomicBool,
     mut report: impl FnMut(Sent),
 ) {
-    let runtime = match tokio::runtime::Builder::new_current_thread()
+    // A worker thread of its own runs the tries, so that they go on (and their timeouts
+    // measure the partner, not this thread) while this thread waits on the inbox: a lock held by
+    // `purge`, a database restarting.
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("mdn-delivery")
         .enable_all()
         .build()
     {
@@ -100,9 +105,12 @@ pub fn run(
     // Made once; where it cannot be (no system roots), each HTTPS try fails saying why.
     let tls = mdn_tls(roots.as_deref()).map(Arc::new);
     let mut backlog_read: Option<Instant> = None;
-    // The tries under way, each with its MDN; they run while this thread waits on them.
+    // The tries under way, each with its MDN, and which MDNs they are.
     let mut flying: tokio::task::JoinSet<(DueAnswer, Result<u16, String>)> =
         tokio::task::JoinSet::new();
+    let mut under_way: std::collections::HashSet<(String, String)> = Default::default();
+    // After the inbox failed to give the MDNs due, the next look (said once, not every POLL).
+    let mut next_take = Instant::now();
     while !stop.load(Ordering::Relaxed) {
         // Where the connection was lost (the server restarted), a new one; where that fails,
         // the next look says why.
@@ -123,7 +131,7 @@ pub fn run(
             }
         }
         let free = AT_ONCE.saturating_sub(flying.len());
-        if free > 0 {
+        if free > 0 && Instant::now() >= next_take {
             match outbox.take_due_answers(LEASE, free as u32) {
                 Ok(due) => {
                     if !due.is_empty() {
@@ -133,6 +141,12 @@ pub fn run(
                     }
                     let _entered = runtime.enter();
                     for d in due {
+                        // Queued again (a sending again) while its try is under way: not tried
+                        // twice at once. Taking it again made that try's outcome stale (its
+                        // attempts changed), so it is tried again once this lease ends.
+                        if !under_way.insert((d.transport.clone(), d.message_id.clone())) {
+                            continue;
+                        }
                         let tls = tls.clone();
                         flying.spawn(async move {
                             let tried =
@@ -153,14 +167,12 @@ pub fn run(
                     report(Sent::InboxFailed {
                         error: format!("cannot read the MDNs to deliver: {e}"),
                     });
-                    if flying.is_empty() {
-                        pause(stop, Duration::from_secs(5));
-                        continue;
-                    }
+                    next_take = Instant::now() + Duration::from_secs(5);
                 }
             }
         }
         if flying.is_empty() {
+            under_way.clear();
             pause(stop, POLL);
             continue;
         }
@@ -173,13 +185,13 @@ pub fn run(
             ended.push(r);
         }
         for r in ended {
-            record(&mut *outbox, r, &mut report);
+            record(&mut *outbox, r, &mut under_way, &mut report);
         }
     }
     // Stopping: the tries under way end (each within ATTEMPT_TIMEOUT) and are recorded, so that
     // an MDN the partner took is not sent again by the next run.
     while let Some(r) = runtime.block_on(flying.join_next()) {
-        record(&mut *outbox, r, &mut report);
+        record(&mut *outbox, r, &mut under_way, &mut report);
     }
     // A host name still being looked up (on a blocking thread no timeout cancels) is not
     // waited for.
@@ -192,18 +204,22 @@ pub fn run(
 fn record(
     outbox: &mut dyn AnswerOutbox,
     ended: Result<(DueAnswer, Result<u16, String>), tokio::task::JoinError>,
+    under_way: &mut std::collections::HashSet<(String, String)>,
     report: &mut impl FnMut(Sent),
 ) {
     let (d, tried) = match ended {
         Ok(ended) => ended,
         Err(e) => {
-            // Its lease ends and it is due again.
+            // Its lease ends and it is due again. (A task only ends so by a panic, which the
+            // drop guard of `receive` reports; which MDN it was is lost with it, so the set of
+            // those under way is cleared where no try is left.)
             report(Sent::InboxFailed {
                 error: format!("a try of an MDN's delivery ended unexpectedly: {e}"),
             });
             return;
         }
     };
+    under_way.remove(&(d.transport.clone(), d.message_id.clone()));
     let stored = match &tried {
         Ok(_) => outbox.answer_delivered(&d.transport, &d.message_id, d.attempts),
         Err(why) => outbox.answer_not_delivered(

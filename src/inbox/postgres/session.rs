@@ -39,9 +39,10 @@ impl Session {
         Ok(s)
     }
 
-    /// Runs `sql`, prepared, with `run`: where the server fails it, it is prepared again at its
-    /// next run (a plan that another host's migration made stale, whose result no longer fits,
-    /// fails once, and then works with the new schema).
+    /// Runs `sql`, prepared, with `run`. A statement the server no longer holds, or whose plan
+    /// a change of the schema made stale (another host's migration: "cached plan must not
+    /// change result type"), is forgotten and its failure a conflict: the batch, rolled back,
+    /// is made again, preparing it anew.
     fn prepared<T>(
         &mut self,
         sql: &'static str,
@@ -49,8 +50,9 @@ impl Session {
     ) -> Result<T, InboxError> {
         let s = self.statement(sql)?;
         run(&mut self.client, &s).map_err(|e| {
-            if e.as_db_error().is_some() {
+            if stale(&e) {
                 self.prepared.remove(sql);
+                return InboxError::Conflict(Box::new(super::error::PgError(e)));
             }
             e.into()
         })
@@ -97,6 +99,16 @@ impl Session {
     pub(super) fn prepared_count(&self) -> usize {
         self.prepared.len()
     }
+}
+
+/// True where the server no longer holds a prepared statement, or no longer runs its plan.
+fn stale(e: &postgres::Error) -> bool {
+    use postgres::error::SqlState;
+    e.as_db_error().is_some_and(|db| {
+        *db.code() == SqlState::INVALID_SQL_STATEMENT_NAME
+            || (*db.code() == SqlState::FEATURE_NOT_SUPPORTED
+                && db.message().contains("cached plan"))
+    })
 }
 
 impl Deref for Session {

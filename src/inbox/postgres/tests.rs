@@ -91,7 +91,7 @@ fn a_batchs_statements_are_prepared_once_per_session() {
         decisions
     };
     let runs = |inbox: &PgInbox| -> std::collections::BTreeMap<String, i64> {
-        inbox
+        let rows = inbox
             .client
             .borrow_mut()
             .query(
@@ -100,10 +100,11 @@ fn a_batchs_statements_are_prepared_once_per_session() {
                  WHERE NOT from_sql AND statement NOT LIKE '%pg_prepared_statements%'",
                 &[],
             )
-            .unwrap()
-            .iter()
-            .map(|r| (r.get(0), r.get(1)))
-            .collect()
+            .unwrap();
+        let runs: std::collections::BTreeMap<String, i64> =
+            rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+        assert_eq!(runs.len(), rows.len(), "a statement prepared twice");
+        runs
     };
     batch(&mut inbox, 0);
     batch(&mut inbox, 1);
@@ -140,4 +141,43 @@ fn a_batchs_statements_are_prepared_once_per_session() {
         );
     }
     assert_eq!(inbox.client.borrow().prepared_count(), second.len());
+}
+
+/// A prepared statement whose plan another host's migration made stale (its result changed)
+/// fails once as a conflict, which the batch's retry makes again, and is prepared anew.
+#[test]
+fn a_statement_a_migration_made_stale_is_a_conflict_then_prepared_again() {
+    use super::session::Session;
+    let Ok(client) = postgres::Client::connect(SERVER, postgres::NoTls) else {
+        assert!(
+            std::env::var_os("EDI_INBOX_REQUIRE_POSTGRES").is_none(),
+            "PostgreSQL does not answer on 127.0.0.1:5432"
+        );
+        return;
+    };
+    let schema = format!("stale_{}", std::process::id());
+    let mut session = Session::new(client);
+    session
+        .batch_execute(&format!(
+            "CREATE SCHEMA {schema}; SET search_path = {schema};
+             CREATE TABLE probe (a int); INSERT INTO probe VALUES (1)"
+        ))
+        .unwrap();
+    const SQL: &str = "SELECT * FROM probe";
+    assert_eq!(session.query_prepared(SQL, &[]).unwrap()[0].len(), 1);
+    session
+        .batch_execute("ALTER TABLE probe ADD COLUMN b int")
+        .unwrap();
+    let stale = session.query_prepared(SQL, &[]);
+    let again = session.query_prepared(SQL, &[]);
+    let _ = session.batch_execute(&format!("DROP SCHEMA {schema} CASCADE"));
+    assert!(
+        matches!(stale, Err(crate::inbox::InboxError::Conflict(_))),
+        "{stale:?}"
+    );
+    assert_eq!(
+        again.unwrap()[0].len(),
+        2,
+        "prepared anew, with the new column"
+    );
 }
