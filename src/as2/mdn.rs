@@ -29,29 +29,60 @@ impl Requested {
     /// Reads `Disposition-Notification-Options` (RFC 4130 7.3): `signed-receipt-protocol=
     /// optional|required, pkcs7-signature; signed-receipt-micalg=optional|required, sha-256`.
     /// A signature is made where the protocol names pkcs7-signature; its digest the first of
-    /// the micalg list we know (SHA-256 where none is).
-    pub fn options(options: Option<&str>) -> (Option<Digest>, Option<Digest>) {
+    /// the micalg list we know (SHA-256 where none is). Where a parameter marked `required`
+    /// asks for what is not supported (another protocol, only digests such as MD5), the code of
+    /// the failure the MDN says (RFC 4130 7.4.3, [`FAILURES`]): the message is not applied.
+    pub fn options(options: Option<&str>) -> Options {
+        let mut found = Options::default();
         let Some(options) = options else {
-            return (None, None);
+            return found;
         };
         let mut signed = false;
-        let mut micalg = None;
         for option in options.split(';') {
             let Some((name, value)) = option.split_once('=') else {
                 continue;
             };
             let name = name.trim().to_ascii_lowercase();
             let value = value.to_ascii_lowercase();
+            let required = value
+                .split(',')
+                .next()
+                .is_some_and(|importance| importance.trim() == "required");
             if name == "signed-receipt-protocol" {
                 signed = value.contains("pkcs7-signature");
+                if required && !signed {
+                    found.failure = Some("unsupported-format");
+                }
             } else if name == "signed-receipt-micalg" {
-                micalg = Digest::first_of(&value);
+                found.micalg = Digest::first_of(&value);
+                if required && found.micalg.is_none() {
+                    found.failure = found.failure.or(Some("unsupported-mic-algorithms"));
+                }
             }
         }
-        let signed_with = signed.then(|| micalg.unwrap_or(Digest::Sha256));
-        (signed_with, micalg)
+        found.signed_with = signed.then(|| found.micalg.unwrap_or(Digest::Sha256));
+        found
     }
 }
+
+/// What `Disposition-Notification-Options` asks for ([`Requested::options`]).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Options {
+    /// The digest the MDN is signed with; `None` for an unsigned MDN.
+    pub signed_with: Option<Digest>,
+    /// The first digest of `signed-receipt-micalg` we know.
+    pub micalg: Option<Digest>,
+    /// A `required` parameter that cannot be met: the failure's code ([`FAILURES`]).
+    pub failure: Option<&'static str>,
+}
+
+/// The failures RFC 4130 7.4.3 names, `failed/Failure: TEXT`: a parameter the partner marked
+/// `required` that cannot be met. By code (the run's lines, `--json` and the metrics) and text
+/// (the MDN's `Disposition`).
+pub const FAILURES: [(&str, &str); 2] = [
+    ("unsupported-format", "unsupported format"),
+    ("unsupported-mic-algorithms", "unsupported MIC-algorithms"),
+];
 
 /// The disposition (RFC 3798 3.2.6, RFC 4130 7.4.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,16 +91,32 @@ pub enum Disposition {
     Processed,
     /// `processed/error: MODIFIER`: nothing of the message was applied.
     Error(&'static str),
+    /// `failed/Failure: TEXT` ([`FAILURES`]): what the partner required of the MDN cannot be
+    /// done; nothing of the message was applied.
+    Failed(&'static str),
 }
 
 impl Disposition {
-    fn text(self) -> String {
-        match self {
-            Disposition::Processed => "automatic-action/MDN-sent-automatically; processed".into(),
-            Disposition::Error(m) => {
-                format!("automatic-action/MDN-sent-automatically; processed/error: {m}")
-            }
+    /// The disposition of a refusal with `code`: a failure where [`FAILURES`] names the code,
+    /// else an error with the code as its modifier.
+    pub fn refusing(code: &'static str) -> Disposition {
+        match FAILURES.iter().find(|(c, _)| *c == code) {
+            Some((_, text)) => Disposition::Failed(text),
+            None => Disposition::Error(code),
         }
+    }
+
+    /// As the run's lines say it: `processed`, `processed/error: X`, `failed/Failure: Y`.
+    pub fn shown(self) -> String {
+        match self {
+            Disposition::Processed => "processed".into(),
+            Disposition::Error(m) => format!("processed/error: {m}"),
+            Disposition::Failed(t) => format!("failed/Failure: {t}"),
+        }
+    }
+
+    fn text(self) -> String {
+        format!("automatic-action/MDN-sent-automatically; {}", self.shown())
     }
 }
 
@@ -260,18 +307,61 @@ mod tests {
 
     #[test]
     fn the_options_name_the_signature_and_its_digest() {
-        assert_eq!(Requested::options(None), (None, None));
+        let options = |text: &str| {
+            let o = Requested::options(Some(text));
+            (o.signed_with, o.micalg, o.failure)
+        };
+        assert_eq!(Requested::options(None), Options::default());
         assert_eq!(
-            Requested::options(Some(
+            options(
                 "signed-receipt-protocol=required, pkcs7-signature; signed-receipt-micalg=optional, sha-512, sha1"
-            )),
-            (Some(Digest::Sha512), Some(Digest::Sha512))
+            ),
+            (Some(Digest::Sha512), Some(Digest::Sha512), None)
+        );
+        // Optional: a digest we know is used instead.
+        assert_eq!(
+            options(
+                "signed-receipt-protocol=optional, pkcs7-signature; signed-receipt-micalg=optional, md5"
+            ),
+            (Some(Digest::Sha256), None, None)
+        );
+        // Required, and one of the list known: that one.
+        assert_eq!(
+            options(
+                "signed-receipt-protocol=required, pkcs7-signature; signed-receipt-micalg=required, md5, SHA-256"
+            ),
+            (Some(Digest::Sha256), Some(Digest::Sha256), None)
+        );
+        // Required and none known; a protocol required that is not pkcs7-signature.
+        assert_eq!(
+            options(
+                "signed-receipt-protocol=optional, pkcs7-signature; signed-receipt-micalg=required, md5"
+            ),
+            (
+                Some(Digest::Sha256),
+                None,
+                Some("unsupported-mic-algorithms")
+            )
         );
         assert_eq!(
-            Requested::options(Some(
-                "signed-receipt-protocol=optional, pkcs7-signature; signed-receipt-micalg=optional, md5"
-            )),
-            (Some(Digest::Sha256), None)
+            options("signed-receipt-protocol=required, pgp-signature"),
+            (None, None, Some("unsupported-format"))
+        );
+        assert_eq!(
+            options("signed-receipt-protocol=optional, pgp-signature"),
+            (None, None, None)
+        );
+    }
+
+    #[test]
+    fn a_failure_is_said_as_rfc_4130_words_it() {
+        assert_eq!(
+            Disposition::refusing("unsupported-mic-algorithms").text(),
+            "automatic-action/MDN-sent-automatically; failed/Failure: unsupported MIC-algorithms"
+        );
+        assert_eq!(
+            Disposition::refusing("decryption-failed").text(),
+            "automatic-action/MDN-sent-automatically; processed/error: decryption-failed"
         );
     }
 

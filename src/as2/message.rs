@@ -93,13 +93,14 @@ pub fn read(
     }
     let as2_from = mdn::unquote(&need("AS2-From")?);
     let as2_to = mdn::unquote(&need("AS2-To")?);
-    let (signed_with, micalg) = Requested::options(top.header("Disposition-Notification-Options"));
+    let options = Requested::options(top.header("Disposition-Notification-Options"));
+    let micalg = options.micalg;
     let mut requested = Requested {
         message_id: message_id.clone(),
         as2_from: as2_from.clone(),
         as2_to: as2_to.clone(),
         wanted: top.header("Disposition-Notification-To").is_some(),
-        signed_with,
+        signed_with: options.signed_with,
         mic_digest: micalg.unwrap_or(Digest::Sha1),
     };
     let refuse = |requested: &Requested, modifier: &'static str, detail: String| {
@@ -125,6 +126,21 @@ pub fn read(
             format!("the AS2-From {as2_from:?} is not a partner of --as2-config"),
         ));
     };
+    // What the partner required of its MDN and cannot be done (RFC 4130 7.4.3): not applied,
+    // and said by a `failed` MDN, so that the partner does not take the message as delivered.
+    if let Some(code) = options.failure.filter(|_| requested.wanted) {
+        let what = match code {
+            "unsupported-format" => "a signed-receipt-protocol other than pkcs7-signature",
+            _ => {
+                "only signed-receipt-micalg digests this receiver does not support (it supports sha-1, sha-256, sha-384 and sha-512)"
+            }
+        };
+        return Err(refuse(
+            &requested,
+            code,
+            format!("the Disposition-Notification-Options require {what}"),
+        ));
+    }
     let receipt_delivery = top
         .header("Receipt-Delivery-Option")
         .map(|v| v.trim().to_string());

@@ -134,7 +134,7 @@ impl Answer {
             && let Ok(mdn) = as2::mdn::build(
                 config,
                 requested,
-                as2::mdn::Disposition::Error(modifier),
+                as2::mdn::Disposition::refusing(modifier),
                 None,
                 &format!("The AS2 message was not processed: {detail}"),
             )

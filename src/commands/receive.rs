@@ -260,7 +260,9 @@ impl receiver::Report for Run<'_> {
         );
         let how = match (refused.status, &refused.requested) {
             (Some(status), _) => format!("HTTP {status}"),
-            (None, Some(r)) if r.wanted => format!("processed/error: {}", refused.modifier),
+            (None, Some(r)) if r.wanted => {
+                crate::as2::mdn::Disposition::refusing(refused.modifier).shown()
+            }
             (None, _) => "HTTP 400".to_string(),
         };
         if self.args.json {

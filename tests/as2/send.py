@@ -28,7 +28,8 @@ partner's MDN server that is down). After the sendings it waits (at most ``--mdn
 an MDN of each message, then ``--mdn-linger S`` more for any MDN sent twice, and prints one line
 per MDN received, ``"async": true``, judged by pyas2lib as a synchronous one is.
 ``--async-mdn-url URL``: the MDN is asked for asynchronously at URL, which this script neither
-serves nor waits on (another partner's MDN server).
+serves nor waits on (another partner's MDN server). ``--mdn-options TEXT``: the
+``Disposition-Notification-Options`` sent instead of pyas2lib's (which marks the micalg optional).
 
 ``--tamper flip``: one byte of the request's body is changed after it was built. ``--save DIR``
 keeps each answer as ``N.mdn`` (headers, an empty line, the body) for ``openssl cms -verify``.
@@ -94,6 +95,7 @@ def main() -> int:
     ap.add_argument("--retry-for", type=float, default=0.0)
     ap.add_argument("--async-mdn", type=int, metavar="PORT")
     ap.add_argument("--async-mdn-url", metavar="URL")
+    ap.add_argument("--mdn-options", metavar="TEXT")
     ap.add_argument("--mdn-down", type=float, default=0.0)
     ap.add_argument("--mdn-wait", type=float, default=60.0)
     ap.add_argument("--mdn-linger", type=float, default=1.0)
@@ -145,6 +147,10 @@ def main() -> int:
             message_id=a.message_id,
         )
         headers = {k: v for k, v in msg.headers.items()}
+        if a.mdn_options is not None:
+            headers = {k: v for k, v in headers.items()
+                       if k.lower() != "disposition-notification-options"}
+            headers["Disposition-Notification-Options"] = a.mdn_options
         body = msg.content
         if isinstance(body, str):
             body = body.encode()

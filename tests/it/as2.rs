@@ -171,6 +171,24 @@ fn valid_samples() -> Vec<PathBuf> {
     all
 }
 
+/// The path of `samples/valid/NAME`, as the sender takes it.
+fn valid_sample(name: &str) -> String {
+    crate::common::samples()
+        .join("valid")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+/// The error codes of a run's `refused` lines, in their order.
+fn refusals(run: &crate::common::Run) -> Vec<String> {
+    run.json()
+        .iter()
+        .filter(|l| l["status"] == "refused")
+        .map(|l| l["error"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
 /// `openssl cms -verify` takes a saved MDN (headers, an empty line, the body) as S/MIME signed
 /// by our certificate alone, and refuses it for any other.
 fn openssl_verifies(mdn: &Path) {
@@ -626,10 +644,7 @@ fn altered_and_unauthorised_messages_get_negative_mdns_and_nothing_is_applied() 
     let Some(python) = python() else { return };
     let site = Site::new();
     let receiver = Receiver::start(&site, free_port(), "receiver", &[]);
-    let sample = crate::common::samples()
-        .join("valid/invoic-d96a-unoc-crlf.edi")
-        .display()
-        .to_string();
+    let sample = valid_sample("invoic-d96a-unoc-crlf.edi");
     let cases: [(&[&str], &str); 5] = [
         (
             &["--mode", "signed", "--tamper", "flip"],
@@ -670,16 +685,91 @@ fn altered_and_unauthorised_messages_get_negative_mdns_and_nothing_is_applied() 
     }
     let run = receiver.stop();
     run.code(3);
-    let refused: Vec<String> = run
-        .json()
-        .iter()
-        .filter(|l| l["status"] == "refused")
-        .map(|l| l["error"].as_str().unwrap().to_string())
-        .collect();
+    let refused = refusals(&run);
     let want: Vec<String> = cases.iter().map(|(_, m)| m.to_string()).collect();
     assert_eq!(refused, want, "{run}");
     assert_eq!(site.count("SELECT count(*) FROM interchanges"), 0);
     assert_eq!(site.count("SELECT count(*) FROM transport_messages"), 0);
+}
+
+/// What a partner marks `required` in `Disposition-Notification-Options` and this receiver cannot
+/// do (only an MD5 MIC; a signature other than PKCS #7): the `failed/Failure` MDN RFC 4130 7.4.3
+/// words (signed, read by pyas2lib, verified by `openssl cms`), nothing applied; the same
+/// digest marked `optional` gets a processed MDN with a digest this receiver knows.
+#[test]
+fn a_required_mic_algorithm_or_protocol_not_supported_gets_a_failed_mdn() {
+    let Some(python) = python() else { return };
+    let site = Site::new();
+    let receiver = Receiver::start(&site, free_port(), "receiver", &[]);
+    let sample = valid_sample("orders-d01b-no-una.edi");
+    // pgp-signature: no PKCS #7 signature was asked for, so the MDN is unsigned (pyas2lib is
+    // told to expect that: --mdn-digest none).
+    let cases = [
+        (
+            "signed-receipt-protocol=optional, pkcs7-signature; signed-receipt-micalg=required, md5",
+            "sha256",
+            "unsupported MIC-algorithms",
+            "unsupported-mic-algorithms",
+        ),
+        (
+            "signed-receipt-protocol=required, pgp-signature; signed-receipt-micalg=optional, sha-256",
+            "none",
+            "unsupported format",
+            "unsupported-format",
+        ),
+    ];
+    for (options, digest, text, code) in cases {
+        // Each case's MDN kept apart (the sender numbers them from 1 each run).
+        let saved = site.path(code).display().to_string();
+        let answers = send(
+            &python,
+            &args(&[
+                "--url",
+                &receiver.url(),
+                "--mdn-options",
+                options,
+                "--mdn-digest",
+                digest,
+                "--save",
+                &saved,
+                &sample,
+            ]),
+        );
+        let answer = &answers[0];
+        assert_eq!(answer["http"], 200, "{options}: {answer}");
+        assert_eq!(answer["status"], "failed/Failure", "{options}: {answer}");
+        assert_eq!(answer["detail"], text, "{options}: {answer}");
+        assert!(answer["mic_returned"].is_null(), "{answer}");
+        assert_eq!(answer["signed"], digest != "none", "{options}: {answer}");
+    }
+    // The MD5 case's MDN is signed (with SHA-256) and verifies.
+    openssl_verifies(&site.path("unsupported-mic-algorithms").join("1.mdn"));
+    assert_eq!(site.count("SELECT count(*) FROM interchanges"), 0);
+    // Optional: answered with a digest this receiver knows, and applied.
+    let answers = send(
+        &python,
+        &args(&[
+            "--url",
+            &receiver.url(),
+            "--mdn-options",
+            "signed-receipt-protocol=optional, pkcs7-signature; signed-receipt-micalg=optional, md5",
+            &sample,
+        ]),
+    );
+    assert_eq!(answers[0]["signed"], true, "{}", answers[0]);
+    assert!(
+        answers[0]["status"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("processed")),
+        "{}",
+        answers[0]
+    );
+    let run = receiver.stop();
+    run.code(3);
+    let refused = refusals(&run);
+    let want: Vec<String> = cases.iter().map(|c| c.3.to_string()).collect();
+    assert_eq!(refused, want, "{run}");
+    assert_eq!(site.count("SELECT count(*) FROM interchanges"), 1);
 }
 
 /// The receiver killed with SIGKILL twice while a sender posts 40 messages and retries each
@@ -926,10 +1016,7 @@ fn a_message_first_sent_without_an_mdn_gets_one_when_sent_again_asking() {
     let Some(python) = python() else { return };
     let site = Site::new();
     let receiver = Receiver::start(&site, free_port(), "receiver", &[]);
-    let sample = crate::common::samples()
-        .join("valid/orders-d01b-no-una.edi")
-        .display()
-        .to_string();
+    let sample = valid_sample("orders-d01b-no-una.edi");
     let id = ["--message-id", "asked-later"];
     let mut first = args(&["--url", &receiver.url(), "--no-mdn"]);
     first.extend(args(&id));
