@@ -94,6 +94,8 @@ pub struct Config {
     /// `own.mdn_roots`, resolved: the roots of the partners' HTTPS servers, where not the
     /// system's.
     pub mdn_roots: Option<PathBuf>,
+    /// When each certificate it names stops being valid.
+    pub certificates: Vec<crate::as4::config::Expiry>,
 }
 
 impl Config {
@@ -156,6 +158,15 @@ pub fn read(path: &Path) -> Result<Config, String> {
             "--as2-config {shown}: no [[partner]]: no message could be taken"
         ));
     }
+    let expiry = |certificate: String, cert: &openssl::x509::X509Ref| {
+        crate::as4::config::not_after(cert)
+            .map(|not_after| crate::as4::config::Expiry {
+                certificate: certificate.clone(),
+                not_after,
+            })
+            .map_err(|e| format!("--as2-config {shown}: {certificate}: its notAfter: {e}"))
+    };
+    let mut certificates = vec![expiry("own.cert".into(), &cert)?];
     let mut partners: Vec<Partner> = Vec::with_capacity(file.partner.len());
     for (k, p) in file.partner.iter().enumerate() {
         let what = format!("partner {} ({})", k + 1, p.as2_id);
@@ -168,9 +179,14 @@ pub fn read(path: &Path) -> Result<Config, String> {
             return Err(format!("--as2-config {shown}: {what} is there twice"));
         }
         let cert = certificate(&resolve(&p.cert), &shown, &what)?;
-        // Read and checked, not kept: see the module's comment.
+        certificates.push(expiry(format!("partner {}", p.as2_id), &cert)?);
+        // Read and checked, not kept (see the module's comment), but for when it expires.
         if let Some(c) = &p.encryption_cert {
-            certificate(&resolve(c), &shown, &format!("{what} encryption_cert"))?;
+            let encryption = certificate(&resolve(c), &shown, &format!("{what} encryption_cert"))?;
+            certificates.push(expiry(
+                format!("partner {} encryption_cert", p.as2_id),
+                &encryption,
+            )?);
         }
         if let Some(urls) = &p.mdn_urls {
             for url in urls {
@@ -199,5 +215,6 @@ pub fn read(path: &Path) -> Result<Config, String> {
         cert,
         partners,
         mdn_roots,
+        certificates,
     })
 }

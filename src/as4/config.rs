@@ -46,6 +46,27 @@ struct PartnerEntry {
 pub struct Config {
     pub party_id: String,
     pub keys: Keys,
+    /// When each certificate it names stops being valid.
+    pub certificates: Vec<Expiry>,
+}
+
+/// A certificate a configuration names, and when it stops being valid (its notAfter): a
+/// partner's signature checked against an expired certificate, or ours, is what breaks a
+/// partner's deliveries on a given day, said before that day (`receive` warns at start and
+/// writes it in the metrics).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Expiry {
+    /// Which one: `own.cert`, `partner ACME`, `partner ACME encryption_cert`.
+    pub certificate: String,
+    /// Its notAfter, in seconds since 1970.
+    pub not_after: i64,
+}
+
+/// The notAfter of `cert`, in seconds since 1970.
+pub(crate) fn not_after(cert: &openssl::x509::X509Ref) -> Result<i64, String> {
+    let epoch = openssl::asn1::Asn1Time::from_unix(0).map_err(|e| e.to_string())?;
+    let d = epoch.diff(cert.not_after()).map_err(|e| e.to_string())?;
+    Ok(i64::from(d.days) * 86_400 + i64::from(d.secs))
 }
 
 /// Reads the configuration and every file it names; the error says which file and why
@@ -100,6 +121,15 @@ pub fn read(path: &Path) -> Result<Config, String> {
             "--as4-config {shown}: no [[partner]]: no message could be taken"
         ));
     }
+    let expiry = |certificate: String, cert: &openssl::x509::X509Ref| {
+        not_after(cert)
+            .map(|not_after| Expiry {
+                certificate: certificate.clone(),
+                not_after,
+            })
+            .map_err(|e| format!("--as4-config {shown}: {certificate}: its notAfter: {e}"))
+    };
+    let mut certificates = vec![expiry("own.cert".into(), &own_cert)?];
     let mut partners = Vec::with_capacity(file.partner.len());
     for (k, p) in file.partner.iter().enumerate() {
         let what = format!("partner {} ({})", k + 1, p.party_id);
@@ -107,6 +137,7 @@ pub fn read(path: &Path) -> Result<Config, String> {
             return Err(format!("--as4-config {shown}: {what} is there twice"));
         }
         let cert = certificate("--as4-config", &resolve(&p.cert), &shown.to_string(), &what)?;
+        certificates.push(expiry(format!("partner {}", p.party_id), &cert)?);
         let key = cert
             .public_key()
             .map_err(|e| format!("--as4-config {shown}: {what}: {e}"))?;
@@ -132,6 +163,7 @@ pub fn read(path: &Path) -> Result<Config, String> {
                 .map_err(|e| format!("--as4-config {shown}: own.cert: {e}"))?,
             partners,
         },
+        certificates,
     })
 }
 

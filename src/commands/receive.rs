@@ -82,6 +82,8 @@ pub fn run(
         Some(Err(e)) => return super::usage(&e),
     };
     let config = Arc::new(server::Endpoints { as4, as2 });
+    let certificates = certificates(&config);
+    warn_of_expiries(&certificates, unix_now());
     if let Some(status) = intake::preflight::check(db, named, "received")? {
         return Ok(status);
     }
@@ -159,6 +161,7 @@ pub fn run(
         last_request: 0.0,
         other_problems: 0,
         mdn_backlog: None,
+        certificates,
     };
     let signer = receiver::Signers {
         as4: config.as4.as_deref().map(|c| Signer {
@@ -185,6 +188,45 @@ pub fn run(
     served.with_context(|| format!("the HTTP listener on {address} failed"))?;
     inbox.end_run();
     Ok(run.finish())
+}
+
+/// How long before a certificate's notAfter `receive` starts warning of it at start-up (the
+/// alert `EdiInboxCertificateExpiring` fires from 14 days on).
+const EXPIRY_WARNING_DAYS: i64 = 30;
+
+/// The certificates of both configurations, each with its transport.
+fn certificates(config: &server::Endpoints) -> Vec<(&'static str, crate::as4::config::Expiry)> {
+    let as4 = config.as4.iter().flat_map(|c| c.certificates.iter());
+    let as2 = config.as2.iter().flat_map(|c| c.certificates.iter());
+    as4.map(|e| ("as4", e.clone()))
+        .chain(as2.map(|e| ("as2", e.clone())))
+        .collect()
+}
+
+/// Says, at start-up, each certificate that has expired or expires within
+/// [`EXPIRY_WARNING_DAYS`] (`now` in seconds since 1970): a partner's signatures are still
+/// checked against it, but the partner (or we) will soon sign with another.
+fn warn_of_expiries(certificates: &[(&'static str, crate::as4::config::Expiry)], now: f64) {
+    let now = now as i64;
+    for (transport, e) in certificates {
+        let day = crate::clock::rfc3339(
+            std::time::UNIX_EPOCH + std::time::Duration::from_secs(e.not_after.max(0) as u64),
+        );
+        let day = day.get(..10).unwrap_or(&day);
+        let flag = format!("--{transport}-config");
+        if e.not_after <= now {
+            crate::output::warn(&format!(
+                "{flag}: the certificate of {} expired on {day}: renew it, or get the partner's new one",
+                e.certificate
+            ));
+        } else if e.not_after - now <= EXPIRY_WARNING_DAYS * 86_400 {
+            crate::output::warn(&format!(
+                "{flag}: the certificate of {} expires on {day}, in {} days",
+                e.certificate,
+                (e.not_after - now + 43_200) / 86_400
+            ));
+        }
+    }
 }
 
 /// One line for an asynchronous MDN's delivery (`--json`).
@@ -224,6 +266,8 @@ struct Run<'a> {
     other_problems: usize,
     /// The asynchronous MDNs waiting for delivery and the age of the oldest, as last read.
     mdn_backlog: Option<(i64, Option<i64>)>,
+    /// The configurations' certificates and when each expires, for the metrics.
+    certificates: Vec<(&'static str, crate::as4::config::Expiry)>,
 }
 
 impl receiver::Report for Run<'_> {
@@ -488,6 +532,16 @@ impl Run<'_> {
                         oldest.unwrap_or(0) as f64,
                     );
             }
+        }
+        if !self.certificates.is_empty() {
+            m.family(&catalogue::RECEIVE_CERTIFICATE_EXPIRY_TIMESTAMP_SECONDS);
+        }
+        for (transport, e) in &self.certificates {
+            m.sample(
+                &catalogue::RECEIVE_CERTIFICATE_EXPIRY_TIMESTAMP_SECONDS,
+                &[&e.certificate, transport],
+                e.not_after as f64,
+            );
         }
         m.single(
             &catalogue::RECEIVE_LAST_REQUEST_TIMESTAMP_SECONDS,

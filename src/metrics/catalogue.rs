@@ -342,6 +342,15 @@ pub const RECEIVE_MDN_OLDEST_UNDELIVERED_AGE_SECONDS: Family = Family {
     labels: &[],
 };
 
+pub const RECEIVE_CERTIFICATE_EXPIRY_TIMESTAMP_SECONDS: Family = Family {
+    name: "edi_inbox_receive_certificate_expiry_timestamp_seconds",
+    kind: Kind::Gauge,
+    help: "When each certificate of --as4-config and --as2-config stops being valid (its notAfter), in seconds since 1970.",
+    // In the order node_exporter serves them (by name), so that a series reads the same in the
+    // file and as served.
+    labels: &["certificate", "transport"],
+};
+
 /// Every family, for the checks.
 #[cfg(test)]
 pub const ALL: &[&Family] = &[
@@ -388,6 +397,7 @@ pub const ALL: &[&Family] = &[
     &RECEIVE_RUN_MDN_DELIVERIES,
     &RECEIVE_MDNS_UNDELIVERED,
     &RECEIVE_MDN_OLDEST_UNDELIVERED_AGE_SECONDS,
+    &RECEIVE_CERTIFICATE_EXPIRY_TIMESTAMP_SECONDS,
 ];
 
 #[cfg(test)]

@@ -1037,3 +1037,107 @@ fn a_message_first_sent_without_an_mdn_gets_one_when_sent_again_asking() {
     assert_eq!(site.count("SELECT count(*) FROM interchanges"), 1);
     assert_eq!(site.count("SELECT sightings FROM transport_messages"), 2);
 }
+
+/// Certificates that expired, or expire within 30 days, are said at start-up (and still used),
+/// and the notAfter of each is in the metrics, ours too; made by `openssl x509 -days`.
+#[test]
+fn expired_and_expiring_certificates_are_said_and_in_the_metrics() {
+    let site = Site::new();
+    let make = |name: &str, days: &str| -> PathBuf {
+        let (csr, pem) = (
+            site.path(&format!("{name}.csr")),
+            site.path(&format!("{name}.pem")),
+        );
+        let key = format!("{CERTS}/sender.key.pem");
+        for args in [
+            vec!["req", "-new", "-key", &key, "-subj", "/CN=partner", "-out"],
+            vec!["x509", "-req", "-signkey", &key, "-days", days, "-in"],
+        ] {
+            let mut c = Command::new("openssl");
+            c.args(&args).arg(&csr);
+            if args[0] == "x509" {
+                c.arg("-out").arg(&pem);
+            }
+            let out = c.output().unwrap();
+            assert!(
+                out.status.success(),
+                "openssl {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        pem
+    };
+    let (expired, soon) = (make("expired", "-1"), make("soon", "10"));
+    let config = site.path("expiring.toml");
+    fs::write(
+        &config,
+        format!(
+            "[own]\nas2_id = \"EDIINBOX\"\nkey = \"{CERTS}/receiver.key.pem\"\ncert = \"{CERTS}/receiver.cert.pem\"\n\n[[partner]]\nas2_id = \"OLD\"\ncert = \"{}\"\n\n[[partner]]\nas2_id = \"SOON\"\ncert = \"{}\"\n",
+            expired.display(),
+            soon.display()
+        ),
+    )
+    .unwrap();
+    let metrics = site.path("receive.prom");
+    let err = site.path("receive.err");
+    let running = site
+        .command()
+        .args(["receive", "--listen"])
+        .arg(format!("127.0.0.1:{}", free_port()))
+        .arg("--as2-config")
+        .arg(&config)
+        .arg("--metrics-file")
+        .arg(&metrics)
+        .stderr(fs::File::create(&err).unwrap())
+        .start();
+    let until = Instant::now() + Duration::from_secs(30);
+    while !fs::read_to_string(&err)
+        .unwrap_or_default()
+        .contains("receiving AS2 messages")
+    {
+        assert!(
+            Instant::now() < until,
+            "receive did not start: {}",
+            fs::read_to_string(&err).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    running.signal(libc::SIGTERM);
+    running.wait().code(0);
+    let said = fs::read_to_string(&err).unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as f64;
+    assert!(
+        said.contains("--as2-config: the certificate of partner OLD expired on "),
+        "{said}"
+    );
+    assert!(
+        said.contains("--as2-config: the certificate of partner SOON expires on ")
+            && said.contains(", in 10 days"),
+        "{said}"
+    );
+    assert!(
+        !said.contains("own.cert"),
+        "ours is valid until 2045: {said}"
+    );
+    let prom = fs::read_to_string(&metrics).unwrap();
+    let value = |certificate: &str| -> f64 {
+        let label = format!(
+            "edi_inbox_receive_certificate_expiry_timestamp_seconds{{certificate=\"{certificate}\",transport=\"as2\"}} "
+        );
+        prom.lines()
+            .find_map(|l| l.strip_prefix(&label))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {label}in {prom}"))
+    };
+    assert!(value("partner OLD") < now, "{prom}");
+    let left = value("partner SOON") - now;
+    assert!(
+        (9.5 * 86_400.0..=10.5 * 86_400.0).contains(&left),
+        "{left} s: {prom}"
+    );
+    // 2045-01-01T00:00:00Z.
+    assert_eq!(value("own.cert"), 2_366_841_600.0, "{prom}");
+}
