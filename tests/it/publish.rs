@@ -800,11 +800,13 @@ fn follow_recovers_when_the_server_dies_under_a_batch_waiting_for_confirmations(
     let Some(jet) = Jet::on(&server.url(), true, None) else {
         return;
     };
-    site.fill(2500, 31);
+    // Enough events that the publisher is still at it when the server is killed (at about
+    // 20,000 events a second, a few thousand went out between two looks of a loaded machine).
+    site.fill(6000, 31);
     site.ingest(1000);
     // Every event, none published yet.
     let events = site.unpublished();
-    assert!(events > 4000, "{events}");
+    assert!(events > 9000, "{events}");
     let mut child = follow(&site, &["--to", &jet.to(), "--batch", "2000"]);
     let stderr = child.child().stderr.take().unwrap();
     let said = std::thread::spawn(move || {
@@ -813,11 +815,19 @@ fn follow_recovers_when_the_server_dies_under_a_batch_waiting_for_confirmations(
         text
     });
     // The first batch is going out, unconfirmed for the most part: the server dies under it.
-    assert!(
-        within(Duration::from_secs(60), &|| jet.stored() > 0),
-        "nothing reached the stream"
-    );
+    // Looked at often: a look every 100 ms let the publisher finish first on a fast machine.
+    let until = Instant::now() + Duration::from_secs(60);
+    let mut stored = jet.stored();
+    while stored == 0 && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(5));
+        stored = jet.stored();
+    }
+    assert!(stored > 0, "nothing reached the stream");
     server.kill();
+    assert!(
+        (stored as i64) < events,
+        "every event was out before the server was killed ({stored}): nothing tested the reconnect"
+    );
     std::thread::sleep(Duration::from_secs(2));
     server.up().unwrap();
     let unpublished = || site.unpublished();
