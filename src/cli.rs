@@ -603,6 +603,13 @@ pub struct AckArgs {
     pub contrl_duplicates: ContrlDuplicates,
 }
 
+/// `list --standard`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StandardArg {
+    Edifact,
+    X12,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum PublishKind {
     All,
@@ -1134,9 +1141,15 @@ pub struct ListArgs {
     #[arg(long = "ref", value_name = "REF")]
     pub control_ref: Option<String>,
 
-    /// Only events of interchanges holding a message of this type (UNH 0065: INVOIC, ORDERS...).
+    /// Only events of interchanges holding a message of this type (UNH 0065: INVOIC, ORDERS...;
+    /// ANSI X12's ST01: 850, 810...).
     #[arg(long = "type", value_name = "TYPE")]
     pub message_type: Option<String>,
+
+    /// Only events of interchanges of this standard (a rejected file whose envelope could not
+    /// be read has none, and is not listed with this).
+    #[arg(long, value_enum, value_name = "STANDARD")]
+    pub standard: Option<StandardArg>,
 
     /// Only events of this file: its path as listed, or its name in any folder.
     #[arg(long, value_name = "NAME")]

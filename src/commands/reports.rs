@@ -256,6 +256,10 @@ pub fn list(db: &Location, busy_timeout: Duration, args: &ListArgs) -> anyhow::R
         recipient: args.recipient.clone(),
         control_ref: args.control_ref.clone(),
         message_type: args.message_type.clone(),
+        standard: args.standard.map(|s| match s {
+            crate::cli::StandardArg::Edifact => crate::standard::Standard::Edifact,
+            crate::cli::StandardArg::X12 => crate::standard::Standard::X12,
+        }),
         file: args.file.clone(),
         since: args.since.clone(),
         until: args.until.clone(),

@@ -268,6 +268,8 @@ pub struct EventFilter {
     pub control_ref: Option<String>,
     /// UNH 0065: an interchange holding a message of this type.
     pub message_type: Option<String>,
+    /// The standard of the event's key (a rejected file whose envelope was not read has none).
+    pub standard: Option<Standard>,
     /// The file as listed, or its name in any folder.
     pub file: Option<String>,
     /// At or after.

@@ -628,3 +628,33 @@ fn inspect_and_show_read_an_x12_set_segment_by_segment() {
     assert_eq!(shown.len(), 3, "{show}");
     assert_eq!(shown[0]["segments"], s["segments"]);
 }
+
+per_backend! {
+    /// `list --standard`: the events of one standard's interchanges; an X12 file broken after
+    /// its first interchange is listed under X12 (its error's key was read), the EDIFACT ones
+    /// not; together they are the whole list.
+    fn list_takes_one_standard(site) {
+        site.put("po.x12", &sample("x12/850-purchase-order-00401.x12"));
+        site.put("bad.x12", &sample("x12/broken-good-then-iea-reference.x12"));
+        site.put("orders.edi", &sample("valid/orders-d01b-no-una.edi"));
+        site.ingest_json(&[]).code(3);
+        let listed = |extra: &[&str]| -> Vec<serde_json::Value> {
+            let mut args = vec!["list", "--json"];
+            args.extend_from_slice(extra);
+            let run = site.json(&args);
+            run.code(0);
+            run.json()
+        };
+        let all = listed(&[]);
+        let x12 = listed(&["--standard", "x12"]);
+        let edifact = listed(&["--standard", "edifact"]);
+        assert!(x12.iter().all(|l| l["standard"] == "x12"), "{x12:?}");
+        assert!(edifact.iter().all(|l| l["standard"] == "edifact"), "{edifact:?}");
+        assert_eq!(edifact.len(), 1, "the ORDERS interchange: {edifact:?}");
+        assert!(
+            x12.iter().any(|l| l["status"] == "rejected"),
+            "the broken X12 file, its key read: {x12:?}"
+        );
+        assert_eq!(x12.len() + edifact.len(), all.len(), "{all:?}");
+    }
+}

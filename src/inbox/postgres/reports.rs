@@ -215,17 +215,20 @@ macro_rules! events {
       AND ($5::text IS NULL OR file = $5 OR right(file, length($5) + 1) = '/' || $5)
       AND ($6::text IS NULL OR time >= $6::text::timestamptz)
       AND ($7::text IS NULL OR time < $7::text::timestamptz)
+      AND ($13::text IS NULL OR standard = $13)
       AND ($8::text IS NULL OR one_type = $8
            OR EXISTS (SELECT 1 FROM messages m WHERE m.interchange_id = iid
                       AND m.message_type = $8))"
     };
 }
 
-/// `list`'s filters as $1 to $12 of [`EVENTS`]; `status` is `f.status`'s word.
+/// `list`'s filters as $1 to $13 of [`EVENTS`]; `status` is `f.status`'s word, `standard`
+/// `f.standard`'s.
 fn event_params<'a>(
     f: &'a EventFilter,
     status: &'a Option<&'static str>,
-) -> [&'a (dyn ToSql + Sync); 12] {
+    standard: &'a Option<&'static str>,
+) -> [&'a (dyn ToSql + Sync); 13] {
     [
         status,
         &f.sender,
@@ -239,6 +242,7 @@ fn event_params<'a>(
         &REJECTED,
         &FAILED,
         &REFUSED,
+        standard,
     ]
 }
 
@@ -246,7 +250,11 @@ pub(super) fn count_events(c: &mut impl GenericClient, f: &EventFilter) -> Resul
     let n: i64 = c
         .query_one(
             concat!("SELECT count(*) FROM (", events!(), ") e"),
-            &event_params(f, &f.status.map(Status::as_str)),
+            &event_params(
+                f,
+                &f.status.map(Status::as_str),
+                &f.standard.map(crate::standard::Standard::as_str),
+            ),
         )?
         .get(0);
     Ok(n.max(0) as u64)
@@ -260,7 +268,8 @@ pub(super) fn events(
     let limit = i64::from(f.limit);
     let offset = i64::from(f.offset);
     let word = f.status.map(Status::as_str);
-    let mut params: Vec<&(dyn ToSql + Sync)> = event_params(f, &word).to_vec();
+    let standard = f.standard.map(crate::standard::Standard::as_str);
+    let mut params: Vec<&(dyn ToSql + Sync)> = event_params(f, &word, &standard).to_vec();
     params.push(&limit);
     params.push(&offset);
     let rows = c.query(
@@ -285,7 +294,7 @@ pub(super) fn events(
                     e.standard
              FROM (",
             events!(),
-            " ORDER BY time DESC, n DESC LIMIT $13 OFFSET $14) e
+            " ORDER BY time DESC, n DESC LIMIT $14 OFFSET $15) e
              ORDER BY e.time DESC, e.n DESC"
         ),
         &params,

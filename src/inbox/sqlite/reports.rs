@@ -198,6 +198,7 @@ const EVENTS: &str = "
       AND (:file IS NULL OR file = :file OR substr(file, -length(:file) - 1) = '/' || :file)
       AND (:since IS NULL OR time >= :since)
       AND (:until IS NULL OR time < :until)
+      AND (:standard IS NULL OR standard = :standard)
       AND (:type IS NULL OR one_type = :type
            OR EXISTS (SELECT 1 FROM messages m WHERE m.interchange_id = iid
                       AND m.message_type = :type))";
@@ -222,6 +223,10 @@ fn event_params(f: &EventFilter) -> Vec<(&'static str, Box<dyn rusqlite::ToSql +
         (":since", Box::new(f.since.as_deref())),
         (":until", Box::new(f.until.as_deref())),
         (":type", Box::new(f.message_type.as_deref())),
+        (
+            ":standard",
+            Box::new(f.standard.map(crate::standard::Standard::as_str)),
+        ),
     ]
 }
 
