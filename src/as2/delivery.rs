@@ -52,11 +52,13 @@ pub fn retry_in(attempts: i64) -> Duration {
 #[derive(Debug, Clone)]
 pub enum Sent {
     /// The partner's server took the MDN of `message_id` (HTTP `status`).
+    /// `refusal`: the negative MDN of a message refused.
     Delivered {
         message_id: String,
         url: String,
         attempts: i64,
         status: u16,
+        refusal: bool,
     },
     /// A try failed (`error`); the next comes after `retry_in`.
     Failed {
@@ -65,6 +67,7 @@ pub enum Sent {
         attempts: i64,
         error: String,
         retry_in: Duration,
+        refusal: bool,
     },
     /// The inbox failed (`error`): nothing was tried; the next look comes after a wait.
     InboxFailed { error: String },
@@ -108,7 +111,7 @@ pub fn run(
     // The tries under way, each with its MDN, and which MDNs they are.
     let mut flying: tokio::task::JoinSet<(DueAnswer, Result<u16, String>)> =
         tokio::task::JoinSet::new();
-    let mut under_way: std::collections::HashSet<(String, String)> = Default::default();
+    let mut under_way: std::collections::HashSet<(String, String, bool)> = Default::default();
     // After the inbox failed to give the MDNs due, the next look (said once, not every POLL).
     let mut next_take = Instant::now();
     while !stop.load(Ordering::Relaxed) {
@@ -144,7 +147,8 @@ pub fn run(
                         // Queued again (a sending again) while its try is under way: not tried
                         // twice at once. Taking it again made that try's outcome stale (its
                         // attempts changed), so it is tried again once this lease ends.
-                        if !under_way.insert((d.transport.clone(), d.message_id.clone())) {
+                        if !under_way.insert((d.transport.clone(), d.message_id.clone(), d.refusal))
+                        {
                             continue;
                         }
                         let tls = tls.clone();
@@ -204,7 +208,7 @@ pub fn run(
 fn record(
     outbox: &mut dyn AnswerOutbox,
     ended: Result<(DueAnswer, Result<u16, String>), tokio::task::JoinError>,
-    under_way: &mut std::collections::HashSet<(String, String)>,
+    under_way: &mut std::collections::HashSet<(String, String, bool)>,
     report: &mut impl FnMut(Sent),
 ) {
     let (d, tried) = match ended {
@@ -219,16 +223,10 @@ fn record(
             return;
         }
     };
-    under_way.remove(&(d.transport.clone(), d.message_id.clone()));
+    under_way.remove(&(d.transport.clone(), d.message_id.clone(), d.refusal));
     let stored = match &tried {
-        Ok(_) => outbox.answer_delivered(&d.transport, &d.message_id, d.attempts),
-        Err(why) => outbox.answer_not_delivered(
-            &d.transport,
-            &d.message_id,
-            d.attempts,
-            why,
-            retry_in(d.attempts),
-        ),
+        Ok(_) => outbox.answer_delivered(&d),
+        Err(why) => outbox.answer_not_delivered(&d, why, retry_in(d.attempts)),
     };
     if let Err(e) = stored {
         // Its lease ends and it is due again: delivered twice at worst, never lost.
@@ -245,6 +243,7 @@ fn record(
             message_id: d.message_id,
             attempts: d.attempts,
             status,
+            refusal: d.refusal,
         },
         Err(error) => Sent::Failed {
             retry_in: retry_in(d.attempts),
@@ -252,6 +251,7 @@ fn record(
             message_id: d.message_id,
             attempts: d.attempts,
             error,
+            refusal: d.refusal,
         },
     });
 }

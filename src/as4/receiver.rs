@@ -84,6 +84,7 @@ pub fn run(
         // WAL flush) for the messages that arrived while the last batch was decided, and no
         // message waits for one that has not arrived.
         let mut batch = Vec::new();
+        let mut refusals = Vec::new();
         let mut next = Some(first);
         while let Some(job) = next.take() {
             match job {
@@ -102,14 +103,21 @@ pub fn run(
                     _permit: permit,
                 }),
                 Job::Refused { rejected, peer } => report.refused(&rejected, peer),
-                Job::RefusedAs2 { refused, peer } => report.refused_as2(&refused, peer),
+                Job::RefusedAs2 {
+                    refused,
+                    peer,
+                    queue,
+                } => {
+                    report.refused_as2(&refused, peer);
+                    refusals.extend(queue);
+                }
                 Job::AnswerSent(sent) => report.answer_sent(&sent),
             }
             if batch.len() < MAX_BATCH {
                 next = jobs.try_recv().ok();
             }
         }
-        if !batch.is_empty() {
+        if !batch.is_empty() || !refusals.is_empty() {
             if inbox.is_lost() {
                 // The server restarted or the network cut: connected again before deciding
                 // (each try bounded by the connection's timeout); where it fails, the batch
@@ -123,9 +131,31 @@ pub fn run(
                     Err(e) => report.reconnected(Err(crate::output::one_message(&e))),
                 }
             }
-            decide(&mut **inbox, batch, signer, acks, report);
+            if !refusals.is_empty() {
+                queue_refusals(&mut **inbox, refusals);
+            }
+            if !batch.is_empty() {
+                decide(&mut **inbox, batch, signer, acks, report);
+            }
         }
         report.tick();
+    }
+}
+
+/// Stores the negative MDNs of refused AS2 messages for their asynchronous delivery, in one
+/// transaction, and tells each request whether its MDN was stored (else it is answered with
+/// the MDN itself).
+fn queue_refusals(inbox: &mut dyn Inbox, refusals: Vec<super::server::QueuedRefusal>) {
+    let when = crate::clock::now();
+    let stored = refusals
+        .iter()
+        .try_for_each(|q| inbox.queue_refusal(as2::TRANSPORT, &q.message_id, &q.url, &q.mdn, &when))
+        .and_then(|()| inbox.commit());
+    if stored.is_err() {
+        inbox.abandon();
+    }
+    for q in refusals {
+        let _ = q.stored.send(stored.is_ok());
     }
 }
 
@@ -148,8 +178,8 @@ fn decide(
     acks: AckPolicy,
     report: &mut dyn Report,
 ) {
-    let answered = match decide_in_inbox(inbox, &batch, acks) {
-        Ok(answered) => answered,
+    let (answered, queued) = match decide_in_inbox(inbox, &batch, signer, acks) {
+        Ok(decided) => decided,
         Err(e) if batch.len() > 1 && !inbox.is_lost() && !busy(&e) => {
             inbox.abandon();
             for p in batch {
@@ -168,8 +198,10 @@ fn decide(
         }
     };
     let mut answers: Vec<Answer> = Vec::with_capacity(batch.len());
-    for (p, a) in batch.iter().zip(&answered) {
+    for ((p, a), queued) in batch.iter().zip(&answered).zip(queued) {
         let answer = match a {
+            // Its negative MDN stored with the decision, for its asynchronous delivery.
+            Answered::Other { .. } | Answered::NotApplied(_) if queued => Answer::text(200, ""),
             Answered::New(_) => p.carried.answer_new(),
             Answered::Resent(stored) => p.carried.answer_stored(stored.clone()),
             // An earlier one of the batch: its answer, whichever it was.
@@ -202,6 +234,7 @@ fn decide(
                         status: None,
                         detail: other_message(&id, sender.is_some()).detail,
                         message_id: Some(id.clone()),
+                        receipt_delivery: received.receipt_delivery.clone(),
                     };
                     report.refused_as2(&refused, p.peer);
                 }
@@ -315,12 +348,16 @@ impl Carried {
     }
 }
 
-/// The batch's messages claimed and decided by the intake, and committed.
+/// The batch's messages claimed and decided by the intake, and committed: what each came to,
+/// and whether its negative MDN was stored for its asynchronous delivery (an AS2 message
+/// refused whose sender asked for one: it passed every check, so its URL is as trusted as an
+/// accepted message's).
 fn decide_in_inbox(
     inbox: &mut dyn Inbox,
     batch: &[Pending],
+    signer: Signers<'_>,
     acks: AckPolicy,
-) -> anyhow::Result<Vec<Answered>> {
+) -> anyhow::Result<(Vec<Answered>, Vec<bool>)> {
     use anyhow::Context as _;
     let when = crate::clock::now();
     let names: Vec<Vec<String>> = batch
@@ -376,12 +413,40 @@ fn decide_in_inbox(
         })
         .collect();
     let answered = intake::decide_messages(inbox, &messages, &when, acks)?;
+    let mut queued = vec![false; batch.len()];
+    for ((p, a), queued) in batch.iter().zip(&answered).zip(queued.iter_mut()) {
+        let why = match a {
+            Answered::Other { sender } => Refusing::Other {
+                another_party: sender.is_some(),
+            },
+            Answered::NotApplied(_) => Refusing::NotApplied,
+            _ => continue,
+        };
+        if let Carried::As2 { received, .. } = &p.carried
+            && received.requested.wanted
+            && let Some(url) = received.receipt_delivery.as_deref()
+        {
+            let answer = p.carried.refusal(&signer, why);
+            if answer.format == Format::Mime {
+                inbox
+                    .queue_refusal(
+                        as2::TRANSPORT,
+                        &received.requested.message_id,
+                        url,
+                        &answer.body,
+                        &when,
+                    )
+                    .context("cannot write to the inbox database")?;
+                *queued = true;
+            }
+        }
+    }
     crash_point!("receive-before-commit");
     inbox
         .commit()
         .context("cannot commit to the inbox database")?;
     crash_point!("receive-after-commit");
-    Ok(answered)
+    Ok((answered, queued))
 }
 
 /// The message as its id is claimed: who sent it, and what it carries.

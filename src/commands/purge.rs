@@ -25,7 +25,8 @@ pub struct PurgeReport {
     pub rejections_purged: i64,
     /// Records of deliveries `consume` took from a broker.
     pub deliveries_purged: i64,
-    /// AS4 message ids (with their receipts) `receive` took.
+    /// AS2 and AS4 message ids (with their receipts and MDNs) `receive` took, and the
+    /// negative MDNs of refused AS2 messages queued for asynchronous delivery.
     pub transport_messages_purged: i64,
     /// `received_at` of the oldest entry kept.
     pub oldest_kept: Option<String>,
@@ -37,13 +38,14 @@ pub fn run(db: &Location, busy_timeout: Duration, args: &PurgeArgs) -> anyhow::R
     let mut inbox = super::open_inbox(db, Access::Write, busy_timeout)?;
     // Clamped at 1970: --days 36500 purges everything older than that, which is nothing.
     let cutoff = crate::clock::days_ago(args.days);
-    let mut counts = [0i64; 5];
+    let mut counts = [0i64; 6];
     let targets = [
         PurgeTarget::Inbox,
         PurgeTarget::Sightings,
         PurgeTarget::Rejections,
         PurgeTarget::Deliveries,
         PurgeTarget::TransportMessages,
+        PurgeTarget::RefusedAnswers,
     ];
     for (target, count) in targets.iter().zip(counts.iter_mut()) {
         if args.dry_run {
@@ -77,7 +79,8 @@ pub fn run(db: &Location, busy_timeout: Duration, args: &PurgeArgs) -> anyhow::R
         sightings_purged: counts[1],
         rejections_purged: counts[2],
         deliveries_purged: counts[3],
-        transport_messages_purged: counts[4],
+        // A refused message's queued MDN is the record that message id left.
+        transport_messages_purged: counts[4] + counts[5],
         oldest_kept,
     };
     let mut out = Out::default();
@@ -100,7 +103,7 @@ pub fn run(db: &Location, busy_timeout: Duration, args: &PurgeArgs) -> anyhow::R
             0 => deliveries,
             m => format!(
                 "{deliveries}, {}",
-                count(m, "AS4 message id", "AS4 message ids")
+                count(m, "AS2/AS4 message id", "AS2/AS4 message ids")
             ),
         };
         out.line(&crate::output::stamped(&format!(

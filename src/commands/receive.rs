@@ -242,6 +242,9 @@ struct MdnLine<'a> {
     error: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     retry_in_seconds: Option<u64>,
+    /// The negative MDN of a message refused (said only where it is one).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    refused: bool,
 }
 
 /// Sets its flag when dropped.
@@ -367,8 +370,10 @@ impl receiver::Report for Run<'_> {
                 url,
                 attempts,
                 status,
+                refusal,
             } => {
                 self.summary.mdns_delivered += 1;
+                let which = if *refusal { "negative MDN" } else { "MDN" };
                 if self.args.json {
                     self.out.json(&MdnLine {
                         status: "mdn-delivered",
@@ -378,10 +383,11 @@ impl receiver::Report for Run<'_> {
                         http_status: Some(*status),
                         error: None,
                         retry_in_seconds: None,
+                        refused: *refusal,
                     });
                 } else if !self.args.quiet {
                     self.out.line(&format!(
-                        "mdn-sent   {transport}:{message_id}  its asynchronous MDN delivered to {url} (HTTP {status}, try {attempts})"
+                        "mdn-sent   {transport}:{message_id}  its asynchronous {which} delivered to {url} (HTTP {status}, try {attempts})"
                     ));
                 }
             }
@@ -391,8 +397,10 @@ impl receiver::Report for Run<'_> {
                 attempts,
                 error,
                 retry_in,
+                refusal,
             } => {
                 self.summary.mdn_failures += 1;
+                let which = if *refusal { "negative MDN" } else { "MDN" };
                 if self.args.json {
                     self.out.json(&MdnLine {
                         status: "mdn-failed",
@@ -402,10 +410,11 @@ impl receiver::Report for Run<'_> {
                         http_status: None,
                         error: Some(error),
                         retry_in_seconds: Some(retry_in.as_secs()),
+                        refused: *refusal,
                     });
                 } else {
                     self.out.line(&format!(
-                        "mdn-failed {transport}:{message_id}  its asynchronous MDN was not delivered to {url} (try {attempts}): {error}; tried again in {} s",
+                        "mdn-failed {transport}:{message_id}  its asynchronous {which} was not delivered to {url} (try {attempts}): {error}; tried again in {} s",
                         retry_in.as_secs()
                     ));
                 }

@@ -260,7 +260,97 @@ per_backend! {
         );
         assert!(outbox.take_due_answers(lease, 10).unwrap().is_empty(), "leased");
         assert_eq!(outbox.undelivered_answers().unwrap().0, 1);
-        outbox.answer_delivered("as2", "b", 1).unwrap();
+        outbox.answer_delivered(&due[0]).unwrap();
         assert_eq!(outbox.undelivered_answers().unwrap(), (0, None));
+    }
+}
+
+per_backend! {
+    /// A refused message's negative answer queued apart (AS2's asynchronous MDN of a refusal):
+    /// only once its batch commits; taken with its own bytes, marked a refusal, beside the
+    /// claims' answers and counted with them; recorded as delivered on its own row (the claim's
+    /// answer under the same id untouched); refused again, replaced and due again; removed,
+    /// undelivered, where its message is then accepted and its own answer queued; and purged
+    /// by when it was queued.
+    fn a_refusals_answer_is_queued_apart_and_superseded_by_the_messages_own(inbox) {
+        use crate::inbox::{PurgeTarget, TransportMessage};
+        let when = crate::clock::now();
+        let lease = Duration::from_secs(60);
+        let mut outbox = inbox.answer_outbox().unwrap();
+        inbox
+            .queue_refusal("as2", "r1", "http://partner.example/mdn", b"no to r1", &when)
+            .unwrap();
+        inbox.abandon();
+        assert!(
+            outbox.take_due_answers(lease, 10).unwrap().is_empty(),
+            "nothing is queued by a batch rolled back"
+        );
+        // r1 refused; a1 accepted with its own MDN queued.
+        inbox
+            .queue_refusal("as2", "r1", "http://partner.example/mdn", b"no to r1", &when)
+            .unwrap();
+        let a1 = TransportMessage {
+            transport: "as2",
+            message_id: "a1",
+            sender: "P1",
+            content_sha256: "x",
+        };
+        inbox.claim_messages(&[(a1, Some(&b"yes to a1"[..]))], &when).unwrap();
+        inbox.queue_answer("as2", "a1", "http://partner.example/mdn", &when).unwrap();
+        inbox.commit().unwrap();
+        assert_eq!(outbox.undelivered_answers().unwrap().0, 2);
+        let mut due = outbox.take_due_answers(lease, 10).unwrap();
+        due.sort_by(|a, b| a.message_id.cmp(&b.message_id));
+        let seen: Vec<(&str, &[u8], bool, i64)> = due
+            .iter()
+            .map(|d| (d.message_id.as_str(), d.answer.as_slice(), d.refusal, d.attempts))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("a1", &b"yes to a1"[..], false, 1),
+                ("r1", &b"no to r1"[..], true, 1)
+            ]
+        );
+        assert!(outbox.take_due_answers(lease, 10).unwrap().is_empty(), "leased");
+        // The refusal delivered: its row, not a1's.
+        outbox.answer_delivered(&due[1]).unwrap();
+        assert_eq!(outbox.undelivered_answers().unwrap().0, 1);
+        // r1 refused again (its sender sent it again): the new MDN, due again.
+        inbox
+            .queue_refusal("as2", "r1", "http://partner.example/mdn2", b"no again", &when)
+            .unwrap();
+        inbox.commit().unwrap();
+        let due = outbox.take_due_answers(Duration::ZERO, 10).unwrap();
+        assert_eq!(due.len(), 1, "{due:?}");
+        assert_eq!(
+            (due[0].url.as_str(), due[0].answer.as_slice(), due[0].attempts),
+            ("http://partner.example/mdn2", &b"no again"[..], 2),
+            "replaced; its attempts never lowered"
+        );
+        // Then r1 accepted: its refusal, undelivered, goes with the queueing of its own MDN.
+        let r1 = TransportMessage {
+            transport: "as2",
+            message_id: "r1",
+            sender: "P1",
+            content_sha256: "y",
+        };
+        inbox.claim_messages(&[(r1, Some(&b"yes to r1"[..]))], &when).unwrap();
+        inbox.queue_answer("as2", "r1", "http://partner.example/mdn", &when).unwrap();
+        inbox.commit().unwrap();
+        let due = outbox.take_due_answers(Duration::ZERO, 10).unwrap();
+        assert_eq!(due.len(), 1, "{due:?}");
+        assert_eq!((due[0].answer.as_slice(), due[0].refusal), (&b"yes to r1"[..], false));
+        // Purged by when it was queued.
+        inbox
+            .queue_refusal("as2", "r2", "http://partner.example/mdn", b"no to r2", &when)
+            .unwrap();
+        inbox.commit().unwrap();
+        assert_eq!(inbox.count_older(PurgeTarget::RefusedAnswers, "2000-01-01T00:00:00.000Z").unwrap(), 0);
+        let later = crate::clock::rfc3339(std::time::SystemTime::now() + Duration::from_secs(60));
+        assert_eq!(inbox.count_older(PurgeTarget::RefusedAnswers, &later).unwrap(), 1);
+        assert_eq!(inbox.purge_step(PurgeTarget::RefusedAnswers, &later, 100).unwrap(), 1);
+        inbox.commit().unwrap();
+        assert_eq!(inbox.count_older(PurgeTarget::RefusedAnswers, &later).unwrap(), 0);
     }
 }

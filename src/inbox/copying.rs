@@ -29,6 +29,7 @@ pub const TABLES: &[&str] = &[
     "consumer_positions",
     "transport_messages",
     "answer_outbox",
+    "refusal_outbox",
     "refusals",
     "message_effects",
 ];

@@ -411,12 +411,27 @@ pub trait Transports {
     /// Queues the answer stored for a message claimed in the open batch for delivery to `url`
     /// (AS2's asynchronous MDN), due at once: written with the claim, so that it is delivered
     /// only once the batch commits. A message queued before (its sending again: the sender did
-    /// not get it) is due again, to `url`, its delivery tried afresh.
+    /// not get it) is due again, to `url`, its delivery tried afresh. A refusal of the id queued
+    /// and not delivered ([`Transports::queue_refusal`]) is removed: the message is accepted.
     fn queue_answer(
         &mut self,
         transport: &str,
         message_id: &str,
         url: &str,
+        when: &str,
+    ) -> Result<(), InboxError>;
+
+    /// Queues `answer`, the negative answer to a message refused (not claimed: its sending
+    /// again is decided anew), for delivery to `url`, due at once, in the open batch: an AS2
+    /// message refused whose sender asked for its MDN asynchronously. A refusal queued before
+    /// under the id is replaced and due again. The message's own answer, queued once it is
+    /// accepted ([`Transports::queue_answer`]), removes a refusal's not yet delivered.
+    fn queue_refusal(
+        &mut self,
+        transport: &str,
+        message_id: &str,
+        url: &str,
+        answer: &[u8],
         when: &str,
     ) -> Result<(), InboxError>;
 
@@ -442,21 +457,14 @@ pub trait AnswerOutbox {
     ) -> Result<Vec<DueAnswer>, InboxError>;
 
     /// Records an answer's delivery (the partner's server took it), in one short transaction,
-    /// where its row is still the try's `attempt` (see [`DueAnswer::attempts`]).
-    fn answer_delivered(
-        &mut self,
-        transport: &str,
-        message_id: &str,
-        attempt: i64,
-    ) -> Result<(), InboxError>;
+    /// where its row is still the try's (see [`DueAnswer::attempts`]).
+    fn answer_delivered(&mut self, due: &DueAnswer) -> Result<(), InboxError>;
 
     /// Records a failed delivery and its reason, in one short transaction, where its row is
-    /// still the try's `attempt`: tried again after `retry_in`.
+    /// still the try's: tried again after `retry_in`.
     fn answer_not_delivered(
         &mut self,
-        transport: &str,
-        message_id: &str,
-        attempt: i64,
+        due: &DueAnswer,
         error: &str,
         retry_in: std::time::Duration,
     ) -> Result<(), InboxError>;
@@ -478,8 +486,11 @@ pub struct DueAnswer {
     /// The attempts made, this one counted: never lowered, so it tells this try from any later
     /// take of the same row (after the lease, or once a sending again queued it again).
     pub attempts: i64,
-    /// What is delivered: the answer stored with the message's claim.
+    /// What is delivered: the answer stored with the message's claim, or a refusal's.
     pub answer: Vec<u8>,
+    /// A refused message's negative answer ([`Transports::queue_refusal`]), not the answer
+    /// stored with a claim.
+    pub refusal: bool,
 }
 
 /// What a claim of a transport's message found ([`Transports::claim_message`]).

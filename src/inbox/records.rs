@@ -607,8 +607,11 @@ pub enum PurgeTarget {
     Rejections,
     /// The log of deliveries taken from a broker.
     Deliveries,
-    /// The messages a transport named (AS4's message ids), with their answers.
+    /// The messages a transport named (AS4's and AS2's message ids), with their answers.
     TransportMessages,
+    /// The negative answers of refused messages queued for delivery apart (AS2's asynchronous
+    /// MDNs of refusals), by when they were queued.
+    RefusedAnswers,
 }
 
 /// A CONTRL to store in the open batch: the key it answers, what it says, and how to build its

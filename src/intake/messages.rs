@@ -384,7 +384,7 @@ mod tests {
             outbox.take_due_answers(lease, 10).unwrap().is_empty(),
             "an answer taken is not taken again while its lease runs"
         );
-        outbox.answer_delivered("as2", "m1", 1).unwrap();
+        outbox.answer_delivered(&due[0]).unwrap();
         // Its sending again: the stored MDN, due again (to the URL asked for now).
         m.deliver_to = Some("http://partner.example/mdn2");
         let answered = decide_messages(&mut *inbox, std::slice::from_ref(&m), &when, acks).unwrap();
@@ -401,10 +401,14 @@ mod tests {
             "to the URL asked for now; its attempts never lowered"
         );
         // An earlier try's outcome, recorded late, is not this try's.
-        outbox.answer_delivered("as2", "m1", 1).unwrap();
+        let earlier = crate::inbox::DueAnswer {
+            attempts: 1,
+            ..due[0].clone()
+        };
+        outbox.answer_delivered(&earlier).unwrap();
         assert_eq!(outbox.undelivered_answers().unwrap().0, 1);
         outbox
-            .answer_not_delivered("as2", "m1", 2, "refused", Duration::from_secs(3600))
+            .answer_not_delivered(&due[0], "refused", Duration::from_secs(3600))
             .unwrap();
         assert!(
             outbox
@@ -414,7 +418,7 @@ mod tests {
             "a failed delivery waits for its retry"
         );
         outbox
-            .answer_not_delivered("as2", "m1", 2, "refused", Duration::ZERO)
+            .answer_not_delivered(&due[0], "refused", Duration::ZERO)
             .unwrap();
         let due = outbox.take_due_answers(lease, 10).unwrap();
         assert_eq!(due[0].attempts, 3, "tried again once due");

@@ -1010,7 +1010,7 @@ per_backend! {
                  CREATE INDEX rejections_key ON rejections (sender, recipient, control_ref);
                  DROP TABLE message_effects; DROP TABLE refusals; DROP TABLE effect_migrations;
                  DROP FUNCTION message_segments(jsonb);
-                 DROP TABLE answer_outbox; DROP TABLE consumer_positions;
+                 DROP TABLE refusal_outbox; DROP TABLE answer_outbox; DROP TABLE consumer_positions;
                  DROP TABLE transport_messages;
                  ALTER TABLE deliveries DROP COLUMN record_key;
                  ALTER TABLE deliveries DROP COLUMN produced_at;

@@ -64,6 +64,9 @@ pub(super) fn count_older(
         PurgeTarget::TransportMessages => {
             "SELECT count(*) FROM transport_messages WHERE received_at < $1::text::timestamptz"
         }
+        PurgeTarget::RefusedAnswers => {
+            "SELECT count(*) FROM refusal_outbox WHERE created_at < $1::text::timestamptz"
+        }
     };
     Ok(c.query_one(sql, &[&cutoff])?.get(0))
 }
@@ -101,6 +104,13 @@ pub(super) fn delete_older(
             "DELETE FROM transport_messages WHERE (transport, message_id) IN (
                  SELECT transport, message_id FROM transport_messages
                  WHERE received_at < $1::text::timestamptz ORDER BY received_at
+                 LIMIT $2 FOR UPDATE SKIP LOCKED)",
+            &[&cutoff, &limit],
+        )?,
+        PurgeTarget::RefusedAnswers => c.execute(
+            "DELETE FROM refusal_outbox WHERE (transport, message_id) IN (
+                 SELECT transport, message_id FROM refusal_outbox
+                 WHERE created_at < $1::text::timestamptz ORDER BY created_at
                  LIMIT $2 FOR UPDATE SKIP LOCKED)",
             &[&cutoff, &limit],
         )?,

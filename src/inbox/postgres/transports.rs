@@ -113,8 +113,13 @@ impl Transports for PgInbox {
     ) -> Result<(), InboxError> {
         let _ = when;
         self.begin()?;
+        // The refusal of the id not yet delivered removed in the same statement (no round trip
+        // of its own): the message is accepted.
         self.client.get_mut().execute_prepared(
-            "INSERT INTO answer_outbox (transport, message_id, url)
+            "WITH superseded AS (
+                 DELETE FROM refusal_outbox
+                 WHERE transport = $1 AND message_id = $2 AND delivered_at IS NULL)
+             INSERT INTO answer_outbox (transport, message_id, url)
              VALUES ($1, $2, $3)
              ON CONFLICT (transport, message_id) DO UPDATE
                  SET url = excluded.url,
@@ -122,6 +127,29 @@ impl Transports for PgInbox {
                                        THEN answer_outbox.created_at ELSE now() END,
                      due_at = now(), delivered_at = NULL",
             &[&transport, &message_id, &url],
+        )?;
+        Ok(())
+    }
+
+    fn queue_refusal(
+        &mut self,
+        transport: &str,
+        message_id: &str,
+        url: &str,
+        answer: &[u8],
+        when: &str,
+    ) -> Result<(), InboxError> {
+        let _ = when;
+        self.begin()?;
+        self.client.get_mut().execute_prepared(
+            "INSERT INTO refusal_outbox (transport, message_id, url, answer)
+             VALUES ($1, $2, $3, $4)
+             ON CONFLICT (transport, message_id) DO UPDATE
+                 SET url = excluded.url, answer = excluded.answer,
+                     created_at = CASE WHEN refusal_outbox.delivered_at IS NULL
+                                       THEN refusal_outbox.created_at ELSE now() END,
+                     due_at = now(), delivered_at = NULL",
+            &[&transport, &message_id, &url, &answer],
         )?;
         Ok(())
     }
@@ -157,19 +185,35 @@ impl AnswerOutbox for Answers {
         lease: std::time::Duration,
         limit: u32,
     ) -> Result<Vec<DueAnswer>, InboxError> {
-        // SKIP LOCKED: two receivers of one inbox take other rows, never one row twice.
+        // SKIP LOCKED: two receivers of one inbox take other rows, never one row twice. Both
+        // queues in one statement: the claims' answers first, then the refusals'.
         let rows = self.client.query(
             "WITH due AS (
                  SELECT transport, message_id FROM answer_outbox
                  WHERE delivered_at IS NULL AND due_at <= now()
                  ORDER BY due_at LIMIT $2
-                 FOR UPDATE SKIP LOCKED)
-             UPDATE answer_outbox a
-                SET due_at = now() + make_interval(secs => $1), attempts = a.attempts + 1
-               FROM due, transport_messages t
-              WHERE a.transport = due.transport AND a.message_id = due.message_id
-                AND t.transport = a.transport AND t.message_id = a.message_id
-             RETURNING a.transport, a.message_id, a.url, a.attempts, t.answer",
+                 FOR UPDATE SKIP LOCKED),
+             answers AS (
+                 UPDATE answer_outbox a
+                    SET due_at = now() + make_interval(secs => $1), attempts = a.attempts + 1
+                   FROM due, transport_messages t
+                  WHERE a.transport = due.transport AND a.message_id = due.message_id
+                    AND t.transport = a.transport AND t.message_id = a.message_id
+                 RETURNING a.transport, a.message_id, a.url, a.attempts, t.answer),
+             due_refusals AS (
+                 SELECT transport, message_id FROM refusal_outbox
+                 WHERE delivered_at IS NULL AND due_at <= now()
+                 ORDER BY due_at LIMIT greatest(0, $2 - (SELECT count(*) FROM due))
+                 FOR UPDATE SKIP LOCKED),
+             refusals AS (
+                 UPDATE refusal_outbox r
+                    SET due_at = now() + make_interval(secs => $1), attempts = r.attempts + 1
+                   FROM due_refusals d
+                  WHERE r.transport = d.transport AND r.message_id = d.message_id
+                 RETURNING r.transport, r.message_id, r.url, r.attempts, r.answer)
+             SELECT *, false FROM answers
+             UNION ALL
+             SELECT *, true FROM refusals",
             &[&lease.as_secs_f64(), &i64::from(limit)],
         )?;
         Ok(rows
@@ -180,23 +224,24 @@ impl AnswerOutbox for Answers {
                 url: r.get(2),
                 attempts: i64::from(r.get::<_, i32>(3)),
                 answer: r.get::<_, Option<Vec<u8>>>(4).unwrap_or_default(),
+                refusal: r.get(5),
             })
             .collect())
     }
 
-    fn answer_delivered(
-        &mut self,
-        transport: &str,
-        message_id: &str,
-        attempt: i64,
-    ) -> Result<(), InboxError> {
+    fn answer_delivered(&mut self, due: &DueAnswer) -> Result<(), InboxError> {
         self.client.execute(
-            "UPDATE answer_outbox SET delivered_at = now(), last_error = NULL
-             WHERE transport = $1 AND message_id = $2 AND attempts = $3",
+            if due.refusal {
+                "UPDATE refusal_outbox SET delivered_at = now(), last_error = NULL
+                 WHERE transport = $1 AND message_id = $2 AND attempts = $3"
+            } else {
+                "UPDATE answer_outbox SET delivered_at = now(), last_error = NULL
+                 WHERE transport = $1 AND message_id = $2 AND attempts = $3"
+            },
             &[
-                &transport,
-                &message_id,
-                &i32::try_from(attempt).unwrap_or(i32::MAX),
+                &due.transport,
+                &due.message_id,
+                &i32::try_from(due.attempts).unwrap_or(i32::MAX),
             ],
         )?;
         Ok(())
@@ -204,23 +249,28 @@ impl AnswerOutbox for Answers {
 
     fn answer_not_delivered(
         &mut self,
-        transport: &str,
-        message_id: &str,
-        attempt: i64,
+        due: &DueAnswer,
         error: &str,
         retry_in: std::time::Duration,
     ) -> Result<(), InboxError> {
         self.client.execute(
-            "UPDATE answer_outbox
-                SET due_at = now() + make_interval(secs => $3), last_error = $4
-              WHERE transport = $1 AND message_id = $2 AND delivered_at IS NULL
-                AND attempts = $5",
+            if due.refusal {
+                "UPDATE refusal_outbox
+                    SET due_at = now() + make_interval(secs => $3), last_error = $4
+                  WHERE transport = $1 AND message_id = $2 AND delivered_at IS NULL
+                    AND attempts = $5"
+            } else {
+                "UPDATE answer_outbox
+                    SET due_at = now() + make_interval(secs => $3), last_error = $4
+                  WHERE transport = $1 AND message_id = $2 AND delivered_at IS NULL
+                    AND attempts = $5"
+            },
             &[
-                &transport,
-                &message_id,
+                &due.transport,
+                &due.message_id,
                 &retry_in.as_secs_f64(),
                 &error,
-                &i32::try_from(attempt).unwrap_or(i32::MAX),
+                &i32::try_from(due.attempts).unwrap_or(i32::MAX),
             ],
         )?;
         Ok(())
@@ -230,7 +280,9 @@ impl AnswerOutbox for Answers {
         let row = self.client.query_one(
             // Not greatest(0, ...): it ignores a NULL, and an empty queue has no age.
             "SELECT count(*), extract(epoch FROM now() - min(created_at))::bigint
-             FROM answer_outbox WHERE delivered_at IS NULL",
+             FROM (SELECT created_at FROM answer_outbox WHERE delivered_at IS NULL
+                   UNION ALL
+                   SELECT created_at FROM refusal_outbox WHERE delivered_at IS NULL) AS q",
             &[],
         )?;
         Ok((row.get(0), row.get::<_, Option<i64>>(1).map(|a| a.max(0))))

@@ -38,6 +38,7 @@ pub(super) const MIGRATIONS: &[Migration] = &[
     // 19: the standard in the key, the key table built again (`migrations/0019_standard.sql`).
     Migration::Code(standard),
     Migration::Sql(include_str!("migrations/0020_answer_outbox.sql")),
+    Migration::Sql(include_str!("migrations/0021_refusal_outbox.sql")),
 ];
 
 impl SqliteInbox {

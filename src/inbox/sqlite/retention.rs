@@ -52,6 +52,9 @@ impl PurgeSql for PurgeTarget {
             PurgeTarget::TransportMessages => {
                 "SELECT count(*) FROM transport_messages WHERE received_at < ?1"
             }
+            PurgeTarget::RefusedAnswers => {
+                "SELECT count(*) FROM refusal_outbox WHERE created_at < ?1"
+            }
         }
     }
 
@@ -80,6 +83,11 @@ impl PurgeSql for PurgeTarget {
                 "DELETE FROM transport_messages WHERE rowid IN (
                      SELECT rowid FROM transport_messages WHERE received_at < ?1
                      ORDER BY received_at LIMIT ?2)"
+            }
+            PurgeTarget::RefusedAnswers => {
+                "DELETE FROM refusal_outbox WHERE rowid IN (
+                     SELECT rowid FROM refusal_outbox WHERE created_at < ?1
+                     ORDER BY created_at LIMIT ?2)"
             }
         }
     }

@@ -274,7 +274,7 @@ fn ids_come_from_the_sequence_and_continue_after_an_upgrade() {
     inbox
         .connection()
         .execute_batch(
-            "DROP TABLE answer_outbox;
+            "DROP TABLE refusal_outbox; DROP TABLE answer_outbox;
              DROP TABLE id_sequences; DROP TABLE deliveries; DROP TABLE consumer_positions;
              DROP TABLE transport_messages; DROP TABLE message_effects;
              DROP TABLE refusals; DROP TABLE effect_migrations;

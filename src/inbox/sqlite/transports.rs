@@ -123,6 +123,36 @@ impl Transports for SqliteInbox {
                          due_at = excluded.due_at, delivered_at = NULL",
             )?
             .execute(params![transport, message_id, url, when])?;
+        self.conn
+            .prepare_cached(
+                "DELETE FROM refusal_outbox
+                 WHERE transport = ?1 AND message_id = ?2 AND delivered_at IS NULL",
+            )?
+            .execute(params![transport, message_id])?;
+        Ok(())
+    }
+
+    fn queue_refusal(
+        &mut self,
+        transport: &str,
+        message_id: &str,
+        url: &str,
+        answer: &[u8],
+        when: &str,
+    ) -> Result<(), InboxError> {
+        self.begin()?;
+        self.conn
+            .prepare_cached(
+                "INSERT INTO refusal_outbox (transport, message_id, url, answer, created_at, due_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?5)
+                 ON CONFLICT (transport, message_id) DO UPDATE
+                     SET url = excluded.url, answer = excluded.answer,
+                         created_at = CASE WHEN refusal_outbox.delivered_at IS NULL
+                                           THEN refusal_outbox.created_at
+                                           ELSE excluded.created_at END,
+                         due_at = excluded.due_at, delivered_at = NULL",
+            )?
+            .execute(params![transport, message_id, url, answer, when])?;
         Ok(())
     }
 
@@ -152,21 +182,26 @@ impl AnswerOutbox for Answers {
         let now = std::time::SystemTime::now();
         let until = crate::clock::rfc3339(now + lease);
         // A read first: an idle poll never takes the write lock the deciding thread needs.
+        let now_text = crate::clock::rfc3339(now);
+        // A read first: an idle poll never takes the write lock the deciding thread needs.
         let any: bool = self
             .conn
             .prepare_cached(
                 "SELECT EXISTS (SELECT 1 FROM answer_outbox
+                                WHERE delivered_at IS NULL AND due_at <= ?1)
+                     OR EXISTS (SELECT 1 FROM refusal_outbox
                                 WHERE delivered_at IS NULL AND due_at <= ?1)",
             )?
-            .query_row([crate::clock::rfc3339(now)], |r| r.get(0))?;
+            .query_row([&now_text], |r| r.get(0))?;
         if !any {
             return Ok(Vec::new());
         }
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let taken = {
-            let mut take = tx.prepare_cached(
+        let mut taken = Vec::new();
+        for (sql, refusal) in [
+            (
                 "UPDATE answer_outbox SET due_at = ?2, attempts = attempts + 1
                  WHERE rowid IN (SELECT rowid FROM answer_outbox
                                  WHERE delivered_at IS NULL AND due_at <= ?1
@@ -175,58 +210,87 @@ impl AnswerOutbox for Answers {
                      (SELECT t.answer FROM transport_messages t
                       WHERE t.transport = answer_outbox.transport
                         AND t.message_id = answer_outbox.message_id)",
-            )?;
-            let rows = take.query_map(params![crate::clock::rfc3339(now), until, limit], |r| {
+                false,
+            ),
+            (
+                "UPDATE refusal_outbox SET due_at = ?2, attempts = attempts + 1
+                 WHERE rowid IN (SELECT rowid FROM refusal_outbox
+                                 WHERE delivered_at IS NULL AND due_at <= ?1
+                                 ORDER BY due_at LIMIT ?3)
+                 RETURNING transport, message_id, url, attempts, answer",
+                true,
+            ),
+        ] {
+            let room = limit.saturating_sub(taken.len() as u32);
+            if room == 0 {
+                break;
+            }
+            let mut take = tx.prepare_cached(sql)?;
+            let rows = take.query_map(params![now_text, until, room], |r| {
                 Ok(DueAnswer {
                     transport: r.get(0)?,
                     message_id: r.get(1)?,
                     url: r.get(2)?,
                     attempts: r.get(3)?,
                     answer: r.get::<_, Option<Vec<u8>>>(4)?.unwrap_or_default(),
+                    refusal,
                 })
             })?;
-            rows.collect::<Result<Vec<_>, _>>()?
-        };
+            for row in rows {
+                taken.push(row?);
+            }
+        }
         tx.commit()?;
         Ok(taken)
     }
 
-    fn answer_delivered(
-        &mut self,
-        transport: &str,
-        message_id: &str,
-        attempt: i64,
-    ) -> Result<(), InboxError> {
+    fn answer_delivered(&mut self, due: &DueAnswer) -> Result<(), InboxError> {
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        tx.prepare_cached(
+        tx.prepare_cached(if due.refusal {
+            "UPDATE refusal_outbox SET delivered_at = ?3, last_error = NULL
+             WHERE transport = ?1 AND message_id = ?2 AND attempts = ?4"
+        } else {
             "UPDATE answer_outbox SET delivered_at = ?3, last_error = NULL
-             WHERE transport = ?1 AND message_id = ?2 AND attempts = ?4",
-        )?
-        .execute(params![transport, message_id, crate::clock::now(), attempt])?;
+             WHERE transport = ?1 AND message_id = ?2 AND attempts = ?4"
+        })?
+        .execute(params![
+            due.transport,
+            due.message_id,
+            crate::clock::now(),
+            due.attempts
+        ])?;
         tx.commit()?;
         Ok(())
     }
 
     fn answer_not_delivered(
         &mut self,
-        transport: &str,
-        message_id: &str,
-        attempt: i64,
+        due: &DueAnswer,
         error: &str,
         retry_in: std::time::Duration,
     ) -> Result<(), InboxError> {
-        let due = crate::clock::rfc3339(std::time::SystemTime::now() + retry_in);
+        let at = crate::clock::rfc3339(std::time::SystemTime::now() + retry_in);
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        tx.prepare_cached(
+        tx.prepare_cached(if due.refusal {
+            "UPDATE refusal_outbox SET due_at = ?3, last_error = ?4
+             WHERE transport = ?1 AND message_id = ?2 AND delivered_at IS NULL
+               AND attempts = ?5"
+        } else {
             "UPDATE answer_outbox SET due_at = ?3, last_error = ?4
              WHERE transport = ?1 AND message_id = ?2 AND delivered_at IS NULL
-               AND attempts = ?5",
-        )?
-        .execute(params![transport, message_id, due, error, attempt])?;
+               AND attempts = ?5"
+        })?
+        .execute(params![
+            due.transport,
+            due.message_id,
+            at,
+            error,
+            due.attempts
+        ])?;
         tx.commit()?;
         Ok(())
     }
@@ -237,7 +301,9 @@ impl AnswerOutbox for Answers {
             .prepare_cached(
                 "SELECT count(*),
                     CAST((julianday('now') - julianday(min(created_at))) * 86400 AS INTEGER)
-             FROM answer_outbox WHERE delivered_at IS NULL",
+             FROM (SELECT created_at FROM answer_outbox WHERE delivered_at IS NULL
+                   UNION ALL
+                   SELECT created_at FROM refusal_outbox WHERE delivered_at IS NULL)",
             )?
             .query_row([], |r| {
                 Ok((r.get(0)?, r.get::<_, Option<i64>>(1)?.map(|a| a.max(0))))

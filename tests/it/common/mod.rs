@@ -255,7 +255,7 @@ pub const UNDO_POSITIONS: &str = "
     DROP INDEX acknowledgements_key; ALTER TABLE acknowledgements DROP COLUMN standard;
     CREATE INDEX acknowledgements_key ON acknowledgements (sender, recipient, control_ref);
     DROP TABLE message_effects; DROP TABLE refusals; DROP TABLE effect_migrations;
-    DROP TABLE answer_outbox; DROP TABLE consumer_positions; DROP TABLE transport_messages;
+    DROP TABLE refusal_outbox; DROP TABLE answer_outbox; DROP TABLE consumer_positions; DROP TABLE transport_messages;
     ALTER TABLE deliveries DROP COLUMN record_key;
     ALTER TABLE deliveries DROP COLUMN produced_at;
     DROP INDEX rejections_key; ALTER TABLE rejections DROP COLUMN standard;
@@ -278,7 +278,7 @@ pub const UNDO_PUBLISH_COLUMNS: &str = "
     ALTER TABLE rejections DROP COLUMN sender;
     ALTER TABLE rejections DROP COLUMN recipient; ALTER TABLE rejections DROP COLUMN control_ref;
     DROP TABLE message_effects; DROP TABLE refusals; DROP TABLE effect_migrations;
-    DROP TABLE answer_outbox; DROP TABLE consumer_positions; DROP TABLE transport_messages;
+    DROP TABLE refusal_outbox; DROP TABLE answer_outbox; DROP TABLE consumer_positions; DROP TABLE transport_messages;
     DROP TABLE deliveries; DROP TABLE contrl_outbox; DROP TABLE acknowledgements;
     DROP TABLE contrl_counters;
     DROP INDEX outbox_failed; DROP INDEX outbox_unpublished; DROP INDEX outbox_message;
