@@ -173,6 +173,54 @@ fn segments_of(answer: &str) -> Vec<Vec<&str>> {
         .collect()
 }
 
+/// The Python with pyx12; `None` (with a notice) where none is named, unless required
+/// (`EDI_INBOX_REQUIRE_PYX12`, which `.ci/run` sets).
+fn pyx12_python() -> Option<String> {
+    match std::env::var("EDI_INBOX_PYX12_PYTHON") {
+        Ok(p) if std::path::Path::new(&p).exists() => Some(p),
+        _ => {
+            crate::common::require(
+                "EDI_INBOX_PYX12_PYTHON names no Python with pyx12",
+                "EDI_INBOX_REQUIRE_PYX12",
+            );
+            None
+        }
+    }
+}
+
+/// `answer` read back by pyx12 (`tests/x12/pyx12_read.py`), an independent reader that takes a
+/// TA1 outside any group and checks the envelope's control numbers and counts as it reads: no
+/// error of its own, and each segment and element as [`segments_of`] reads them here.
+fn pyx12_reads(answer: &str) {
+    let Some(python) = pyx12_python() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("answer.x12");
+    std::fs::write(&path, answer).unwrap();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/x12/pyx12_read.py");
+    let out = std::process::Command::new(&python)
+        .arg(script)
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "pyx12 could not read the answer: {}\n{answer}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let read: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        read["errors"],
+        serde_json::json!([]),
+        "pyx12 finds the envelope wrong: {answer}"
+    );
+    let theirs: Vec<Vec<String>> = serde_json::from_value(read["segments"].clone()).unwrap();
+    let ours: Vec<Vec<String>> = segments_of(answer)
+        .iter()
+        .map(|s| s.iter().map(|e| e.to_string()).collect())
+        .collect();
+    assert_eq!(theirs, ours, "pyx12 reads the answer otherwise: {answer}");
+}
+
 #[test]
 fn isa14_asks_for_a_ta1_which_answers_in_the_partners_version_and_delimiters() {
     let site = Site::new();
@@ -215,6 +263,7 @@ fn isa14_asks_for_a_ta1_which_answers_in_the_partners_version_and_delimiters() {
         "{answer}"
     );
     assert_eq!(segs[2], ["IEA", "0", "000000001"]);
+    pyx12_reads(&answer);
     // Our own reader takes it, the TA1 outside any group.
     let read: Vec<_> = edi_inbox::x12::interchanges(answer.as_bytes()).collect();
     let read = read[0].as_ref().unwrap();
@@ -280,6 +329,7 @@ fn contrl_always_answers_each_group_with_a_997_or_999_that_another_reader_takes(
     assert_eq!(segs[7], ["SE", "6", "0001"], "SE01 counts ST..SE");
     assert_eq!(segs[8][..2], ["GE", "1"]);
     assert_eq!(segs[9], ["IEA", "1", segs[0][13]]);
+    pyx12_reads(&po);
     // The edi crate, an independent reader, takes it as one 997 from the receiver.
     let doc = edi::parse(&po).expect("the edi crate reads our 997");
     let i = &doc.interchanges[0];
@@ -304,6 +354,7 @@ fn contrl_always_answers_each_group_with_a_997_or_999_that_another_reader_takes(
     // 00501 with ISA14 `1`: the TA1, then a 999 per group (an 810's, two 856s', in one FA
     // group).
     let inv = answer_of(&site, "123456789", "HUBRECEIVER", "000002002");
+    pyx12_reads(&inv);
     let segs = segments_of(&inv);
     let tags: Vec<&str> = segs.iter().map(|s| s[0]).collect();
     assert_eq!(
@@ -482,6 +533,7 @@ fn a_rejected_x12_interchange_is_kept_under_its_key_and_answered_by_a_ta1_and_a_
         (&"R".into(), &"negative".into()),
         "{l}"
     );
+    pyx12_reads(&ta1);
     let human = site.run(&["list", "--contrl"]);
     assert!(
         human.out().contains("negative (R rejected, TA105 024)"),
@@ -529,6 +581,8 @@ fn a_rejected_x12_interchange_is_kept_under_its_key_and_answered_by_a_ta1_and_a_
         ],
         "{answer}"
     );
+    // pyx12 reads it whole, the TA1 with the 997.
+    pyx12_reads(&answer);
     // The edi crate, an independent reader, takes it: a 997 rejecting group 41. (edi 0.4
     // refuses any segment outside a group, so the TA1, checked above, is taken out first.)
     let ta1_at = answer.find("TA1*").expect("the TA1");
@@ -559,6 +613,7 @@ fn a_rejected_x12_interchange_is_kept_under_its_key_and_answered_by_a_ta1_and_a_
         .map(|s| s[0].to_string())
         .collect();
     assert_eq!(tags, ["ISA", "TA1", "IEA"], "{rows:?}");
+    pyx12_reads(rows[0][2].as_deref().unwrap());
 
     // Under --contrl never, and where the ISA itself is unreadable, nothing answers.
     let site = Site::new();
