@@ -455,24 +455,42 @@ fn answered<'a>(u: &'a Unb, seps: &crate::edifact::Separators) -> x12_ack::Answe
     }
 }
 
-/// Every group of an accepted interchange, each set accepted.
+/// Every group of an accepted interchange, each set accepted: `E` with AK502/IK502 `23` for a
+/// set whose ST02 an earlier set of its group had (tolerated, applied, and said), and its group
+/// `E` with it.
 fn accepted_groups<'a>(i: &'a Interchange<'_>) -> Vec<x12_ack::GroupAnswer<'a>> {
     i.groups
         .iter()
         .enumerate()
         .map(|(k, g)| {
+            let mut seen = std::collections::HashSet::new();
             let sets: Vec<x12_ack::SetAnswer<'a>> = i
                 .messages
                 .iter()
                 .filter(|m| m.group == Some(k))
-                .map(|m| x12_ack::SetAnswer {
-                    id: &m.message_type,
-                    control_number: &m.reference,
-                    implementation: m.association_code.as_deref(),
-                    status: x12_ack::Status::Accepted,
-                    error: None,
+                .map(|m| {
+                    let repeated = !seen.insert(m.reference.as_str());
+                    x12_ack::SetAnswer {
+                        id: &m.message_type,
+                        control_number: &m.reference,
+                        implementation: m.association_code.as_deref(),
+                        status: if repeated {
+                            x12_ack::Status::AcceptedWithErrors
+                        } else {
+                            x12_ack::Status::Accepted
+                        },
+                        error: repeated.then_some(x12_ack::SET_CONTROL_NUMBER_NOT_UNIQUE),
+                    }
                 })
                 .collect();
+            let status = if sets
+                .iter()
+                .any(|s| s.status == x12_ack::Status::AcceptedWithErrors)
+            {
+                x12_ack::Status::AcceptedWithErrors
+            } else {
+                x12_ack::Status::Accepted
+            };
             // GS08 is each set's version in the model; a group has at least one set.
             let version = i
                 .messages
@@ -488,7 +506,7 @@ fn accepted_groups<'a>(i: &'a Interchange<'_>) -> Vec<x12_ack::GroupAnswer<'a>> 
                 included: g.messages,
                 received: g.messages,
                 sets,
-                status: x12_ack::Status::Accepted,
+                status,
                 error: None,
             }
         })

@@ -40,6 +40,11 @@ pub const INVALID_CONTENT: &str = "024";
 /// sender with other content, or a duplicate answered as one).
 pub const DUPLICATE_CONTROL_NUMBER: &str = "025";
 
+/// AK502 (997) / IK502 (999) `23`: transaction set control number not unique within the
+/// functional group. The reader tolerates a repeated ST02 in a group (partners' translators
+/// number sets so): the set is applied, and its answer says `E`, accepted with this error noted.
+pub const SET_CONTROL_NUMBER_NOT_UNIQUE: &str = "23";
+
 /// The answered interchange's ISA as far as an answer needs it, text as the reader gave it
 /// (ISA06 and ISA08 trimmed).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

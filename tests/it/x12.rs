@@ -713,3 +713,45 @@ per_backend! {
         assert_eq!(x12.len() + edifact.len(), all.len(), "{all:?}");
     }
 }
+
+/// A repeated ST02 within a group is tolerated (partners' translators number so): both sets
+/// applied, and under `--contrl always` the 997 says it: the second set `E` with AK502 `23`
+/// (transaction set control number not unique within the functional group), the group `E`
+/// with both sets counted accepted; pyx12 reads the answer back.
+#[test]
+fn a_repeated_st02_is_applied_and_answered_accepted_with_errors() {
+    let po = String::from_utf8(sample(PO)).unwrap();
+    let again = po.replace(
+        "SE*10*0001~\nGE*1*1001~",
+        "SE*10*0001~\nST*850*0001~\nBEG*00*SA*PO-77121**20261201~\nSE*3*0001~\nGE*2*1001~",
+    );
+    assert_ne!(again, po, "the sample changed shape: {po}");
+    let site = Site::new();
+    site.put("po.x12", again.as_bytes());
+    let run = site.ingest_json(&["--contrl", "always"]);
+    run.code(0);
+    let o = &outcomes(&run)[0];
+    assert_eq!(
+        (&o["status"], &o["messages"]),
+        (&"new".into(), &2.into()),
+        "{o}"
+    );
+    let answer = answer_of(&site, "ACMERETAIL", "5551234567", "000001001");
+    let segs = segments_of(&answer);
+    let body: Vec<Vec<&str>> = segs[2..segs.len() - 2].to_vec();
+    assert_eq!(
+        body,
+        vec![
+            vec!["ST", "997", "0001"],
+            vec!["AK1", "PO", "1001"],
+            vec!["AK2", "850", "0001"],
+            vec!["AK5", "A"],
+            vec!["AK2", "850", "0001"],
+            vec!["AK5", "E", "23"],
+            vec!["AK9", "E", "2", "2", "2"],
+            vec!["SE", "8", "0001"],
+        ],
+        "{answer}"
+    );
+    pyx12_reads(&answer);
+}
