@@ -196,8 +196,8 @@ pub enum Command {
     /// negative MDN (processed/error: decryption-failed, authentication-failed, ...) and nothing
     /// of it is stored. An MDN asked for at a URL (Receipt-Delivery-Option, http or https) is
     /// queued in the decision's transaction and POSTed there after the commit, retried until the
-    /// partner's server takes it; a refused message's negative MDN too, where the message was
-    /// refused at its decision or its partner's mdn_urls list the URL (mailto: gets HTTP 501).
+    /// partner's server takes it; so is the negative MDN of a message the side effects refuse
+    /// (other refusals are answered in the response; mailto: gets HTTP 501).
     ///
     /// An HTTP listener for AS4 user messages (ebMS 3.0 One-Way/Push, SOAP 1.2 with attachments)
     /// from the partners --as4-config names: each message's WS-Security signature checked against

@@ -103,24 +103,6 @@ impl Config {
     pub fn partner(&self, as2_id: &str) -> Option<&Partner> {
         self.partners.iter().find(|p| p.as2_id == as2_id)
     }
-
-    /// Where the negative MDN of a message refused by its checks goes asynchronously: the URL
-    /// its sender asked for (`receipt_delivery`), where an MDN is `wanted`, the URL can be
-    /// delivered to, and the partner `as2_from` lists it in `mdn_urls`. Else `None`, and the
-    /// MDN goes in the HTTP response. A message that failed its checks proves nothing of who
-    /// sent it: without the operator's list, anyone could have the receiver POST a signed MDN
-    /// wherever they name.
-    pub fn refusal_url<'a>(
-        &self,
-        as2_from: &str,
-        wanted: bool,
-        receipt_delivery: Option<&'a str>,
-    ) -> Option<&'a str> {
-        let url = receipt_delivery?;
-        let listed = self.partner(as2_from)?.mdn_urls.as_deref()?;
-        (wanted && super::delivery::check_url(url).is_ok() && super::delivery::allowed(url, listed))
-            .then_some(url)
-    }
 }
 
 /// An AS2 name as RFC 4130 6.2 allows it: 1 to 128 printable ASCII characters.
@@ -235,57 +217,4 @@ pub fn read(path: &Path) -> Result<Config, String> {
         mdn_roots,
         certificates,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A refusal's negative MDN goes asynchronously only to a URL its partner's `mdn_urls`
-    /// list, where an MDN is wanted and the URL can be delivered to; never for a partner
-    /// without the list, nor for an AS2-From no partner has.
-    #[test]
-    fn a_refusals_mdn_goes_apart_only_to_a_url_its_partner_lists() {
-        let certs = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/as4/certs");
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("as2.toml");
-        std::fs::write(
-            &path,
-            format!(
-                "[own]\nas2_id = \"US\"\nkey = \"{certs}/receiver.key.pem\"\ncert = \"{certs}/receiver.cert.pem\"\n\n[[partner]]\nas2_id = \"LISTED\"\ncert = \"{certs}/sender.cert.pem\"\nmdn_urls = [\"https://mdn.partner.example/as2/\"]\n\n[[partner]]\nas2_id = \"OPEN\"\ncert = \"{certs}/sender.cert.pem\"\n"
-            ),
-        )
-        .unwrap();
-        let config = read(&path).unwrap();
-        let listed = Some("https://mdn.partner.example/as2/mdn?x=1");
-        assert_eq!(config.refusal_url("LISTED", true, listed), listed);
-        assert_eq!(
-            config.refusal_url("LISTED", false, listed),
-            None,
-            "no MDN wanted"
-        );
-        assert_eq!(
-            config.refusal_url("LISTED", true, None),
-            None,
-            "a synchronous one"
-        );
-        for elsewhere in [
-            "https://mdn.partner.example/other",
-            "http://mdn.partner.example/as2/mdn",
-            "https://mdn.partner.example.evil.test/as2/",
-            "mailto:mdn@partner.example",
-        ] {
-            assert_eq!(
-                config.refusal_url("LISTED", true, Some(elsewhere)),
-                None,
-                "{elsewhere}"
-            );
-        }
-        assert_eq!(config.refusal_url("OPEN", true, listed), None, "no list");
-        assert_eq!(
-            config.refusal_url("STRANGER", true, listed),
-            None,
-            "no partner"
-        );
-    }
 }

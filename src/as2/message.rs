@@ -41,9 +41,6 @@ pub struct Refused {
     pub status: Option<u16>,
     pub detail: String,
     pub message_id: Option<String>,
-    /// Where its sender asked for its MDN asynchronously (`Receipt-Delivery-Option`), where
-    /// the headers were read that far.
-    pub receipt_delivery: Option<String>,
 }
 
 impl Refused {
@@ -54,7 +51,6 @@ impl Refused {
             status: Some(status),
             detail: detail.into(),
             message_id: None,
-            receipt_delivery: None,
         }
     }
 }
@@ -107,9 +103,6 @@ pub fn read(
         signed_with: options.signed_with,
         mic_digest: micalg.unwrap_or(Digest::Sha1),
     };
-    let receipt_delivery = top
-        .header("Receipt-Delivery-Option")
-        .map(|v| v.trim().to_string());
     let refuse = |requested: &Requested, modifier: &'static str, detail: String| {
         Box::new(Refused {
             requested: Some(requested.clone()),
@@ -117,7 +110,6 @@ pub fn read(
             status: None,
             detail,
             message_id: Some(message_id.clone()),
-            receipt_delivery: receipt_delivery.clone(),
         })
     };
     if as2_to != config.as2_id {
@@ -149,6 +141,9 @@ pub fn read(
             format!("the Disposition-Notification-Options require {what}"),
         ));
     }
+    let receipt_delivery = top
+        .header("Receipt-Delivery-Option")
+        .map(|v| v.trim().to_string());
 
     // The layers, from the outside in; each one's bytes owned by `layer` in turn.
     let mut layer = Layer {

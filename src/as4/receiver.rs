@@ -84,7 +84,6 @@ pub fn run(
         // WAL flush) for the messages that arrived while the last batch was decided, and no
         // message waits for one that has not arrived.
         let mut batch = Vec::new();
-        let mut refusals = Vec::new();
         let mut next = Some(first);
         while let Some(job) = next.take() {
             match job {
@@ -103,21 +102,14 @@ pub fn run(
                     _permit: permit,
                 }),
                 Job::Refused { rejected, peer } => report.refused(&rejected, peer),
-                Job::RefusedAs2 {
-                    refused,
-                    peer,
-                    queue,
-                } => {
-                    report.refused_as2(&refused, peer);
-                    refusals.extend(queue);
-                }
+                Job::RefusedAs2 { refused, peer } => report.refused_as2(&refused, peer),
                 Job::AnswerSent(sent) => report.answer_sent(&sent),
             }
             if batch.len() < MAX_BATCH {
                 next = jobs.try_recv().ok();
             }
         }
-        if !batch.is_empty() || !refusals.is_empty() {
+        if !batch.is_empty() {
             if inbox.is_lost() {
                 // The server restarted or the network cut: connected again before deciding
                 // (each try bounded by the connection's timeout); where it fails, the batch
@@ -131,31 +123,9 @@ pub fn run(
                     Err(e) => report.reconnected(Err(crate::output::one_message(&e))),
                 }
             }
-            if !refusals.is_empty() {
-                queue_refusals(&mut **inbox, refusals);
-            }
-            if !batch.is_empty() {
-                decide(&mut **inbox, batch, signer, acks, report);
-            }
+            decide(&mut **inbox, batch, signer, acks, report);
         }
         report.tick();
-    }
-}
-
-/// Stores the negative MDNs of refused AS2 messages for their asynchronous delivery, in one
-/// transaction, and tells each request whether its MDN was stored (else it is answered with
-/// the MDN itself).
-fn queue_refusals(inbox: &mut dyn Inbox, refusals: Vec<super::server::QueuedRefusal>) {
-    let when = crate::clock::now();
-    let stored = refusals
-        .iter()
-        .try_for_each(|q| inbox.queue_refusal(as2::TRANSPORT, &q.message_id, &q.url, &q.mdn, &when))
-        .and_then(|()| inbox.commit());
-    if stored.is_err() {
-        inbox.abandon();
-    }
-    for q in refusals {
-        let _ = q.stored.send(stored.is_ok());
     }
 }
 
@@ -198,12 +168,25 @@ fn decide(
         }
     };
     let mut answers: Vec<Answer> = Vec::with_capacity(batch.len());
-    for ((p, a), queued) in batch.iter().zip(&answered).zip(queued) {
+    for (k, (p, a)) in batch.iter().zip(&answered).enumerate() {
         let answer = match a {
             // Its negative MDN stored with the decision, for its asynchronous delivery.
-            Answered::Other { .. } | Answered::NotApplied(_) if queued => Answer::text(200, ""),
+            Answered::NotApplied(_) if queued[k] => Answer::text(200, ""),
             Answered::New(_) => p.carried.answer_new(),
             Answered::Resent(stored) => p.carried.answer_stored(stored.clone()),
+            // A sending again of a message the side effects refused whose negative MDN was
+            // queued: this sending's own answer (an empty 200 where it asks for its MDN apart,
+            // which is queued; the negative MDN itself where it asks for one in the response).
+            Answered::SameAs(first)
+                if queued[*first] && matches!(answered[*first], Answered::NotApplied(_)) =>
+            {
+                match &p.carried {
+                    Carried::As2 { received, .. } if received.receipt_delivery.is_some() => {
+                        Answer::text(200, "")
+                    }
+                    _ => p.carried.refusal(&signer, Refusing::NotApplied),
+                }
+            }
             // An earlier one of the batch: its answer, whichever it was.
             Answered::SameAs(first) => answers[*first].clone(),
             Answered::Other { sender } => p.carried.refusal(
@@ -234,7 +217,6 @@ fn decide(
                         status: None,
                         detail: other_message(&id, sender.is_some()).detail,
                         message_id: Some(id.clone()),
-                        receipt_delivery: received.receipt_delivery.clone(),
                     };
                     report.refused_as2(&refused, p.peer);
                 }
@@ -349,9 +331,13 @@ impl Carried {
 }
 
 /// The batch's messages claimed and decided by the intake, and committed: what each came to,
-/// and whether its negative MDN was stored for its asynchronous delivery (an AS2 message
-/// refused whose sender asked for one: it passed every check, so its URL is as trusted as an
-/// accepted message's).
+/// and whether its negative MDN was stored for its asynchronous delivery: an AS2 message the
+/// side effects refused whose sender asked for its MDN apart. It passed every check, so its URL
+/// is as trusted as an accepted message's, and its id is no other message's. Never a message
+/// under another's id (`Answered::Other`): its request's headers are not signed, so a negative
+/// MDN POSTed to the partner could be about the partner's own message, accepted; it is
+/// answered in the HTTP response. Nor one refused by a check, for the same reason (and its
+/// sender is not proven).
 fn decide_in_inbox(
     inbox: &mut dyn Inbox,
     batch: &[Pending],
@@ -415,18 +401,14 @@ fn decide_in_inbox(
     let answered = intake::decide_messages(inbox, &messages, &when, acks)?;
     let mut queued = vec![false; batch.len()];
     for ((p, a), queued) in batch.iter().zip(&answered).zip(queued.iter_mut()) {
-        let why = match a {
-            Answered::Other { sender } => Refusing::Other {
-                another_party: sender.is_some(),
-            },
-            Answered::NotApplied(_) => Refusing::NotApplied,
-            _ => continue,
-        };
+        if !matches!(a, Answered::NotApplied(_)) {
+            continue;
+        }
         if let Carried::As2 { received, .. } = &p.carried
             && received.requested.wanted
             && let Some(url) = received.receipt_delivery.as_deref()
         {
-            let answer = p.carried.refusal(&signer, why);
+            let answer = p.carried.refusal(&signer, Refusing::NotApplied);
             if answer.format == Format::Mime {
                 inbox
                     .queue_refusal(

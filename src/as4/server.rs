@@ -84,26 +84,13 @@ pub enum Job {
         rejected: Rejected,
         peer: SocketAddr,
     },
-    /// An AS2 message refused: answered already, or (`queue`) once its negative MDN is stored
-    /// for its asynchronous delivery.
+    /// An AS2 message refused (already answered).
     RefusedAs2 {
         refused: as2::message::Refused,
         peer: SocketAddr,
-        queue: Option<QueuedRefusal>,
     },
     /// What the thread that delivers asynchronous MDNs did: for the report and the metrics.
     AnswerSent(as2::delivery::Sent),
-}
-
-/// The negative MDN of an AS2 message refused whose sender asked for it asynchronously, at a
-/// URL that may be trusted ([`as2::config::Config::refusal_url`]): the deciding thread stores it in the
-/// inbox's outbox of refusals, and says through `stored` whether it did, before the HTTP answer
-/// (an empty 200; where it could not be stored, the MDN itself) goes.
-pub struct QueuedRefusal {
-    pub message_id: String,
-    pub url: String,
-    pub mdn: Vec<u8>,
-    pub stored: tokio::sync::oneshot::Sender<bool>,
 }
 
 /// The answer to one request.
@@ -739,13 +726,8 @@ async fn answer_as2(
             status: Some(status),
             detail: why.clone(),
             message_id: None,
-            receipt_delivery: None,
         };
-        let _ = jobs.send(Job::RefusedAs2 {
-            refused,
-            peer,
-            queue: None,
-        });
+        let _ = jobs.send(Job::RefusedAs2 { refused, peer });
         respond(Answer::text(status, &format!("{why}\n")))
     };
     let too_large = || {
@@ -814,20 +796,7 @@ async fn answer_as2(
                         Answer::text(status.unwrap_or(400), &format!("{}\n", refused.detail))
                     }
                 };
-                // The negative MDN goes where the sender asked, where that may be trusted.
-                let queue = match (&refused.requested, answer.format) {
-                    (Some(requested), Format::Mime) => {
-                        config
-                            .refusal_url(
-                                &requested.as2_from,
-                                requested.wanted,
-                                refused.receipt_delivery.as_deref(),
-                            )
-                            .map(|url| (url.to_string(), answer.body.clone()))
-                    }
-                    _ => None,
-                };
-                Err((refused, answer, queue))
+                Err((refused, answer))
             };
             let received = match read {
                 Ok(r) => r,
@@ -847,7 +816,6 @@ async fn answer_as2(
                     status: Some(403),
                     detail: "the Receipt-Delivery-Option is not among this partner's mdn_urls: ask for an MDN there, or a synchronous one; nothing was applied".into(),
                     message_id: Some(received.requested.message_id.clone()),
-                    receipt_delivery: None,
                 }));
             }
             if let Some(Err(why)) = received
@@ -861,7 +829,6 @@ async fn answer_as2(
                     status: Some(501),
                     detail: format!("{why}: ask for a synchronous MDN, or for one by HTTP(S); nothing was applied"),
                     message_id: Some(received.requested.message_id.clone()),
-                    receipt_delivery: None,
                 }));
             }
             // Made and stored even where this sending asked for no MDN: a sending again that
@@ -884,7 +851,6 @@ async fn answer_as2(
                     status: Some(500),
                     detail: format!("no MDN could be signed: {why}"),
                     message_id: Some(received.requested.message_id.clone()),
-                    receipt_delivery: None,
                 })),
             }
         })
@@ -892,39 +858,12 @@ async fn answer_as2(
     };
     let (received, mdn) = match checked {
         Ok(Ok(checked)) => checked,
-        Ok(Err((refused, answer, None))) => {
+        Ok(Err((refused, answer))) => {
             let _ = jobs.send(Job::RefusedAs2 {
                 refused: *refused,
                 peer,
-                queue: None,
             });
             return respond(answer);
-        }
-        // Answered with an empty 200 once its MDN is stored for delivery; where it could not
-        // be stored (the inbox away), with the MDN itself, which is better than none.
-        Ok(Err((refused, answer, Some((url, mdn))))) => {
-            let (stored, was_stored) = tokio::sync::oneshot::channel();
-            let queue = QueuedRefusal {
-                message_id: refused.message_id.clone().unwrap_or_default(),
-                url,
-                mdn,
-                stored,
-            };
-            let sent = jobs.send(Job::RefusedAs2 {
-                refused: *refused,
-                peer,
-                queue: Some(queue),
-            });
-            let queued = sent.is_ok()
-                && matches!(
-                    tokio::time::timeout(decision_wait(&limits), was_stored).await,
-                    Ok(Ok(true))
-                );
-            return respond(if queued {
-                Answer::text(200, "")
-            } else {
-                answer
-            });
         }
         Err(_) => return plain(500, "the message could not be checked\n"),
     };

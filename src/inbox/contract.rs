@@ -269,9 +269,10 @@ per_backend! {
     /// A refused message's negative answer queued apart (AS2's asynchronous MDN of a refusal):
     /// only once its batch commits; taken with its own bytes, marked a refusal, beside the
     /// claims' answers and counted with them; recorded as delivered on its own row (the claim's
-    /// answer under the same id untouched); refused again, replaced and due again; removed,
-    /// undelivered, where its message is then accepted and its own answer queued; and purged
-    /// by when it was queued.
+    /// answer under the same id untouched); refused again, replaced and due again, its attempts
+    /// counted on so that a try of the one replaced does not record it; superseded, undelivered,
+    /// where its id is claimed again (its message then accepted, with a synchronous answer);
+    /// and purged by when it was queued.
     fn a_refusals_answer_is_queued_apart_and_superseded_by_the_messages_own(inbox) {
         use crate::inbox::{PurgeTarget, TransportMessage};
         let when = crate::clock::now();
@@ -321,14 +322,26 @@ per_backend! {
             .queue_refusal("as2", "r1", "http://partner.example/mdn2", b"no again", &when)
             .unwrap();
         inbox.commit().unwrap();
-        let due = outbox.take_due_answers(Duration::ZERO, 10).unwrap();
-        assert_eq!(due.len(), 1, "{due:?}");
+        let again = outbox.take_due_answers(Duration::ZERO, 10).unwrap();
+        assert_eq!(again.len(), 1, "{again:?}");
         assert_eq!(
-            (due[0].url.as_str(), due[0].answer.as_slice(), due[0].attempts),
-            ("http://partner.example/mdn2", &b"no again"[..], 2),
-            "replaced; its attempts never lowered"
+            (again[0].url.as_str(), again[0].answer.as_slice(), again[0].attempts),
+            ("http://partner.example/mdn2", &b"no again"[..], 3),
+            "replaced, counted as an attempt; its attempts never lowered"
         );
-        // Then r1 accepted: its refusal, undelivered, goes with the queueing of its own MDN.
+        // Replaced once more while that try is under way: the try's outcome is not the new one's.
+        inbox
+            .queue_refusal("as2", "r1", "http://partner.example/mdn", b"no, third", &when)
+            .unwrap();
+        inbox.commit().unwrap();
+        outbox.answer_delivered(&again[0]).unwrap();
+        assert_eq!(
+            outbox.undelivered_answers().unwrap().0,
+            2,
+            "the third still waits, with a1's (leased)"
+        );
+        // Then r1 sent again and accepted, asking for its MDN in the response: its refusal,
+        // undelivered, is superseded by the claim, never sent.
         let r1 = TransportMessage {
             transport: "as2",
             message_id: "r1",
@@ -336,11 +349,9 @@ per_backend! {
             content_sha256: "y",
         };
         inbox.claim_messages(&[(r1, Some(&b"yes to r1"[..]))], &when).unwrap();
-        inbox.queue_answer("as2", "r1", "http://partner.example/mdn", &when).unwrap();
         inbox.commit().unwrap();
-        let due = outbox.take_due_answers(Duration::ZERO, 10).unwrap();
-        assert_eq!(due.len(), 1, "{due:?}");
-        assert_eq!((due[0].answer.as_slice(), due[0].refusal), (&b"yes to r1"[..], false));
+        assert!(outbox.take_due_answers(Duration::ZERO, 10).unwrap().is_empty());
+        assert_eq!(outbox.undelivered_answers().unwrap().0, 1, "a1's alone");
         // Purged by when it was queued.
         inbox
             .queue_refusal("as2", "r2", "http://partner.example/mdn", b"no to r2", &when)
@@ -348,8 +359,9 @@ per_backend! {
         inbox.commit().unwrap();
         assert_eq!(inbox.count_older(PurgeTarget::RefusedAnswers, "2000-01-01T00:00:00.000Z").unwrap(), 0);
         let later = crate::clock::rfc3339(std::time::SystemTime::now() + Duration::from_secs(60));
-        assert_eq!(inbox.count_older(PurgeTarget::RefusedAnswers, &later).unwrap(), 1);
-        assert_eq!(inbox.purge_step(PurgeTarget::RefusedAnswers, &later, 100).unwrap(), 1);
+        // r1's (superseded, kept for the record) and r2's.
+        assert_eq!(inbox.count_older(PurgeTarget::RefusedAnswers, &later).unwrap(), 2);
+        assert_eq!(inbox.purge_step(PurgeTarget::RefusedAnswers, &later, 100).unwrap(), 2);
         inbox.commit().unwrap();
         assert_eq!(inbox.count_older(PurgeTarget::RefusedAnswers, &later).unwrap(), 0);
     }

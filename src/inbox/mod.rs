@@ -411,8 +411,7 @@ pub trait Transports {
     /// Queues the answer stored for a message claimed in the open batch for delivery to `url`
     /// (AS2's asynchronous MDN), due at once: written with the claim, so that it is delivered
     /// only once the batch commits. A message queued before (its sending again: the sender did
-    /// not get it) is due again, to `url`, its delivery tried afresh. A refusal of the id queued
-    /// and not delivered ([`Transports::queue_refusal`]) is removed: the message is accepted.
+    /// not get it) is due again, to `url`, its delivery tried afresh.
     fn queue_answer(
         &mut self,
         transport: &str,
@@ -423,9 +422,11 @@ pub trait Transports {
 
     /// Queues `answer`, the negative answer to a message refused (not claimed: its sending
     /// again is decided anew), for delivery to `url`, due at once, in the open batch: an AS2
-    /// message refused whose sender asked for its MDN asynchronously. A refusal queued before
-    /// under the id is replaced and due again. The message's own answer, queued once it is
-    /// accepted ([`Transports::queue_answer`]), removes a refusal's not yet delivered.
+    /// message the side effects refused whose sender asked for its MDN asynchronously. A
+    /// refusal queued before under the id is replaced and due again, its attempts counted on
+    /// (so that a try of the one replaced never records this one as delivered). A claim of the
+    /// id ([`Transports::claim_messages`]) supersedes a refusal not yet delivered: it is never
+    /// sent after (one already under way still is).
     fn queue_refusal(
         &mut self,
         transport: &str,

@@ -39,13 +39,12 @@ fn python() -> Option<String> {
 /// The receiver's configuration: us EDIINBOX (the fixtures' receiver key), PARTNER (signed
 /// required, the default), PLAIN (nothing required), STRICT (its asynchronous MDNs only to
 /// `http://127.0.0.1:9/mdn/`), all signing with the fixtures' sender key.
-/// `more` (TOML: `[[partner]]` tables) comes after those partners.
-fn config_with(site: &Site, more: &str) -> PathBuf {
+fn config(site: &Site) -> PathBuf {
     let path = site.path("as2.toml");
     fs::write(
         &path,
         format!(
-            "[own]\nas2_id = \"EDIINBOX\"\nkey = \"{CERTS}/receiver.key.pem\"\ncert = \"{CERTS}/receiver.cert.pem\"\n\n[[partner]]\nas2_id = \"PARTNER\"\ncert = \"{CERTS}/sender.cert.pem\"\n\n[[partner]]\nas2_id = \"PLAIN\"\ncert = \"{CERTS}/sender.cert.pem\"\nrequire_signed = false\n\n[[partner]]\nas2_id = \"STRICT\"\ncert = \"{CERTS}/sender.cert.pem\"\nmdn_urls = [\"http://127.0.0.1:9/mdn/\"]\n{more}"
+            "[own]\nas2_id = \"EDIINBOX\"\nkey = \"{CERTS}/receiver.key.pem\"\ncert = \"{CERTS}/receiver.cert.pem\"\n\n[[partner]]\nas2_id = \"PARTNER\"\ncert = \"{CERTS}/sender.cert.pem\"\n\n[[partner]]\nas2_id = \"PLAIN\"\ncert = \"{CERTS}/sender.cert.pem\"\nrequire_signed = false\n\n[[partner]]\nas2_id = \"STRICT\"\ncert = \"{CERTS}/sender.cert.pem\"\nmdn_urls = [\"http://127.0.0.1:9/mdn/\"]\n"
         ),
     )
     .unwrap();
@@ -61,11 +60,6 @@ struct Receiver {
 
 impl Receiver {
     fn start(site: &Site, port: u16, name: &str, extra: &[&str]) -> Receiver {
-        Receiver::start_with(site, port, name, extra, "")
-    }
-
-    /// [`Receiver::start`] with `partners` added to the configuration.
-    fn start_with(site: &Site, port: u16, name: &str, extra: &[&str], partners: &str) -> Receiver {
         let out = site.path(&format!("{name}.jsonl"));
         let ready = "receiving AS2 messages";
         let said = || {
@@ -87,7 +81,7 @@ impl Receiver {
             .args(["receive", "--json", "--listen"])
             .arg(format!("127.0.0.1:{port}"))
             .arg("--as2-config")
-            .arg(config_with(site, partners))
+            .arg(config(site))
             .args(extra)
             .stdout(append(&out))
             .stderr(append(&out.with_extension("err")))
@@ -411,85 +405,100 @@ fn an_asynchronous_mdn_url_outside_the_partners_mdn_urls_is_refused() {
 }
 
 per_backend! {
-    /// A refused message whose sender asked for its MDN asynchronously gets its negative MDN
-    /// there (RFC 4130 7.3), an empty 200 in the HTTP answer, where its partner's `mdn_urls`
-    /// list the URL: a message failing its checks (a flipped byte), and one refused at its
-    /// decision (another message's Message-ID, other content), each MDN signed and read by
-    /// pyas2lib as the failure it is, nothing of either applied. From a partner without
-    /// `mdn_urls`, a message failing its checks proves nothing of who sent it: its negative MDN
-    /// goes in the HTTP response, and nothing is POSTed to the URL it named.
-    fn a_refused_messages_negative_mdn_goes_asynchronously_where_its_partner_lists_the_url(site) {
+    /// A message the side effects refuse, whose sender asked for its MDN asynchronously: an
+    /// empty 200, and its negative MDN (`unexpected-processing-error`, signed) POSTed to the URL
+    /// it named (RFC 4130 7.3), read by pyas2lib as the failure it is; nothing applied. Sent
+    /// again once the mapping is fixed: decided, and its `processed` MDN POSTed. A message
+    /// refused by a check (a flipped byte), or sent under another message's Message-ID, gets
+    /// its negative MDN in the HTTP response, nothing POSTed: its request's headers prove
+    /// nothing of who sent it, and an MDN POSTed about that id could be about the partner's own
+    /// message.
+    fn a_refused_messages_negative_mdn_goes_asynchronously_only_where_it_is_safe(site) {
         let Some(python) = python() else { return };
-        let (first, second, stranger) = (free_port(), free_port(), free_port());
-        let listed = format!(
-            "\n[[partner]]\nas2_id = \"LISTED\"\ncert = \"{CERTS}/sender.cert.pem\"\nmdn_urls = [\"http://127.0.0.1:{first}/\", \"http://127.0.0.1:{second}/\"]\n"
-        );
-        let receiver = Receiver::start_with(&site, free_port(), "receiver", &[], &listed);
+        let refused = site.path("refused.edi");
+        fs::write(&refused, crate::effects::invoices("B1", &["I1", ""])).unwrap();
+        let refused = refused.display().to_string();
+        let fx = crate::effects::example(&site);
+        let receiver =
+            Receiver::start(&site, free_port(), "receiver", &["--effects", fx.to_str().unwrap()]);
         let sample = valid_sample("invoic-d96a-unoc-crlf.edi");
         let other = valid_sample("orders-d01b-no-una.edi");
-        let asynchronously = |from: &str, port: u16, extra: &[&str], file: &str| {
+        let asynchronously = |receiver: &Receiver, extra: &[&str], file: &str| {
             let mut a = args(&[
-                "--url", &receiver.url(), "--as2-from", from, "--async-mdn", &port.to_string(),
+                "--url", &receiver.url(), "--async-mdn", &free_port().to_string(),
                 "--mdn-wait", "30", "--mdn-linger", "1",
             ]);
             a.extend(args(extra));
             a.push(file.to_string());
-            send(&python, &a)
+            let answers = send(&python, &a);
+            let (requests, mdns): (Vec<_>, Vec<_>) =
+                answers.into_iter().partition(|a| a.get("async").is_none());
+            assert_eq!(requests.len(), 1, "{requests:?}");
+            (requests.into_iter().next().unwrap(), mdns)
         };
-        let split = |answers: Vec<serde_json::Value>| -> (Vec<_>, Vec<_>) {
-            answers.into_iter().partition(|a| a.get("async").is_none())
-        };
-        // A flipped byte, from a partner whose mdn_urls list the URL.
-        let (requests, mdns) =
-            split(asynchronously("LISTED", first, &["--mode", "signed", "--tamper", "flip"], &sample));
-        assert_eq!(requests.len(), 1, "{requests:?}");
-        assert_eq!(requests[0]["http"], 200, "an empty 200: {requests:?}");
-        assert_eq!(requests[0]["status"], "no-mdn", "the MDN goes apart: {requests:?}");
+        // Refused by the side effects.
+        let (request, mdns) = asynchronously(&receiver, &["--message-id", "refused-0002"], &refused);
+        assert_eq!(request["http"], 200, "an empty 200: {request}");
+        assert_eq!(request["status"], "no-mdn", "the MDN goes apart: {request}");
         assert_eq!(mdns.len(), 1, "the negative MDN, POSTed once: {mdns:?}");
-        assert_eq!(mdns[0]["status"], "processed/error", "{mdns:?}");
-        assert_eq!(mdns[0]["detail"], "integrity-check-failed", "{mdns:?}");
-        assert_eq!(mdns[0]["signed"], true, "{mdns:?}");
-        assert!(mdns[0]["mic_returned"].is_null(), "no MIC for what was refused: {mdns:?}");
-        // The same from a partner without mdn_urls: in the HTTP response, nothing POSTed.
-        let (requests, mdns) = split(asynchronously(
-            "PARTNER", stranger, &["--mode", "signed", "--tamper", "flip", "--mdn-wait", "3"], &sample,
-        ));
-        assert_eq!(requests[0]["http"], 200, "{requests:?}");
-        assert_eq!(requests[0]["status"], "processed/error", "in the response: {requests:?}");
-        assert_eq!(requests[0]["detail"], "integrity-check-failed", "{requests:?}");
-        assert!(mdns.is_empty(), "nothing POSTed to a URL no list holds: {mdns:?}");
-        // A message accepted, then another under its Message-ID: refused at its decision, its
-        // negative MDN POSTed too.
-        let (_, mdns) = split(asynchronously("LISTED", first, &["--message-id", "taken-0001"], &sample));
-        assert_eq!(mdns.len(), 1, "{mdns:?}");
-        processed(&mdns[0]);
-        let (requests, mdns) =
-            split(asynchronously("LISTED", second, &["--message-id", "taken-0001"], &other));
-        assert_eq!(requests[0]["http"], 200, "{requests:?}");
-        assert_eq!(requests[0]["status"], "no-mdn", "{requests:?}");
-        assert_eq!(mdns.len(), 1, "{mdns:?}");
         assert_eq!(mdns[0]["status"], "processed/error", "{mdns:?}");
         assert_eq!(mdns[0]["detail"], "unexpected-processing-error", "{mdns:?}");
         assert_eq!(mdns[0]["signed"], true, "{mdns:?}");
+        assert!(mdns[0]["mic_returned"].is_null(), "no MIC for what was refused: {mdns:?}");
+        // A flipped byte: in the HTTP response, nothing POSTed.
+        let (request, mdns) = asynchronously(
+            &receiver, &["--mode", "signed", "--tamper", "flip", "--mdn-wait", "3"], &sample,
+        );
+        assert_eq!(
+            (&request["http"], &request["status"], &request["detail"]),
+            (&200.into(), &"processed/error".into(), &"integrity-check-failed".into()),
+            "in the response: {request}"
+        );
+        assert!(mdns.is_empty(), "nothing POSTed for a check failed: {mdns:?}");
+        // Another message under an accepted one's Message-ID: in the HTTP response too.
+        let (_, mdns) = asynchronously(&receiver, &["--message-id", "taken-0001"], &sample);
+        assert_eq!(mdns.len(), 1, "{mdns:?}");
+        processed(&mdns[0]);
+        let (request, mdns) = asynchronously(
+            &receiver, &["--message-id", "taken-0001", "--mdn-wait", "3"], &other,
+        );
+        assert_eq!(
+            (&request["status"], &request["detail"]),
+            (&"processed/error".into(), &"unexpected-processing-error".into()),
+            "in the response: {request}"
+        );
+        assert!(mdns.is_empty(), "nothing POSTed about another message's id: {mdns:?}");
         let run = receiver.stop();
         run.code(3);
         let lines = run.json();
-        let refused_delivered = lines
-            .iter()
-            .filter(|l| l["status"] == "mdn-delivered" && l["refused"] == true)
-            .count();
-        assert_eq!(refused_delivered, 2, "each negative MDN's delivery said as one: {run}");
-        assert_eq!(
-            refusals(&run),
-            ["integrity-check-failed", "integrity-check-failed", "unexpected-processing-error"],
-            "{run}"
-        );
-        assert_eq!(site.count("SELECT count(*) FROM interchanges"), 1, "only the accepted message's");
-        assert_eq!(site.count("SELECT count(*) FROM transport_messages"), 1);
+        let delivered = |refused: bool| {
+            lines
+                .iter()
+                .filter(|l| l["status"] == "mdn-delivered" && (l["refused"] == true) == refused)
+                .count()
+        };
+        assert_eq!((delivered(true), delivered(false)), (1, 1), "said as a negative MDN: {run}");
+        // The interchange the side effects refused (its line names the statement), then the two
+        // messages refused.
+        let said = refusals(&run);
+        assert_eq!(said.len(), 3, "{run}");
+        assert!(said[0].contains("INVOIC.sql"), "{run}");
+        assert_eq!(said[1..], ["integrity-check-failed", "unexpected-processing-error"], "{run}");
+        assert_eq!(site.count("SELECT count(*) FROM interchanges"), 1, "the accepted message's");
         assert_eq!(
             site.count("SELECT count(*) FROM refusal_outbox WHERE delivered_at IS NOT NULL"),
-            2
+            1
         );
+        // Sent again once the mapping is fixed: decided, its processed MDN POSTed.
+        let fixed = crate::effects::fixed_example(&site);
+        let receiver =
+            Receiver::start(&site, free_port(), "fixed", &["--effects", fixed.to_str().unwrap()]);
+        let (request, mdns) = asynchronously(&receiver, &["--message-id", "refused-0002"], &refused);
+        assert_eq!(request["status"], "no-mdn", "{request}");
+        assert_eq!(mdns.len(), 1, "{mdns:?}");
+        processed(&mdns[0]);
+        receiver.stop().code(0);
+        assert_eq!(site.count("SELECT count(*) FROM interchanges"), 2);
     }
 }
 

@@ -30,8 +30,16 @@ impl Transports for PgInbox {
         // it counts a sighting only where the same sender sent the same content, and changes
         // nothing of another message's row. `xmax = 0`: the row is a new one. In the order
         // given, which is the order of the ids, so that two hosts never wait on each other.
+        // A refused sending's negative MDN not yet delivered is superseded in the same
+        // statement: not sent after this sending is decided (accepted, or refused anew, which
+        // queues its own).
         let rows = self.client.get_mut().query_prepared(
-            "INSERT INTO transport_messages AS t
+            "WITH superseded AS (
+                 UPDATE refusal_outbox r SET superseded_at = now()
+                 FROM unnest($1::text[], $2::text[]) AS v(tr, id)
+                 WHERE r.transport = v.tr AND r.message_id = v.id
+                   AND r.delivered_at IS NULL AND r.superseded_at IS NULL)
+             INSERT INTO transport_messages AS t
                  (transport, message_id, sender, content_sha256, answer)
              SELECT tr, id, s, c, a
              FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bytea[])
@@ -113,13 +121,8 @@ impl Transports for PgInbox {
     ) -> Result<(), InboxError> {
         let _ = when;
         self.begin()?;
-        // The refusal of the id not yet delivered removed in the same statement (no round trip
-        // of its own): the message is accepted.
         self.client.get_mut().execute_prepared(
-            "WITH superseded AS (
-                 DELETE FROM refusal_outbox
-                 WHERE transport = $1 AND message_id = $2 AND delivered_at IS NULL)
-             INSERT INTO answer_outbox (transport, message_id, url)
+            "INSERT INTO answer_outbox (transport, message_id, url)
              VALUES ($1, $2, $3)
              ON CONFLICT (transport, message_id) DO UPDATE
                  SET url = excluded.url,
@@ -148,7 +151,8 @@ impl Transports for PgInbox {
                  SET url = excluded.url, answer = excluded.answer,
                      created_at = CASE WHEN refusal_outbox.delivered_at IS NULL
                                        THEN refusal_outbox.created_at ELSE now() END,
-                     due_at = now(), delivered_at = NULL",
+                     due_at = now(), delivered_at = NULL,
+                     superseded_at = NULL, attempts = refusal_outbox.attempts + 1",
             &[&transport, &message_id, &url, &answer],
         )?;
         Ok(())
@@ -202,7 +206,7 @@ impl AnswerOutbox for Answers {
                  RETURNING a.transport, a.message_id, a.url, a.attempts, t.answer),
              due_refusals AS (
                  SELECT transport, message_id FROM refusal_outbox
-                 WHERE delivered_at IS NULL AND due_at <= now()
+                 WHERE delivered_at IS NULL AND superseded_at IS NULL AND due_at <= now()
                  ORDER BY due_at LIMIT greatest(0, $2 - (SELECT count(*) FROM due))
                  FOR UPDATE SKIP LOCKED),
              refusals AS (
@@ -282,7 +286,8 @@ impl AnswerOutbox for Answers {
             "SELECT count(*), extract(epoch FROM now() - min(created_at))::bigint
              FROM (SELECT created_at FROM answer_outbox WHERE delivered_at IS NULL
                    UNION ALL
-                   SELECT created_at FROM refusal_outbox WHERE delivered_at IS NULL) AS q",
+                   SELECT created_at FROM refusal_outbox
+                   WHERE delivered_at IS NULL AND superseded_at IS NULL) AS q",
             &[],
         )?;
         Ok((row.get(0), row.get::<_, Option<i64>>(1).map(|a| a.max(0))))

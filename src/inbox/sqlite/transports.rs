@@ -32,6 +32,15 @@ impl SqliteInbox {
                 m.content_sha256,
                 answer
             ])?;
+        // A refused sending's negative MDN not yet delivered is not sent after this one is
+        // decided (accepted, or refused anew, which queues its own).
+        self.conn
+            .prepare_cached(
+                "UPDATE refusal_outbox SET superseded_at = ?3
+                 WHERE transport = ?1 AND message_id = ?2
+                   AND delivered_at IS NULL AND superseded_at IS NULL",
+            )?
+            .execute(params![m.transport, m.message_id, when])?;
         if inserted == 1 {
             return Ok(Claim::New);
         }
@@ -123,12 +132,6 @@ impl Transports for SqliteInbox {
                          due_at = excluded.due_at, delivered_at = NULL",
             )?
             .execute(params![transport, message_id, url, when])?;
-        self.conn
-            .prepare_cached(
-                "DELETE FROM refusal_outbox
-                 WHERE transport = ?1 AND message_id = ?2 AND delivered_at IS NULL",
-            )?
-            .execute(params![transport, message_id])?;
         Ok(())
     }
 
@@ -150,7 +153,8 @@ impl Transports for SqliteInbox {
                          created_at = CASE WHEN refusal_outbox.delivered_at IS NULL
                                            THEN refusal_outbox.created_at
                                            ELSE excluded.created_at END,
-                         due_at = excluded.due_at, delivered_at = NULL",
+                         due_at = excluded.due_at, delivered_at = NULL,
+                         superseded_at = NULL, attempts = refusal_outbox.attempts + 1",
             )?
             .execute(params![transport, message_id, url, answer, when])?;
         Ok(())
@@ -190,7 +194,8 @@ impl AnswerOutbox for Answers {
                 "SELECT EXISTS (SELECT 1 FROM answer_outbox
                                 WHERE delivered_at IS NULL AND due_at <= ?1)
                      OR EXISTS (SELECT 1 FROM refusal_outbox
-                                WHERE delivered_at IS NULL AND due_at <= ?1)",
+                                WHERE delivered_at IS NULL AND superseded_at IS NULL
+                                  AND due_at <= ?1)",
             )?
             .query_row([&now_text], |r| r.get(0))?;
         if !any {
@@ -215,7 +220,8 @@ impl AnswerOutbox for Answers {
             (
                 "UPDATE refusal_outbox SET due_at = ?2, attempts = attempts + 1
                  WHERE rowid IN (SELECT rowid FROM refusal_outbox
-                                 WHERE delivered_at IS NULL AND due_at <= ?1
+                                 WHERE delivered_at IS NULL AND superseded_at IS NULL
+                                   AND due_at <= ?1
                                  ORDER BY due_at LIMIT ?3)
                  RETURNING transport, message_id, url, attempts, answer",
                 true,
@@ -303,7 +309,8 @@ impl AnswerOutbox for Answers {
                     CAST((julianday('now') - julianday(min(created_at))) * 86400 AS INTEGER)
              FROM (SELECT created_at FROM answer_outbox WHERE delivered_at IS NULL
                    UNION ALL
-                   SELECT created_at FROM refusal_outbox WHERE delivered_at IS NULL)",
+                   SELECT created_at FROM refusal_outbox
+                   WHERE delivered_at IS NULL AND superseded_at IS NULL)",
             )?
             .query_row([], |r| {
                 Ok((r.get(0)?, r.get::<_, Option<i64>>(1)?.map(|a| a.max(0))))
