@@ -185,7 +185,6 @@ impl AnswerOutbox for Answers {
     ) -> Result<Vec<DueAnswer>, InboxError> {
         let now = std::time::SystemTime::now();
         let until = crate::clock::rfc3339(now + lease);
-        // A read first: an idle poll never takes the write lock the deciding thread needs.
         let now_text = crate::clock::rfc3339(now);
         // A read first: an idle poll never takes the write lock the deciding thread needs.
         let any: bool = self
