@@ -25,6 +25,22 @@ impl Tag {
         std::str::from_utf8(&self.0).unwrap_or("???").trim_end()
     }
 
+    /// Whether it is the tag `name` is (as [`Tag::as_str`] shows it), without reading it as
+    /// text: a lookup by tag compares every segment's.
+    pub fn is(&self, name: &[u8]) -> bool {
+        Tag::named(name) == Some(*self)
+    }
+
+    /// The tag that shows as `name` (as [`Tag::as_str`] shows it), where one can: three bytes
+    /// not ending in a space, or two (an X12 identifier, padded).
+    pub fn named(name: &[u8]) -> Option<Tag> {
+        match *name {
+            [a, b, c] if c != b' ' => Some(Tag([a, b, c])),
+            [a, b] => Some(Tag([a, b, b' '])),
+            _ => None,
+        }
+    }
+
     /// An ANSI X12 segment identifier (two or three letters or digits) as a tag: `ST` is kept
     /// as `ST ` and shown as `ST`. `None` for anything else.
     pub fn x12(id: &str) -> Option<Tag> {
@@ -301,6 +317,20 @@ impl fmt::Display for EnvelopeError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tag_is_the_name_it_shows() {
+        for tag in [Tag::UNH, Tag::ST, Tag(*b"LIN"), Tag::x12("N1").unwrap()] {
+            assert!(tag.is(tag.as_str().as_bytes()), "{}", tag.as_str());
+        }
+        assert!(Tag::ST.is(b"ST"));
+        assert!(!Tag::ST.is(b"ST "));
+        assert!(!Tag::ST.is(b"S"));
+        assert!(!Tag::UNH.is(b"UN"));
+        assert!(!Tag::UNH.is(b"UNHX"));
+        assert!(!Tag::UNH.is(b"unh"));
+        assert!(!Tag::UNH.is(b""));
+    }
 
     #[test]
     fn reads_as_one_sentence() {

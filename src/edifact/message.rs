@@ -506,6 +506,108 @@ impl MessageSegments<'_> {
     }
 }
 
+/// A message's segments kept apart from the bytes they were read from, each written as JSON only
+/// when asked for: what a side effect needs where it reads the message segment by segment
+/// (SQLite's `message_segments`) and never as a whole. Writing the whole message as JSON was
+/// most of what such a mapping cost per message (BENCHMARKS.md, issue 39); a lookup by tag
+/// reads a handful of its segments.
+#[derive(Debug, Clone)]
+pub struct HeldSegments {
+    reading: Reading,
+    /// The segments' bodies (still escaped), one after the other.
+    bytes: Vec<u8>,
+    segments: Vec<HeldSegment>,
+    /// Each segment's JSON once written: a statement may read a row's segment several times
+    /// (`segment -> 1 ->> 0`, `segment -> 3 ->> 0`), and a sort or a window copies it.
+    written: Vec<std::sync::OnceLock<String>>,
+}
+
+/// A segment of [`HeldSegments`]: a [`RawSegment`] whose body stands in the held bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct HeldSegment {
+    tag: Tag,
+    body: std::ops::Range<usize>,
+    offset: usize,
+    number: usize,
+    has_line_breaks: bool,
+}
+
+impl HeldSegments {
+    pub fn len(&self) -> usize {
+        self.segments.len()
+    }
+
+    /// Never: a message has at least its UNH and UNT.
+    pub fn is_empty(&self) -> bool {
+        self.segments.is_empty()
+    }
+
+    /// The `k`th segment's tag (0-based).
+    pub fn tag(&self, k: usize) -> Option<&Tag> {
+        self.segments.get(k).map(|s| &s.tag)
+    }
+
+    /// The `k`th segment (0-based) as JSON: the same text [`MessageSegments::to_json`] gives it.
+    pub fn json(&self, k: usize) -> Option<&str> {
+        let written = self.written.get(k)?;
+        if let Some(json) = written.get() {
+            return Some(json);
+        }
+        let json = self.write(k)?;
+        Some(written.get_or_init(|| json))
+    }
+
+    fn write(&self, k: usize) -> Option<String> {
+        let held = self.segments.get(k)?;
+        let body = self.bytes.get(held.body.clone())?;
+        let segment = Segment {
+            raw: RawSegment {
+                offset: held.offset,
+                number: held.number,
+                tag: held.tag,
+                body,
+                // Not kept: the JSON is written from the body alone.
+                with_terminator: body,
+                has_line_breaks: held.has_line_breaks,
+            },
+            reading: self.reading,
+        };
+        let mut out = String::with_capacity(body.len() + body.len() / 2 + 8);
+        segment.write_json(&mut out);
+        Some(out)
+    }
+}
+
+impl MessageSegments<'_> {
+    /// The segments, owned, for [`HeldSegments::json`] to write one by one.
+    pub fn to_held(&self) -> HeldSegments {
+        let mut bytes = Vec::with_capacity(self.segments.iter().map(|s| s.body.len()).sum());
+        let segments = self
+            .segments
+            .iter()
+            .map(|s| {
+                let start = bytes.len();
+                bytes.extend_from_slice(s.body);
+                HeldSegment {
+                    tag: s.tag,
+                    body: start..bytes.len(),
+                    offset: s.offset,
+                    number: s.number,
+                    has_line_breaks: s.has_line_breaks,
+                }
+            })
+            .collect();
+        HeldSegments {
+            reading: self.reading,
+            bytes,
+            written: (0..self.segments.len())
+                .map(|_| std::sync::OnceLock::new())
+                .collect(),
+            segments,
+        }
+    }
+}
+
 impl Segment<'_> {
     /// `["TAG", element, ...]`, as [`Serialize`] gives it.
     fn write_json(&self, out: &mut String) {
@@ -671,7 +773,12 @@ mod tests {
             let i = i.unwrap();
             assert_eq!(i.standard, Standard::X12);
             for m in &i.messages {
-                out.push(serde_json::to_string(&message_segments(&i, m).unwrap()).unwrap());
+                let read = message_segments(&i, m).unwrap();
+                let direct = read.to_json();
+                assert_held_gives_the_same(&read, &direct);
+                let json = serde_json::to_string(&read).unwrap();
+                assert_eq!(direct.text, json);
+                out.push(json);
             }
         }
         out
@@ -766,6 +873,29 @@ mod tests {
 
     /// Each message of `data` as JSON.
     #[cfg(feature = "cli")]
+    /// Each segment written one by one from the held copy is the text the whole message's JSON
+    /// gives it, and nothing past the last.
+    fn assert_held_gives_the_same(read: &MessageSegments<'_>, direct: &MessageJson) {
+        let held = read.to_held();
+        assert_eq!(held.len(), direct.segments.len());
+        for (k, (tag, span)) in direct.segments.iter().enumerate() {
+            assert_eq!(held.tag(k), Some(tag), "segment {k}");
+            assert_eq!(
+                held.json(k),
+                Some(&direct.text[span.clone()]),
+                "segment {k}"
+            );
+            // Read again: the same, from what was written.
+            assert_eq!(
+                held.json(k),
+                Some(&direct.text[span.clone()]),
+                "segment {k} again"
+            );
+        }
+        assert_eq!(held.tag(held.len()), None);
+        assert_eq!(held.json(held.len()), None);
+    }
+
     fn json(data: &[u8]) -> Vec<String> {
         let i = one(data);
         i.messages
@@ -784,6 +914,7 @@ mod tests {
                         serde_json::to_string(&segment).unwrap()
                     );
                 }
+                assert_held_gives_the_same(&read, &direct);
                 json
             })
             .collect()

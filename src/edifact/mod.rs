@@ -26,6 +26,6 @@ pub use charset::Charset;
 pub use error::{EnvelopeError, ErrorKind, Tag};
 pub use interchanges::rejected_contexts;
 pub use interchanges::{Interchanges, interchanges, interchanges_from};
-pub use message::{MessageJson, MessageSegments, message_segments};
+pub use message::{HeldSegments, MessageJson, MessageSegments, message_segments};
 pub use model::{Group, Interchange, Message, RejectedContext, Unb};
 pub use syntax::Separators;

@@ -172,6 +172,35 @@ impl Statement {
         })
     }
 
+    /// True where each `:message` it holds is the whole argument of `message_segments`
+    /// (`message_segments(:message)`, the name in any case, blanks around the argument): then
+    /// the message is only read segment by segment, and SQLite's table can serve it without
+    /// the message's JSON being written. Anything else (a comment inside the parentheses, a
+    /// qualified or quoted name, `:message` in an expression) counts as reading it whole.
+    pub fn reads_message_only_by_segments(&self) -> bool {
+        const NAME: &[u8] = b"message_segments";
+        let opens = |before: Option<&Piece>| {
+            let Some(Piece::Sql(sql)) = before else {
+                return false;
+            };
+            let Some(call) = sql.trim_end().strip_suffix('(') else {
+                return false;
+            };
+            let call = call.trim_end().as_bytes();
+            call.len() >= NAME.len()
+                && call[call.len() - NAME.len()..].eq_ignore_ascii_case(NAME)
+                && call[..call.len() - NAME.len()]
+                    .last()
+                    .is_none_or(|&b| !(b.is_ascii_alphanumeric() || b"_.\"$`]".contains(&b)))
+        };
+        let closes = |after: Option<&Piece>| matches!(after, Some(Piece::Sql(sql)) if sql.trim_start().starts_with(')'));
+        self.pieces.iter().enumerate().all(|(k, piece)| {
+            *piece != Piece::Param(Param::Message)
+                || (opens(k.checked_sub(1).and_then(|b| self.pieces.get(b)))
+                    && closes(self.pieces.get(k + 1)))
+        })
+    }
+
     /// Its SQL with each parameter written as `placeholder` says: `?1` for SQLite, `$1` for
     /// PostgreSQL.
     pub fn render(&self, mut placeholder: impl FnMut(Param) -> String) -> String {
@@ -230,6 +259,9 @@ pub struct Effects {
     pub by_type: BTreeMap<String, Mapping>,
     /// In the order of their numbers.
     pub migrations: Vec<Migration>,
+    /// Recorded for every message applied, so made once:
+    /// [`Effects::checksum_for`] of each message type's mapping, by its file and SHA-256.
+    checksums: BTreeMap<(String, String), String>,
 }
 
 /// The largest file the folder may hold: effects are statements, not data.
@@ -316,6 +348,7 @@ impl Effects {
             interchange: None,
             by_type: BTreeMap::new(),
             migrations: Vec::new(),
+            checksums: BTreeMap::new(),
         };
         for (name, path) in entries(dir, "")? {
             if std::fs::metadata(&path).map_err(io(&path))?.is_dir() {
@@ -344,6 +377,14 @@ impl Effects {
                 }
             }
         }
+        effects.checksums = effects
+            .by_type
+            .values()
+            .map(|m| {
+                let key = (m.file.clone(), m.sha256.clone());
+                (key, effects.checksum_of(Some(m)))
+            })
+            .collect();
         Ok(effects)
     }
 
@@ -355,8 +396,22 @@ impl Effects {
         version: &str,
         release: &str,
     ) -> Option<&Mapping> {
-        self.by_type
-            .get(&format!("{message_type}.{version}.{release}"))
+        // A key for the version and release is made only where the type has one: this runs
+        // for every new message, of every type.
+        let versioned = self
+            .by_type
+            .range::<str, _>((
+                std::ops::Bound::Excluded(message_type),
+                std::ops::Bound::Unbounded,
+            ))
+            .map_while(|(k, _)| k.strip_prefix(message_type))
+            .any(|rest| rest.starts_with('.'));
+        versioned
+            .then(|| {
+                self.by_type
+                    .get(&format!("{message_type}.{version}.{release}"))
+            })
+            .flatten()
             .or_else(|| self.by_type.get(message_type))
     }
 
@@ -373,6 +428,14 @@ impl Effects {
     /// (hex, or empty without the file), a line feed, and the message's mapping's SHA-256 (hex,
     /// or empty without one).
     pub fn checksum_for(&self, mapping: Option<&Mapping>) -> String {
+        let key = mapping.map(|m| (m.file.clone(), m.sha256.clone()));
+        match key.and_then(|k| self.checksums.get(&k)) {
+            Some(known) => known.clone(),
+            None => self.checksum_of(mapping),
+        }
+    }
+
+    fn checksum_of(&self, mapping: Option<&Mapping>) -> String {
         let interchange = self.interchange.as_ref().map_or("", |m| m.sha256.as_str());
         let message = mapping.map_or("", |m| m.sha256.as_str());
         sha256_hex(format!("{interchange}\n{message}").as_bytes())
@@ -733,6 +796,38 @@ mod tests {
         let effects = loaded(&[("INVOIC.sql", source)]);
         let mut statements = effects.by_type["INVOIC"].statements.clone();
         statements.remove(0)
+    }
+
+    #[test]
+    fn a_message_read_only_through_message_segments_is_told_apart() {
+        let only = |sql: &str| statement(sql).reads_message_only_by_segments();
+        // No :message at all: nothing is read whole.
+        assert!(only("INSERT INTO t VALUES (:sender)"));
+        assert!(only(
+            "INSERT INTO t SELECT segment FROM message_segments(:message) WHERE tag = 'BGM'"
+        ));
+        assert!(only(
+            "INSERT INTO t SELECT (SELECT n FROM Message_Segments ( :message\n) AS s), \
+             (SELECT n FROM message_segments(:message) WHERE tag = 'UNS')"
+        ));
+        // Read whole somewhere: a path, a JSON function, a value, or another table's argument.
+        assert!(!only(
+            "INSERT INTO t SELECT :message -> 1 FROM message_segments(:message)"
+        ));
+        assert!(!only("INSERT INTO t SELECT value FROM json_each(:message)"));
+        assert!(!only("INSERT INTO t VALUES (:message)"));
+        assert!(!only(
+            "INSERT INTO t SELECT n FROM my_message_segments(:message)"
+        ));
+        assert!(!only(
+            "INSERT INTO t SELECT n FROM main.message_segments(:message)"
+        ));
+        assert!(!only(
+            "INSERT INTO t SELECT n FROM message_segments(:message || '')"
+        ));
+        assert!(!only(
+            "INSERT INTO t SELECT n FROM message_segments(/* here */ :message)"
+        ));
     }
 
     #[test]

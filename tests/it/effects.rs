@@ -510,8 +510,8 @@ pub(crate) fn fixed_example(site: &Site) -> PathBuf {
                 .replacen("(SELECT substr(", "coalesce((SELECT substr(", 1)
                 .replacen("(SELECT to_date(", "coalesce((SELECT to_date(", 1)
                 .replacen(
-                    "WHERE tag = 'DTM' AND segment -> 1 ->> 0 = '137')),",
-                    "WHERE tag = 'DTM' AND segment -> 1 ->> 0 = '137')), '1970-01-01'),",
+                    "WHERE tag = 'DTM' AND segment ->> '$[1][0]' = '137')),",
+                    "WHERE tag = 'DTM' AND segment ->> '$[1][0]' = '137')), '1970-01-01'),",
                     1,
                 )
                 .replacen(

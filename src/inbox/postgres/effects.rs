@@ -566,7 +566,8 @@ impl Installed {
         ids: &[i64],
         mapping: &crate::effects::Mapping,
     ) -> Result<(i64, String), InboxError> {
-        let ms = MessageScope::of(scope, n, message, ids, mapping)?;
+        // PostgreSQL's `message_segments` is a function over the `jsonb`: it needs the JSON.
+        let ms = MessageScope::of(scope, n, message, ids, mapping, false)?;
         for p in self.files.get(&mapping.file).into_iter().flatten() {
             self.execute(client, p, scope, Some(&ms))?;
         }

@@ -432,8 +432,9 @@ impl Installed {
         let Some(message) = scope.interchange.messages.get(n) else {
             return Ok(());
         };
-        let ms = MessageScope::of(scope, n, message, ids, mapping)?;
-        let _held = holding(&self.current, ms.json.clone());
+        // This connection's `message_segments` serves a message held as its segments alone.
+        let ms = MessageScope::of(scope, n, message, ids, mapping, true)?;
+        let _held = holding(&self.current, ms.held.clone());
         for p in self.files.get(&mapping.file).into_iter().flatten() {
             self.execute(conn, p, scope, Some(&ms))?;
         }

@@ -6,8 +6,11 @@
 //! of a millisecond per invoice, ten times the ingest's own cost (BENCHMARKS.md, issue 39). The
 //! side effects already hold the message split (the JSON they bind as `:message`, with each
 //! segment's place in it): where the argument is that JSON, its rows come from there without a
-//! parse, and `tag = '...'` is answered by the table, not by a filter over every row. Any other
-//! JSON array of segments is parsed and served the same way, only slower.
+//! parse, and `tag = '...'` is answered by the table, not by a filter over every row. Where
+//! every statement of a mapping reads `:message` only as this table's argument, the message's
+//! JSON is not written at all: `:message` binds a short stand-in for the held segments, and a
+//! segment is written as JSON only when its row is read. Any other JSON array of segments is
+//! parsed and served the same way, only slower.
 
 use std::os::raw::c_int;
 use std::sync::{Arc, Mutex};
@@ -19,10 +22,10 @@ use rusqlite::vtab::{
 };
 use rusqlite::{Connection, Error};
 
-use crate::edifact::MessageJson;
+use crate::inbox::effects::HeldMessage;
 
 /// The message whose statements are running, shared by the side effects and the table.
-pub(super) type Current = Arc<Mutex<Option<Arc<MessageJson>>>>;
+pub(super) type Current = Arc<Mutex<Option<Arc<HeldMessage>>>>;
 
 /// The table's name, as a mapping writes it.
 pub(super) const NAME: &str = "message_segments";
@@ -33,7 +36,7 @@ pub(super) fn register(conn: &Connection, current: Current) -> rusqlite::Result<
 }
 
 /// `current` holds `message` until the returned value is dropped.
-pub(super) fn holding(current: &Current, message: Option<Arc<MessageJson>>) -> Held<'_> {
+pub(super) fn holding(current: &Current, message: Option<Arc<HeldMessage>>) -> Held<'_> {
     if let Ok(mut c) = current.lock() {
         *c = message;
     }
@@ -183,7 +186,7 @@ unsafe impl<'vtab> VTab<'vtab> for SegmentsTab {
 /// The segments a cursor reads: the side effects' own message, or JSON it parsed.
 enum Rows {
     None,
-    Current(Arc<MessageJson>),
+    Current(Arc<HeldMessage>),
     Parsed(Vec<(Option<String>, String)>),
 }
 
@@ -191,15 +194,25 @@ impl Rows {
     fn tag(&self, k: usize) -> Option<&str> {
         match self {
             Rows::None => None,
-            Rows::Current(m) => m.segments.get(k).map(|(tag, _)| tag.as_str()),
+            Rows::Current(m) => m.tag(k),
             Rows::Parsed(p) => p.get(k).and_then(|(tag, _)| tag.as_deref()),
+        }
+    }
+
+    fn tag_is(&self, k: usize, name: &[u8]) -> bool {
+        match self {
+            Rows::None => false,
+            Rows::Current(m) => m.tag(k).is_some_and(|t| t.as_bytes() == name),
+            Rows::Parsed(p) => p
+                .get(k)
+                .is_some_and(|(tag, _)| tag.as_deref().map(str::as_bytes) == Some(name)),
         }
     }
 
     fn segment(&self, k: usize) -> Option<&str> {
         match self {
             Rows::None => None,
-            Rows::Current(m) => m.segments.get(k).and_then(|(_, at)| m.text.get(at.clone())),
+            Rows::Current(m) => m.segment(k),
             Rows::Parsed(p) => p.get(k).map(|(_, json)| json.as_str()),
         }
     }
@@ -207,7 +220,7 @@ impl Rows {
     fn len(&self) -> usize {
         match self {
             Rows::None => 0,
-            Rows::Current(m) => m.segments.len(),
+            Rows::Current(m) => m.len(),
             Rows::Parsed(p) => p.len(),
         }
     }
@@ -265,10 +278,7 @@ unsafe impl VTabCursor for SegmentsCursor {
         let mut next = 1;
         let tag = if plan & WITH_TAG != 0 {
             next += 1;
-            match args.get::<Value>(1) {
-                Ok(Value::Text(t)) => Some(t),
-                _ => None,
-            }
+            args.get::<Wanted>(1).ok().and_then(|w| w.0)
         } else {
             None
         };
@@ -307,12 +317,16 @@ unsafe impl VTabCursor for SegmentsCursor {
         } else {
             high as usize + 1
         };
-        self.picked = (from..to.max(from))
-            .filter(|&k| {
-                tag.as_deref()
-                    .is_none_or(|want| rows.tag(k).is_some_and(|t| t == want))
-            })
-            .collect();
+        match (rows, &tag) {
+            // The held message finds a tag's segments in its index.
+            (Rows::Current(m), Some(want)) => {
+                m.positions_of(want.name(), from, to, &mut self.picked)
+            }
+            _ => self.picked.extend(
+                (from..to.max(from))
+                    .filter(|&k| tag.as_ref().is_none_or(|want| rows.tag_is(k, want.name()))),
+            ),
+        }
         Ok(())
     }
 
@@ -345,7 +359,7 @@ unsafe impl VTabCursor for SegmentsCursor {
 thread_local! {
     /// The held message for [`IsHeld`], which SQLite's value alone reaches: set by `filter`
     /// around that one read, on the connection's thread, and emptied after it.
-    static COMPARED: std::cell::RefCell<Option<Arc<MessageJson>>> =
+    static COMPARED: std::cell::RefCell<Option<Arc<HeldMessage>>> =
         const { std::cell::RefCell::new(None) };
 }
 
@@ -353,7 +367,7 @@ thread_local! {
 struct Compared;
 
 impl Compared {
-    fn with(message: Option<Arc<MessageJson>>) -> Compared {
+    fn with(message: Option<Arc<HeldMessage>>) -> Compared {
         COMPARED.with(|c| *c.borrow_mut() = message);
         Compared
     }
@@ -362,6 +376,39 @@ impl Compared {
 impl Drop for Compared {
     fn drop(&mut self) {
         COMPARED.with(|c| *c.borrow_mut() = None);
+    }
+}
+
+/// The tag a lookup wants, read without copying it into a `String` (a sixth of a lookup's
+/// time): text of one to three bytes; any other text or value picks no segments by tag, SQLite
+/// then checking each row itself.
+struct Wanted(Option<WantedTag>);
+
+struct WantedTag {
+    bytes: [u8; 3],
+    len: usize,
+}
+
+impl WantedTag {
+    fn name(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
+impl rusqlite::types::FromSql for Wanted {
+    fn column_result(value: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
+        let rusqlite::types::ValueRef::Text(text) = value else {
+            return Ok(Wanted(None));
+        };
+        let mut bytes = [0; 3];
+        match bytes.get_mut(..text.len()) {
+            Some(b) if !text.is_empty() => b.copy_from_slice(text),
+            _ => return Ok(Wanted(None)),
+        }
+        Ok(Wanted(Some(WantedTag {
+            bytes,
+            len: text.len(),
+        })))
     }
 }
 
@@ -376,7 +423,7 @@ impl rusqlite::types::FromSql for IsHeld {
         Ok(IsHeld(COMPARED.with(|c| {
             c.borrow()
                 .as_ref()
-                .is_some_and(|m| m.text.as_bytes() == text)
+                .is_some_and(|m| m.argument().as_bytes() == text)
         })))
     }
 }
@@ -415,10 +462,22 @@ mod tests {
         DTM+137:20240315:102'LIN+1++4000862141404:SRS'QTY+47:5:PCE'MOA+203:10'\
         LIN:1:1+2++4000862141405:SRS'QTY+47:7:PCE'UNS+S'MOA+77:17'UNT+11+1'UNZ+1+REF'";
 
-    fn message() -> Arc<MessageJson> {
+    /// The message held as its JSON, and as its segments alone; each with what `:message`
+    /// binds for it.
+    fn forms() -> [(Arc<HeldMessage>, String); 2] {
         let i = interchanges(INVOIC).next().unwrap().unwrap();
-        let m = &i.messages[0];
-        Arc::new(message_segments(&i, m).unwrap().to_json())
+        let read = message_segments(&i, &i.messages[0]).unwrap();
+        let json = Arc::new(HeldMessage::json(read.to_json()));
+        let segments = Arc::new(HeldMessage::segments(read.to_held()));
+        [json, segments].map(|m| {
+            let argument = m.argument().to_string();
+            (m, argument)
+        })
+    }
+
+    /// The message's JSON.
+    fn text() -> String {
+        forms()[0].1.clone()
     }
 
     fn conn(current: &Current) -> Connection {
@@ -443,24 +502,37 @@ mod tests {
     fn it_gives_what_json_each_gives_served_or_parsed() {
         let current = Current::default();
         let conn = conn(&current);
-        let m = message();
+        let text = text();
         let want = rows(
             &conn,
             "SELECT key, CASE json_type(value, '$[0]') WHEN 'array' THEN value ->> '$[0][0]'
                     ELSE value ->> 0 END, value FROM json_each(?1)",
-            &m.text,
+            &text,
         );
         assert_eq!(want.len(), 11);
         let all = "SELECT n, tag, segment FROM message_segments(?1)";
-        let parsed = rows(&conn, all, &m.text);
+        let parsed = rows(&conn, all, &text);
         assert_eq!(parsed, want, "parsed");
-        let _held = holding(&current, Some(m.clone()));
-        let served = rows(&conn, all, &m.text);
-        assert_eq!(served, want, "served");
+        for (k, (m, argument)) in forms().into_iter().enumerate() {
+            let _held = holding(&current, Some(m));
+            let served = rows(&conn, all, &argument);
+            assert_eq!(served, want, "served, form {k}");
+            // The JSON given while the segments alone are held: parsed, the same rows.
+            assert_eq!(rows(&conn, all, &text), want, "form {k}, the JSON given");
+        }
+        // Held as its segments alone, the argument that stands for it is nothing once the
+        // message is no longer held.
+        let argument = forms()[1].1.clone();
+        let e = conn
+            .query_row(all, [&argument], |r| r.get::<_, i64>(0))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not a message's JSON"), "{e}");
+        let _held = holding(&current, Some(forms()[1].0.clone()));
         let lines = rows(
             &conn,
             "SELECT n, tag, segment FROM message_segments(?1) WHERE tag = 'LIN' ORDER BY n",
-            &m.text,
+            &argument,
         );
         assert_eq!(
             lines,
@@ -492,16 +564,21 @@ mod tests {
     /// What a mapping reads with it: the total after UNS, each line's quantity.
     #[test]
     fn a_mapping_reads_the_total_after_uns_and_each_lines_quantity() {
-        let current = Current::default();
-        let conn = conn(&current);
-        let m = message();
-        let _held = holding(&current, Some(m.clone()));
+        for (m, argument) in forms() {
+            let current = Current::default();
+            let conn = conn(&current);
+            let _held = holding(&current, Some(m));
+            reads_the_total_and_quantities(&conn, &argument);
+        }
+    }
+
+    fn reads_the_total_and_quantities(conn: &Connection, argument: &str) {
         let total: String = conn
             .query_row(
                 "SELECT segment -> 1 ->> 1 FROM message_segments(?1)
                  WHERE tag = 'MOA' AND segment -> 1 ->> 0 = '77'
                    AND n > (SELECT n FROM message_segments(?1) WHERE tag = 'UNS')",
-                [&m.text],
+                [argument],
                 |r| r.get(0),
             )
             .unwrap();
@@ -516,7 +593,7 @@ mod tests {
                  WHERE l.tag = 'LIN' ORDER BY l.n",
             )
             .unwrap()
-            .query_map([&m.text], |r| Ok((r.get(0)?, r.get(1)?)))
+            .query_map([argument], |r| Ok((r.get(0)?, r.get(1)?)))
             .unwrap()
             .collect::<Result<_, _>>()
             .unwrap();
@@ -530,17 +607,23 @@ mod tests {
     /// comparison, the rows are those of the same query over a table of the same rows.
     #[test]
     fn bounds_and_tags_give_what_sqlite_would() {
-        let current = Current::default();
-        let conn = conn(&current);
-        let m = message();
-        let _held = holding(&current, Some(m.clone()));
+        for (m, argument) in forms() {
+            let current = Current::default();
+            let conn = conn(&current);
+            let _held = holding(&current, Some(m));
+            gives_what_sqlite_would(&conn, &argument);
+        }
+    }
+
+    fn gives_what_sqlite_would(conn: &Connection, argument: &str) {
+        let text = text();
         // The same rows in a table of the same declared types (so the same affinities).
         conn.execute_batch("CREATE TEMP TABLE each (n INTEGER, tag TEXT, segment TEXT)")
             .unwrap();
         conn.execute(
             "INSERT INTO each SELECT key, CASE json_type(value, '$[0]') WHEN 'array'
                  THEN value ->> '$[0][0]' ELSE value ->> 0 END, value FROM json_each(?1)",
-            [&m.text],
+            [&text],
         )
         .unwrap();
         let each = "(SELECT *, ?1 AS unused FROM each)";
@@ -559,18 +642,22 @@ mod tests {
             "tag = 'QTY' AND n > 4",
             "tag IN ('LIN', 'UNS')",
             "tag = 1",
+            "tag = ''",
+            "tag = 'LI'",
+            "tag = 'LINX'",
+            "tag = 'LIN '",
         ] {
             let ours = rows(
-                &conn,
+                conn,
                 &format!(
                     "SELECT n, tag, segment FROM message_segments(?1) WHERE {filter} ORDER BY n"
                 ),
-                &m.text,
+                argument,
             );
             let want = rows(
-                &conn,
+                conn,
                 &format!("SELECT n, tag, segment FROM {each} WHERE {filter} ORDER BY n"),
-                &m.text,
+                argument,
             );
             assert_eq!(ours, want, "{filter}");
         }
