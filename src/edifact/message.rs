@@ -871,8 +871,6 @@ mod tests {
         i
     }
 
-    /// Each message of `data` as JSON.
-    #[cfg(feature = "cli")]
     /// Each segment written one by one from the held copy is the text the whole message's JSON
     /// gives it, and nothing past the last.
     fn assert_held_gives_the_same(read: &MessageSegments<'_>, direct: &MessageJson) {
@@ -896,6 +894,8 @@ mod tests {
         assert_eq!(held.json(held.len()), None);
     }
 
+    /// Each message of `data` as JSON.
+    #[cfg(feature = "cli")]
     fn json(data: &[u8]) -> Vec<String> {
         let i = one(data);
         i.messages

@@ -186,12 +186,23 @@ impl Statement {
             let Some(call) = sql.trim_end().strip_suffix('(') else {
                 return false;
             };
-            let call = call.trim_end().as_bytes();
+            // A line comment ending in `message_segments(` is no call: a line holding `--` at
+            // all counts as reading the message whole (a `--` in a string too, which only
+            // costs the JSON).
+            let call = call.trim_end();
+            if call
+                .rsplit('\n')
+                .next()
+                .is_some_and(|line| line.contains("--"))
+            {
+                return false;
+            }
+            let call = call.as_bytes();
             call.len() >= NAME.len()
                 && call[call.len() - NAME.len()..].eq_ignore_ascii_case(NAME)
-                && call[..call.len() - NAME.len()]
-                    .last()
-                    .is_none_or(|&b| !(b.is_ascii_alphanumeric() || b"_.\"$`]".contains(&b)))
+                && call[..call.len() - NAME.len()].last().is_none_or(|&b| {
+                    !(b.is_ascii_alphanumeric() || !b.is_ascii() || b"_.\"$`]".contains(&b))
+                })
         };
         let closes = |after: Option<&Piece>| matches!(after, Some(Piece::Sql(sql)) if sql.trim_start().starts_with(')'));
         self.pieces.iter().enumerate().all(|(k, piece)| {
@@ -827,6 +838,17 @@ mod tests {
         ));
         assert!(!only(
             "INSERT INTO t SELECT n FROM message_segments(/* here */ :message)"
+        ));
+        // A line comment that ends as the call would: the message is a value here.
+        assert!(!only(
+            "INSERT INTO t (body) VALUES ( -- keep it, not message_segments(\n :message)"
+        ));
+        assert!(!only(
+            "INSERT INTO t SELECT n FROM émessage_segments(:message)"
+        ));
+        // A comment on an earlier line is no matter.
+        assert!(only(
+            "INSERT INTO t -- the BGM\nSELECT n FROM message_segments(:message) WHERE tag = 'BGM'"
         ));
     }
 

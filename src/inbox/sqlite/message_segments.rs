@@ -318,7 +318,7 @@ unsafe impl VTabCursor for SegmentsCursor {
             high as usize + 1
         };
         match (rows, &tag) {
-            // The held message finds a tag's segments in its index.
+            // The held message compares its segments' tags as bytes.
             (Rows::Current(m), Some(want)) => {
                 m.positions_of(want.name(), from, to, &mut self.picked)
             }
