@@ -246,6 +246,12 @@ pub struct Mapping {
     pub statements: Vec<Statement>,
     /// The SHA-256 of the file's bytes, in lower-case hex.
     pub sha256: String,
+    /// Whether a statement uses `:message`: its JSON or segments are made only then.
+    pub uses_message: bool,
+    /// Whether every statement reads `:message` only as `message_segments(:message)`
+    /// ([`Statement::reads_message_only_by_segments`]). Both are known once, at load: the side
+    /// effects ask for every message.
+    pub message_only_by_segments: bool,
 }
 
 /// One of the operator's migrations, `migrations/NNNN_name.sql`.
@@ -665,6 +671,12 @@ fn mapping(
     }
     Ok(Mapping {
         file: file.to_string(),
+        uses_message: statements
+            .iter()
+            .any(|s| s.params().any(|p| p == Param::Message)),
+        message_only_by_segments: statements
+            .iter()
+            .all(Statement::reads_message_only_by_segments),
         statements,
         sha256: sha256_hex(bytes),
     })

@@ -290,12 +290,8 @@ impl<'a> MessageScope<'a> {
         let id = *ids.get(n).ok_or_else(|| {
             InboxError::Backend(format!("message {} has no row", message.reference).into())
         })?;
-        let held = if uses_message(&mapping.statements) {
-            let by_segments = segments_served
-                && mapping
-                    .statements
-                    .iter()
-                    .all(|s| s.reads_message_only_by_segments());
+        let held = if mapping.uses_message {
+            let by_segments = segments_served && mapping.message_only_by_segments;
             Some(std::sync::Arc::new(
                 scope.held_message(message, by_segments)?,
             ))
@@ -341,13 +337,6 @@ pub fn read_again(raw: &[u8], id: i64) -> Result<Interchange<'_>, InboxError> {
             format!("stored interchange {id} holds no interchange").into(),
         )),
     }
-}
-
-/// True where a statement of `mapping` uses `:message` (its JSON is made only then).
-pub fn uses_message(statements: &[crate::effects::Statement]) -> bool {
-    statements
-        .iter()
-        .any(|s| s.params().any(|p| p == Param::Message))
 }
 
 #[cfg(test)]
