@@ -228,7 +228,7 @@ fn try_file(
         Err(status) => return Ok(status),
     };
     let shown = crate::walk::display(&args.file);
-    let items: Vec<_> = intake::prepare::interchanges(&bytes, None).collect();
+    let items: Vec<_> = intake::prepare::interchanges(&bytes, None, None).collect();
     let parsed = [Parsed {
         source: Source::File(shown),
         bytes: &bytes,

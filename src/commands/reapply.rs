@@ -73,7 +73,7 @@ pub fn run(
             .map(|k| Parsed {
                 source: Source::File(k.source_file.clone()),
                 bytes: &k.raw,
-                items: intake::prepare::interchanges(&k.raw, None).collect(),
+                items: intake::prepare::interchanges(&k.raw, None, None).collect(),
                 sha256: None,
                 source_path: None,
             })

@@ -537,6 +537,14 @@ impl HeldSegments {
         self.segments.len()
     }
 
+    /// About how many bytes of memory it holds, before any segment is written as JSON.
+    pub fn size(&self) -> usize {
+        self.bytes.len()
+            + self.segments.len()
+                * (std::mem::size_of::<HeldSegment>()
+                    + std::mem::size_of::<std::sync::OnceLock<String>>())
+    }
+
     /// Never: a message has at least its UNH and UNT.
     pub fn is_empty(&self) -> bool {
         self.segments.is_empty()

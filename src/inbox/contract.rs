@@ -115,6 +115,7 @@ fn decide(inbox: &mut dyn Inbox, i: &Interchange<'_>, file: &str) -> Decision {
     let c = Candidate {
         interchange: i,
         compressed: None,
+        held: &[],
         source_file: file,
         source_path: None,
         received_at: "2026-01-01T00:00:00.000Z",

@@ -113,6 +113,55 @@ enum HeldForm {
     Segments(edifact::HeldSegments),
 }
 
+/// The messages of a new interchange held ahead, on a reading thread, for the side effects that
+/// read them only through SQLite's `message_segments`: reading a message's segments again was
+/// a fifth of what such a mapping cost the deciding thread, which the whole run waits on, while
+/// the reading threads had time to spare (BENCHMARKS.md, issue 39).
+#[derive(Debug, Clone)]
+pub struct HoldAhead {
+    effects: std::sync::Arc<crate::effects::Effects>,
+}
+
+/// Each message of an interchange (by position) held ahead, or `None`: empty where none is.
+pub type HeldAhead = Vec<Option<std::sync::Arc<HeldMessage>>>;
+
+impl HoldAhead {
+    /// What a reading thread holds for `effects`, where one of its mappings reads `:message`
+    /// only through `message_segments`; `None` where none does.
+    pub fn of(effects: std::sync::Arc<crate::effects::Effects>) -> Option<HoldAhead> {
+        effects
+            .by_type
+            .values()
+            .any(holds_ahead)
+            .then_some(HoldAhead { effects })
+    }
+
+    /// `interchange`'s messages whose mapping reads them only through `message_segments`, held
+    /// as their segments. A message that cannot be read so is left to the deciding thread, which
+    /// reads it again and says why.
+    pub fn hold(&self, interchange: &Interchange<'_>) -> HeldAhead {
+        let held: HeldAhead = interchange
+            .messages
+            .iter()
+            .map(|m| {
+                self.effects
+                    .for_message(&m.message_type, &m.version, &m.release)
+                    .filter(|mapping| holds_ahead(mapping))
+                    .and_then(|_| edifact::message_segments(interchange, m).ok())
+                    .map(|read| std::sync::Arc::new(HeldMessage::segments(read.to_held())))
+            })
+            .collect();
+        if held.iter().all(Option::is_none) {
+            return Vec::new();
+        }
+        held
+    }
+}
+
+fn holds_ahead(mapping: &crate::effects::Mapping) -> bool {
+    mapping.uses_message && mapping.message_only_by_segments
+}
+
 /// What `:message` binds for a message held as its segments alone: a statement sees it only as
 /// `message_segments`' argument, which tells it from a message's JSON (never a bare string).
 pub const HELD_ARGUMENT: &str = "edi-inbox: the message held for message_segments";
@@ -130,6 +179,23 @@ impl HeldMessage {
 
     fn of(form: HeldForm) -> HeldMessage {
         HeldMessage { form }
+    }
+
+    /// True where it is held as its segments alone (`:message` binding [`HELD_ARGUMENT`]).
+    pub fn is_segments(&self) -> bool {
+        matches!(self.form, HeldForm::Segments(_))
+    }
+
+    /// About how many bytes of memory it holds.
+    pub fn size(&self) -> usize {
+        match &self.form {
+            HeldForm::Json(j) => {
+                j.text.len()
+                    + j.segments.len()
+                        * std::mem::size_of::<(edifact::Tag, std::ops::Range<usize>)>()
+            }
+            HeldForm::Segments(s) => s.size(),
+        }
     }
 
     /// How many segments it has.
@@ -202,6 +268,8 @@ pub struct Scope<'a> {
     pub received_at: &'a str,
     /// True where `reapply --applied` runs the side effects again over history.
     pub reapply: bool,
+    /// Its messages held ahead ([`HoldAhead`]), by position; empty where none was.
+    pub held: &'a [Option<std::sync::Arc<HeldMessage>>],
 }
 
 impl Scope<'_> {
@@ -292,9 +360,13 @@ impl<'a> MessageScope<'a> {
         })?;
         let held = if mapping.uses_message {
             let by_segments = segments_served && mapping.message_only_by_segments;
-            Some(std::sync::Arc::new(
-                scope.held_message(message, by_segments)?,
-            ))
+            match scope.held.get(n) {
+                // Held ahead in the only form a reading thread holds.
+                Some(Some(ahead)) if by_segments && ahead.is_segments() => Some(ahead.clone()),
+                _ => Some(std::sync::Arc::new(
+                    scope.held_message(message, by_segments)?,
+                )),
+            }
         } else {
             None
         };
@@ -346,6 +418,22 @@ mod tests {
     const INVOIC: &[u8] = b"UNB+UNOC:3+S+R+240101:1200+REF'UNH+1+INVOIC:D:96A:UN'BGM+380+INV1+9'\
         UNT+3+1'UNZ+1+REF'";
 
+    /// The scope of interchange 1 read from `i`, its messages held ahead as `held` says.
+    fn scope<'a>(
+        i: &'a Interchange<'a>,
+        held: &'a [Option<std::sync::Arc<HeldMessage>>],
+    ) -> Scope<'a> {
+        Scope {
+            interchange: i,
+            interchange_id: 1,
+            sha256: "",
+            source: "",
+            received_at: "",
+            reapply: false,
+            held,
+        }
+    }
+
     /// `:message` as a mapping of `sql` binds it, where the backend's `message_segments` serves
     /// held segments (`served`) or not.
     fn bound(sql: &str, served: bool) -> Option<String> {
@@ -357,14 +445,7 @@ mod tests {
             .next()
             .expect("an interchange")
             .expect("read");
-        let scope = Scope {
-            interchange: &i,
-            interchange_id: 1,
-            sha256: "",
-            source: "",
-            received_at: "",
-            reapply: false,
-        };
+        let scope = scope(&i, &[]);
         let ms = MessageScope::of(&scope, 0, &i.messages[0], &[7], mapping, served).unwrap();
         assert_eq!(ms.id, 7);
         match scope.value(Param::Message, Some(&ms)) {
@@ -385,5 +466,70 @@ mod tests {
         let both = format!("{by_segments}; SELECT :message -> 1");
         assert_eq!(bound(&both, true).as_deref(), Some(json));
         assert_eq!(bound("SELECT :sender", true), None);
+    }
+
+    /// Effects of `files` (name, SQL) in a temporary folder.
+    fn effects(files: &[(&str, &str)]) -> std::sync::Arc<crate::effects::Effects> {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        for (name, sql) in files {
+            std::fs::write(dir.path().join(name), sql).expect("a file");
+        }
+        std::sync::Arc::new(crate::effects::Effects::load(dir.path()).expect("the mapping"))
+    }
+
+    /// A reading thread holds a message only where its mapping reads `:message` only through
+    /// `message_segments`: the same segments the deciding thread would hold, and what
+    /// `MessageScope::of` then uses instead of reading them again.
+    #[test]
+    fn messages_are_held_ahead_only_for_a_mapping_by_segments() {
+        let by_segments = "SELECT segment FROM message_segments(:message) WHERE tag = 'BGM'";
+        assert!(HoldAhead::of(effects(&[("INVOIC.sql", "SELECT :sender")])).is_none());
+        assert!(HoldAhead::of(effects(&[("INVOIC.sql", "SELECT :message -> 1")])).is_none());
+        let both = format!("{by_segments}; SELECT :message -> 1");
+        assert!(HoldAhead::of(effects(&[("INVOIC.sql", &both)])).is_none());
+
+        let fx = effects(&[("INVOIC.sql", by_segments)]);
+        let hold = HoldAhead::of(fx.clone()).expect("a mapping by segments");
+        let text = b"UNB+UNOC:3+S+R+240101:1200+REF'UNH+1+ORDERS:D:96A:UN'BGM+220+PO1+9'UNT+3+1'\
+            UNH+2+INVOIC:D:96A:UN'BGM+380+INV1+9'DTM+137:20240101:102'UNT+4+2'UNZ+2+REF'";
+        let i = crate::envelopes::interchanges(text)
+            .next()
+            .expect("an interchange")
+            .expect("read");
+        let held = hold.hold(&i);
+        assert_eq!(held.len(), 2);
+        assert!(held[0].is_none(), "ORDERS has no mapping");
+        let ahead = held[1].as_ref().expect("the INVOIC held");
+        let own = i.messages[1].clone();
+        let direct = edifact::message_segments(&i, &own).expect("its segments");
+        assert!(ahead.is_segments());
+        assert_eq!(ahead.len(), direct.len());
+        for k in 0..direct.len() {
+            let want = direct.to_held();
+            assert_eq!(ahead.segment(k), want.json(k), "segment {k}");
+            assert_eq!(ahead.tag(k), want.tag(k).map(|t| t.as_str()), "segment {k}");
+        }
+        assert!(ahead.size() > direct.len());
+
+        let scope = scope(&i, &held);
+        let mapping = &fx.by_type["INVOIC"];
+        let ms = MessageScope::of(&scope, 1, &i.messages[1], &[3, 4], mapping, true).unwrap();
+        let used = ms.held.expect("held");
+        assert!(
+            std::sync::Arc::ptr_eq(&used, ahead),
+            "the message held ahead is used"
+        );
+        // A backend whose table reads the JSON (PostgreSQL) writes it, whatever was held.
+        let ms = MessageScope::of(&scope, 1, &i.messages[1], &[3, 4], mapping, false).unwrap();
+        assert!(!ms.held.expect("held").is_segments());
+
+        // None held: an interchange without a mapped message.
+        let orders = crate::envelopes::interchanges(
+            b"UNB+UNOC:3+S+R+240101:1200+R2'UNH+1+ORDERS:D:96A:UN'UNT+2+1'UNZ+1+R2'",
+        )
+        .next()
+        .expect("an interchange")
+        .expect("read");
+        assert!(hold.hold(&orders).is_empty());
     }
 }

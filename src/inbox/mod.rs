@@ -637,6 +637,14 @@ pub trait SideEffects {
         when: &str,
     ) -> Result<effects::Installation, InboxError>;
 
+    /// What the threads that read ahead may hold of a new interchange's messages for the
+    /// installed side effects (handed over as [`Candidate::held`]); `None` where nothing would
+    /// be used (no side effects, none reading `:message` only through `message_segments`, or a
+    /// backend whose `message_segments` reads the JSON).
+    fn hold_ahead(&self) -> Option<effects::HoldAhead> {
+        None
+    }
+
     /// What each statement did since the last call, where the settings asked for a trace.
     fn take_trace(&mut self) -> Vec<effects::Traced>;
 
@@ -771,6 +779,8 @@ pub struct Candidate<'a> {
     /// Its bytes as [`compress`] gives them, where already made; otherwise they are compressed
     /// when it turns out to be new.
     pub compressed: Option<&'a [u8]>,
+    /// Its messages held ahead for the side effects, by position; empty where none was.
+    pub held: &'a [Option<std::sync::Arc<effects::HeldMessage>>],
     pub source_file: &'a str,
     /// The absolute path of the file it was read from; `None` for a broker's delivery or a
     /// request.

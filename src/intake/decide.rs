@@ -101,9 +101,10 @@ fn decide_once(
     let candidates: Vec<Candidate<'_>> = inputs
         .iter()
         .flat_map(|p| {
-            p.items.iter().flatten().map(|(i, c)| Candidate {
+            p.items.iter().flatten().map(|(i, ahead)| Candidate {
                 interchange: i,
-                compressed: c.as_deref(),
+                compressed: ahead.compressed.as_deref(),
+                held: &ahead.held,
                 source_file: p.source.name(),
                 source_path: p.source_path,
                 received_at: when,

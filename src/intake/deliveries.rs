@@ -66,7 +66,7 @@ pub struct Delivered<'a> {
 impl<'a> Delivered<'a> {
     /// Reads the delivery's interchanges now, on the deciding thread.
     pub fn parse(incoming: Incoming<'a>) -> Delivered<'a> {
-        let items: Vec<Attached<'a>> = prepare::interchanges(incoming.bytes, None).collect();
+        let items: Vec<Attached<'a>> = prepare::interchanges(incoming.bytes, None, None).collect();
         let sha256 = prepare::hash_if_rejected(incoming.bytes, &items);
         Delivered {
             incoming,

@@ -166,6 +166,69 @@ per_backend! {
 }
 
 per_backend! {
+    /// Each message's `:message_id` is its own row's and `:message` its own segments, in an
+    /// interchange of more messages than a statement writes at once (eight), with a type
+    /// without a mapping among them, and in one of fewer: on SQLite both are read ahead by the
+    /// reading threads (the mapping reads `:message` only through `message_segments`) and the
+    /// ids taken as the rows are written.
+    fn each_message_gets_its_own_row_and_segments(site) {
+        let fx = mapping(
+            &site,
+            "fx",
+            &[
+                (
+                    "migrations/0001_seen.sql",
+                    "CREATE TABLE seen (message_id BIGINT, message_ref TEXT, invoice_no TEXT);",
+                ),
+                (
+                    "INVOIC.sql",
+                    "INSERT INTO seen SELECT :message_id, :message_ref,
+                         (SELECT segment -> 2 ->> 0 FROM message_segments(:message) WHERE tag = 'BGM');",
+                ),
+            ],
+        );
+        let mut many = String::from("UNB+UNOC:3+S1:14+R1:14+240315:1030+MANY'");
+        for n in 1..=12 {
+            if n == 5 {
+                many.push_str("UNH+5+ORDERS:D:96A:UN'BGM+220+PO5+9'UNT+3+5'");
+            } else {
+                many.push_str(&format!(
+                    "UNH+{n}+INVOIC:D:96A:UN'BGM+380+N{n}+9'DTM+137:20240316:102'UNT+4+{n}'"
+                ));
+            }
+        }
+        many.push_str("UNZ+12+MANY'");
+        site.put("many.edi", many.as_bytes());
+        site.put("few.edi", &invoices("FEW", &["F1", "F2", "F3"]));
+        let run = site.ingest_json(&["--effects", fx.to_str().unwrap()]);
+        run.code(0);
+        let got = texts(
+            &site,
+            "SELECT i.control_ref, m.position, m.reference, s.invoice_no
+             FROM seen s JOIN messages m ON m.id = s.message_id
+             JOIN interchanges i ON i.id = m.interchange_id
+             ORDER BY i.control_ref, m.position",
+        );
+        let mut want: Vec<Vec<String>> = (1..=3)
+            .map(|n| vec!["FEW".into(), n.to_string(), n.to_string(), format!("F{n}")])
+            .collect();
+        want.extend((1..=12).filter(|n| *n != 5).map(|n| {
+            vec!["MANY".into(), n.to_string(), n.to_string(), format!("N{n}")]
+        }));
+        assert_eq!(got, want, "{run}");
+        // And each row's :message_ref is that message's own.
+        assert_eq!(
+            count(
+                &site,
+                "SELECT count(*) FROM seen s JOIN messages m ON m.id = s.message_id
+                 WHERE m.reference = s.message_ref AND m.message_type = 'INVOIC'"
+            ),
+            14
+        );
+    }
+}
+
+per_backend! {
     /// The same files again and a drifted copy: no statement runs (a table counts every call),
     /// no new rows; only a new interchange runs them.
     fn duplicates_and_drift_run_no_statement(site) {

@@ -7,6 +7,7 @@
 use anyhow::Context as _;
 
 use crate::consume::{Delivery, Unreadable};
+use crate::inbox::effects::HoldAhead;
 use crate::inbox::{Inbox, KeyProbe};
 use crate::intake::{self, AckPolicy, Delivered, Detached, Outcome};
 use crate::publish::{DeadLetter, Rejected};
@@ -33,6 +34,7 @@ pub(super) fn prepare(
     deliveries: Vec<Delivery>,
     unreadable: impl Fn(u64) -> Option<Unreadable>,
     probes: &mut Vec<Option<Box<dyn KeyProbe + Send>>>,
+    hold: Option<&HoldAhead>,
 ) -> Prepared {
     let unreadable: Vec<Option<Unreadable>> =
         deliveries.iter().map(|d| unreadable(d.tag)).collect();
@@ -41,7 +43,7 @@ pub(super) fn prepare(
         .zip(&unreadable)
         .map(|(d, u)| if u.is_some() { &[][..] } else { &d.body[..] })
         .collect();
-    let mut items = intake::prepare::in_parallel(&bodies, probes);
+    let mut items = intake::prepare::in_parallel(&bodies, probes, hold);
     for (items, u) in items.iter_mut().zip(&unreadable) {
         if u.is_some() {
             items.clear();
@@ -494,7 +496,7 @@ mod tests {
             .collect();
         let acks = no_contrl();
         let mut probes = vec![inbox.probe(), None];
-        let prepared = prepare(batch, |_| None, &mut probes);
+        let prepared = prepare(batch, |_| None, &mut probes, None);
         assert_eq!(probes.len(), 2, "the probes are given back");
         let committed = std::thread::scope(|s| {
             s.spawn(|| decide_and_commit(&mut *inbox, acks, Some("g"), prepared, None))
@@ -537,7 +539,7 @@ mod tests {
                 offset: Some(3),
             })
         };
-        let prepared = prepare(batch, unreadable, &mut probes);
+        let prepared = prepare(batch, unreadable, &mut probes, None);
         let Ok(committed) = decide_and_commit(&mut *inbox, acks, None, prepared, None) else {
             panic!("the batch was not committed");
         };

@@ -14,6 +14,7 @@ use serde::Serialize;
 use crate::cli::ConsumeArgs;
 use crate::consume::{self, Feed, Settle, Source};
 use crate::exit::ExitStatus;
+use crate::inbox::effects::HoldAhead;
 use crate::inbox::names::Counter;
 use crate::inbox::{Inbox, KeyProbe, Location};
 use crate::intake::{self, AckPolicy, Outcome};
@@ -68,6 +69,8 @@ struct Run<'a> {
     other_problems: usize,
     /// One look at the inbox's keys per preparing thread.
     probes: Vec<Option<Box<dyn KeyProbe + Send>>>,
+    /// What the preparing threads hold of new messages for the side effects.
+    hold: Option<HoldAhead>,
     /// How interchanges are answered, from `--contrl` and `--contrl-duplicates`.
     acks: AckPolicy,
     /// What the run keeps of the partitioned log it reads, once a feed has one.
@@ -147,6 +150,7 @@ pub fn run(
         probes: (0..std::thread::available_parallelism().map_or(1, |n| n.get().clamp(1, 4)))
             .map(|_| inbox.probe())
             .collect(),
+        hold: inbox.hold_ahead(),
     };
     inbox.start_run();
     // Not subscribed (the broker away, the queue or consumer gone): the loop subscribes again,
@@ -246,6 +250,7 @@ impl Service for Consumer<'_, '_> {
             deliveries,
             |tag| feed.unreadable(tag),
             &mut run.probes,
+            run.hold.as_ref(),
         ));
         while let Some(current) = next.take() {
             let ahead = !stop.load(Ordering::Relaxed) && started.elapsed() < PIPELINE_SPAN;
@@ -267,8 +272,14 @@ impl Service for Consumer<'_, '_> {
                 let fetched = ahead.then(|| feed.fetch(max, Duration::ZERO));
                 let fetched = fetched.map(|f| {
                     f.map(|d| {
-                        (!d.is_empty())
-                            .then(|| batch::prepare(d, |tag| feed.unreadable(tag), &mut run.probes))
+                        (!d.is_empty()).then(|| {
+                            batch::prepare(
+                                d,
+                                |tag| feed.unreadable(tag),
+                                &mut run.probes,
+                                run.hold.as_ref(),
+                            )
+                        })
                     })
                 });
                 if let Err(e) = run.wait_for(&mut **feed, &deciding) {

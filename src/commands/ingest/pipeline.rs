@@ -13,6 +13,7 @@ use super::budget::{Budget, CloseOnDrop, IN_FLIGHT_BYTES};
 use super::{Decided, Run};
 use crate::cli::IngestArgs;
 use crate::filing::{self, Claim, Claimed};
+use crate::inbox::effects::HoldAhead;
 use crate::inbox::{Inbox, KeyProbe};
 use crate::intake::{self, AckPolicy, Attached, Detached, Outcome, Parsed, Source};
 use crate::walk::{self, InputFile};
@@ -40,8 +41,10 @@ pub(super) fn read_and_decide(
     let budget = Budget::new(IN_FLIGHT_BYTES);
     // One look at the inbox per reader, made here: the inbox itself stays on this thread.
     let probes: Vec<_> = (0..readers).map(|_| inbox.probe()).collect();
+    let hold = inbox.hold_ahead();
     std::thread::scope(|scope| -> anyhow::Result<()> {
         let budget = &budget;
+        let hold = hold.as_ref();
         let mut channels = Vec::with_capacity(readers);
         for (k, probe) in probes.into_iter().enumerate() {
             let (tx, rx) = std::sync::mpsc::sync_channel::<(Prepared, usize)>(32);
@@ -49,7 +52,7 @@ pub(super) fn read_and_decide(
             scope.spawn(move || {
                 for (n, file) in inputs.iter().enumerate().skip(k).step_by(readers) {
                     let Some(prepared) =
-                        prepare_file(n, file, args, exclude, probe.as_deref(), budget)
+                        prepare_file(n, file, args, exclude, probe.as_deref(), hold, budget)
                     else {
                         break;
                     };
@@ -193,13 +196,14 @@ pub(super) enum Prepared {
     },
 }
 
-/// What a file read ahead holds in memory: its bytes, and each interchange compressed.
+/// What a file read ahead holds in memory: its bytes, and each interchange compressed (and its
+/// messages held).
 fn held_bytes(bytes: &[u8], items: &[Detached]) -> usize {
     bytes.len()
         + items
             .iter()
             .flatten()
-            .map(|(_, _, c)| c.as_ref().map_or(0, Vec::len))
+            .map(|(_, _, ahead)| ahead.size())
             .sum::<usize>()
 }
 
@@ -212,6 +216,7 @@ fn prepare_file(
     args: &IngestArgs,
     exclude: &walk::Exclusions,
     probe: Option<&(dyn KeyProbe + Send)>,
+    hold: Option<&HoldAhead>,
     budget: &Budget,
 ) -> Option<(Prepared, usize)> {
     let shown = walk::display(&file.path);
@@ -275,9 +280,11 @@ fn prepare_file(
             ));
         }
     };
-    // Room for the bytes and, at worst, as much again compressed; settled once known.
+    // Room for the bytes and, at worst, as much again compressed, and where its messages are
+    // held, their segments (a few times their bytes); settled once known.
     let len = claimed.identity.len as usize;
-    let taken = len.saturating_mul(2);
+    let holds = hold.is_some() && intake::prepare::holds_ahead(len);
+    let taken = len.saturating_mul(if holds { 6 } else { 2 });
     if !budget.admit(n, taken) {
         return None;
     }
@@ -305,7 +312,7 @@ fn prepare_file(
         }
     };
     crash_point!("after-read");
-    let items: Vec<_> = intake::prepare::interchanges(&bytes, probe)
+    let items: Vec<_> = intake::prepare::interchanges(&bytes, probe, hold)
         .map(intake::prepare::detach)
         .collect();
     let kept = held_bytes(&bytes, &items);

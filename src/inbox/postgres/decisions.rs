@@ -672,6 +672,7 @@ pub(super) fn write_new(
             source: batch[n].source_file,
             received_at: batch[n].received_at,
             reapply: false,
+            held: batch[n].held,
         };
         effects.run(client, &scope, &ids, &mut applied)?;
     }

@@ -272,6 +272,7 @@ impl SideEffects for PgInbox {
                 source: &source_file,
                 received_at: &received_at,
                 reapply: true,
+                held: &[],
             };
             for (n, m) in i.messages.iter().enumerate() {
                 let Some(mapping) = to_reapply(&fx.effects, filter, m, || {

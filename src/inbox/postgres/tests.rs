@@ -68,6 +68,7 @@ fn a_batchs_statements_are_prepared_once_per_session() {
             .map(|i| Candidate {
                 interchange: i,
                 compressed: None,
+                held: &[],
                 source_file: "f",
                 source_path: None,
                 received_at: "2026-01-01T00:00:00.000Z",

@@ -230,7 +230,10 @@ pub(super) fn decide(
         ])?;
     if inserted == 1 {
         crash_point!("after-key-insert");
-        write_interchange(conn, id, c, &sha, host)?;
+        // The messages' ids, for the side effects, as their rows are written.
+        let mut ids = Vec::new();
+        let wanted = effects.is_some_and(|fx| fx.runs_for(i));
+        write_interchange(conn, id, c, &sha, host, wanted.then_some(&mut ids))?;
         if let Some(effects) = effects {
             let scope = crate::inbox::effects::Scope {
                 interchange: i,
@@ -239,8 +242,9 @@ pub(super) fn decide(
                 source: source_file,
                 received_at,
                 reapply: false,
+                held: c.held,
             };
-            effects.run(conn, &scope)?;
+            effects.run(conn, &scope, &ids)?;
         }
         write_outbox(conn, id, i.standard, received_at)?;
         crash_point!("after-business-rows");
@@ -320,6 +324,7 @@ pub(super) fn write_interchange(
     c: &Candidate<'_>,
     sha: &str,
     host: &str,
+    mut ids: Option<&mut Vec<i64>>,
 ) -> Result<(), InboxError> {
     let (i, compressed) = (c.interchange, c.compressed);
     let u = &i.unb;
@@ -370,8 +375,11 @@ pub(super) fn write_interchange(
     ])?;
     // Eight rows a statement where there are eight: one statement per message was most of the
     // deciding thread's time, which is what the whole run waits on.
+    // Where the side effects want the rows' ids, each row is written alone and its id taken
+    // as it is: a query for them afterwards cost a new interchange with side effects more than
+    // all its message rows, and `RETURNING` (an ephemeral table a statement) as much again.
     let mut rest = i.messages.iter().enumerate();
-    if i.messages.len() >= MESSAGE_ROWS {
+    if ids.is_none() && i.messages.len() >= MESSAGE_ROWS {
         let mut eight = conn.prepare_cached(INSERT_EIGHT_MESSAGES)?;
         for _ in 0..i.messages.len() / MESSAGE_ROWS {
             for (k, (n, m)) in rest.by_ref().take(MESSAGE_ROWS).enumerate() {
@@ -381,9 +389,15 @@ pub(super) fn write_interchange(
         }
     }
     let mut one = conn.prepare_cached(INSERT_ONE_MESSAGE)?;
+    if let Some(ids) = ids.as_deref_mut() {
+        ids.clear();
+    }
     for (n, m) in rest {
         bind_message(&mut one, 0, id, n, m, i)?;
         one.raw_execute()?;
+        if let Some(ids) = ids.as_deref_mut() {
+            ids.push(conn.last_insert_rowid());
+        }
     }
     Ok(())
 }

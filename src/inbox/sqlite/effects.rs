@@ -17,8 +17,8 @@ use super::message_segments::{Current, holding};
 use super::migrations::{MIGRATIONS, Migration};
 use crate::effects::{Effects, Param, Statement};
 use crate::inbox::effects::{
-    EffectSettings, InstallMode, Installation, MessageScope, Scope, Trace, Traced, Value,
-    to_reapply,
+    EffectSettings, HoldAhead, InstallMode, Installation, MessageScope, Scope, Trace, Traced,
+    Value, to_reapply,
 };
 use crate::inbox::{InboxError, Reapplied, ReapplyBatch, ReapplyFilter, Refusal, SideEffects};
 
@@ -264,6 +264,11 @@ impl SideEffects for SqliteInbox {
         }
     }
 
+    // This backend's `message_segments` serves a message held as its segments.
+    fn hold_ahead(&self) -> Option<HoldAhead> {
+        HoldAhead::of(self.effects.as_ref()?.effects.clone())
+    }
+
     fn take_trace(&mut self) -> Vec<Traced> {
         Trace::take(self.effects.as_ref().and_then(|fx| fx.trace.as_ref()))
     }
@@ -386,37 +391,41 @@ fn setup_error(place: &str, e: rusqlite::Error, guard: &Guard) -> InboxError {
 }
 
 impl Installed {
-    /// Runs the side effects of a new interchange, whose rows are written: `_interchange.sql`,
+    /// Runs the side effects of a new interchange, whose rows are written (`ids`: its messages'
+    /// rows in order, as written where [`Installed::runs_for`] it): `_interchange.sql`,
     /// then each message's type's statements, each message's mapping recorded. A failure of
     /// the data is [`InboxError::EffectFailed`]; the caller rolls the interchange back.
-    pub(super) fn run(&self, conn: &Connection, scope: &Scope<'_>) -> Result<(), InboxError> {
+    pub(super) fn run(
+        &self,
+        conn: &Connection,
+        scope: &Scope<'_>,
+        ids: &[i64],
+    ) -> Result<(), InboxError> {
         if let Some(m) = &self.effects.interchange {
             for p in self.files.get(&m.file).into_iter().flatten() {
                 self.execute(conn, p, scope, None)?;
             }
         }
-        let i = scope.interchange;
-        let mut ids: Option<Vec<i64>> = None;
-        for (n, message) in i.messages.iter().enumerate() {
+        for (n, message) in scope.interchange.messages.iter().enumerate() {
             let Some(mapping) =
                 self.effects
                     .for_message(&message.message_type, &message.version, &message.release)
             else {
                 continue;
             };
-            let ids = match &mut ids {
-                Some(ids) => ids,
-                None => ids.insert(
-                    conn.prepare_cached(
-                        "SELECT id FROM messages WHERE interchange_id = ?1 ORDER BY position",
-                    )?
-                    .query_map([scope.interchange_id], |r| r.get(0))?
-                    .collect::<Result<Vec<i64>, _>>()?,
-                ),
-            };
             self.run_message(conn, scope, n, ids, mapping, scope.received_at)?;
         }
         Ok(())
+    }
+
+    /// True where a message of `interchange` has a mapping: [`Installed::run`] then needs its
+    /// messages' ids.
+    pub(super) fn runs_for(&self, interchange: &crate::edifact::Interchange<'_>) -> bool {
+        interchange.messages.iter().any(|m| {
+            self.effects
+                .for_message(&m.message_type, &m.version, &m.release)
+                .is_some()
+        })
     }
 
     /// The `n`th message's statements (of `mapping`), and the mapping it ran recorded.
@@ -598,6 +607,7 @@ impl SqliteInbox {
                 source: &s.source_file,
                 received_at: &s.received_at,
                 reapply: true,
+                held: &[],
             };
             for (n, m) in i.messages.iter().enumerate() {
                 let recorded = || {

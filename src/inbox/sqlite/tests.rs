@@ -20,6 +20,7 @@ impl SqliteInbox {
         let c = Candidate {
             interchange,
             compressed,
+            held: &[],
             source_file,
             source_path: None,
             received_at,
