@@ -47,25 +47,7 @@ paired() {
   done
   echo "$name, $files files: with/without effects median $(echo "$ratios" | median)"
 }
-minimal() { # backend -> a folder with the minimal mapping
-  local dir="$BENCH_DIR/effects-minimal-$1"
-  rm -rf "$dir"; mkdir -p "$dir/migrations"
-  echo "CREATE TABLE invoices_min (sender TEXT, invoice_no TEXT, message_id BIGINT);" \
-    >"$dir/migrations/0001_invoices_min.sql"
-  echo "INSERT INTO invoices_min VALUES (:sender, :message -> 1 -> 2 ->> 0, :message_id);" \
-    >"$dir/INVOIC.sql"
-  echo "$dir"
-}
-invoice() { # backend -> a folder with the example's invoice statement and a count of the calls
-  local dir="$BENCH_DIR/effects-invoice-$1"
-  rm -rf "$dir"; mkdir -p "$dir/migrations"
-  cp "examples/effects/$1/migrations/"* "$dir/migrations/"
-  echo "CREATE TABLE effect_calls (calls BIGINT NOT NULL); INSERT INTO effect_calls VALUES (0);" \
-    >"$dir/migrations/0002_effect_calls.sql"
-  awk '/^-- Its lines/ {exit} {print}' "examples/effects/$1/INVOIC.sql" >"$dir/INVOIC.sql"
-  echo "UPDATE effect_calls SET calls = calls + 1;" >>"$dir/INVOIC.sql"
-  echo "$dir"
-}
+. benches/scripts/effects-mappings.sh
 sqlite_db="$BENCH_DIR/effects-bench.db"
 fresh_sqlite() { rm -f "$sqlite_db" "$sqlite_db-wal" "$sqlite_db-shm"; echo "$sqlite_db"; }
 if [ -z "${SKIP_SQLITE:-}" ]; then

@@ -6,6 +6,9 @@
 # and without `sha2::sha256::compress256`, both printed.
 #
 #   benches/scripts/instructions.sh /tmp/old /tmp/new      (FILES=2000 by default)
+#
+# EFFECTS=DIR ingests with `--effects DIR` (issue 39). Each thread's count is printed too, the
+# deciding thread first: it is the one the run waits on.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . benches/scripts/corpus.sh
@@ -15,11 +18,19 @@ corpus=$(bench_corpus "$files")
 for bin in "$@"; do
   out="$BENCH_DIR/callgrind.$(basename "$bin").out"
   rm -f "$BENCH_DIR/instructions.db"*
-  valgrind --tool=callgrind --callgrind-out-file="$out" \
-    "$bin" --db "$BENCH_DIR/instructions.db" ingest -q "$corpus" >/dev/null 2>"$out.log" || true
-  total=$(callgrind_annotate "$out" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
-  sha=$(callgrind_annotate --inclusive=yes "$out" 2>/dev/null |
-    awk '/sha256.rs:sha2::sha256::compress256/ && !n++ {gsub(",", "", $1); print $1}')
-  printf '%s: %s instructions, %s without SHA-256 (%s files)\n' "$bin" "$total" "$((total - ${sha:-0}))" "$files"
+  rm -f "$out" "$out"-*
+  valgrind --tool=callgrind --separate-threads=yes --callgrind-out-file="$out" \
+    "$bin" --db "$BENCH_DIR/instructions.db" ingest -q ${EFFECTS:+--effects "$EFFECTS"} "$corpus" \
+    >/dev/null 2>"$out.log" || true
+  threads=$(ls "$out"-* | sort -t- -k2 -n)
+  total=0 sha=0 each=""
+  for t in $threads; do
+    n=$(awk '/^totals:/ {print $2}' "$t")
+    s=$(callgrind_annotate --inclusive=yes "$t" 2>/dev/null |
+      awk '/sha256.rs:sha2::sha256::compress256/ && !n++ {gsub(",", "", $1); print $1}')
+    total=$((total + n)) sha=$((sha + ${s:-0})) each="$each $n"
+  done
+  printf '%s: %s instructions, %s without SHA-256 (%s files); by thread:%s\n' \
+    "$bin" "$total" "$((total - sha))" "$files" "$each"
 done
 rm -f "$BENCH_DIR/instructions.db"*
