@@ -186,16 +186,18 @@ impl HeldMessage {
         matches!(self.form, HeldForm::Segments(_))
     }
 
-    /// About how many bytes of memory it holds.
+    /// About how many bytes of memory it holds, itself and its `Arc` included.
     pub fn size(&self) -> usize {
-        match &self.form {
-            HeldForm::Json(j) => {
-                j.text.len()
-                    + j.segments.len()
-                        * std::mem::size_of::<(edifact::Tag, std::ops::Range<usize>)>()
+        std::mem::size_of::<HeldMessage>()
+            + 2 * std::mem::size_of::<usize>()
+            + match &self.form {
+                HeldForm::Json(j) => {
+                    j.text.len()
+                        + j.segments.len()
+                            * std::mem::size_of::<(edifact::Tag, std::ops::Range<usize>)>()
+                }
+                HeldForm::Segments(s) => s.size(),
             }
-            HeldForm::Segments(s) => s.size(),
-        }
     }
 
     /// How many segments it has.
@@ -509,7 +511,8 @@ mod tests {
             assert_eq!(ahead.segment(k), want.json(k), "segment {k}");
             assert_eq!(ahead.tag(k), want.tag(k).map(|t| t.as_str()), "segment {k}");
         }
-        assert!(ahead.size() > direct.len());
+        // Its bytes (the message's but for its terminators) and each segment's place.
+        assert!(ahead.size() > own.span.len() + 3 * 16, "{}", ahead.size());
 
         let scope = scope(&i, &held);
         let mapping = &fx.by_type["INVOIC"];

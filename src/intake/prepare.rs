@@ -7,7 +7,7 @@
 use std::ops::Range;
 
 use crate::edifact::{EnvelopeError, Interchange};
-use crate::inbox::effects::{HeldAhead, HoldAhead};
+use crate::inbox::effects::{HeldAhead, HeldMessage, HoldAhead};
 use crate::inbox::{InterchangeKey, KeyProbe};
 
 /// What was made ahead for an interchange the inbox does not hold yet.
@@ -23,6 +23,7 @@ impl Ahead {
     /// About how many bytes of memory it holds.
     pub fn size(&self) -> usize {
         self.compressed.as_ref().map_or(0, Vec::len)
+            + self.held.len() * std::mem::size_of::<Option<std::sync::Arc<HeldMessage>>>()
             + self.held.iter().flatten().map(|h| h.size()).sum::<usize>()
     }
 }
@@ -56,6 +57,10 @@ pub fn holds_ahead(len: usize) -> bool {
     len <= HOLD_AHEAD_MAX_BYTES
 }
 
+/// The most bytes of inputs [`in_parallel`] holds the messages of, all inputs together: it
+/// has no read-ahead budget, and the next batch is prepared while one is decided.
+pub const HOLD_AHEAD_BATCH_MAX_BYTES: usize = 4 * HOLD_AHEAD_MAX_BYTES;
+
 /// The interchanges of `bytes`, each compressed unless `probe` says the inbox has its key, and
 /// then its messages held as `hold` asks (where `bytes` are few enough: [`holds_ahead`]).
 pub fn interchanges<'a, 'p>(
@@ -79,7 +84,8 @@ pub fn interchanges<'a, 'p>(
 }
 
 /// Prepares several inputs on a few threads, one per look at the inbox's keys in `probes`
-/// (given back, for the next batch): done on the deciding thread alone, it made `consume` 1.5x
+/// (given back, for the next batch), their messages held as `hold` asks where the inputs are
+/// few enough bytes ([`HOLD_AHEAD_BATCH_MAX_BYTES`]): done on the deciding thread alone, it made `consume` 1.5x
 /// to 1.7x the time of `ingest` on the same interchanges, whose readers prepare ahead. Each
 /// input's interchanges, in the inputs' order.
 pub fn in_parallel<'d>(
@@ -87,6 +93,8 @@ pub fn in_parallel<'d>(
     probes: &mut Vec<Option<Box<dyn KeyProbe + Send>>>,
     hold: Option<&HoldAhead>,
 ) -> Vec<Vec<Attached<'d>>> {
+    let all: usize = inputs.iter().map(|i| i.len()).sum();
+    let hold = hold.filter(|_| all <= HOLD_AHEAD_BATCH_MAX_BYTES);
     let per = inputs.len().div_ceil(probes.len().max(1)).max(1);
     let taken = std::mem::take(probes);
     let (items, given_back) = std::thread::scope(|scope| {
@@ -183,6 +191,25 @@ mod tests {
             .unwrap()
             .1;
         assert!(ahead.size() > ahead.compressed.as_ref().map_or(0, Vec::len));
+
+        // Several inputs at once: held while they are few enough bytes together.
+        let mut full = text.to_vec();
+        full.resize(HOLD_AHEAD_MAX_BYTES, b'\n');
+        let held_in_parallel = |n: usize| -> usize {
+            let inputs: Vec<&[u8]> = vec![&full[..]; n];
+            let mut probes: Vec<Option<Box<dyn KeyProbe + Send>>> = vec![None, None];
+            in_parallel(&inputs, &mut probes, Some(&hold))
+                .iter()
+                .flatten()
+                .map(|item| item.as_ref().expect("read").1.held.iter().flatten().count())
+                .sum()
+        };
+        assert_eq!(held_in_parallel(4), 4);
+        assert_eq!(
+            held_in_parallel(5),
+            0,
+            "past the batch's limit nothing is held"
+        );
     }
 
     #[test]

@@ -167,10 +167,10 @@ per_backend! {
 
 per_backend! {
     /// Each message's `:message_id` is its own row's and `:message` its own segments, in an
-    /// interchange of more messages than a statement writes at once (eight), with a type
-    /// without a mapping among them, and in one of fewer: on SQLite both are read ahead by the
-    /// reading threads (the mapping reads `:message` only through `message_segments`) and the
-    /// ids taken as the rows are written.
+    /// interchange of more messages than one statement writes without side effects (eight),
+    /// with a type without a mapping among them, and in a file of two smaller interchanges:
+    /// on SQLite the messages are read ahead by the reading threads (the mapping reads
+    /// `:message` only through `message_segments`) and the ids taken as the rows are written.
     fn each_message_gets_its_own_row_and_segments(site) {
         let fx = mapping(
             &site,
@@ -199,7 +199,9 @@ per_backend! {
         }
         many.push_str("UNZ+12+MANY'");
         site.put("many.edi", many.as_bytes());
-        site.put("few.edi", &invoices("FEW", &["F1", "F2", "F3"]));
+        let mut two = invoices("FEW", &["F1", "F2", "F3"]);
+        two.extend(invoices("TWO", &["T1", "T2"]));
+        site.put("few.edi", &two);
         let run = site.ingest_json(&["--effects", fx.to_str().unwrap()]);
         run.code(0);
         let got = texts(
@@ -215,6 +217,7 @@ per_backend! {
         want.extend((1..=12).filter(|n| *n != 5).map(|n| {
             vec!["MANY".into(), n.to_string(), n.to_string(), format!("N{n}")]
         }));
+        want.extend((1..=2).map(|n| vec!["TWO".into(), n.to_string(), n.to_string(), format!("T{n}")]));
         assert_eq!(got, want, "{run}");
         // And each row's :message_ref is that message's own.
         assert_eq!(
@@ -223,7 +226,7 @@ per_backend! {
                 "SELECT count(*) FROM seen s JOIN messages m ON m.id = s.message_id
                  WHERE m.reference = s.message_ref AND m.message_type = 'INVOIC'"
             ),
-            14
+            16
         );
     }
 }

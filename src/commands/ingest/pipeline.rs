@@ -281,10 +281,11 @@ fn prepare_file(
         }
     };
     // Room for the bytes and, at worst, as much again compressed, and where its messages are
-    // held, their segments (a few times their bytes); settled once known.
+    // held, their segments: each one's place beside its bytes, up to a dozen times the bytes
+    // of a message of the shortest segments (`UNS+S'`); settled once known.
     let len = claimed.identity.len as usize;
     let holds = hold.is_some() && intake::prepare::holds_ahead(len);
-    let taken = len.saturating_mul(if holds { 6 } else { 2 });
+    let taken = len.saturating_mul(if holds { 16 } else { 2 });
     if !budget.admit(n, taken) {
         return None;
     }

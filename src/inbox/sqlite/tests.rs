@@ -545,3 +545,72 @@ fn an_older_inbox_keys_become_edifact() {
         .is_err()
     );
 }
+
+/// The side effects read a message's segments from what the reading threads held for it, by
+/// its position, and not again from the interchange: a candidate whose second message is held
+/// as another message's segments gets those (which no real reading thread would hand over), and
+/// the first, not held, its own.
+#[test]
+fn the_side_effects_use_the_messages_held_ahead_by_position() {
+    use crate::inbox::SideEffects;
+    use crate::inbox::effects::{EffectSettings, HeldMessage, InstallMode};
+    use std::sync::Arc;
+
+    let dir = tempfile::tempdir().unwrap();
+    let fx = dir.path().join("fx");
+    std::fs::create_dir_all(fx.join("migrations")).unwrap();
+    std::fs::write(
+        fx.join("migrations/0001_seen.sql"),
+        "CREATE TABLE seen (message_ref TEXT, document TEXT);",
+    )
+    .unwrap();
+    std::fs::write(
+        fx.join("INVOIC.sql"),
+        "INSERT INTO seen SELECT :message_ref,
+             (SELECT segment -> 2 ->> 0 FROM message_segments(:message) WHERE tag = 'BGM');",
+    )
+    .unwrap();
+    let effects = Arc::new(crate::effects::Effects::load(&fx).unwrap());
+    let mut inbox = open(&dir.path().join("inbox.db")).unwrap();
+    let settings = EffectSettings {
+        timeout: Duration::from_secs(5),
+        role: None,
+        mode: InstallMode::Keep,
+        trace: false,
+    };
+    inbox
+        .install_effects(effects, &settings, "2024-01-01T00:00:00Z")
+        .unwrap();
+
+    let text = b"UNB+UNOC:3+S:14+R:14+240101:1200+HELD'\
+UNH+1+INVOIC:D:96A:UN'BGM+380+OWN1+9'UNT+3+1'UNH+2+INVOIC:D:96A:UN'BGM+380+OWN2+9'UNT+3+2'UNZ+2+HELD'";
+    let i = interchanges(text).next().unwrap().unwrap();
+    let other = b"UNB+UNOC:3+S:14+R:14+240101:1200+X'\
+UNH+9+INVOIC:D:96A:UN'BGM+380+ELSEWHERE+9'UNT+3+9'UNZ+1+X'";
+    let o = interchanges(other).next().unwrap().unwrap();
+    let elsewhere = crate::edifact::message_segments(&o, &o.messages[0])
+        .unwrap()
+        .to_held();
+    let held = vec![None, Some(Arc::new(HeldMessage::segments(elsewhere)))];
+    let c = Candidate {
+        interchange: &i,
+        compressed: None,
+        held: &held,
+        source_file: "held.edi",
+        source_path: None,
+        received_at: "2024-01-01T00:00:00Z",
+    };
+    let decided = inbox.decide(&[c]).unwrap();
+    assert!(matches!(decided[0], Decision::New { .. }), "{decided:?}");
+    inbox.commit().unwrap();
+    let seen: String = inbox
+        .conn
+        .query_row(
+            "SELECT group_concat(message_ref || '=' || document, ' ')
+             FROM (SELECT * FROM seen ORDER BY message_ref)",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(seen, "1=OWN1 2=ELSEWHERE");
+}
