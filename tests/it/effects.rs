@@ -1052,3 +1052,131 @@ per_backend! {
         );
     }
 }
+
+/// On PostgreSQL a batch's calls of one file's statements go to the server as one statement
+/// (the file made a function, its parameters as arrays), in the order the messages come: the
+/// interchange's statements first, then each message's, a file's statements in their order;
+/// a run of one file's calls shares the statement's start time, and a change of file starts a
+/// new run.
+#[cfg(feature = "postgres")]
+#[test]
+fn postgres_sends_a_run_of_one_files_calls_as_one_statement_in_order() {
+    let Some(site) = Site::postgres() else { return };
+    let insert = |what: &str| {
+        format!(
+            "INSERT INTO calls (what, control_ref, at, seen)
+             VALUES ({what}, :control_ref, statement_timestamp(), (SELECT count(*) FROM calls));"
+        )
+    };
+    let invoic = format!(
+        "{}\n{}",
+        insert("'INVOIC ' || :message_ref"),
+        insert("'INVOIC again ' || :message_ref")
+    );
+    let fx = mapping(
+        &site,
+        "fx",
+        &[
+            (
+                "migrations/0001_calls.sql",
+                "CREATE TABLE calls (seq bigserial, what text, control_ref text, at timestamptz, seen bigint);",
+            ),
+            ("_interchange.sql", &insert("'interchange'")),
+            ("INVOIC.sql", &invoic),
+            ("ORDERS.sql", &insert("'ORDERS ' || :message_ref")),
+        ],
+    );
+    // Two interchanges in one file: one batch, in the file's order.
+    let text = "UNB+UNOC:3+S1:14+R1:14+240315:1030+RUN1'\
+                UNH+1+INVOIC:D:96A:UN'BGM+380+A1+9'UNT+3+1'\
+                UNH+2+ORDERS:D:96A:UN'BGM+220+A2+9'UNT+3+2'\
+                UNH+3+INVOIC:D:96A:UN'BGM+380+A3+9'UNT+3+3'\
+                UNZ+3+RUN1'\
+                UNB+UNOC:3+S1:14+R1:14+240315:1030+RUN2'\
+                UNH+1+INVOIC:D:96A:UN'BGM+380+B1+9'UNT+3+1'\
+                UNH+2+INVOIC:D:96A:UN'BGM+380+B2+9'UNT+3+2'\
+                UNZ+2+RUN2'";
+    site.put("two.edi", text.as_bytes());
+    site.ingest_json(&["--effects", fx.to_str().unwrap()])
+        .code(0);
+    let order: Vec<String> = texts(
+        &site,
+        "SELECT what || ' ' || control_ref FROM calls ORDER BY seq",
+    )
+    .into_iter()
+    .map(|r| r[0].clone())
+    .collect();
+    assert_eq!(
+        order,
+        [
+            "interchange RUN1",
+            "INVOIC 1 RUN1",
+            "INVOIC again 1 RUN1",
+            "ORDERS 2 RUN1",
+            "INVOIC 3 RUN1",
+            "INVOIC again 3 RUN1",
+            "interchange RUN2",
+            "INVOIC 1 RUN2",
+            "INVOIC again 1 RUN2",
+            "INVOIC 2 RUN2",
+            "INVOIC again 2 RUN2",
+        ],
+        "the calls in the order of the messages, as one at a time would make them"
+    );
+    assert_eq!(
+        count(&site, "SELECT count(*) FROM calls WHERE seen <> seq - 1"),
+        0,
+        "each call sees the rows of every call before it, as one statement after another does"
+    );
+    // Runs: RUN1's interchange, its INVOIC 1, ORDERS 2, INVOIC 3, RUN2's interchange, then
+    // both of RUN2's INVOICs together; one statement at a time would have made eleven.
+    assert_eq!(
+        count(&site, "SELECT count(DISTINCT at) FROM calls"),
+        6,
+        "one statement per run of one file's calls"
+    );
+    assert_eq!(
+        count(
+            &site,
+            "SELECT count(DISTINCT at) FROM calls WHERE control_ref = 'RUN2' AND what LIKE 'INVOIC%'"
+        ),
+        1,
+        "RUN2's two INVOICs in one statement"
+    );
+}
+
+/// On PostgreSQL a run whose calls together take longer than `--effects-timeout`, each of them
+/// well within it, is run again a statement at a time under the timeout each: applied, not
+/// failed.
+#[cfg(feature = "postgres")]
+#[test]
+fn postgres_a_run_past_the_timeout_is_run_again_a_statement_at_a_time() {
+    let Some(site) = Site::postgres() else { return };
+    let fx = mapping(
+        &site,
+        "fx",
+        &[
+            (
+                "migrations/0001_t.sql",
+                "CREATE TABLE t (v text, at timestamptz);",
+            ),
+            (
+                "INVOIC.sql",
+                "INSERT INTO t SELECT :message_ref, statement_timestamp() FROM pg_sleep(0.4);",
+            ),
+        ],
+    );
+    site.put("a.edi", &invoices("SLOW1", &["N1", "N2", "N3", "N4"]));
+    site.ingest_json(&["--effects", fx.to_str().unwrap(), "--effects-timeout", "1s"])
+        .code(0);
+    assert_eq!(
+        texts(&site, "SELECT v FROM t ORDER BY v"),
+        vec![vec!["1"], vec!["2"], vec!["3"], vec!["4"]]
+    );
+    assert_eq!(
+        count(&site, "SELECT count(DISTINCT at) FROM t"),
+        4,
+        "each message's statement on its own once the run as a whole ran past the timeout"
+    );
+    assert_eq!(count(&site, "SELECT count(*) FROM refusals"), 0);
+}

@@ -659,8 +659,7 @@ pub(super) fn write_new(
     )? {
         rows.entry(r.get(0)).or_default().push((r.get(1), r.get(2)));
     }
-    effects.enter(client)?;
-    let mut applied = Vec::new();
+    let mut scopes = Vec::with_capacity(new.len());
     for &(n, id) in &new {
         let mut own = rows.remove(&id).unwrap_or_default();
         own.sort_unstable();
@@ -674,8 +673,11 @@ pub(super) fn write_new(
             reapply: false,
             held: batch[n].held,
         };
-        effects.run(client, &scope, &ids, &mut applied)?;
+        scopes.push((scope, ids));
     }
+    effects.enter(client)?;
+    let mut applied = Vec::new();
+    effects.run_all(client, &scopes, &mut applied)?;
     effects.leave(client)?;
     effects.record(client, &applied)?;
     client.execute_prepared(

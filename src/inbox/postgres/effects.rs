@@ -2,7 +2,9 @@
 //! the lock edi-inbox's own take, with a checksum each; every statement checked (data
 //! statements only, no write to edi-inbox's own tables, seen in its plan) and prepared before
 //! the first input; run for each new interchange in the batch's transaction with
-//! `statement_timeout` at `--effects-timeout` and, with `--effects-role`, as that role.
+//! `statement_timeout` at `--effects-timeout` and, with `--effects-role`, as that role: each
+//! file made a function of the session, a batch's consecutive calls of one file sent as one
+//! statement over arrays, and run again a statement at a time where that fails.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -13,6 +15,7 @@ use postgres::types::{ToSql, Type};
 
 use super::PgInbox;
 use super::migrations::MIGRATIONS;
+use crate::edifact::Message;
 use crate::effects::{Effects, Param, Statement};
 use crate::inbox::effects::{
     EffectSettings, InstallMode, Installation, MessageScope, Scope, Trace, Traced, Value,
@@ -28,10 +31,23 @@ pub(super) struct Prepared {
     params: Vec<Param>,
 }
 
+/// A mapping file's statements made one function of the session (`pg_temp`, SQL, in the
+/// file's order), called once for a run of the batch's messages with their parameters as
+/// arrays: a round trip per run, not one per statement and message.
+pub(super) struct Batched {
+    /// The function's arguments: each parameter the file's statements name, once.
+    params: Vec<Param>,
+    /// `SELECT f(...) FROM unnest(the arrays)`, prepared.
+    call: postgres::Statement,
+}
+
 /// The side effects installed on this inbox's connection.
 pub(super) struct Installed {
     effects: Arc<Effects>,
     files: BTreeMap<String, Vec<Prepared>>,
+    /// The files made functions, by name; a file whose function the server would not make
+    /// runs statement by statement.
+    batched: BTreeMap<String, Batched>,
     timeout: Duration,
     role: Option<String>,
     /// The session's `statement_timeout`, put back after the side effects of a batch.
@@ -40,21 +56,31 @@ pub(super) struct Installed {
     trace: Option<Trace>,
 }
 
-/// The SQL type a parameter is bound as, and how its placeholder is written.
-fn placeholder(p: Param, n: usize) -> String {
+/// The SQL type a parameter is bound as.
+fn sql_type(p: Param) -> &'static str {
     match p {
-        Param::InterchangeId | Param::MessageId | Param::Test | Param::Reapply => {
-            format!("${n}::bigint")
-        }
+        Param::InterchangeId | Param::MessageId | Param::Test | Param::Reapply => "bigint",
         // Bound as jsonb itself: parsed once when bound, however often the statement names it.
-        Param::Message => format!("${n}::jsonb"),
-        _ => format!("${n}::text"),
+        Param::Message => "jsonb",
+        _ => "text",
     }
+}
+
+/// How a parameter's placeholder is written: its number and its type's cast.
+fn placeholder(p: Param, n: usize) -> String {
+    format!("${n}::{}", sql_type(p))
 }
 
 fn render(s: &Statement) -> (String, Vec<Param>) {
     let mut order: Vec<Param> = Vec::new();
-    let sql = s.render(|p| {
+    let sql = render_in(s, &mut order);
+    (sql, order)
+}
+
+/// `s` with its parameters numbered in `order`, a name not in it yet added at its end (the
+/// statements of one file share the numbers of the function they make).
+fn render_in(s: &Statement, order: &mut Vec<Param>) -> String {
+    s.render(|p| {
         let n = match order.iter().position(|q| *q == p) {
             Some(at) => at + 1,
             None => {
@@ -63,8 +89,7 @@ fn render(s: &Statement) -> (String, Vec<Param>) {
             }
         };
         placeholder(p, n)
-    });
-    (sql, order)
+    })
 }
 
 /// The statements a decision may run: data, never a transaction's control, a session's
@@ -175,7 +200,7 @@ impl SideEffects for PgInbox {
             settings.role.as_deref(),
             &schema,
         );
-        let (files, installation) = match result {
+        let (files, batched, installation) = match result {
             Ok(done) => done,
             Err(e) => {
                 self.rollback();
@@ -195,6 +220,7 @@ impl SideEffects for PgInbox {
         self.effects = Some(Arc::new(Installed {
             effects,
             files,
+            batched,
             timeout: settings.timeout,
             role: settings.role.clone(),
             session_timeout,
@@ -318,7 +344,7 @@ fn install(
     effects: &Effects,
     role: Option<&str>,
     schema: &str,
-) -> Result<(BTreeMap<String, Vec<Prepared>>, Installation), InboxError> {
+) -> Result<Made, InboxError> {
     let own = own_tables();
     // The lock edi-inbox's own migrations take: hosts starting together apply each of the
     // operator's migrations once.
@@ -414,9 +440,82 @@ fn install(
         }
         files.insert(mapping.file.clone(), own_file);
     }
-    // edi-inbox's own again, for what follows in the transaction (`effects try` decides in it).
+    // edi-inbox's own again, for what follows in the transaction (`effects try` decides in it),
+    // and the owner of the functions, which run as whoever calls them (`--effects-role`).
     tx.execute("SELECT set_config('role', 'none', true)", &[])?;
-    Ok((files, installation))
+    let mut batched = BTreeMap::new();
+    let mappings = effects.interchange.iter().chain(effects.by_type.values());
+    for (k, mapping) in mappings.enumerate() {
+        if let Some(b) = batch_function(tx, k, mapping)? {
+            batched.insert(mapping.file.clone(), b);
+        }
+    }
+    Ok((files, batched, installation))
+}
+
+/// What [`install`] makes: each file's statements, the files made functions, the migrations.
+type Made = (
+    BTreeMap<String, Vec<Prepared>>,
+    BTreeMap<String, Batched>,
+    Installation,
+);
+
+/// Quotes a function's body; a file whose SQL holds it is not made a function.
+const BODY_QUOTE: &str = "$edi_inbox_effects$";
+
+/// `mapping`'s statements as the `k`th function of the session, and the statement that calls
+/// it over arrays. `None` where the server will not make it (a statement SQL functions do not
+/// take): that file then runs statement by statement, as before.
+fn batch_function(
+    tx: &mut Client,
+    k: usize,
+    mapping: &crate::effects::Mapping,
+) -> Result<Option<Batched>, InboxError> {
+    let mut params = Vec::new();
+    let body: Vec<String> = mapping
+        .statements
+        .iter()
+        .map(|s| render_in(s, &mut params))
+        .collect();
+    let operator_sql = body.join("\n;\n");
+    if operator_sql.is_empty() || operator_sql.contains(BODY_QUOTE) {
+        return Ok(None);
+    }
+    // What edi-inbox writes around the operator's SQL is made of a number and the types of
+    // `sql_type`; the operator's statements were checked and prepared above, and partner data
+    // only ever comes as the function's arguments, bound as arrays.
+    let function = format!("pg_temp.edi_inbox_effects_{k}");
+    let types: Vec<&str> = params.iter().map(|p| sql_type(*p)).collect();
+    let arguments = types.join(", ");
+    let create = format!(
+        "CREATE OR REPLACE FUNCTION {function}({arguments}) RETURNS void LANGUAGE sql VOLATILE
+         AS {BODY_QUOTE}\n{operator_sql}\n{BODY_QUOTE}"
+    );
+    let call = if params.is_empty() {
+        format!("SELECT {function}() FROM generate_series(1, $1::int)")
+    } else {
+        let columns: Vec<String> = (1..=params.len()).map(|n| format!("c{n}")).collect();
+        let columns = columns.join(", ");
+        let arrays: Vec<String> = types
+            .iter()
+            .enumerate()
+            .map(|(n, t)| format!("${}::{t}[]", n + 1))
+            .collect();
+        let arrays = arrays.join(", ");
+        format!("SELECT {function}({columns}) FROM unnest({arrays}) AS u({columns})")
+    };
+    tx.batch_execute("SAVEPOINT batched")?;
+    let made = tx.batch_execute(&create).and_then(|()| tx.prepare(&call));
+    match made {
+        Ok(call) => {
+            tx.batch_execute("RELEASE batched")?;
+            Ok(Some(Batched { params, call }))
+        }
+        Err(_) => {
+            tx.batch_execute("ROLLBACK TO batched; RELEASE batched")?;
+            Ok(None)
+        }
+    }
 }
 
 /// Refuses a statement whose plan writes one of edi-inbox's own tables: planned with every
@@ -464,6 +563,64 @@ fn check_writes(
         }
     }
     Ok(())
+}
+
+/// About how many bytes of messages a run of calls holds before it is sent: a batch of large
+/// messages is sent in several.
+const RUN_BYTES: usize = 16 << 20;
+
+/// One call of a file's function: the interchange (its place in the batch) and, but for
+/// `_interchange.sql`, the message.
+struct Call<'a> {
+    scope: usize,
+    mapping: &'a crate::effects::Mapping,
+    message: Option<MessageScope<'a>>,
+}
+
+/// A parameter's values over a run of calls, as the array its function's argument is unnested
+/// from.
+enum Column<'a> {
+    Int(Vec<Option<i64>>),
+    Text(Vec<Option<&'a str>>),
+    Json(Vec<Option<Jsonb<'a>>>),
+}
+
+impl<'a> Column<'a> {
+    fn push(&mut self, value: Value<'a>) -> Result<(), InboxError> {
+        match (self, value) {
+            (Column::Int(v), Value::Int(n)) => v.push(Some(n)),
+            (Column::Int(v), Value::Null) => v.push(None),
+            (Column::Text(v), Value::Text(t) | Value::Json(t)) => v.push(Some(t)),
+            (Column::Text(v), Value::Null) => v.push(None),
+            (Column::Json(v), Value::Json(t) | Value::Text(t)) => v.push(Some(Jsonb(t))),
+            (Column::Json(v), Value::Null) => v.push(None),
+            _ => {
+                return Err(InboxError::Backend(
+                    "a side effect's parameter came as another type than its argument's".into(),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn as_sql(&self) -> &(dyn ToSql + Sync) {
+        match self {
+            Column::Int(v) => v,
+            Column::Text(v) => v,
+            Column::Json(v) => v,
+        }
+    }
+}
+
+/// Whether a run's failure is worth running its statements one at a time: the data's (which
+/// that names), the clock's (which each statement then gets for itself), or anything else the
+/// server said of the statement; not a lost connection or a conflict with another host, which
+/// the batch is retried or failed for as before.
+fn worth_one_at_a_time(e: &postgres::Error) -> bool {
+    e.code().is_some_and(|c| {
+        let code = c.code();
+        code == "57014" || !matches!(code.get(..2), Some("08" | "40" | "57" | "58" | "XX"))
+    })
 }
 
 /// JSON text bound as `jsonb`: its binary form is a version byte (1) and the text.
@@ -556,6 +713,137 @@ impl Installed {
         Ok(())
     }
 
+    /// Runs the side effects of a batch's new interchanges (each with its messages' row ids),
+    /// in the order [`Installed::run`] would, between [`Installed::enter`] and
+    /// [`Installed::leave`]: each run of calls to one file's function sent whole. Where that
+    /// fails for the data or the clock, the batch's side effects are rolled back and run again
+    /// one statement at a time, which names the message and statement at fault (or, a
+    /// statement at a time under `--effects-timeout` each, succeeds).
+    pub(super) fn run_all(
+        &self,
+        client: &mut Client,
+        scopes: &[(Scope<'_>, Vec<i64>)],
+        applied: &mut Vec<(i64, String)>,
+    ) -> Result<(), InboxError> {
+        // `effects try` tells each statement's rows apart.
+        if self.trace.is_some() || self.batched.is_empty() {
+            for (scope, ids) in scopes {
+                self.run(client, scope, ids, applied)?;
+            }
+            return Ok(());
+        }
+        let start = applied.len();
+        client.batch_execute("SAVEPOINT effects")?;
+        match self.run_batched(client, scopes, applied)? {
+            Ok(()) => {
+                client.batch_execute("RELEASE effects")?;
+                Ok(())
+            }
+            Err(e) if worth_one_at_a_time(&e) => {
+                client.batch_execute("ROLLBACK TO effects; RELEASE effects")?;
+                applied.truncate(start);
+                for (scope, ids) in scopes {
+                    self.run(client, scope, ids, applied)?;
+                }
+                Ok(())
+            }
+            Err(e) => Err(InboxError::from(e)),
+        }
+    }
+
+    /// [`Installed::run_all`]'s calls, a run of one file's at a time: the server's error
+    /// apart from ours.
+    fn run_batched(
+        &self,
+        client: &mut Client,
+        scopes: &[(Scope<'_>, Vec<i64>)],
+        applied: &mut Vec<(i64, String)>,
+    ) -> Result<Result<(), postgres::Error>, InboxError> {
+        let mut run: Vec<Call<'_>> = Vec::new();
+        let mut held = 0;
+        for (s, (scope, ids)) in scopes.iter().enumerate() {
+            let mut calls: Vec<(&crate::effects::Mapping, Option<(usize, &Message)>)> = Vec::new();
+            if let Some(m) = &self.effects.interchange {
+                calls.push((m, None));
+            }
+            for (n, message) in scope.interchange.messages.iter().enumerate() {
+                if let Some(mapping) = self.effects.for_message(
+                    &message.message_type,
+                    &message.version,
+                    &message.release,
+                ) {
+                    calls.push((mapping, Some((n, message))));
+                }
+            }
+            for (mapping, message) in calls {
+                if run.first().is_some_and(|c| c.mapping.file != mapping.file) || held > RUN_BYTES {
+                    if let Err(e) = self.send(client, scopes, &run)? {
+                        return Ok(Err(e));
+                    }
+                    run.clear();
+                    held = 0;
+                }
+                let message = match message {
+                    Some((n, m)) => {
+                        let ms = MessageScope::of(scope, n, m, ids, mapping, false)?;
+                        applied.push((ms.id, self.effects.checksum_for(Some(mapping))));
+                        held += ms.held.as_ref().map_or(0, |h| h.size());
+                        Some(ms)
+                    }
+                    None => None,
+                };
+                run.push(Call {
+                    scope: s,
+                    mapping,
+                    message,
+                });
+            }
+        }
+        self.send(client, scopes, &run)
+    }
+
+    /// One run of calls to one file: its function over the calls' parameters as arrays, or
+    /// (a file not made a function) its statements one at a time.
+    fn send(
+        &self,
+        client: &mut Client,
+        scopes: &[(Scope<'_>, Vec<i64>)],
+        run: &[Call<'_>],
+    ) -> Result<Result<(), postgres::Error>, InboxError> {
+        let Some(first) = run.first() else {
+            return Ok(Ok(()));
+        };
+        let Some(batched) = self.batched.get(&first.mapping.file) else {
+            for c in run {
+                for p in self.files.get(&c.mapping.file).into_iter().flatten() {
+                    self.execute(client, p, &scopes[c.scope].0, c.message.as_ref())?;
+                }
+            }
+            return Ok(Ok(()));
+        };
+        if batched.params.is_empty() {
+            let calls = i32::try_from(run.len()).unwrap_or(i32::MAX);
+            return Ok(client.execute(&batched.call, &[&calls]).map(|_| ()));
+        }
+        let mut columns: Vec<Column<'_>> = batched
+            .params
+            .iter()
+            .map(|p| match sql_type(*p) {
+                "bigint" => Column::Int(Vec::with_capacity(run.len())),
+                "jsonb" => Column::Json(Vec::with_capacity(run.len())),
+                _ => Column::Text(Vec::with_capacity(run.len())),
+            })
+            .collect();
+        for c in run {
+            let scope = &scopes[c.scope].0;
+            for (p, column) in batched.params.iter().zip(columns.iter_mut()) {
+                column.push(scope.value(*p, c.message.as_ref()))?;
+            }
+        }
+        let refs: Vec<&(dyn ToSql + Sync)> = columns.iter().map(Column::as_sql).collect();
+        Ok(client.execute(&batched.call, &refs).map(|_| ()))
+    }
+
     /// The `n`th message's statements (of `mapping`): its row's id and the mapping it ran, to
     /// be recorded.
     fn run_message(
@@ -563,7 +851,7 @@ impl Installed {
         client: &mut Client,
         scope: &Scope<'_>,
         n: usize,
-        message: &crate::edifact::Message,
+        message: &Message,
         ids: &[i64],
         mapping: &crate::effects::Mapping,
     ) -> Result<(i64, String), InboxError> {
