@@ -28,9 +28,13 @@ pub fn run(
     }
 }
 
-/// The side effects installed on an inbox: the folder, the inbox, and each of its migrations
-/// with whether it is still to apply.
-type Installed = (super::EffectPlan, Box<dyn Inbox>, Vec<(String, bool)>);
+/// The side effects installed on an inbox: the folder, the inbox, and what installing found
+/// (each migration with whether it is still to apply; the files run a statement at a time).
+type Installed = (
+    super::EffectPlan,
+    Box<dyn Inbox>,
+    crate::inbox::effects::Installation,
+);
 
 /// The folder, read and checked, and the inbox with it installed in `mode`; `Err` with the
 /// status to end with where `--effects` names none.
@@ -56,7 +60,7 @@ fn installed(
                 db.shown()
             )
         })?;
-    Ok(Ok((plan, inbox, installation.migrations)))
+    Ok(Ok((plan, inbox, installation)))
 }
 
 /// One file of the folder as `check` says it.
@@ -66,6 +70,10 @@ struct FileLine {
     /// What it runs for: `interchange`, or a message type (with version and release).
     runs_for: String,
     statements: Vec<StatementLine>,
+    /// On PostgreSQL, why the file runs a statement at a time rather than as one function
+    /// called once per run of a batch's messages (docs/effects.md); absent where it does not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    one_at_a_time: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -89,8 +97,9 @@ struct CheckReport {
     migrations: Vec<MigrationLine>,
 }
 
-/// What each file of `effects` runs for, and each statement's parameters.
-fn files(effects: &Effects) -> Vec<FileLine> {
+/// What each file of `effects` runs for, and each statement's parameters; `one_at_a_time`:
+/// the files the inbox runs a statement at a time, and why.
+fn files(effects: &Effects, one_at_a_time: &[(String, String)]) -> Vec<FileLine> {
     let interchange = effects
         .interchange
         .iter()
@@ -107,6 +116,10 @@ fn files(effects: &Effects) -> Vec<FileLine> {
     interchange
         .chain(types)
         .map(|(m, runs_for)| FileLine {
+            one_at_a_time: one_at_a_time
+                .iter()
+                .find(|(f, _)| *f == m.file)
+                .map(|(_, why)| why.clone()),
             file: m.file.clone(),
             runs_for,
             statements: m
@@ -132,7 +145,7 @@ fn check(
     busy_timeout: Duration,
     args: &EffectsCheckArgs,
 ) -> anyhow::Result<ExitStatus> {
-    let (plan, mut inbox, migrations) =
+    let (plan, mut inbox, installation) =
         match installed(db, busy_timeout, &args.effects, InstallMode::Check)? {
             Ok(done) => done,
             Err(status) => return Ok(status),
@@ -140,8 +153,9 @@ fn check(
     inbox.end_run();
     let report = CheckReport {
         effects: plan.dir.display().to_string(),
-        files: files(&plan.effects),
-        migrations: migrations
+        files: files(&plan.effects, &installation.one_at_a_time),
+        migrations: installation
+            .migrations
             .into_iter()
             .map(|(file, now)| MigrationLine {
                 file: format!("migrations/{file}"),
@@ -183,6 +197,9 @@ fn check(
                         s.parameters.join(" ")
                     }
                 ));
+            }
+            if let Some(why) = &f.one_at_a_time {
+                out.line(&format!("    run a statement at a time: {why}"));
             }
         }
         for m in &report.migrations {

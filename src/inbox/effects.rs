@@ -35,6 +35,9 @@ pub enum InstallMode {
 #[derive(Debug, Clone, Default)]
 pub struct Installation {
     pub migrations: Vec<(String, bool)>,
+    /// The files PostgreSQL runs a statement at a time, not as a function called once per run
+    /// of a batch's messages (docs/effects.md), and why.
+    pub one_at_a_time: Vec<(String, String)>,
 }
 
 /// One statement run while tracing: for which interchange and message, and the rows it changed.

@@ -749,7 +749,7 @@ fn postgres_the_effects_role_holds_the_side_effects_to_its_grants() {
     pg.batch_execute(&format!(
         "CREATE ROLE {role} NOLOGIN;
          CREATE SCHEMA business;
-         CREATE TABLE business.seen (control_ref text);
+         CREATE TABLE business.seen (control_ref text, at timestamptz DEFAULT statement_timestamp());
          CREATE TABLE business.secret (v text);
          GRANT USAGE ON SCHEMA business TO {role};
          GRANT INSERT ON business.seen TO {role};"
@@ -767,7 +767,7 @@ fn postgres_the_effects_role_holds_the_side_effects_to_its_grants() {
         }
     }
     let _dropped = Dropped(role.clone(), pg.name.clone());
-    site.put("a.edi", &invoices("A1", &["N1"]));
+    site.put("a.edi", &invoices("A1", &["N1", "N2"]));
     let denied = mapping(
         &site,
         "denied",
@@ -800,7 +800,12 @@ fn postgres_the_effects_role_holds_the_side_effects_to_its_grants() {
         &role,
     ])
     .code(0);
-    assert_eq!(count(&site, "SELECT count(*) FROM business.seen"), 1);
+    assert_eq!(count(&site, "SELECT count(*) FROM business.seen"), 2);
+    assert_eq!(
+        count(&site, "SELECT count(DISTINCT at) FROM business.seen"),
+        1,
+        "both messages in one statement, the mapping a function of the role's"
+    );
 }
 
 per_backend! {
@@ -1057,7 +1062,9 @@ per_backend! {
 /// (the file made a function, its parameters as arrays), in the order the messages come: the
 /// interchange's statements first, then each message's, a file's statements in their order;
 /// a run of one file's calls shares the statement's start time, and a change of file starts a
-/// new run.
+/// new run. A file without parameters is called as often as its messages; a file the server is
+/// not given as a function (its SQL holds the quote of the functions' bodies) runs a statement at
+/// a time in its place, as `effects check` says.
 #[cfg(feature = "postgres")]
 #[test]
 fn postgres_sends_a_run_of_one_files_calls_as_one_statement_in_order() {
@@ -1083,15 +1090,25 @@ fn postgres_sends_a_run_of_one_files_calls_as_one_statement_in_order() {
             ),
             ("_interchange.sql", &insert("'interchange'")),
             ("INVOIC.sql", &invoic),
-            ("ORDERS.sql", &insert("'ORDERS ' || :message_ref")),
+            (
+                "ORDERS.sql",
+                &insert("'ORDERS ' || :message_ref || $edi_inbox_effects$$edi_inbox_effects$"),
+            ),
+            (
+                "DESADV.sql",
+                "INSERT INTO calls (what, control_ref, at, seen)
+                 VALUES ('DESADV', 'RUN1', statement_timestamp(), (SELECT count(*) FROM calls));",
+            ),
         ],
     );
+
     // Two interchanges in one file: one batch, in the file's order.
     let text = "UNB+UNOC:3+S1:14+R1:14+240315:1030+RUN1'\
                 UNH+1+INVOIC:D:96A:UN'BGM+380+A1+9'UNT+3+1'\
                 UNH+2+ORDERS:D:96A:UN'BGM+220+A2+9'UNT+3+2'\
                 UNH+3+INVOIC:D:96A:UN'BGM+380+A3+9'UNT+3+3'\
-                UNZ+3+RUN1'\
+                UNH+4+DESADV:D:96A:UN'BGM+351+A4+9'UNT+3+4'\
+                UNZ+4+RUN1'\
                 UNB+UNOC:3+S1:14+R1:14+240315:1030+RUN2'\
                 UNH+1+INVOIC:D:96A:UN'BGM+380+B1+9'UNT+3+1'\
                 UNH+2+INVOIC:D:96A:UN'BGM+380+B2+9'UNT+3+2'\
@@ -1099,6 +1116,39 @@ fn postgres_sends_a_run_of_one_files_calls_as_one_statement_in_order() {
     site.put("two.edi", text.as_bytes());
     site.ingest_json(&["--effects", fx.to_str().unwrap()])
         .code(0);
+    let check = site.run(&[
+        "effects",
+        "check",
+        "--json",
+        "--effects",
+        fx.to_str().unwrap(),
+    ]);
+    check.code(0);
+    let files = check.json()[0]["files"].clone();
+    let why: Vec<(String, Option<String>)> = files
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["file"].as_str().unwrap().to_string(),
+                f["one_at_a_time"].as_str().map(String::from),
+            )
+        })
+        .collect();
+    assert_eq!(
+        why,
+        [
+            ("_interchange.sql".to_string(), None),
+            ("DESADV.sql".to_string(), None),
+            ("INVOIC.sql".to_string(), None),
+            (
+                "ORDERS.sql".to_string(),
+                Some("its SQL holds $edi_inbox_effects$".to_string())
+            ),
+        ],
+        "{check}"
+    );
     let order: Vec<String> = texts(
         &site,
         "SELECT what || ' ' || control_ref FROM calls ORDER BY seq",
@@ -1115,6 +1165,7 @@ fn postgres_sends_a_run_of_one_files_calls_as_one_statement_in_order() {
             "ORDERS 2 RUN1",
             "INVOIC 3 RUN1",
             "INVOIC again 3 RUN1",
+            "DESADV RUN1",
             "interchange RUN2",
             "INVOIC 1 RUN2",
             "INVOIC again 1 RUN2",
@@ -1128,11 +1179,11 @@ fn postgres_sends_a_run_of_one_files_calls_as_one_statement_in_order() {
         0,
         "each call sees the rows of every call before it, as one statement after another does"
     );
-    // Runs: RUN1's interchange, its INVOIC 1, ORDERS 2, INVOIC 3, RUN2's interchange, then
-    // both of RUN2's INVOICs together; one statement at a time would have made eleven.
+    // Runs: RUN1's interchange, its INVOIC 1, ORDERS 2, INVOIC 3, DESADV 4, RUN2's interchange,
+    // then both of RUN2's INVOICs together; one statement at a time would have made twelve.
     assert_eq!(
         count(&site, "SELECT count(DISTINCT at) FROM calls"),
-        6,
+        7,
         "one statement per run of one file's calls"
     );
     assert_eq!(

@@ -440,16 +440,20 @@ fn install(
         }
         files.insert(mapping.file.clone(), own_file);
     }
-    // edi-inbox's own again, for what follows in the transaction (`effects try` decides in it),
-    // and the owner of the functions, which run as whoever calls them (`--effects-role`).
-    tx.execute("SELECT set_config('role', 'none', true)", &[])?;
+    // Made as the role that runs them (`--effects-role`), whose grants their bodies are
+    // checked against and who owns them.
     let mut batched = BTreeMap::new();
     let mappings = effects.interchange.iter().chain(effects.by_type.values());
     for (k, mapping) in mappings.enumerate() {
-        if let Some(b) = batch_function(tx, k, mapping)? {
-            batched.insert(mapping.file.clone(), b);
+        match batch_function(tx, k, mapping)? {
+            Ok(b) => {
+                batched.insert(mapping.file.clone(), b);
+            }
+            Err(why) => installation.one_at_a_time.push((mapping.file.clone(), why)),
         }
     }
+    // edi-inbox's own again, for what follows in the transaction (`effects try` decides in it).
+    tx.execute("SELECT set_config('role', 'none', true)", &[])?;
     Ok((files, batched, installation))
 }
 
@@ -464,13 +468,14 @@ type Made = (
 const BODY_QUOTE: &str = "$edi_inbox_effects$";
 
 /// `mapping`'s statements as the `k`th function of the session, and the statement that calls
-/// it over arrays. `None` where the server will not make it (a statement SQL functions do not
-/// take): that file then runs statement by statement, as before.
+/// it over arrays; or why the server would not make it (the login or `--effects-role` may not
+/// create temporary objects, say): that file then runs a statement at a time, as `effects
+/// check` says.
 fn batch_function(
     tx: &mut Client,
     k: usize,
     mapping: &crate::effects::Mapping,
-) -> Result<Option<Batched>, InboxError> {
+) -> Result<Result<Batched, String>, InboxError> {
     let mut params = Vec::new();
     let body: Vec<String> = mapping
         .statements
@@ -478,8 +483,8 @@ fn batch_function(
         .map(|s| render_in(s, &mut params))
         .collect();
     let operator_sql = body.join("\n;\n");
-    if operator_sql.is_empty() || operator_sql.contains(BODY_QUOTE) {
-        return Ok(None);
+    if operator_sql.contains(BODY_QUOTE) {
+        return Ok(Err(format!("its SQL holds {BODY_QUOTE}")));
     }
     // What edi-inbox writes around the operator's SQL is made of a number and the types of
     // `sql_type`; the operator's statements were checked and prepared above, and partner data
@@ -509,11 +514,11 @@ fn batch_function(
     match made {
         Ok(call) => {
             tx.batch_execute("RELEASE batched")?;
-            Ok(Some(Batched { params, call }))
+            Ok(Ok(Batched { params, call }))
         }
-        Err(_) => {
+        Err(e) => {
             tx.batch_execute("ROLLBACK TO batched; RELEASE batched")?;
-            Ok(None)
+            Ok(Err(words(&e)))
         }
     }
 }
@@ -569,6 +574,11 @@ fn check_writes(
 /// messages is sent in several.
 const RUN_BYTES: usize = 16 << 20;
 
+/// The most calls a run sends at once: a round trip per 256 calls is a small part of them, and
+/// a run that the clock stops (each call well within `--effects-timeout`, together past it)
+/// wastes the time of that many at most before they are run one at a time.
+const RUN_CALLS: usize = 256;
+
 /// One call of a file's function: the interchange (its place in the batch) and, but for
 /// `_interchange.sql`, the message.
 struct Call<'a> {
@@ -617,10 +627,14 @@ impl<'a> Column<'a> {
 /// server said of the statement; not a lost connection or a conflict with another host, which
 /// the batch is retried or failed for as before.
 fn worth_one_at_a_time(e: &postgres::Error) -> bool {
-    e.code().is_some_and(|c| {
-        let code = c.code();
-        code == "57014" || !matches!(code.get(..2), Some("08" | "40" | "57" | "58" | "XX"))
-    })
+    // A FATAL or PANIC ends the session: there is nothing to roll back to.
+    let Some(db) = e.as_db_error() else {
+        return false;
+    };
+    let code = db.code().code();
+    db.parsed_severity()
+        .is_none_or(|s| s == postgres::error::Severity::Error)
+        && (code == "57014" || !matches!(code.get(..2), Some("08" | "40" | "57" | "58" | "XX")))
 }
 
 /// JSON text bound as `jsonb`: its binary form is a version byte (1) and the text.
@@ -776,7 +790,10 @@ impl Installed {
                 }
             }
             for (mapping, message) in calls {
-                if run.first().is_some_and(|c| c.mapping.file != mapping.file) || held > RUN_BYTES {
+                if run.first().is_some_and(|c| c.mapping.file != mapping.file)
+                    || held > RUN_BYTES
+                    || run.len() >= RUN_CALLS
+                {
                     if let Err(e) = self.send(client, scopes, &run)? {
                         return Ok(Err(e));
                     }
