@@ -1231,3 +1231,49 @@ fn postgres_a_run_past_the_timeout_is_run_again_a_statement_at_a_time() {
     );
     assert_eq!(count(&site, "SELECT count(*) FROM refusals"), 0);
 }
+
+/// On PostgreSQL a run holds at most 256 calls: an interchange of 300 INVOICs is sent as two
+/// statements, the first of 256 calls, in the messages' order across the split.
+#[cfg(feature = "postgres")]
+#[test]
+fn postgres_splits_a_long_run_in_order() {
+    let Some(site) = Site::postgres() else { return };
+    let fx = mapping(
+        &site,
+        "fx",
+        &[
+            (
+                "migrations/0001_calls.sql",
+                "CREATE TABLE calls (seq bigserial, message_ref text, at timestamptz, seen bigint);",
+            ),
+            (
+                "INVOIC.sql",
+                "INSERT INTO calls (message_ref, at, seen)
+                 VALUES (:message_ref, statement_timestamp(), (SELECT count(*) FROM calls));",
+            ),
+        ],
+    );
+    let numbers: Vec<String> = (1..=300).map(|n| format!("N{n}")).collect();
+    let numbers: Vec<&str> = numbers.iter().map(String::as_str).collect();
+    site.put("long.edi", &invoices("LONG1", &numbers));
+    site.ingest_json(&["--effects", fx.to_str().unwrap()])
+        .code(0);
+    let refs: Vec<String> = texts(&site, "SELECT message_ref FROM calls ORDER BY seq")
+        .into_iter()
+        .map(|r| r[0].clone())
+        .collect();
+    let want: Vec<String> = (1..=300).map(|n| n.to_string()).collect();
+    assert_eq!(refs, want, "the messages' order across the split");
+    assert_eq!(
+        count(&site, "SELECT count(*) FROM calls WHERE seen <> seq - 1"),
+        0
+    );
+    assert_eq!(
+        texts(
+            &site,
+            "SELECT count(*) FROM calls GROUP BY at ORDER BY min(seq)"
+        ),
+        vec![vec!["256"], vec!["44"]],
+        "two statements: 256 calls, then the other 44"
+    );
+}
