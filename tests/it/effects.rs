@@ -170,7 +170,9 @@ per_backend! {
     /// interchange of more messages than one statement writes without side effects (eight),
     /// with a type without a mapping among them, and in a file of two smaller interchanges:
     /// on SQLite the messages are read ahead by the reading threads (the mapping reads
-    /// `:message` only through `message_segments`) and the ids taken as the rows are written.
+    /// `:message` only through `message_segments`) and the ids read off the statements that
+    /// write the rows, eight at a time. Each applied message's mapping is recorded (eight
+    /// records a statement where there are eight), and only theirs.
     fn each_message_gets_its_own_row_and_segments(site) {
         let fx = mapping(
             &site,
@@ -227,6 +229,15 @@ per_backend! {
                  WHERE m.reference = s.message_ref AND m.message_type = 'INVOIC'"
             ),
             16
+        );
+        assert_eq!(
+            texts(
+                &site,
+                "SELECT m.message_type, CAST(count(*) AS TEXT) FROM message_effects e
+                 JOIN messages m ON m.id = e.message_id GROUP BY m.message_type"
+            ),
+            vec![vec!["INVOIC".to_string(), "16".to_string()]],
+            "one record per applied INVOIC, none for the ORDERS without a mapping"
         );
     }
 }

@@ -375,23 +375,29 @@ pub(super) fn write_interchange(
     ])?;
     // Eight rows a statement where there are eight: one statement per message was most of the
     // deciding thread's time, which is what the whole run waits on.
-    // Where the side effects want the rows' ids, each row is written alone and its id taken
-    // as it is: a query for them afterwards cost a new interchange with side effects more than
-    // all its message rows, and `RETURNING` (an ephemeral table a statement) as much again.
+    // Where the side effects want the rows' ids, they are read off the statement: SQLite gives
+    // a new row the largest rowid plus one, in the order of VALUES, so the eight rows are the
+    // last id and the seven before it. Writing each row alone to take its id cost a new
+    // interchange with side effects more than its side effects' own record; a query for them
+    // afterwards more still, and `RETURNING` (an ephemeral table a statement) as much again.
+    if let Some(ids) = ids.as_deref_mut() {
+        ids.clear();
+    }
     let mut rest = i.messages.iter().enumerate();
-    if ids.is_none() && i.messages.len() >= MESSAGE_ROWS {
+    if i.messages.len() >= MESSAGE_ROWS {
         let mut eight = conn.prepare_cached(INSERT_EIGHT_MESSAGES)?;
         for _ in 0..i.messages.len() / MESSAGE_ROWS {
             for (k, (n, m)) in rest.by_ref().take(MESSAGE_ROWS).enumerate() {
                 bind_message(&mut eight, k * MESSAGE_COLUMNS, id, n, m, i)?;
             }
             eight.raw_execute()?;
+            if let Some(ids) = ids.as_deref_mut() {
+                let last = conn.last_insert_rowid();
+                ids.extend(last - (MESSAGE_ROWS as i64 - 1)..=last);
+            }
         }
     }
     let mut one = conn.prepare_cached(INSERT_ONE_MESSAGE)?;
-    if let Some(ids) = ids.as_deref_mut() {
-        ids.clear();
-    }
     for (n, m) in rest {
         bind_message(&mut one, 0, id, n, m, i)?;
         one.raw_execute()?;

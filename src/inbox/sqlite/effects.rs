@@ -166,6 +166,8 @@ pub(super) struct Installed {
     effects: Arc<Effects>,
     /// By file name, each file's statements in order.
     files: BTreeMap<String, Vec<Prepared>>,
+    /// By a message type's file name, what is recorded of a message it applied.
+    checksums: BTreeMap<String, String>,
     timeout: Duration,
     guard: Arc<Guard>,
     /// What each statement did, where the settings asked (`effects try`).
@@ -247,9 +249,15 @@ impl SideEffects for SqliteInbox {
                     // (the batch's own BEGIN finds it open), then it is rolled back whole.
                     InstallMode::Try => {}
                 }
+                let checksums = effects
+                    .by_type
+                    .values()
+                    .map(|m| (m.file.clone(), effects.checksum_for(Some(m))))
+                    .collect();
                 self.effects = Some(Arc::new(Installed {
                     effects,
                     files,
+                    checksums,
                     timeout,
                     guard,
                     trace: settings.trace.then(Default::default),
@@ -401,9 +409,11 @@ impl Installed {
         scope: &Scope<'_>,
         ids: &[i64],
     ) -> Result<(), InboxError> {
+        let mut open = Open::new(conn);
+        let mut applied = Vec::new();
         if let Some(m) = &self.effects.interchange {
             for p in self.files.get(&m.file).into_iter().flatten() {
-                self.execute(conn, p, scope, None)?;
+                self.execute(&mut open, p, scope, None)?;
             }
         }
         for (n, message) in scope.interchange.messages.iter().enumerate() {
@@ -413,9 +423,19 @@ impl Installed {
             else {
                 continue;
             };
-            self.run_message(conn, scope, n, ids, mapping, scope.received_at)?;
+            let id = self.run_message(&mut open, scope, n, ids, mapping)?;
+            applied.push((id, self.checksum(mapping)));
         }
-        Ok(())
+        open.record(&applied, scope.received_at)
+    }
+
+    /// What is recorded of a message applied with `mapping`: the checksum of the files that
+    /// ran (made once at start-up).
+    fn checksum(&self, mapping: &crate::effects::Mapping) -> std::borrow::Cow<'_, str> {
+        match self.checksums.get(&mapping.file) {
+            Some(known) => std::borrow::Cow::Borrowed(known.as_str()),
+            None => std::borrow::Cow::Owned(self.effects.checksum_for(Some(mapping))),
+        }
     }
 
     /// True where a message of `interchange` has a mapping: [`Installed::run`] then needs its
@@ -428,49 +448,42 @@ impl Installed {
         })
     }
 
-    /// The `n`th message's statements (of `mapping`), and the mapping it ran recorded.
+    /// The `n`th message's statements (of `mapping`); its row's id, for the caller to record
+    /// the mapping it ran with ([`Open::record`]).
     fn run_message(
         &self,
-        conn: &Connection,
+        open: &mut Open<'_>,
         scope: &Scope<'_>,
         n: usize,
         ids: &[i64],
         mapping: &crate::effects::Mapping,
-        applied_at: &str,
-    ) -> Result<(), InboxError> {
+    ) -> Result<i64, InboxError> {
         let Some(message) = scope.interchange.messages.get(n) else {
-            return Ok(());
+            return Err(InboxError::Backend(
+                format!("the interchange has no message {}", n + 1).into(),
+            ));
         };
         // This connection's `message_segments` serves a message held as its segments alone.
         let ms = MessageScope::of(scope, n, message, ids, mapping, true)?;
         let _held = holding(&self.current, ms.held.clone());
         for p in self.files.get(&mapping.file).into_iter().flatten() {
-            self.execute(conn, p, scope, Some(&ms))?;
+            self.execute(open, p, scope, Some(&ms))?;
         }
-        conn.prepare_cached(
-            "INSERT INTO message_effects (message_id, mapping, applied_at) VALUES (?1, ?2, ?3)
-             ON CONFLICT (message_id) DO UPDATE SET mapping = excluded.mapping,
-                 applied_at = excluded.applied_at",
-        )?
-        .execute(params![
-            ms.id,
-            self.effects.checksum_for(Some(mapping)),
-            applied_at
-        ])?;
-        Ok(())
+        Ok(ms.id)
     }
 
     /// One statement, its parameters bound by number; how many rows it changed.
     fn execute(
         &self,
-        conn: &Connection,
+        open: &mut Open<'_>,
         p: &Prepared,
         scope: &Scope<'_>,
         message: Option<&MessageScope<'_>>,
     ) -> Result<u64, InboxError> {
         let armed = self.guard.operator(EFFECT, Some(self.timeout));
+        let conn = open.conn;
         let result = (|| {
-            let mut st = conn.prepare_cached(&p.sql)?;
+            let st = open.statement(p)?;
             for &param in &p.params {
                 let at = number(param);
                 match scope.value(param, message) {
@@ -520,6 +533,115 @@ impl Installed {
         }
     }
 }
+
+/// The statements of one call of the side effects (an interchange's, or a message's again),
+/// each taken from the connection's cache once: a lookup there hashes the statement's whole
+/// text going out and coming back, which for a message's two statements and its record cost as
+/// much as a sixth of the statements themselves (BENCHMARKS.md, issue 39).
+struct Open<'c> {
+    conn: &'c Connection,
+    /// By the address of the statement in [`Installed::files`], which lives as long.
+    statements: Vec<(*const Prepared, rusqlite::CachedStatement<'c>)>,
+    record_one: Option<rusqlite::CachedStatement<'c>>,
+    record_eight: Option<rusqlite::CachedStatement<'c>>,
+}
+
+impl<'c> Open<'c> {
+    fn new(conn: &'c Connection) -> Open<'c> {
+        Open {
+            conn,
+            statements: Vec::new(),
+            record_one: None,
+            record_eight: None,
+        }
+    }
+
+    fn statement(&mut self, p: &Prepared) -> rusqlite::Result<&mut rusqlite::CachedStatement<'c>> {
+        let at = match self
+            .statements
+            .iter()
+            .position(|(q, _)| std::ptr::eq(*q, p))
+        {
+            Some(at) => at,
+            None => {
+                let st = self.conn.prepare_cached(&p.sql)?;
+                self.statements.push((p, st));
+                self.statements.len() - 1
+            }
+        };
+        // Just found or pushed: never out of range.
+        match self.statements.get_mut(at) {
+            Some((_, st)) => Ok(st),
+            None => Err(rusqlite::Error::InvalidQuery),
+        }
+    }
+
+    /// Records the mapping each message (by its row's id) was applied with, eight rows a
+    /// statement where there are eight: a statement a message was most of what a side effect
+    /// costs edi-inbox itself, its page copied to the statement journal each time.
+    fn record(
+        &mut self,
+        applied: &[(i64, std::borrow::Cow<'_, str>)],
+        at: &str,
+    ) -> Result<(), InboxError> {
+        let mut eights = applied.chunks_exact(RECORD_ROWS);
+        for eight in eights.by_ref() {
+            let st = Self::held(self.conn, &mut self.record_eight, RECORD_EIGHT)?;
+            for (k, (id, mapping)) in eight.iter().enumerate() {
+                st.raw_bind_parameter(3 * k + 1, id)?;
+                st.raw_bind_parameter(3 * k + 2, mapping.as_ref())?;
+                st.raw_bind_parameter(3 * k + 3, at)?;
+            }
+            st.raw_execute()?;
+        }
+        for (id, mapping) in eights.remainder() {
+            let st = Self::held(self.conn, &mut self.record_one, RECORD_ONE)?;
+            st.execute(params![id, mapping.as_ref(), at])?;
+        }
+        Ok(())
+    }
+
+    fn held<'o>(
+        conn: &'c Connection,
+        slot: &'o mut Option<rusqlite::CachedStatement<'c>>,
+        sql: &str,
+    ) -> rusqlite::Result<&'o mut rusqlite::CachedStatement<'c>> {
+        if slot.is_none() {
+            *slot = Some(conn.prepare_cached(sql)?);
+        }
+        match slot.as_mut() {
+            Some(st) => Ok(st),
+            None => Err(rusqlite::Error::InvalidQuery),
+        }
+    }
+}
+
+/// Rows a statement of [`Open::record`] takes.
+const RECORD_ROWS: usize = 8;
+
+macro_rules! record_rows {
+    ($($row:literal),+) => {
+        concat!(
+            "INSERT INTO message_effects (message_id, mapping, applied_at) VALUES ",
+            $($row),+,
+            " ON CONFLICT (message_id) DO UPDATE SET mapping = excluded.mapping, ",
+            "applied_at = excluded.applied_at"
+        )
+    };
+}
+
+const RECORD_ONE: &str = record_rows!("(?, ?, ?)");
+
+const RECORD_EIGHT: &str = record_rows!(
+    "(?, ?, ?), ",
+    "(?, ?, ?), ",
+    "(?, ?, ?), ",
+    "(?, ?, ?), ",
+    "(?, ?, ?), ",
+    "(?, ?, ?), ",
+    "(?, ?, ?), ",
+    "(?, ?, ?)"
+);
 
 /// SQLite's name of an extended result code a refusal carries.
 fn code_name(extended: i32) -> &'static str {
@@ -622,9 +744,11 @@ impl SqliteInbox {
                 let Some(mapping) = to_reapply(&fx.effects, filter, m, recorded)? else {
                     continue;
                 };
-                let failure = match self
-                    .in_savepoint(|conn| fx.run_message(conn, &scope, n, &ids, mapping, when))
-                {
+                let failure = match self.in_savepoint(|conn| {
+                    let mut open = Open::new(conn);
+                    let id = fx.run_message(&mut open, &scope, n, &ids, mapping)?;
+                    open.record(&[(id, fx.checksum(mapping))], when)
+                }) {
                     Ok(()) => None,
                     Err(InboxError::EffectFailed(r)) if !self.conn.is_autocommit() => Some(r),
                     Err(e) => return Err(e),
