@@ -73,12 +73,12 @@ pub enum Command {
     /// Apply each interchange exactly once: new ones are written, redeliveries reported as
     /// duplicates, the same key with other content (drift) kept apart and reported.
     ///
-    /// Decisions are made in group commits: on SQLite, each interchange in a savepoint of its
-    /// own within the batch's transaction; on PostgreSQL, a whole batch at once in one READ
-    /// COMMITTED transaction and a few statements, with no savepoint per interchange (only a
-    /// batch whose data the server refuses is halved in savepoints, all rolled back, to find the
-    /// interchanges it refuses). Outcomes are printed, and files moved, only after the commit
-    /// that makes them true.
+    /// Decisions are made in group commits: on SQLite, in the batch's transaction (each
+    /// interchange the operator's side effects run for in a savepoint of its own); on
+    /// PostgreSQL, a whole batch at once in one READ COMMITTED transaction and a few
+    /// statements, with no savepoint per interchange (only a batch whose data the server refuses
+    /// is halved in savepoints, all rolled back, to find the interchanges it refuses). Outcomes
+    /// are printed, and files moved, only after the commit that makes them true.
     Ingest(IngestArgs),
 
     /// Decide again files of the quarantine, once corrected (or once a partner's resend is the

@@ -7,14 +7,19 @@
 #
 #   benches/scripts/instructions.sh /tmp/old /tmp/new      (FILES=2000 by default)
 #
-# EFFECTS=DIR ingests with `--effects DIR` (issue 39). Each thread's count is printed too, the
+# EFFECTS=DIR ingests with `--effects DIR` (issue 39); STANDARD=x12 an ANSI X12 corpus of the same
+# keys (issue 41). Each thread's count is printed too, the
 # deciding thread first: it is the one the run waits on.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . benches/scripts/corpus.sh
 files=${FILES:-2000}
 cargo build --release --quiet --example gen_corpus
-corpus=$(bench_corpus "$files")
+if [ "${STANDARD:-edifact}" = edifact ]; then
+  corpus=$(bench_corpus "$files")
+else
+  corpus=$(bench_corpus "$files" 1 "corpus-$files-$STANDARD" "$STANDARD")
+fi
 for bin in "$@"; do
   out="$BENCH_DIR/callgrind.$(basename "$bin").out"
   rm -f "$BENCH_DIR/instructions.db"*

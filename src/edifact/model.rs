@@ -202,7 +202,7 @@ impl Interchange<'_> {
 
     /// The SHA-256 as 64 lower-case hex digits.
     pub fn sha256_hex(&self) -> String {
-        hex::encode(self.sha256)
+        crate::segment_hash::sha256_hex(&self.sha256)
     }
 }
 

@@ -94,14 +94,33 @@ impl Decisions for SqliteInbox {
 }
 
 impl SqliteInbox {
-    /// One interchange, in a savepoint of the batch: the key insert decides, and a new key's
-    /// business rows go with it or not at all.
+    /// One interchange: the key insert decides, and a new key's business rows go with it or
+    /// not at all.
+    ///
+    /// Where the operator's statements run for it, in a savepoint of the batch, so that one
+    /// failing on the interchange's data rolls back that interchange alone. Where none runs,
+    /// nothing but the database itself (the disk full, an I/O error) can fail a decision, and
+    /// that fails the whole batch: its writes are rolled back with the batch, here, and the
+    /// savepoint, which journalled every page the decision changed, is left out (a tenth of
+    /// the deciding thread: BENCHMARKS.md, issue 41).
     pub(super) fn decide_one(&mut self, c: &Candidate<'_>) -> Result<Decision, InboxError> {
         self.begin()?;
         let id = self.next_id()?;
         let effects = self.effects.clone();
         let host = std::mem::take(&mut self.host);
-        let decided = self.in_savepoint(|conn| decide(conn, id, c, &host, effects.as_deref()));
+        let guarded = effects
+            .as_deref()
+            .is_some_and(|fx| fx.runs_any(c.interchange));
+        let decided = if guarded {
+            self.in_savepoint(|conn| decide(conn, id, c, &host, effects.as_deref()))
+        } else {
+            let decided = decide(&self.conn, id, c, &host, effects.as_deref());
+            if decided.is_err() {
+                // No caller may commit what is left of the batch after this.
+                let _ = self.rollback();
+            }
+            decided
+        };
         self.host = host;
         let d = match decided {
             Err(InboxError::EffectFailed(mut refusal)) => {

@@ -438,6 +438,17 @@ impl Installed {
         }
     }
 
+    /// True where any of the operator's statements runs for `interchange` (its
+    /// `_interchange.sql`, or a message's mapping): only then may its decision fail on its data
+    /// alone, which is what the decision's savepoint is for.
+    pub(super) fn runs_any(&self, interchange: &crate::edifact::Interchange<'_>) -> bool {
+        self.effects
+            .interchange
+            .as_ref()
+            .is_some_and(|m| self.files.get(&m.file).is_some_and(|f| !f.is_empty()))
+            || self.runs_for(interchange)
+    }
+
     /// True where a message of `interchange` has a mapping: [`Installed::run`] then needs its
     /// messages' ids.
     pub(super) fn runs_for(&self, interchange: &crate::edifact::Interchange<'_>) -> bool {

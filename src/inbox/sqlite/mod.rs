@@ -1,8 +1,8 @@
 //! The SQLite inbox: one database file, shared by the runs on one host.
 //!
 //! The decision for an interchange is one `INSERT ... ON CONFLICT DO NOTHING` on the inbox key,
-//! inside a savepoint of the batch's `BEGIN IMMEDIATE` transaction, together with the business
-//! rows it implies. A batch left open when the inbox is dropped (a failed run) is rolled back by
+//! inside the batch's `BEGIN IMMEDIATE` transaction (and a savepoint of it where the operator's
+//! side effects run), together with the business rows it implies. A batch left open when the inbox is dropped (a failed run) is rolled back by
 //! SQLite. Nothing outside this module knows it is SQLite (but for the walk, which passes over
 //! the database's -wal, -shm and -journal files): its errors, write-ahead log,
 //! checkpoints and ids stay here.

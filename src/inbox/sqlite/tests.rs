@@ -172,6 +172,71 @@ fn an_uncommitted_batch_leaves_nothing() {
     assert_eq!(count(&inbox, "interchanges"), 0);
 }
 
+/// Without side effects a decision has no savepoint of its own: one that fails after its key
+/// was taken (here a trigger left in the database refuses its second message row) must not
+/// leave the batch open with that key and none of its messages, for a later commit to keep.
+/// The whole batch is rolled back, the interchange decided before it too, and the error said.
+#[test]
+fn a_decision_failing_without_side_effects_rolls_back_the_whole_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut inbox = open(&dir.path().join("t.db")).unwrap();
+    inbox
+        .connection()
+        .execute_batch(
+            "CREATE TRIGGER no_second AFTER INSERT ON messages
+             WHEN NEW.position = 2 AND NEW.reference = 'X'
+             BEGIN SELECT RAISE(ABORT, 'no second message X'); END;",
+        )
+        .unwrap();
+    let i = interchanges(ORDERS).next().unwrap().unwrap();
+    let refused = String::from_utf8_lossy(ORDERS)
+        .replace("REF1", "REF2")
+        .replace("UNH+2+", "UNH+X+")
+        .replace("UNT+2+2'", "UNT+2+X'");
+    let j = interchanges(refused.as_bytes()).next().unwrap().unwrap();
+    assert!(matches!(
+        inbox
+            .decide_single(&i, None, "a.edi", "2026-01-01T00:00:00.000Z")
+            .unwrap(),
+        Decision::New { .. }
+    ));
+    let err = inbox
+        .decide_single(&j, None, "b.edi", "2026-01-01T00:00:01.000Z")
+        .expect_err("the trigger refuses the second interchange's message X");
+    assert!(
+        err.to_string().contains("no second message X"),
+        "the error says why: {err}"
+    );
+    assert!(
+        !inbox.in_batch(),
+        "the batch was rolled back, not left open"
+    );
+    inbox.commit().unwrap();
+    for table in ["inbox", "interchanges", "messages", "outbox"] {
+        assert_eq!(
+            count(&inbox, table),
+            0,
+            "{table} keeps nothing of the batch"
+        );
+    }
+    // The next batch starts afresh: the same interchanges are new again once the trigger is gone.
+    inbox
+        .connection()
+        .execute_batch("DROP TRIGGER no_second")
+        .unwrap();
+    for (x, name) in [(&i, "a.edi"), (&j, "b.edi")] {
+        assert!(matches!(
+            inbox
+                .decide_single(x, None, name, "2026-01-01T00:00:02.000Z")
+                .unwrap(),
+            Decision::New { .. }
+        ));
+    }
+    inbox.commit().unwrap();
+    assert_eq!(count(&inbox, "inbox"), 2);
+    assert_eq!(count(&inbox, "outbox"), 4);
+}
+
 #[test]
 fn refuses_files_that_are_not_an_inbox() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,4 +1,5 @@
-//! The batch's transaction: `BEGIN IMMEDIATE`, a savepoint per decision, committed with the
+//! The batch's transaction: `BEGIN IMMEDIATE`, a savepoint per decision with side effects (and
+//! per rejection or acknowledgement recorded), committed with the
 //! counters and the id sequence of the batch or rolled back whole; the run's checkpointing
 //! thread, told of each commit.
 
