@@ -8,15 +8,20 @@
 #   cp target/release/edi-inbox /tmp/new     (and the same at the older commit, to /tmp/old)
 #   benches/scripts/paired-ingest.sh /tmp/old /tmp/new [ROUNDS]      (default 7 rounds, 20,000 files)
 #
-# FILES (default 20000) picks the corpus, generated and cached as benches/scripts/e2e.sh does.
+# FILES (default 20000) picks the corpus, generated and cached as benches/scripts/e2e.sh does;
+# STANDARD=x12 an ANSI X12 corpus of the same keys (issue 41).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 old=$1; new=$2; rounds=${3:-7}
 . benches/scripts/corpus.sh
 files=${FILES:-20000}
 cargo build --release --quiet --example gen_corpus
-corpus=$(bench_corpus "$files")
-find "$corpus" -name '*.edi' -print0 | xargs -0 cat >/dev/null
+if [ "${STANDARD:-edifact}" = edifact ]; then
+  corpus=$(bench_corpus "$files")
+else
+  corpus=$(bench_corpus "$files" 1 "corpus-$files-$STANDARD" "$STANDARD")
+fi
+find "$corpus" -type f -name 'ic*' -print0 | xargs -0 cat >/dev/null
 db="$BENCH_DIR/paired-builds.db"
 run() {
   rm -f "$db" "$db-wal" "$db-shm"
