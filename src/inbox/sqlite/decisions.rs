@@ -117,6 +117,7 @@ impl SqliteInbox {
             let decided = decide(&self.conn, id, c, &host, effects.as_deref());
             if decided.is_err() {
                 // No caller may commit what is left of the batch after this.
+                self.rollbacks += 1;
                 let _ = self.rollback();
             }
             decided

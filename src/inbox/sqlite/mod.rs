@@ -64,4 +64,8 @@ pub struct SqliteInbox {
     effects: Option<std::sync::Arc<effects::Installed>>,
     /// This machine's name, recorded with each sighting it decides.
     host: String,
+    /// Batches it rolled back itself, on a decision that failed ([`Transaction::rollbacks`]).
+    ///
+    /// [`Transaction::rollbacks`]: crate::inbox::Transaction::rollbacks
+    rollbacks: u64,
 }

@@ -26,6 +26,7 @@ impl SqliteInbox {
             publisher_lock: None,
             effects: None,
             host: crate::inbox::host_name(),
+            rollbacks: 0,
         }
     }
 

@@ -211,6 +211,7 @@ fn a_decision_failing_without_side_effects_rolls_back_the_whole_batch() {
         !inbox.in_batch(),
         "the batch was rolled back, not left open"
     );
+    assert_eq!(inbox.rollbacks(), 1, "and the rollback is counted");
     inbox.commit().unwrap();
     for table in ["inbox", "interchanges", "messages", "outbox"] {
         assert_eq!(

@@ -61,6 +61,12 @@ impl Transaction for SqliteInbox {
         let _ = self.rollback();
     }
 
+    /// The batches a decision that failed without side effects rolled back (see
+    /// `SqliteInbox::decide_one`); a batch the caller abandons is not counted.
+    fn rollbacks(&self) -> u64 {
+        self.rollbacks
+    }
+
     /// The checkpointing thread is not waited for: a checkpoint may be copying another
     /// process's writes (a purge's, say), and an interrupted checkpoint is safe by SQLite's
     /// design. SQLite's own checkpoints come back on, then the WAL is emptied into the file.
