@@ -2,10 +2,10 @@
 //!
 //! The decision for an interchange is one `INSERT ... ON CONFLICT DO NOTHING` on the inbox key,
 //! inside the batch's `BEGIN IMMEDIATE` transaction (and a savepoint of it where the operator's
-//! side effects run), together with the business rows it implies. A batch left open when the inbox is dropped (a failed run) is rolled back by
-//! SQLite. Nothing outside this module knows it is SQLite (but for the walk, which passes over
-//! the database's -wal, -shm and -journal files): its errors, write-ahead log,
-//! checkpoints and ids stay here.
+//! side effects run), together with the business rows it implies. A batch left open when the
+//! inbox is dropped (a failed run) is rolled back by SQLite. Nothing outside this module knows
+//! it is SQLite (but for the walk, which passes over the database's -wal, -shm and -journal
+//! files): its errors, write-ahead log, checkpoints and ids stay here.
 //!
 //! Each capability of the inbox is in the file of its name (`decisions.rs`, `transaction.rs` for
 //! the batch's transaction, `acknowledgements.rs`, `positions.rs`, `transports.rs`,
@@ -68,4 +68,7 @@ pub struct SqliteInbox {
     ///
     /// [`Transaction::rollbacks`]: crate::inbox::Transaction::rollbacks
     rollbacks: u64,
+    /// A batch was given up but its `ROLLBACK` failed, so the transaction may still hold part
+    /// of it: until a `ROLLBACK` succeeds, nothing may begin or commit on top of it.
+    given_up: bool,
 }

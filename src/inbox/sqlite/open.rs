@@ -27,6 +27,7 @@ impl SqliteInbox {
             effects: None,
             host: crate::inbox::host_name(),
             rollbacks: 0,
+            given_up: false,
         }
     }
 

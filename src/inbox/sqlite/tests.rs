@@ -176,6 +176,26 @@ fn an_uncommitted_batch_leaves_nothing() {
 /// was taken (here a trigger left in the database refuses its second message row) must not
 /// leave the batch open with that key and none of its messages, for a later commit to keep.
 /// The whole batch is rolled back, the interchange decided before it too, and the error said.
+/// Decides `x` alone, which must be new.
+fn decided_new(inbox: &mut SqliteInbox, x: &crate::edifact::Interchange<'_>, name: &str) {
+    assert!(matches!(
+        inbox
+            .decide_single(x, None, name, "2026-01-01T00:00:00.000Z")
+            .unwrap(),
+        Decision::New { .. }
+    ));
+}
+
+/// The inbox rolled its batch back itself, once, and a commit after it has nothing to commit.
+fn rolled_back_once(inbox: &mut SqliteInbox) {
+    assert!(
+        !inbox.in_batch(),
+        "the batch was rolled back, not left open"
+    );
+    assert_eq!(inbox.rollbacks(), 1, "and the rollback is counted");
+    inbox.commit().unwrap();
+}
+
 #[test]
 fn a_decision_failing_without_side_effects_rolls_back_the_whole_batch() {
     let dir = tempfile::tempdir().unwrap();
@@ -194,12 +214,7 @@ fn a_decision_failing_without_side_effects_rolls_back_the_whole_batch() {
         .replace("UNH+2+", "UNH+X+")
         .replace("UNT+2+2'", "UNT+2+X'");
     let j = interchanges(refused.as_bytes()).next().unwrap().unwrap();
-    assert!(matches!(
-        inbox
-            .decide_single(&i, None, "a.edi", "2026-01-01T00:00:00.000Z")
-            .unwrap(),
-        Decision::New { .. }
-    ));
+    decided_new(&mut inbox, &i, "a.edi");
     let err = inbox
         .decide_single(&j, None, "b.edi", "2026-01-01T00:00:01.000Z")
         .expect_err("the trigger refuses the second interchange's message X");
@@ -207,12 +222,7 @@ fn a_decision_failing_without_side_effects_rolls_back_the_whole_batch() {
         err.to_string().contains("no second message X"),
         "the error says why: {err}"
     );
-    assert!(
-        !inbox.in_batch(),
-        "the batch was rolled back, not left open"
-    );
-    assert_eq!(inbox.rollbacks(), 1, "and the rollback is counted");
-    inbox.commit().unwrap();
+    rolled_back_once(&mut inbox);
     for table in ["inbox", "interchanges", "messages", "outbox"] {
         assert_eq!(
             count(&inbox, table),
@@ -236,6 +246,76 @@ fn a_decision_failing_without_side_effects_rolls_back_the_whole_batch() {
     inbox.commit().unwrap();
     assert_eq!(count(&inbox, "inbox"), 2);
     assert_eq!(count(&inbox, "outbox"), 4);
+}
+
+/// A decision's savepoint that cannot be rolled back to (here the statements released it
+/// themselves, as an I/O error could also leave it) must not leave its writes in the batch,
+/// to be committed with it: the whole batch goes, and the failure is the database's.
+#[test]
+fn a_savepoint_that_cannot_be_undone_rolls_back_the_whole_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut inbox = open(&dir.path().join("t.db")).unwrap();
+    inbox
+        .connection()
+        .execute_batch("CREATE TABLE t (x)")
+        .unwrap();
+    let i = interchanges(ORDERS).next().unwrap().unwrap();
+    decided_new(&mut inbox, &i, "a.edi");
+    let err = inbox
+        .in_savepoint(|c| -> Result<(), InboxError> {
+            c.execute_batch("INSERT INTO t VALUES (1); RELEASE decision")?;
+            Err(InboxError::Backend("the statement failed".into()))
+        })
+        .expect_err("the statement failed");
+    let text = err.to_string();
+    assert!(
+        text.contains("the statement failed") && text.contains("whole batch was rolled back"),
+        "the error says both what failed and what became of the batch: {text}"
+    );
+    rolled_back_once(&mut inbox);
+    assert_eq!(
+        count(&inbox, "t"),
+        0,
+        "the savepoint's write was not committed"
+    );
+    assert_eq!(
+        count(&inbox, "inbox"),
+        0,
+        "nor the batch's earlier decision"
+    );
+}
+
+/// A batch whose `ROLLBACK` failed may still be open: neither a commit nor the next batch may
+/// build on it. The failed `ROLLBACK` is stood for by its mark, which only a failure sets.
+#[test]
+fn a_batch_whose_rollback_failed_is_never_committed() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut inbox = open(&dir.path().join("t.db")).unwrap();
+    let i = interchanges(ORDERS).next().unwrap().unwrap();
+    let other = String::from_utf8_lossy(ORDERS).replace("REF1", "REF2");
+    let j = interchanges(other.as_bytes()).next().unwrap().unwrap();
+    decided_new(&mut inbox, &i, "a.edi");
+    inbox.given_up = true;
+    inbox.commit().unwrap();
+    assert!(!inbox.in_batch());
+    assert_eq!(count(&inbox, "inbox"), 0, "a commit rolls it back instead");
+    decided_new(&mut inbox, &i, "a.edi");
+    inbox.given_up = true;
+    decided_new(&mut inbox, &j, "b.edi");
+    inbox.commit().unwrap();
+    let refs: Vec<String> = inbox
+        .connection()
+        .prepare("SELECT control_ref FROM inbox")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(
+        refs,
+        ["REF2"],
+        "the next batch began afresh, without the one given up"
+    );
 }
 
 #[test]

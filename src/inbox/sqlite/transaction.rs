@@ -1,7 +1,6 @@
 //! The batch's transaction: `BEGIN IMMEDIATE`, a savepoint per decision with side effects (and
-//! per rejection or acknowledgement recorded), committed with the
-//! counters and the id sequence of the batch or rolled back whole; the run's checkpointing
-//! thread, told of each commit.
+//! per rejection or acknowledgement recorded), committed with the counters and the id sequence
+//! of the batch or rolled back whole; the run's checkpointing thread, told of each commit.
 
 use std::sync::atomic::Ordering;
 
@@ -31,6 +30,11 @@ impl Transaction for SqliteInbox {
     /// One fsync with `synchronous=FULL`, whatever the batch's size. Between batches, the WAL
     /// is restarted where the checkpointing thread found it grown.
     fn commit(&mut self) -> Result<(), InboxError> {
+        if self.given_up {
+            // What is open is a batch given up, never to be committed: it goes now, or the
+            // commit fails.
+            return self.rollback();
+        }
         if self.in_batch() {
             for (name, by) in std::mem::take(&mut self.pending_counts) {
                 add_counter(&self.conn, name, by)?;
@@ -83,6 +87,9 @@ impl SqliteInbox {
     /// taken (waiting up to the busy timeout for another run) before anything is read for a
     /// decision. A deferred transaction would fail at once when it upgrades to a writer.
     pub(super) fn begin(&mut self) -> Result<(), InboxError> {
+        if self.given_up {
+            self.rollback()?;
+        }
         if !self.in_batch() {
             self.conn.execute_batch("BEGIN IMMEDIATE")?;
         }
@@ -104,12 +111,22 @@ impl SqliteInbox {
                 self.conn.prepare_cached("RELEASE decision")?.execute([])?;
                 Ok(v)
             }
-            Err(e) => {
-                let _ = self
-                    .conn
-                    .execute_batch("ROLLBACK TO decision; RELEASE decision");
-                Err(e)
-            }
+            Err(e) => match self
+                .conn
+                .execute_batch("ROLLBACK TO decision; RELEASE decision")
+            {
+                Ok(()) => Err(e),
+                Err(undo) => {
+                    // The savepoint's writes would stay in the batch and be committed with
+                    // it: the whole batch goes instead, and the caller sees the database
+                    // fail, never a refusal it could go on after.
+                    self.rollbacks += 1;
+                    let _ = self.rollback();
+                    Err(InboxError::Backend(
+                        format!("{e}; undoing it in the batch failed ({undo}), so the whole batch was rolled back").into(),
+                    ))
+                }
+            },
         }
     }
 
@@ -126,12 +143,17 @@ impl SqliteInbox {
 
     /// Drops every decision of the open batch (a run that fails drops the inbox instead, which
     /// rolls the batch back).
+    ///
+    /// Where the `ROLLBACK` fails, the batch is marked given up: the next `begin` or `commit`
+    /// tries again, and fails rather than build on it or commit it.
     pub(super) fn rollback(&mut self) -> Result<(), InboxError> {
         self.pending_counts.clear();
         self.next_id = None;
         if self.in_batch() {
+            self.given_up = true;
             self.conn.execute_batch("ROLLBACK")?;
         }
+        self.given_up = false;
         Ok(())
     }
 }
