@@ -247,6 +247,51 @@ fn unb_of(isa: &x12::Isa) -> edifact::Unb {
     }
 }
 
+/// The segments of `raw` (one stored interchange of either standard), each with its
+/// terminator, as they stand, for a person to set a drifted copy beside the applied one
+/// segment by segment: an X12 one split at its own terminator (the byte after ISA16), an
+/// EDIFACT one as [`edifact::quote::split_segments`] does. Never failing: an X12 interchange
+/// whose ISA does not read is one piece, as it stands.
+pub fn split_segments(raw: &[u8]) -> Vec<&[u8]> {
+    if !starts_x12(raw) {
+        return edifact::quote::split_segments(raw);
+    }
+    let terminator = match x12::interchanges(raw).next() {
+        Some(Ok(i)) => Some(i.separators.terminator),
+        _ => x12::rejected_contexts(raw)
+            .into_values()
+            .next()
+            .map(|c| c.separators.terminator),
+    };
+    let Some(terminator) = terminator else {
+        return vec![raw];
+    };
+    let mut pieces = Vec::new();
+    let mut pos = if raw.starts_with(BOM) { BOM.len() } else { 0 };
+    loop {
+        while raw
+            .get(pos)
+            .is_some_and(|&b| b != terminator && matches!(b, b'\r' | b'\n' | b' ' | b'\t'))
+        {
+            pos += 1;
+        }
+        let Some(rest) = raw.get(pos..).filter(|r| !r.is_empty()) else {
+            break;
+        };
+        match memchr::memchr(terminator, rest) {
+            Some(k) => {
+                pieces.push(&rest[..=k]);
+                pos += k + 1;
+            }
+            None => {
+                pieces.push(rest);
+                break;
+            }
+        }
+    }
+    pieces
+}
+
 /// The segment of `data` that holds byte `offset`, for a person to read under a rejection
 /// ([`edifact::quote::quote_at`]): split by the X12 delimiters where the last interchange
 /// begun before it is an X12 one, else by EDIFACT's separators.
@@ -369,6 +414,87 @@ mod tests {
                 (Standard::X12, "000000002".into(), x + e),
                 (Standard::Edifact, "E2".into(), 2 * x + e),
             ]
+        );
+    }
+
+    /// A transport's fixed-width wrap falls where it falls: inside the tag of a later
+    /// interchange (`IS⏎A`), between `ISA` and its element separator, or inside `UNB`. At
+    /// every width from 40 to 100 columns, with CRLF and LF, a file of the two standards in
+    /// turn reads as unwrapped, each interchange with the same hash.
+    #[test]
+    fn a_wrap_inside_a_later_interchanges_tag_is_a_wrap() {
+        let data = format!("{}{}{}{}", x12(1), edifact("E1"), x12(2), x12(3)).replace('\n', "");
+        let unwrapped: Vec<(Standard, String, [u8; 32])> = interchanges(data.as_bytes())
+            .map(|i| {
+                let i = i.expect("each interchange reads unwrapped");
+                (i.standard, i.unb.control_ref.to_string(), i.sha256)
+            })
+            .collect();
+        assert_eq!(unwrapped.len(), 4);
+        let mut split_tags = 0;
+        for eol in ["\r\n", "\n"] {
+            for width in 40..=100 {
+                let lines: Vec<&str> = data
+                    .as_bytes()
+                    .chunks(width)
+                    .map(|c| std::str::from_utf8(c).expect("ASCII"))
+                    .collect();
+                let wrapped = lines.join(eol) + eol;
+                split_tags += ["I{eol}SA", "IS{eol}A", "ISA{eol}*", "U{eol}NB", "UN{eol}B"]
+                    .iter()
+                    .filter(|t| wrapped.contains(&t.replace("{eol}", eol)))
+                    .count();
+                let read: Vec<(Standard, String, [u8; 32])> = interchanges(wrapped.as_bytes())
+                    .map(|i| {
+                        let i = i.unwrap_or_else(|e| panic!("wrapped at {width} ({eol:?}): {e}"));
+                        (i.standard, i.unb.control_ref.to_string(), i.sha256)
+                    })
+                    .collect();
+                assert_eq!(read, unwrapped, "wrapped at {width} ({eol:?})");
+            }
+        }
+        assert!(
+            split_tags >= 10,
+            "the widths split tags of later interchanges ({split_tags} times)"
+        );
+    }
+
+    /// A line break where the element separator belongs, before the ISA's first element, is
+    /// still no separator.
+    #[test]
+    fn a_line_break_before_the_first_isa_element_is_no_separator() {
+        let data = x12(1).replacen("ISA*00*", "ISA\n00*", 1);
+        let e = interchanges(data.as_bytes())
+            .next()
+            .expect("one")
+            .expect_err("a line break is no element separator");
+        assert_eq!(e.code(), "bad-separator", "{e}");
+        assert_eq!(e.offset, 0);
+    }
+
+    /// A drifted copy is set beside the applied one segment by segment, whichever the
+    /// standard: an X12 interchange is split at its own terminator, never at EDIFACT's `'`.
+    #[test]
+    fn an_interchange_splits_into_its_segments_by_its_own_terminator() {
+        let data = x12(7).replace("PO1", "PO'1");
+        let pieces: Vec<&str> = split_segments(data.as_bytes())
+            .into_iter()
+            .map(|p| std::str::from_utf8(p).expect("ASCII"))
+            .collect();
+        assert_eq!(pieces.len(), 7, "{pieces:?}");
+        assert!(pieces[0].starts_with("ISA*00*") && pieces[0].ends_with(">~"));
+        assert_eq!(pieces[3], "BEG*00*SA*PO'1**20210101~");
+        assert_eq!(pieces[6], "IEA*1*000000007~");
+        let wrapped = data.replace("~", "~\r\n");
+        assert_eq!(
+            split_segments(wrapped.as_bytes()).len(),
+            7,
+            "line breaks between segments are no segment"
+        );
+        let e = edifact("E1");
+        assert_eq!(
+            split_segments(e.as_bytes()),
+            edifact::quote::split_segments(e.as_bytes())
         );
     }
 

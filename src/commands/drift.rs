@@ -6,7 +6,7 @@ use serde::Serialize;
 use similar::{Algorithm, DiffOp, capture_diff_slices, group_diff_ops};
 
 use crate::edifact::Charset;
-use crate::edifact::quote::split_segments;
+use crate::envelopes::split_segments;
 use crate::exit::ExitStatus;
 use crate::inbox::{DriftedCopy, StoredInterchange};
 use crate::output::{Out, problem};

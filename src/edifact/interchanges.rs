@@ -122,7 +122,8 @@ impl<'a> Interchanges<'a> {
             self.done = true;
             return Err(EnvelopeError::at(pos, ErrorKind::Empty));
         }
-        if self.started && data[pos..].starts_with(b"ISA") {
+        // An X12 interchange next, also where a transport's wrap splits its `ISA`.
+        if self.started && crate::x12::starts_interchange(data, pos) {
             self.handover = Some(pos);
             return Ok(None);
         }

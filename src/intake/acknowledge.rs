@@ -3,7 +3,7 @@
 //! the decision's transaction. The CONTRL's bytes are [`crate::edifact::contrl`]'s.
 
 use crate::edifact::contrl::{self, Action, Detail, Level, Mode, SyntaxError};
-use crate::edifact::{EnvelopeError, Interchange, RejectedContext, Unb};
+use crate::edifact::{EnvelopeError, Interchange, Message, RejectedContext, Unb};
 use crate::envelopes;
 use crate::inbox::{Decision, Inbox, InboxError, InterchangeKey, NewAcknowledgement, Resend};
 use crate::standard::Standard;
@@ -459,15 +459,21 @@ fn answered<'a>(u: &'a Unb, seps: &crate::edifact::Separators) -> x12_ack::Answe
 /// set whose ST02 an earlier set of its group had (tolerated, applied, and said), and its group
 /// `E` with it.
 fn accepted_groups<'a>(i: &'a Interchange<'_>) -> Vec<x12_ack::GroupAnswer<'a>> {
+    // The sets of each group, found in one pass: looking for each group's sets among all of
+    // them made an interchange of many small groups take hours to answer.
+    let mut of_group: Vec<Vec<&'a Message>> = vec![Vec::new(); i.groups.len()];
+    for m in &i.messages {
+        if let Some(sets) = m.group.and_then(|k| of_group.get_mut(k)) {
+            sets.push(m);
+        }
+    }
     i.groups
         .iter()
-        .enumerate()
-        .map(|(k, g)| {
+        .zip(of_group)
+        .map(|(g, members)| {
             let mut seen = std::collections::HashSet::new();
-            let sets: Vec<x12_ack::SetAnswer<'a>> = i
-                .messages
+            let sets: Vec<x12_ack::SetAnswer<'a>> = members
                 .iter()
-                .filter(|m| m.group == Some(k))
                 .map(|m| {
                     let repeated = !seen.insert(m.reference.as_str());
                     x12_ack::SetAnswer {
@@ -492,11 +498,7 @@ fn accepted_groups<'a>(i: &'a Interchange<'_>) -> Vec<x12_ack::GroupAnswer<'a>> 
                 x12_ack::Status::Accepted
             };
             // GS08 is each set's version in the model; a group has at least one set.
-            let version = i
-                .messages
-                .iter()
-                .find(|m| m.group == Some(k))
-                .map_or("", |m| m.version.as_str());
+            let version = members.first().map_or("", |m| m.version.as_str());
             x12_ack::GroupAnswer {
                 functional_id: g.group_id.as_deref().unwrap_or(""),
                 application_sender: g.sender.as_deref().unwrap_or(""),

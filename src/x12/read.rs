@@ -45,9 +45,34 @@ pub fn interchanges_from(data: &[u8], start: usize) -> Interchanges<'_> {
     }
 }
 
-/// True where `data` at `pos` (after white space) starts an X12 interchange.
+/// True where `data` at `pos` (after white space) starts an X12 interchange: `ISA`, with any
+/// line breaks of a transport's wrapping between its letters (a VAN's 80-column wrap falls
+/// where it falls, also inside the tag of a file's second interchange).
 pub fn starts_interchange(data: &[u8], pos: usize) -> bool {
-    data.get(pos..).is_some_and(|d| d.starts_with(b"ISA"))
+    tag_end(data, pos, b"ISA").is_some()
+}
+
+/// Where `tag` ends when it stands at `pos` of `data`, line breaks between its bytes passed
+/// over; `None` where it does not stand there.
+pub fn tag_end(data: &[u8], pos: usize, tag: &[u8]) -> Option<usize> {
+    let mut q = pos;
+    for (k, &b) in tag.iter().enumerate() {
+        if k > 0 {
+            q = skip_line_breaks(data, q);
+        }
+        if data.get(q) != Some(&b) {
+            return None;
+        }
+        q += 1;
+    }
+    Some(q)
+}
+
+fn skip_line_breaks(data: &[u8], mut q: usize) -> usize {
+    while data.get(q).is_some_and(|b| matches!(b, b'\r' | b'\n')) {
+        q += 1;
+    }
+    q
 }
 
 /// Iterator returned by [`interchanges`].
@@ -116,9 +141,9 @@ impl<'a> Iterator for Interchanges<'a> {
                 .then(|| Err(X12Error::at(self.pos, d.len(), ErrorKind::Empty)));
         }
         let rest = &d[self.pos..];
-        if !rest.starts_with(b"ISA") {
+        if !starts_interchange(d, self.pos) {
             self.done = true;
-            if rest.starts_with(b"UNA") || rest.starts_with(b"UNB") {
+            if tag_end(d, self.pos, b"UNA").is_some() || tag_end(d, self.pos, b"UNB").is_some() {
                 self.handover = Some(self.pos);
                 return None;
             }
@@ -300,7 +325,12 @@ impl<'d> Reader<'d> {
         first_error: &mut Option<X12Error>,
         first_at: &mut Place,
     ) -> Result<(Interchange<'d>, usize), Failure> {
-        let (isa, separators, isa_end) = self.isa().map_err(|e| (Box::new(e), None))?;
+        let (isa, separators, isa_end, wrong_value) =
+            self.isa().map_err(|e| (Box::new(e), None))?;
+        if let Some(e) = wrong_value {
+            w.isa = Some((isa, separators));
+            return Err((Box::new(e), None));
+        }
         let mut outside = Vec::new();
         let mut segments = 1;
         let mut pos = isa_end;
@@ -584,8 +614,10 @@ impl<'d> Reader<'d> {
     }
 
     /// The ISA at `self.start`: its 16 elements (line breaks of a transport's wrapping taken
-    /// out), the delimiters it states, and each of its rules.
-    fn isa(&mut self) -> Result<(Isa, Separators, usize), X12Error> {
+    /// out), the delimiters it states, and each of its rules. A rule of its values (ISA13,
+    /// ISA15) broken in an ISA otherwise read comes back beside it, as the interchange's error.
+    #[allow(clippy::type_complexity)]
+    fn isa(&mut self) -> Result<(Isa, Separators, usize, Option<X12Error>), X12Error> {
         let (d, s) = (self.d, self.start);
         let n = d.len();
         self.segment_number += 1;
@@ -595,16 +627,21 @@ impl<'d> Reader<'d> {
             tag: Some("ISA".into()),
             ..X12Error::at(s, end, kind)
         };
-        if n - s < 4 {
+        // The tag, and the element separator after it: a wrap may fall between any two.
+        let tag = tag_end(d, s, b"ISA").unwrap_or(s + 3);
+        let at = skip_line_breaks(d, tag);
+        if at >= n {
             return Err(fail(n, ErrorKind::TruncatedIsa { elements: 0 }));
         }
-        let es = d[s + 3];
-        if matches!(es, b'\r' | b'\n') {
+        let es = d[at];
+        // After a line break, a letter or a digit is the first element's: the line break
+        // itself was meant as the separator.
+        if at > tag && (es.is_ascii_alphanumeric() || es == b' ') {
             return Err(fail((s + 106).min(n), ErrorKind::LineBreakSeparator));
         }
         let mut fields: Vec<Vec<u8>> = Vec::with_capacity(16);
         let mut current = Vec::new();
-        let mut q = s + 4;
+        let mut q = at + 1;
         while fields.len() < 15 {
             if q >= n {
                 return Err(fail(
@@ -693,14 +730,17 @@ impl<'d> Reader<'d> {
                 .join(", ");
             return Err(fail(isa_end, ErrorKind::SameSeparators { separators }));
         }
-        if !(fields[12].len() == 9 && fields[12].iter().all(u8::is_ascii_digit)) {
+        // Wrong values in an ISA read whole: the interchange is rejected, but its sender,
+        // receiver and control number were read, so its rejection is keyed and answered.
+        let wrong_value = if !(fields[12].len() == 9 && fields[12].iter().all(u8::is_ascii_digit)) {
             let found = latin1(&fields[12]);
-            return Err(fail(isa_end, ErrorKind::ControlNumber { found }));
-        }
-        if !matches!(fields[14].as_slice(), b"P" | b"T") {
+            Some(fail(isa_end, ErrorKind::ControlNumber { found }))
+        } else if !matches!(fields[14].as_slice(), b"P" | b"T") {
             let found = latin1(&fields[14]);
-            return Err(fail(isa_end, ErrorKind::UsageIndicator { found }));
-        }
+            Some(fail(isa_end, ErrorKind::UsageIndicator { found }))
+        } else {
+            None
+        };
         // The ISA hashed as it stands without a transport's line breaks.
         self.hash.push_exact(b"ISA");
         for f in &fields[..15] {
@@ -732,6 +772,6 @@ impl<'d> Reader<'d> {
             repetition,
             terminator: term,
         };
-        Ok((isa, separators, isa_end))
+        Ok((isa, separators, isa_end, wrong_value))
     }
 }

@@ -190,6 +190,33 @@ fn isa13_must_be_nine_digits_and_isa15_p_or_t() {
     assert!(read(&test)[0].as_ref().expect("test").isa.is_test());
 }
 
+/// An ISA read whole whose ISA13 or ISA15 is wrong still names who sent it: the rejection is
+/// keyed and answered by a TA1 with the note code of the element (018, 020).
+#[test]
+fn a_wrong_isa13_or_isa15_keeps_the_isa_for_the_answer() {
+    for (text, control, note) in [
+        (one("00000000A"), "00000000A", "018"),
+        (
+            one("000000001").replace("*0*P*:~", "*0*X*:~"),
+            "000000001",
+            "020",
+        ),
+    ] {
+        let contexts = rejected_contexts(text.as_bytes());
+        let c = contexts
+            .get(&0)
+            .unwrap_or_else(|| panic!("the ISA's error at byte 0 has its context: {contexts:?}"));
+        assert_eq!(
+            (c.isa.sender.as_str(), c.isa.receiver.as_str()),
+            ("SENDER", "RECEIVER")
+        );
+        assert_eq!(c.isa.control_number, control);
+        assert_eq!(c.separators.terminator, b'~');
+        assert!(c.group.is_none() && c.set.is_none(), "{c:?}");
+        assert_eq!(c.ack, AckCode::Interchange(note));
+    }
+}
+
 #[test]
 fn separators_must_differ_and_not_be_letters() {
     let text = one("000000001")

@@ -87,6 +87,49 @@ fn an_x12_interchange_is_new_once_then_a_duplicate_and_its_drift_is_never_applie
         1
     );
 
+    // Its drifted copy beside the applied one, segment by segment at X12's own terminator:
+    // the BEG alone changed (segment 4: ISA, GS, ST, BEG).
+    let diff = site.run(&[
+        "show",
+        "ACMERETAIL",
+        "5551234567",
+        "000001001",
+        "--diff",
+        "--json",
+    ]);
+    diff.code(0);
+    let copy = &diff.json()[0];
+    assert_eq!(copy["changed_segments"], 1, "{diff}");
+    let marked: Vec<(String, i64, String)> = copy["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["mark"] == "-" || l["mark"] == "+")
+        .map(|l| {
+            (
+                l["mark"].as_str().unwrap().to_string(),
+                l["segment_number"].as_i64().unwrap(),
+                l["segment"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        marked,
+        [
+            (
+                "-".to_string(),
+                4,
+                "BEG*00*SA*PO-77120**20261201~".to_string()
+            ),
+            (
+                "+".to_string(),
+                4,
+                "BEG*00*SA*PO-99999**20261201~".to_string()
+            ),
+        ],
+        "{diff}"
+    );
+
     // list and show name the standard.
     let list = site.json(&["list", "--json"]);
     list.code(0);
@@ -625,6 +668,61 @@ fn a_rejected_x12_interchange_is_kept_under_its_key_and_answered_by_a_ta1_and_a_
     site.put("short.x12", &sample("x12/broken-isa06-short.x12"));
     let o = &outcomes(&site.ingest_json(&["--contrl", "always"]))[0];
     assert!(o["contrl"].is_null(), "no ISA read, no one to answer: {o}");
+}
+
+/// An ISA read whole whose ISA13 is not nine digits, or whose ISA15 is neither `P` nor `T`:
+/// the interchange is rejected, but its sender and receiver were read, so its rejection is
+/// kept under its key and a TA1 rejects it with the element's note code (TA105 `018`, `020`),
+/// as docs/design.md says, under the default `--contrl requested` though ISA14 is `0`.
+#[test]
+fn a_wrong_isa13_or_isa15_is_answered_by_a_ta1_naming_it() {
+    let good = String::from_utf8(sample("x12/850-purchase-order-00401.x12")).unwrap();
+    let isa = segments_of(&good)[0].clone();
+    let (control, usage) = (isa[13].to_string(), format!("*{}*{}*", isa[14], isa[15]));
+    assert_eq!(isa[15], "P", "the sample is a production interchange");
+    for (bad, control_ref, note) in [
+        (
+            good.replacen(&control, "00000001A", 1)
+                .replace(&format!("IEA*1*{control}"), "IEA*1*00000001A"),
+            "00000001A",
+            "018",
+        ),
+        (
+            good.replacen(&usage, &usage.replace("*P*", "*X*"), 1),
+            control.as_str(),
+            "020",
+        ),
+    ] {
+        let site = Site::new();
+        site.put("bad.x12", bad.as_bytes());
+        let run = site.ingest_json(&[]);
+        run.code(3);
+        let r = &outcomes(&run)[0];
+        assert_eq!(r["status"], "rejected", "{r}");
+        assert_eq!(r["contrl"], "000000001", "answered: {r}");
+        assert_eq!(
+            site.rows("SELECT standard, sender, control_ref FROM rejections"),
+            vec![vec![
+                Some("x12".to_string()),
+                Some(isa[6].trim_end().to_string()),
+                Some(control_ref.to_string()),
+            ]],
+            "the rejection under the X12 key"
+        );
+        let ta1 = only_answer(&site);
+        let segs = segments_of(&ta1);
+        let tags: Vec<&str> = segs.iter().map(|s| s[0]).collect();
+        assert_eq!(tags, ["ISA", "TA1", "IEA"], "{ta1}");
+        assert_eq!(
+            segs[1],
+            ["TA1", control_ref, isa[9], isa[10], "R", note],
+            "{ta1}"
+        );
+        assert_eq!(
+            segs[0][15], "P",
+            "our own answer is a production one: {ta1}"
+        );
+    }
 }
 
 #[test]
