@@ -97,6 +97,17 @@ pub fn stats(
                 t.outbox_failed, t.outbox_kinds.message.failed, t.outbox_kinds.contrl.failed
             ),
             format!(
+                "answers held         {}",
+                t.acknowledgements
+                    .iter()
+                    .map(|a| match a.negative {
+                        0 => format!("{} {}", a.kind, a.positive),
+                        n => format!("{} {} ({n} negative)", a.kind, a.positive + n),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            format!(
                 "oldest unpublished   {}",
                 t.outbox_oldest_unpublished_age_seconds
                     .map(|s| format!(
@@ -757,16 +768,18 @@ pub fn show(db: &Location, busy_timeout: Duration, args: &ShowArgs) -> anyhow::R
         ));
     }
     for a in &acks {
-        out.line(&format!(
-            "answered by CONTRL {}  UCI 0083 {}{}  at {}",
-            a.own_ref,
-            a.action,
-            a.error_code
-                .as_deref()
-                .map(|c| format!(", 0085 {c}"))
-                .unwrap_or_default(),
-            a.created_at
-        ));
+        // An X12 answer (a TA1, a 997 or 999) is told by its action, TA104's `A` or `R`.
+        let line = match (a.action.as_str(), a.error_code.as_deref()) {
+            ("R", Some(c)) => format!("answered by X12 {}  R rejected, TA105 {c}", a.own_ref),
+            ("R", None) => format!("answered by X12 {}  R rejected", a.own_ref),
+            ("A", _) => format!("answered by X12 {}  A accepted", a.own_ref),
+            (action, code) => format!(
+                "answered by CONTRL {}  UCI 0083 {action}{}",
+                a.own_ref,
+                code.map(|c| format!(", 0085 {c}")).unwrap_or_default()
+            ),
+        };
+        out.line(&format!("{line}  at {}", a.created_at));
     }
     out.flush();
     Ok(reported(&out))

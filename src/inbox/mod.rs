@@ -35,11 +35,11 @@ use crate::standard::Standard;
 
 pub use location::{Location, open, open_copy_source, open_copy_target};
 pub use records::{
-    ContrlEvent, Decision, DeliveryRecord, DriftedCopy, Event, EventEnvelope, EventFilter, Filed,
-    KeptRefusal, KeyHistory, NewAcknowledgement, Outbox, OutboxEvent, OutboxFigures, OutboxKinds,
-    PurgeTarget, Reapplied, ReapplyBatch, ReapplyFilter, Refusal, RejectedFile, Resend, SentContrl,
-    Sighting, SightingRow, Stats, StoredAcknowledgement, StoredInterchange, StoredMessage,
-    StoredRefusal, StoredRejection, Volume, VolumeBy, event_kind,
+    AcknowledgementFigures, AcknowledgementRow, ContrlEvent, Decision, DeliveryRecord, DriftedCopy,
+    Event, EventEnvelope, EventFilter, Filed, KeptRefusal, KeyHistory, NewAcknowledgement, Outbox,
+    OutboxEvent, OutboxFigures, OutboxKinds, PurgeTarget, Reapplied, ReapplyBatch, ReapplyFilter,
+    Refusal, RejectedFile, Resend, SentContrl, Sighting, SightingRow, Stats, StoredAcknowledgement,
+    StoredInterchange, StoredMessage, StoredRefusal, StoredRejection, Volume, VolumeBy, event_kind,
 };
 
 /// An interchange's key: its standard, sender (UNB 0004), recipient (0010), control reference

@@ -154,6 +154,79 @@ pub struct Stats {
     pub outbox_kinds: OutboxKinds,
     pub oldest_entry: Option<String>,
     pub newest_entry: Option<String>,
+    /// The answers the inbox holds (built with their decisions, to be delivered), by the
+    /// document they are: always these four, in this order ([`AcknowledgementFigures::of`]).
+    pub acknowledgements: Vec<AcknowledgementFigures>,
+}
+
+/// The answers of one kind the inbox holds: EDIFACT's `CONTRL`, X12's `TA1`, `997` and `999`,
+/// positive and negative (a CONTRL's UCI 0083 `4`, an X12 answer whose TA1 rejects, TA104 `R`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AcknowledgementFigures {
+    pub standard: Standard,
+    pub kind: &'static str,
+    pub positive: i64,
+    pub negative: i64,
+}
+
+/// One group of stored answers as a backend counts them: the standard, the type of the event
+/// that delivers them (`edifact.CONTRL.outbound`, `x12.997.outbound`, `x12.TA1.outbound` for a
+/// TA1 alone), whether they are negative, whether a TA1 stands after their ISA, and how many.
+pub struct AcknowledgementRow {
+    pub standard: Standard,
+    pub event_type: Option<String>,
+    pub negative: bool,
+    pub with_ta1: bool,
+    pub count: i64,
+}
+
+impl AcknowledgementFigures {
+    /// The kinds, in the order `stats` shows them.
+    pub const KINDS: [(Standard, &'static str); 4] = [
+        (Standard::Edifact, "CONTRL"),
+        (Standard::X12, "TA1"),
+        (Standard::X12, "997"),
+        (Standard::X12, "999"),
+    ];
+
+    /// The figures of each kind from a backend's rows. An X12 answer counts under each
+    /// document it holds: its TA1, and the 997 or 999 its event names (an answer with groups of
+    /// both versions is named by its last: counted there).
+    pub fn of(rows: impl IntoIterator<Item = AcknowledgementRow>) -> Vec<AcknowledgementFigures> {
+        let mut figures: Vec<AcknowledgementFigures> = Self::KINDS
+            .iter()
+            .map(|&(standard, kind)| AcknowledgementFigures {
+                standard,
+                kind,
+                positive: 0,
+                negative: 0,
+            })
+            .collect();
+        for row in rows {
+            let named = row
+                .event_type
+                .as_deref()
+                .and_then(|t| t.split('.').nth(1))
+                .unwrap_or("");
+            let mut kinds = vec![named];
+            if row.with_ta1 && named != "TA1" {
+                kinds.push("TA1");
+            }
+            for kind in kinds {
+                if let Some(f) = figures
+                    .iter_mut()
+                    .find(|f| f.standard == row.standard && f.kind == kind)
+                {
+                    *(if row.negative {
+                        &mut f.negative
+                    } else {
+                        &mut f.positive
+                    }) += row.count;
+                }
+            }
+        }
+        figures
+    }
 }
 
 /// The outbox figures of one kind of event.
@@ -763,4 +836,63 @@ pub struct OutboxEvent {
     pub agency: String,
     pub raw_start: usize,
     pub raw_end: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(
+        standard: Standard,
+        event: &str,
+        negative: bool,
+        with_ta1: bool,
+        count: i64,
+    ) -> AcknowledgementRow {
+        AcknowledgementRow {
+            standard,
+            event_type: Some(event.to_string()),
+            negative,
+            with_ta1,
+            count,
+        }
+    }
+
+    #[test]
+    fn answers_count_under_each_document_they_hold() {
+        let figures = AcknowledgementFigures::of([
+            row(
+                Standard::Edifact,
+                "edifact.CONTRL.outbound",
+                false,
+                false,
+                3,
+            ),
+            row(Standard::Edifact, "edifact.CONTRL.outbound", true, false, 2),
+            // A TA1 alone, rejecting; a TA1 with a 997, rejecting; a 999 with a TA1 accepting.
+            row(Standard::X12, "x12.TA1.outbound", true, true, 4),
+            row(Standard::X12, "x12.997.outbound", true, true, 5),
+            row(Standard::X12, "x12.999.outbound", false, true, 6),
+            // A 997 alone, accepting.
+            row(Standard::X12, "x12.997.outbound", false, false, 7),
+        ]);
+        let got: Vec<(&str, i64, i64)> = figures
+            .iter()
+            .map(|f| (f.kind, f.positive, f.negative))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("CONTRL", 3, 2),
+                ("TA1", 6, 9),
+                ("997", 7, 5),
+                ("999", 6, 0)
+            ]
+        );
+        assert_eq!(
+            AcknowledgementFigures::of([]).len(),
+            4,
+            "every kind is there, at 0, for the metrics' labels to stay the same"
+        );
+    }
 }

@@ -61,6 +61,13 @@ pub const INBOX_ENTRIES: Family = Family {
     labels: &[],
 };
 
+pub const ACKNOWLEDGEMENTS: Family = Family {
+    name: "edi_inbox_acknowledgements",
+    kind: Kind::Gauge,
+    help: "Answers the inbox holds, by standard, kind (CONTRL; TA1, 997, 999) and answer (positive, negative).",
+    labels: &["standard", "kind", "answer"],
+};
+
 pub const INGEST_INTERCHANGES_TOTAL: Family = Family {
     name: "edi_inbox_ingest_interchanges_total",
     kind: Kind::Counter,
@@ -358,6 +365,7 @@ pub const ALL: &[&Family] = &[
     &LAST_RUN_TIMESTAMP_SECONDS,
     &DATABASE_SIZE_BYTES,
     &INBOX_ENTRIES,
+    &ACKNOWLEDGEMENTS,
     &INGEST_INTERCHANGES_TOTAL,
     &INGEST_LAST_RUN_DURATION_SECONDS,
     &INGEST_LAST_RUN_FILES,

@@ -1042,3 +1042,68 @@ per_backend! {
         assert!(versions().iter().all(|(r, v)| v == if r == "DES0007" { "4" } else { "3" }));
     }
 }
+
+per_backend! {
+    /// Issue 41: the answers held are counted by kind in `stats` and the ingest metrics: a
+    /// CONTRL, and X12's TA1, 997 and 999, each positive or negative. An X12 answer counts under
+    /// each document it holds (a TA1 rejecting an interchange and the 997 rejecting its group
+    /// are one answer, counted as a negative TA1 and a negative 997).
+    fn answers_count_by_kind_in_stats_and_the_ingest_metrics(site) {
+        site.put_sample("valid/invoic-d96a-unoc-crlf.edi", "invoic.edi");
+        // 00401, ISA14 0: a 997 accepting it.
+        site.put_sample("x12/850-purchase-order-00401.x12", "po.x12");
+        // 00501, ISA14 1: a TA1 accepting it and a 999.
+        site.put_sample("x12/810-856-00501-wrapped-80-bom.x12", "asn.x12");
+        // 00401, SE01 wrong: a TA1 rejecting it and a 997 rejecting its group.
+        site.put_sample("x12/broken-se-count-wrong.x12", "bad.x12");
+        let metrics = site.path("ingest.prom");
+        site.cmd()
+            .args(["ingest", "-q", "--contrl", "always", "--metrics-file"])
+            .arg(&metrics)
+            .arg(site.drop())
+            .run()
+            .code(3);
+        let stats = site.json(&["stats", "--json"]).json();
+        let held: Vec<(String, String, i64, i64)> = stats[0]["acknowledgements"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no acknowledgements in {}", stats[0]))
+            .iter()
+            .map(|a| {
+                (
+                    a["standard"].as_str().unwrap().to_string(),
+                    a["kind"].as_str().unwrap().to_string(),
+                    a["positive"].as_i64().unwrap(),
+                    a["negative"].as_i64().unwrap(),
+                )
+            })
+            .collect();
+        let want = |s: &str, k: &str, p: i64, n: i64| (s.to_string(), k.to_string(), p, n);
+        assert_eq!(
+            held,
+            [
+                want("edifact", "CONTRL", 1, 0),
+                want("x12", "TA1", 1, 1),
+                want("x12", "997", 1, 1),
+                want("x12", "999", 1, 0),
+            ],
+            "{}",
+            stats[0]
+        );
+        let human = site.cmd().arg("stats").run().code(0).out();
+        assert!(
+            human.contains("answers held         CONTRL 1, TA1 2 (1 negative), 997 2 (1 negative), 999 1\n"),
+            "{human}"
+        );
+        let prom = fs::read_to_string(&metrics).unwrap();
+        for want in [
+            "edi_inbox_acknowledgements{standard=\"edifact\",kind=\"CONTRL\",answer=\"positive\"} 1\n",
+            "edi_inbox_acknowledgements{standard=\"edifact\",kind=\"CONTRL\",answer=\"negative\"} 0\n",
+            "edi_inbox_acknowledgements{standard=\"x12\",kind=\"TA1\",answer=\"negative\"} 1\n",
+            "edi_inbox_acknowledgements{standard=\"x12\",kind=\"997\",answer=\"positive\"} 1\n",
+            "edi_inbox_acknowledgements{standard=\"x12\",kind=\"999\",answer=\"positive\"} 1\n",
+            "edi_inbox_acknowledgements{standard=\"x12\",kind=\"999\",answer=\"negative\"} 0\n",
+        ] {
+            assert!(prom.contains(want), "{want} in {prom}");
+        }
+    }
+}

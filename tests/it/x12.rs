@@ -722,6 +722,13 @@ fn a_wrong_isa13_or_isa15_is_answered_by_a_ta1_naming_it() {
             segs[0][15], "P",
             "our own answer is a production one: {ta1}"
         );
+        let show = site.run(&["show", isa[6].trim_end(), isa[8].trim_end(), control_ref]);
+        assert!(
+            show.out().contains(&format!(
+                "answered by X12 000000001  R rejected, TA105 {note}  at "
+            )),
+            "show names the answer in X12's terms: {show}"
+        );
     }
 }
 

@@ -245,9 +245,21 @@ fn write_metrics(
         &catalogue::INGEST_LAST_SUCCESS_TIMESTAMP_SECONDS,
         unix_now(),
     )
-    .single(&catalogue::INGEST_PATHS_MISSING, 0.0)
-    .single(&catalogue::INBOX_ENTRIES, inbox.stats()?.inbox as f64)
-    .single(&catalogue::DATABASE_SIZE_BYTES, inbox.size_bytes() as f64);
+    .single(&catalogue::INGEST_PATHS_MISSING, 0.0);
+    let stats = inbox.stats()?;
+    m.single(&catalogue::INBOX_ENTRIES, stats.inbox as f64)
+        .single(&catalogue::DATABASE_SIZE_BYTES, inbox.size_bytes() as f64);
+    // The answers a run built are counted with those before it, by kind and answer.
+    m.family(&catalogue::ACKNOWLEDGEMENTS);
+    for a in &stats.acknowledgements {
+        for (answer, n) in [("positive", a.positive), ("negative", a.negative)] {
+            m.sample(
+                &catalogue::ACKNOWLEDGEMENTS,
+                &[a.standard.as_str(), a.kind, answer],
+                n as f64,
+            );
+        }
+    }
     m.write_to(path)?;
     Ok(())
 }

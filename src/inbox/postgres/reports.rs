@@ -10,9 +10,9 @@ use crate::inbox::DriftedCopy;
 use crate::inbox::names::{Counter, not_published};
 use crate::inbox::records::Volumes;
 use crate::inbox::{
-    Event, EventFilter, Filed, InboxError, InterchangeKey, KeyHistory, OutboxFigures, OutboxKinds,
-    Reports, SentContrl, Sighting, Stats, StoredInterchange, StoredKey, StoredMessage,
-    StoredRefusal, StoredRejection, Volume, VolumeBy,
+    AcknowledgementFigures, AcknowledgementRow, Event, EventFilter, Filed, InboxError,
+    InterchangeKey, KeyHistory, OutboxFigures, OutboxKinds, Reports, SentContrl, Sighting, Stats,
+    StoredInterchange, StoredKey, StoredMessage, StoredRefusal, StoredRejection, Volume, VolumeBy,
 };
 
 /// The status words the events are stored with, as parameters.
@@ -138,6 +138,30 @@ pub(super) fn stats(c: &mut impl GenericClient) -> Result<Stats, InboxError> {
         message: figures(6),
         contrl: figures(9),
     });
+    // The answers held, by kind. A TA1 is told by where it stands: our own X12 answer writes
+    // its ISA at its fixed 106 bytes, then the TA1 (see `x12::ack::build`).
+    let rows = c.query(
+        "SELECT a.standard,
+                (SELECT o.event_type FROM contrl_outbox o WHERE o.acknowledgement_id = a.id
+                 ORDER BY o.send LIMIT 1),
+                a.action IN ('4', 'R'),
+                a.standard = 'x12' AND substring(a.bytes FROM 107 FOR 3) = 'TA1'::bytea,
+                count(*)
+         FROM acknowledgements a
+         GROUP BY 1, 2, 3, 4",
+        &[],
+    )?;
+    let mut counted = Vec::with_capacity(rows.len());
+    for r in rows {
+        counted.push(AcknowledgementRow {
+            standard: r.get(0),
+            event_type: r.get(1),
+            negative: r.get(2),
+            with_ta1: r.get(3),
+            count: r.get(4),
+        });
+    }
+    stats.acknowledgements = AcknowledgementFigures::of(counted);
     Ok(stats)
 }
 

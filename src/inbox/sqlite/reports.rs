@@ -8,9 +8,10 @@ use crate::inbox::Outbox;
 use crate::inbox::names::{Counter, not_published};
 use crate::inbox::records::Volumes;
 use crate::inbox::{
-    Event, EventFilter, Filed, InboxError, InterchangeKey, KeyHistory, OutboxFigures, OutboxKinds,
-    Refusal, Reports, SentContrl, Sighting, Stats, StoredInterchange, StoredKey, StoredMessage,
-    StoredRefusal, StoredRejection, Volume, VolumeBy,
+    AcknowledgementFigures, AcknowledgementRow, Event, EventFilter, Filed, InboxError,
+    InterchangeKey, KeyHistory, OutboxFigures, OutboxKinds, Refusal, Reports, SentContrl, Sighting,
+    Stats, StoredInterchange, StoredKey, StoredMessage, StoredRefusal, StoredRejection, Volume,
+    VolumeBy,
 };
 use crate::status::Status;
 
@@ -134,7 +135,35 @@ pub(super) fn stats(conn: &Connection) -> Result<Stats, InboxError> {
         message: figures(Outbox::Messages)?,
         contrl: figures(Outbox::Acknowledgements)?,
     });
+    stats.acknowledgements = acknowledgement_figures(conn)?;
     Ok(stats)
+}
+
+/// The answers held, by kind. A TA1 is told by where it stands: our own X12 answer writes its
+/// ISA at its fixed 106 bytes, then the TA1 (see `x12::ack::build`).
+fn acknowledgement_figures(conn: &Connection) -> Result<Vec<AcknowledgementFigures>, InboxError> {
+    let mut statement = conn.prepare_cached(
+        "SELECT a.standard,
+                (SELECT o.event_type FROM contrl_outbox o WHERE o.acknowledgement_id = a.id
+                 ORDER BY o.send LIMIT 1),
+                a.action IN ('4', 'R'),
+                a.standard = 'x12' AND CAST(substr(a.bytes, 107, 3) AS TEXT) = 'TA1',
+                count(*)
+         FROM acknowledgements a
+         GROUP BY 1, 2, 3, 4",
+    )?;
+    let rows = statement
+        .query_map([], |r| {
+            Ok(AcknowledgementRow {
+                standard: r.get(0)?,
+                event_type: r.get(1)?,
+                negative: r.get(2)?,
+                with_ta1: r.get(3)?,
+                count: r.get(4)?,
+            })
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(AcknowledgementFigures::of(rows))
 }
 
 /// Every event `list` shows, with `list`'s filters, as named parameters: each with the
