@@ -203,7 +203,8 @@ fn decide_once(
                     inbox.reject(&file, shown, e, key, when)?;
                     record = Some(file);
                     let mut o = Outcome::rejected(p.source.clone(), e.to_string(), Some(e.offset))
-                        .quoting(p.bytes);
+                        .quoting(p.bytes)
+                        .keyed(key);
                     if let Some(c) = context
                         && acks.answers_rejected(c)
                     {

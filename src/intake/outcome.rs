@@ -59,6 +59,15 @@ pub struct Decided {
     pub row: Option<SightingRow>,
 }
 
+/// The key of a rejected interchange whose header was read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RejectedKey {
+    pub sender: String,
+    pub recipient: String,
+    pub control_ref: String,
+    pub standard: Standard,
+}
+
 /// What happened.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
@@ -71,6 +80,9 @@ pub enum Event {
         /// The input's text at the offset, where its bytes were at hand (boxed: most outcomes
         /// have none).
         quote: Option<Box<Quote>>,
+        /// The key of the interchange rejected, where its reader read its header (UNB, ISA):
+        /// the key its rejection is kept under, with its standard.
+        key: Option<Box<RejectedKey>>,
     },
     /// An input left in place, with the reason (too young, changed while read).
     Skipped { reason: String },
@@ -140,8 +152,24 @@ impl Outcome {
                 error,
                 offset,
                 quote: None,
+                key: None,
             },
         )
+    }
+
+    /// The same, with the key of the interchange rejected, where its header was read.
+    pub fn keyed(mut self, read: Option<crate::inbox::InterchangeKey<'_>>) -> Outcome {
+        if let Event::Rejected { key, .. } = &mut self.event {
+            *key = read.map(|k| {
+                Box::new(RejectedKey {
+                    sender: k.sender.to_string(),
+                    recipient: k.recipient.to_string(),
+                    control_ref: k.control_ref.to_string(),
+                    standard: k.standard,
+                })
+            });
+        }
+        self
     }
 
     /// The same, with the text of `bytes` (the input the offset is of) quoted at the offset of
@@ -275,8 +303,8 @@ impl Outcome {
 }
 
 /// The JSON line: `file`, `status`, then what the event has (`sender`, `recipient`,
-/// `control_ref`, `standard`, `messages`, `sha256`, `stored_sha256`, `empty_groups`; or `error` and
-/// `offset`), then a
+/// `control_ref`, `standard`, `messages`, `sha256`, `stored_sha256`, `empty_groups`; or, for a
+/// rejection, the key where its header was read, `error` and `offset`), then a
 /// delivery's `filename` and `delivery_count`, and `contrl`: in that order, the absent left out.
 impl Serialize for Outcome {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
@@ -307,7 +335,14 @@ impl Serialize for Outcome {
                 error,
                 offset,
                 quote,
+                key,
             } => {
+                if let Some(k) = key {
+                    m.serialize_entry("sender", &k.sender)?;
+                    m.serialize_entry("recipient", &k.recipient)?;
+                    m.serialize_entry("control_ref", &k.control_ref)?;
+                    m.serialize_entry("standard", &k.standard)?;
+                }
                 m.serialize_entry("error", error)?;
                 if let Some(at) = offset {
                     m.serialize_entry("offset", at)?;
@@ -476,6 +511,34 @@ mod tests {
         let o = Outcome::rejected(Source::File("a".into()), "bad".into(), Some(4));
         assert_eq!(o.human(), "rejected   a  bad");
         assert_eq!(o.rejection().as_deref(), Some("bad (byte 4)"));
+    }
+
+    /// A rejected interchange whose header was read names its key and standard in the JSON,
+    /// as a decided one does; one whose header was not read has none.
+    #[test]
+    fn a_rejection_names_the_key_its_header_gave() {
+        let key = crate::inbox::InterchangeKey {
+            standard: Standard::X12,
+            sender: "S",
+            recipient: "R",
+            control_ref: "000000001",
+        };
+        let o =
+            Outcome::rejected(Source::File("a.x12".into()), "bad".into(), Some(4)).keyed(Some(key));
+        assert_eq!(
+            serde_json::to_string(&o).unwrap(),
+            r#"{"file":"a.x12","status":"rejected","sender":"S","recipient":"R","control_ref":"000000001","standard":"x12","error":"bad","offset":4}"#
+        );
+        assert_eq!(
+            o.human(),
+            "rejected   a.x12  bad",
+            "the human line as before"
+        );
+        let o = Outcome::rejected(Source::File("a".into()), "bad".into(), Some(4)).keyed(None);
+        assert_eq!(
+            serde_json::to_string(&o).unwrap(),
+            r#"{"file":"a","status":"rejected","error":"bad","offset":4}"#
+        );
     }
 
     /// An X12 interchange's key says its standard: `X12 ` before it on the human line,

@@ -89,9 +89,7 @@ impl DeadLetter {
                         .to_string(),
                     attributes,
                     body: d.body.clone(),
-                    // As every body went out before the standard was kept: a delivery that
-                    // was not read has no standard to tell.
-                    content_type: super::CONTENT_TYPE,
+                    content_type: body_content_type(d.body),
                 }
             })
             .collect();
@@ -106,5 +104,33 @@ impl DeadLetter {
             }
         }
         Ok(())
+    }
+}
+
+/// The media type of a rejected delivery's body: X12's where it starts an X12 interchange (its
+/// ISA, after a byte-order mark or white space), else EDIFACT's, as every body went out before
+/// the standard was kept (a body that begins neither has no standard to tell).
+fn body_content_type(body: &[u8]) -> &'static str {
+    if crate::envelopes::starts_x12(body) {
+        super::X12_CONTENT_TYPE
+    } else {
+        super::CONTENT_TYPE
+    }
+}
+
+#[cfg(test)]
+mod content_type_tests {
+    use super::*;
+
+    #[test]
+    fn a_rejected_x12_body_goes_out_as_x12() {
+        let x12 = b"\xEF\xBB\xBF\r\nISA*00*          *00*  broken...";
+        assert_eq!(body_content_type(x12), "application/EDI-X12");
+        assert_eq!(body_content_type(b"UNB+UNOC:3+S+R"), "application/EDIFACT");
+        assert_eq!(
+            body_content_type(b"not an interchange"),
+            "application/EDIFACT",
+            "a body of neither standard keeps the type every body had"
+        );
     }
 }

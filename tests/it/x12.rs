@@ -699,6 +699,11 @@ fn a_wrong_isa13_or_isa15_is_answered_by_a_ta1_naming_it() {
         run.code(3);
         let r = &outcomes(&run)[0];
         assert_eq!(r["status"], "rejected", "{r}");
+        assert_eq!(
+            (&r["standard"], &r["control_ref"]),
+            (&"x12".into(), &control_ref.into()),
+            "the outcome names the key its ISA gave: {r}"
+        );
         assert_eq!(r["contrl"], "000000001", "answered: {r}");
         assert_eq!(
             site.rows("SELECT standard, sender, control_ref FROM rejections"),
