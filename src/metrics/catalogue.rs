@@ -65,7 +65,8 @@ pub const ACKNOWLEDGEMENTS: Family = Family {
     name: "edi_inbox_acknowledgements",
     kind: Kind::Gauge,
     help: "Answers the inbox holds, by standard, kind (CONTRL; TA1, 997, 999) and answer (positive, negative).",
-    labels: &["standard", "kind", "answer"],
+    // In name order, as node_exporter serves them (a series is compared as written).
+    labels: &["answer", "kind", "standard"],
 };
 
 pub const INGEST_INTERCHANGES_TOTAL: Family = Family {

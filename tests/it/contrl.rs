@@ -1096,12 +1096,12 @@ per_backend! {
         );
         let prom = fs::read_to_string(&metrics).unwrap();
         for want in [
-            "edi_inbox_acknowledgements{standard=\"edifact\",kind=\"CONTRL\",answer=\"positive\"} 1\n",
-            "edi_inbox_acknowledgements{standard=\"edifact\",kind=\"CONTRL\",answer=\"negative\"} 0\n",
-            "edi_inbox_acknowledgements{standard=\"x12\",kind=\"TA1\",answer=\"negative\"} 1\n",
-            "edi_inbox_acknowledgements{standard=\"x12\",kind=\"997\",answer=\"positive\"} 1\n",
-            "edi_inbox_acknowledgements{standard=\"x12\",kind=\"999\",answer=\"positive\"} 1\n",
-            "edi_inbox_acknowledgements{standard=\"x12\",kind=\"999\",answer=\"negative\"} 0\n",
+            "edi_inbox_acknowledgements{answer=\"positive\",kind=\"CONTRL\",standard=\"edifact\"} 1\n",
+            "edi_inbox_acknowledgements{answer=\"negative\",kind=\"CONTRL\",standard=\"edifact\"} 0\n",
+            "edi_inbox_acknowledgements{answer=\"negative\",kind=\"TA1\",standard=\"x12\"} 1\n",
+            "edi_inbox_acknowledgements{answer=\"positive\",kind=\"997\",standard=\"x12\"} 1\n",
+            "edi_inbox_acknowledgements{answer=\"positive\",kind=\"999\",standard=\"x12\"} 1\n",
+            "edi_inbox_acknowledgements{answer=\"negative\",kind=\"999\",standard=\"x12\"} 0\n",
         ] {
             assert!(prom.contains(want), "{want} in {prom}");
         }

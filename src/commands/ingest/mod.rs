@@ -255,7 +255,7 @@ fn write_metrics(
         for (answer, n) in [("positive", a.positive), ("negative", a.negative)] {
             m.sample(
                 &catalogue::ACKNOWLEDGEMENTS,
-                &[a.standard.as_str(), a.kind, answer],
+                &[answer, a.kind, a.standard.as_str()],
                 n as f64,
             );
         }
