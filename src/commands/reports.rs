@@ -454,8 +454,16 @@ fn list_contrls(
     for line in columns(&rows, &[false; 6]) {
         out.line(&line);
     }
+    // CONTRLs where all are (their 0083 a digit); answers where X12's are among them (TA104).
+    let edifact = sent
+        .iter()
+        .all(|s| s.action.bytes().all(|b| b.is_ascii_digit()));
     out.line(&listed(
-        ["CONTRL", "CONTRLs"],
+        if edifact {
+            ["CONTRL", "CONTRLs"]
+        } else {
+            ["answer", "answers"]
+        },
         sent.len(),
         total,
         filter.offset,

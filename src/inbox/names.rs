@@ -34,14 +34,25 @@ pub const NOT_RESENT: (&str, &str) = (Action::Rejected.code(), DUPLICATE_DETECTE
 pub const NOT_RESENT_X12: (&str, &str) = ("R", crate::x12::ack::DUPLICATE_CONTROL_NUMBER);
 
 /// What `list` says of an event parked unpublished: `message 1 (edifact.ORDERS.received) not
-/// published: ...`, or for a CONTRL, which sending it answers (`send`).
+/// published: ...`, or for an answer, which sending it answers (`send`).
 pub fn not_published(reference: &str, event_type: &str, send: Option<i64>, error: &str) -> String {
     match send {
         None => format!("message {reference} ({event_type}) not published: {error}"),
-        Some(send) => {
-            format!("CONTRL {reference} ({event_type}, sending {send}) not published: {error}")
-        }
+        Some(send) => format!(
+            "{} {reference} ({event_type}, sending {send}) not published: {error}",
+            answer_kind(event_type)
+        ),
     }
+}
+
+/// The document an answer's event carries, from its type: `CONTRL` (`edifact.CONTRL.outbound`),
+/// or X12's `997`, `999` or `TA1` (`x12.997.outbound`): what a human line calls it.
+pub fn answer_kind(event_type: &str) -> &str {
+    event_type
+        .split('.')
+        .nth(1)
+        .filter(|k| !k.is_empty())
+        .unwrap_or("CONTRL")
 }
 
 /// A cumulative counter of the inbox, as the metrics read it.
@@ -131,6 +142,12 @@ mod tests {
             not_published("C7", "edifact.CONTRL.outbound", Some(2), "too large"),
             "CONTRL C7 (edifact.CONTRL.outbound, sending 2) not published: too large"
         );
+        assert_eq!(
+            not_published("000000007", "x12.997.outbound", Some(1), "too large"),
+            "997 000000007 (x12.997.outbound, sending 1) not published: too large"
+        );
+        assert_eq!(answer_kind("x12.TA1.outbound"), "TA1");
+        assert_eq!(answer_kind("edifact.CONTRL.outbound"), "CONTRL");
         let delivery = |delivery_count| DeliveryRecord {
             source: "nats:S/1",
             filename: None,

@@ -130,6 +130,10 @@ pub struct RejectedFile {
     pub(crate) id: i64,
     pub(crate) sha256: String,
     pub(crate) size: usize,
+    /// The same input (the same name, the same bytes) was recorded before, by an earlier
+    /// batch: read again by us (a file seen again before its move, a broker's redelivery), so
+    /// its rejection was answered then and is not answered again.
+    pub(crate) seen_before: bool,
 }
 
 /// The figures `stats` prints.

@@ -201,12 +201,18 @@ fn decide_once(
                                 control_ref: &c.unb().control_ref,
                             });
                     inbox.reject(&file, shown, e, key, when)?;
+                    let seen_before = file.seen_before;
                     record = Some(file);
                     let mut o = Outcome::rejected(p.source.clone(), e.to_string(), Some(e.offset))
                         .quoting(p.bytes)
                         .keyed(key);
+                    // The same input read again (a file seen again before its move, a
+                    // broker's redelivery) was answered when it was first recorded: our own
+                    // redelivery is not the partner sending again, and a second answer would
+                    // reject one interchange under two of our control references.
                     if let Some(c) = context
                         && acks.answers_rejected(c)
+                        && !seen_before
                     {
                         o.contrl = acks.answer_rejected(inbox, c, e, sending.0, when)?;
                     }

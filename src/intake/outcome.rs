@@ -247,9 +247,13 @@ impl Outcome {
                     d.control_ref,
                     count(d.messages as u64, "message", "messages")
                 );
-                // The CONTRL that answers it, where one does.
+                // The answer to it, where one is due: a CONTRL, or an X12 interchange of ours
+                // (a TA1, a 997 or 999) named by its ISA13.
                 if let Some(r) = &self.contrl {
-                    key = format!("{key}  CONTRL {r}");
+                    key = match d.standard {
+                        Standard::Edifact => format!("{key}  CONTRL {r}"),
+                        Standard::X12 => format!("{key}  answer ISA13 {r}"),
+                    };
                 }
                 if let Some(groups) = empty_groups(&d.empty_groups) {
                     key = format!("{key}  ({groups})");

@@ -1107,3 +1107,62 @@ per_backend! {
         }
     }
 }
+
+per_backend! {
+    /// A rejected interchange is answered once per sending, as a duplicate is: the same file
+    /// read again (no move between the runs, or a crash before it) is our own redelivery and
+    /// gets no second, differently numbered rejection; the same bytes sent again under another
+    /// name are the partner sending again, and are answered. Both standards: a CONTRL (UCI 4)
+    /// and a TA1 (TA104 `R`).
+    fn a_rejected_input_read_again_is_not_answered_again(site) {
+        site.put_sample("broken/unt-count-wrong.edi", "bad.edi");
+        site.put_sample("x12/broken-se-count-wrong.x12", "bad.x12");
+        let answers = |lines: &[serde_json::Value]| -> Vec<(String, Option<String>)> {
+            let mut a: Vec<_> = lines
+                .iter()
+                .filter(|l| l["status"] == "rejected")
+                .map(|l| {
+                    let file = l["file"].as_str().unwrap().rsplit('/').next().unwrap().to_string();
+                    (file, l["contrl"].as_str().map(str::to_string))
+                })
+                .collect();
+            a.sort();
+            a
+        };
+        let first = answers(&site.ingest_json(&["--contrl", "always"]).code(3).json());
+        assert_eq!(first.len(), 2, "{first:?}");
+        assert!(first.iter().all(|(_, own)| own.is_some()), "each rejection answered: {first:?}");
+        let held = site.count("SELECT count(*) FROM acknowledgements");
+        assert_eq!(held, 2, "one answer each");
+
+        let again = answers(&site.ingest_json(&["--contrl", "always"]).code(3).json());
+        assert_eq!(again.len(), 2, "still rejected: {again:?}");
+        assert!(
+            again.iter().all(|(_, own)| own.is_none()),
+            "the same files read again are answered again: {again:?}"
+        );
+        assert_eq!(site.count("SELECT count(*) FROM acknowledgements"), held, "no answer added");
+        assert_eq!(
+            site.count("SELECT max(times_seen) FROM rejected_files"),
+            2,
+            "each file counted as seen twice"
+        );
+
+        // The partner sends the same broken bytes again, in a file of another name.
+        fs::remove_file(site.drop().join("bad.edi")).unwrap();
+        fs::remove_file(site.drop().join("bad.x12")).unwrap();
+        site.put_sample("broken/unt-count-wrong.edi", "bad-again.edi");
+        site.put_sample("x12/broken-se-count-wrong.x12", "bad-again.x12");
+        let resent = answers(&site.ingest_json(&["--contrl", "always"]).code(3).json());
+        assert!(
+            resent.iter().all(|(_, own)| own.is_some()),
+            "the partner's resend is answered: {resent:?}"
+        );
+        assert_eq!(site.count("SELECT count(*) FROM acknowledgements"), held + 2);
+        let own: Vec<&String> = first.iter().chain(&resent).filter_map(|(_, o)| o.as_ref()).collect();
+        let mut distinct = own.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert_eq!(distinct.len(), 4, "each answer its own reference: {own:?}");
+    }
+}

@@ -3,6 +3,7 @@
 //! ISA06, ISA08 and ISA13 under its own standard, and a file of both standards is read by each
 //! reader in turn.
 
+use crate::common::RunExt;
 use crate::common::site::Site;
 
 const PO: &str = "x12/850-purchase-order-00401.x12";
@@ -864,4 +865,66 @@ fn a_repeated_st02_is_applied_and_answered_accepted_with_errors() {
         "{answer}"
     );
     pyx12_reads(&answer);
+}
+
+/// The human lines name an X12 answer as X12 does: the ingest line by our ISA13 (`answer ISA13
+/// N`), `publish` by the document it carries (`997 answering ref ...`, `TA1 answering ...`),
+/// `list --contrl` counts answers; a CONTRL is named only where it is one.
+#[test]
+fn the_human_lines_call_an_x12_answer_by_its_own_name() {
+    let site = Site::new();
+    site.put("po.x12", &sample(PO));
+    site.put_sample("x12/broken-se-count-wrong.x12", "bad.x12");
+    let run = site
+        .cmd()
+        .args(["ingest", "--contrl", "always"])
+        .arg(site.drop())
+        .run();
+    let text = String::from_utf8_lossy(&run.stdout).into_owned();
+    run.code(3);
+    let new = text
+        .lines()
+        .find(|l| l.starts_with("new"))
+        .unwrap_or_else(|| panic!("no new line: {text}"));
+    // Ours to the partner: bad.x12 (read first) took 000000001, so 000000002.
+    assert!(new.ends_with("  answer ISA13 000000002"), "{new}");
+    assert!(
+        !text.contains("CONTRL"),
+        "an X12 run names no CONTRL: {text}"
+    );
+
+    let listed = site.run(&["list", "--contrl"]);
+    let listing = String::from_utf8_lossy(&listed.stdout).into_owned();
+    listed.code(0);
+    assert!(
+        listing.lines().last() == Some("2 answers"),
+        "the footer counts answers: {listing}"
+    );
+
+    let out = site
+        .cmd()
+        .args(["publish", "--kind", "contrl", "--to"])
+        .arg(format!("dir:{}", site.path("out").display()))
+        .run();
+    let published = String::from_utf8_lossy(&out.stdout).into_owned();
+    out.code(0);
+    let lines: Vec<&str> = published
+        .lines()
+        .filter(|l| l.starts_with("published"))
+        .collect();
+    assert_eq!(lines.len(), 2, "{published}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("997 answering ref 000001001 (sending 1)  id ")),
+        "{published}"
+    );
+    assert!(
+        lines.iter().any(
+            |l| l.contains("TA1 answering ref 000004004 (sending 1)  id ")
+                || l.contains("997 answering ref 000004004 (sending 1)  id ")
+        ),
+        "{published}"
+    );
+    assert!(!published.contains("CONTRL"), "{published}");
 }

@@ -85,7 +85,10 @@ impl Run<'_> {
             return;
         }
         let what = match e.answering {
-            Some((answered, send)) => format!("CONTRL answering ref {answered} (sending {send})"),
+            Some((answered, send)) => format!(
+                "{} answering ref {answered} (sending {send})",
+                crate::inbox::names::answer_kind(e.event_type)
+            ),
             None => format!("message {}", e.message_refs.join(",")),
         };
         let mut line = format!(

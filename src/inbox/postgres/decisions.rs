@@ -113,11 +113,13 @@ impl Decisions for PgInbox {
         _seen_at: &str,
     ) -> Result<RejectedFile, InboxError> {
         self.begin()?;
-        let id = record_rejected_file(self.client.get_mut(), source_file, bytes, sha256)?;
+        let (id, times_seen) =
+            record_rejected_file(self.client.get_mut(), source_file, bytes, sha256)?;
         Ok(RejectedFile {
             id,
             sha256: sha256.to_string(),
             size: bytes.len(),
+            seen_before: times_seen > 1,
         })
     }
 
@@ -816,21 +818,22 @@ impl PendingDeliveries {
 }
 
 /// Records a rejected file's bytes once; the same file with the same content only counts again.
+/// Returns its record's id and how often it has now been seen.
 pub(super) fn record_rejected_file(
     c: &mut Session,
     source_file: &str,
     bytes: &[u8],
     sha256: &str,
-) -> Result<i64, InboxError> {
+) -> Result<(i64, i64), InboxError> {
     let kept = &bytes[..bytes.len().min(REJECTED_BYTES_LIMIT)];
-    Ok(c.query_one_prepared(
+    c.query_one_prepared(
         "INSERT INTO rejected_files (source_file, file_sha256, file_size, bytes, truncated,
              first_seen_at, last_seen_at)
          VALUES ($1, $2, $3, $4, $5, now(), now())
          ON CONFLICT (source_file, file_sha256)
          DO UPDATE SET last_seen_at = excluded.last_seen_at,
                        times_seen = rejected_files.times_seen + 1
-         RETURNING id",
+         RETURNING id, times_seen::bigint",
         &[
             &storable(source_file),
             &sha256,
@@ -838,8 +841,8 @@ pub(super) fn record_rejected_file(
             &kept,
             &(kept.len() < bytes.len()),
         ],
-    )?
-    .get(0))
+    )
+    .map(|r| (r.get(0), r.get(1)))
 }
 
 /// Records one error of a rejected file; the same error of the same file only counts again.

@@ -41,12 +41,13 @@ impl Decisions for SqliteInbox {
         sha256: &str,
         seen_at: &str,
     ) -> Result<RejectedFile, InboxError> {
-        let id =
+        let (id, times_seen) =
             self.in_savepoint(|c| record_rejected_file(c, source_file, bytes, sha256, seen_at))?;
         Ok(RejectedFile {
             id,
             sha256: sha256.to_string(),
             size: bytes.len(),
+            seen_before: times_seen > 1,
         })
     }
 
@@ -530,13 +531,14 @@ pub(super) fn record_deliveries(
 }
 
 /// Records a rejected file's bytes once; the same file with the same content only counts again.
+/// Returns its record's id and how often it has now been seen.
 pub(super) fn record_rejected_file(
     conn: &Connection,
     source_file: &str,
     bytes: &[u8],
     sha256: &str,
     seen_at: &str,
-) -> Result<i64, InboxError> {
+) -> Result<(i64, i64), InboxError> {
     let kept = &bytes[..bytes.len().min(REJECTED_BYTES_LIMIT)];
     Ok(conn
         .prepare_cached(
@@ -545,7 +547,7 @@ pub(super) fn record_rejected_file(
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)
              ON CONFLICT (source_file, file_sha256)
              DO UPDATE SET last_seen_at = excluded.last_seen_at, times_seen = times_seen + 1
-             RETURNING id",
+             RETURNING id, times_seen",
         )?
         .query_row(
             params![
@@ -556,7 +558,7 @@ pub(super) fn record_rejected_file(
                 kept.len() < bytes.len(),
                 seen_at,
             ],
-            |r| r.get(0),
+            |r| Ok((r.get(0)?, r.get(1)?)),
         )?)
 }
 
