@@ -760,3 +760,27 @@ UNH+9+INVOIC:D:96A:UN'BGM+380+ELSEWHERE+9'UNT+3+9'UNZ+1+X'";
         .unwrap();
     assert_eq!(seen, "1=OWN1 2=ELSEWHERE");
 }
+
+/// The bundled SQLite is built as `.cargo/config.toml` asks: without
+/// `SQLITE_ENABLE_MEMORY_MANAGEMENT`, under which every connection of the process (the deciding
+/// thread's, each reading thread's probe, the checkpointer's) takes one shared mutex for every
+/// page it fetches, and without counting its memory under another (BENCHMARKS.md, issue 41).
+#[test]
+fn the_bundled_sqlite_shares_no_page_cache_between_connections() {
+    let conn = Connection::open_in_memory().unwrap();
+    let options: Vec<String> = conn
+        .prepare("PRAGMA compile_options")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert!(
+        !options.iter().any(|o| o == "ENABLE_MEMORY_MANAGEMENT"),
+        "SQLite built with ENABLE_MEMORY_MANAGEMENT (LIBSQLITE3_FLAGS of .cargo/config.toml not applied?): {options:?}"
+    );
+    assert!(
+        options.iter().any(|o| o == "DEFAULT_MEMSTATUS=0"),
+        "SQLite built counting its memory (LIBSQLITE3_FLAGS of .cargo/config.toml not applied?): {options:?}"
+    );
+}
