@@ -601,7 +601,8 @@ pub struct AckArgs {
     pub contrl: ContrlWhen,
 
     /// For an exact duplicate: its first CONTRL again, the same bytes (resend), or a CONTRL
-    /// rejecting it as a duplicate (reject: UCI 0083 4, 0085 26).
+    /// rejecting it as a duplicate (reject: UCI 0083 4, 0085 26). Either once per sending of
+    /// the partner's (a file's name, a broker message): never again for one already answered.
     #[arg(long, value_enum, value_name = "HOW", default_value = "resend")]
     pub contrl_duplicates: ContrlDuplicates,
 }

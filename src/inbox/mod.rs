@@ -208,10 +208,14 @@ pub trait Decisions {
 
     /// Records a file that holds rejected input, keeping its bytes (up to
     /// [`REJECTED_BYTES_LIMIT`]) once however many errors it has; the same file seen again only
-    /// counts again. `sha256` is the file's hash, made by the caller once.
+    /// counts again. `sha256` is the file's hash, made by the caller once; `sending` the
+    /// partner's sending it came in (a file's name without its folder, a delivery's name), by
+    /// which [`RejectedFile::seen_before`] tells the same bytes of the same sending recorded
+    /// before.
     fn rejected_file(
         &mut self,
         source_file: &str,
+        sending: &str,
         bytes: &[u8],
         sha256: &str,
         seen_at: &str,
@@ -310,6 +314,16 @@ pub trait Acknowledgements {
         sending: Option<&str>,
         created_at: &str,
     ) -> Result<Resend, InboxError>;
+
+    /// What `sending` (a file's name, a delivery's broker name) was answered for a key: `None`
+    /// where nothing, `Some(true)` where an answer rejected it as a duplicate (a drift, or a
+    /// duplicate under `--contrl-duplicates reject`: UCI 4/26, TA1 `R`/`025`), `Some(false)`
+    /// where only others. The same sending read again is not answered again.
+    fn answered_sending(
+        &mut self,
+        key: InterchangeKey<'_>,
+        sending: &str,
+    ) -> Result<Option<bool>, InboxError>;
 
     /// Takes the counters of these partners (sorted, without repeats) for the open batch
     /// before any of them is used, where other hosts may use them at once.

@@ -130,9 +130,10 @@ pub struct RejectedFile {
     pub(crate) id: i64,
     pub(crate) sha256: String,
     pub(crate) size: usize,
-    /// The same input (the same name, the same bytes) was recorded before, by an earlier
-    /// batch: read again by us (a file seen again before its move, a broker's redelivery), so
-    /// its rejection was answered then and is not answered again.
+    /// The same bytes of the same sending (a file by its name without its folder, a delivery
+    /// by its name) were recorded before: read again by us (a file seen again before its move
+    /// or reprocessed unchanged, another host's copy, a broker's redelivery), so its rejection
+    /// was answered then and is not answered again.
     pub(crate) seen_before: bool,
 }
 

@@ -95,6 +95,31 @@ impl AckPolicy {
         }
     }
 
+    /// Whether the answer `d` would get (rejecting it as a duplicate: UCI 4/26, TA1
+    /// `R`/`025`) went to this sending before: a drift, where this sending's drift was rejected
+    /// before; a duplicate under `--contrl-duplicates reject`, where this sending was answered
+    /// at all (the first copy's own file read again is not a copy). The same sending read again
+    /// (a file not yet moved, a broker's redelivery) is ours, not the partner's.
+    fn answered_before(
+        &self,
+        inbox: &mut dyn Inbox,
+        i: &Interchange<'_>,
+        d: &Decision,
+        sending: &str,
+    ) -> Result<bool, InboxError> {
+        let drift = match d {
+            Decision::Drift { .. } => true,
+            Decision::Duplicate { .. } if self.reject_duplicates => false,
+            _ => return Ok(false),
+        };
+        Ok(
+            match inbox.answered_sending(InterchangeKey::of(i), sending)? {
+                None => false,
+                Some(rejected) => rejected || !drift,
+            },
+        )
+    }
+
     /// The CONTRL that answers a decision, where one is due: built and stored in the open
     /// batch (new: acknowledged; drift, or a duplicate under `reject`: rejected with 0085 26),
     /// or for a duplicate the first one's again (see [`Inbox::resend_acknowledgement`]).
@@ -121,6 +146,9 @@ impl AckPolicy {
         });
         let u = &i.unb;
         let (name, redelivered) = sending;
+        if self.answered_before(inbox, i, d, name)? {
+            return Ok(None);
+        }
         let (action, error) = match d {
             Decision::New { .. } => (action, None),
             Decision::Drift { .. } => (Action::Rejected, duplicate),
@@ -187,6 +215,9 @@ impl AckPolicy {
         let Some((ta1, functional)) = self.wanted_x12(i) else {
             return Ok(None);
         };
+        if self.answered_before(inbox, i, d, name)? {
+            return Ok(None);
+        }
         let rejected = x12_ack::Answer {
             ta1: Some((x12_ack::Status::Rejected, x12_ack::DUPLICATE_CONTROL_NUMBER)),
             groups: Vec::new(),

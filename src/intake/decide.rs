@@ -59,7 +59,13 @@ pub fn keep_refused(
             use sha2::{Digest, Sha256};
             let sha256 = hex::encode(Sha256::digest(p.bytes));
             inbox
-                .rejected_file(p.source.name(), p.bytes, &sha256, when)
+                .rejected_file(
+                    p.source.name(),
+                    p.source.sending().0,
+                    p.bytes,
+                    &sha256,
+                    when,
+                )
                 .context("cannot write to the inbox database")?;
         }
     }
@@ -185,9 +191,13 @@ fn decide_once(
                 Err(e) => {
                     let file = match record.take() {
                         Some(file) => file,
-                        None => {
-                            inbox.rejected_file(shown, p.bytes, p.sha256.unwrap_or(""), when)?
-                        }
+                        None => inbox.rejected_file(
+                            shown,
+                            sending.0,
+                            p.bytes,
+                            p.sha256.unwrap_or(""),
+                            when,
+                        )?,
                     };
                     // What the reader of its standard read of it: that standard's key.
                     let key =

@@ -167,7 +167,8 @@ per_backend! {
     /// (our own redelivery: a crash before their move) queues nothing; the partner sending
     /// them again under other names is answered with the same CONTRL once, nothing new stored,
     /// and what `publish` sends for that second sending is byte for byte what it sent first;
-    /// with --contrl-duplicates reject, with a CONTRL of its own rejecting it (4, 26).
+    /// with --contrl-duplicates reject, a copy under a new name with a CONTRL of its own
+    /// rejecting it (4, 26), once, and the sendings answered before not at all.
     fn every_new_interchange_gets_one_contrl_and_a_redelivery_the_same(site) {
         for entry in fs::read_dir(crate::common::samples().join("valid")).unwrap() {
             let path = entry.unwrap().path();
@@ -259,8 +260,18 @@ per_backend! {
                 String::from_utf8_lossy(first)
             );
         }
-        let rejected = site.ingest_json(&["--contrl", "always", "--contrl-duplicates", "reject"]).json();
+        // Under --contrl-duplicates reject: the same files again are the sendings answered
+        // already (ours, read again); the partner's copies under new names are rejected, once.
+        let reject = ["--contrl", "always", "--contrl-duplicates", "reject"];
+        let rejected = site.ingest_json(&reject).json();
+        assert_eq!(rejected.iter().filter(|l| l["contrl"].is_string()).count(), 0, "{rejected:?}");
+        for name in site.files_in("drop") {
+            fs::rename(site.drop().join(&name), site.drop().join(format!("copy-{name}"))).unwrap();
+        }
+        let rejected = site.ingest_json(&reject).json();
         assert_eq!(rejected.iter().filter(|l| l["contrl"].is_string()).count(), 7);
+        let rejected = site.ingest_json(&reject).json();
+        assert_eq!(rejected.iter().filter(|l| l["contrl"].is_string()).count(), 0, "once");
         assert_eq!(
             site.count("SELECT count(*) FROM acknowledgements WHERE action = '4' AND error_code = '26'"),
             7
@@ -1008,6 +1019,7 @@ per_backend! {
                      (sender, recipient, control_ref);
                  ALTER TABLE rejections DROP COLUMN standard;
                  CREATE INDEX rejections_key ON rejections (sender, recipient, control_ref);
+                 ALTER TABLE rejected_files DROP COLUMN sending;
                  DROP TABLE message_effects; DROP TABLE refusals; DROP TABLE effect_migrations;
                  DROP FUNCTION message_segments(jsonb);
                  DROP TABLE refusal_outbox; DROP TABLE answer_outbox; DROP TABLE consumer_positions;
@@ -1110,10 +1122,10 @@ per_backend! {
 
 per_backend! {
     /// A rejected interchange is answered once per sending, as a duplicate is: the same file
-    /// read again (no move between the runs, or a crash before it) is our own redelivery and
-    /// gets no second, differently numbered rejection; the same bytes sent again under another
-    /// name are the partner sending again, and are answered. Both standards: a CONTRL (UCI 4)
-    /// and a TA1 (TA104 `R`).
+    /// read again (no move between the runs, or a crash before it), or by its name from another
+    /// folder, is our own redelivery and gets no second, differently numbered rejection; the
+    /// same bytes sent again under another name are the partner sending again, and are
+    /// answered. Both standards: a CONTRL (UCI 4) and a TA1 (TA104 `R`).
     fn a_rejected_input_read_again_is_not_answered_again(site) {
         site.put_sample("broken/unt-count-wrong.edi", "bad.edi");
         site.put_sample("x12/broken-se-count-wrong.x12", "bad.x12");
@@ -1148,6 +1160,26 @@ per_backend! {
             "each file counted as seen twice"
         );
 
+        // The same files in another folder (reprocessed from the quarantine unchanged, another
+        // host's mount of the drop): the same sending, not answered.
+        let other = site.path("other");
+        fs::create_dir_all(&other).unwrap();
+        for name in ["bad.edi", "bad.x12"] {
+            fs::copy(site.drop().join(name), other.join(name)).unwrap();
+        }
+        let run = site
+            .cmd()
+            .args(["ingest", "--json", "--contrl", "always"])
+            .arg(&other)
+            .run();
+        let elsewhere = answers(&run.code(3).json());
+        assert_eq!(elsewhere.len(), 2, "{elsewhere:?}");
+        assert!(
+            elsewhere.iter().all(|(_, own)| own.is_none()),
+            "the same sending from another folder is answered again: {elsewhere:?}"
+        );
+        assert_eq!(site.count("SELECT count(*) FROM acknowledgements"), held, "no answer added");
+
         // The partner sends the same broken bytes again, in a file of another name.
         fs::remove_file(site.drop().join("bad.edi")).unwrap();
         fs::remove_file(site.drop().join("bad.x12")).unwrap();
@@ -1164,5 +1196,74 @@ per_backend! {
         distinct.sort();
         distinct.dedup();
         assert_eq!(distinct.len(), 4, "each answer its own reference: {own:?}");
+    }
+}
+
+per_backend! {
+    /// The answer that rejects an interchange as a duplicate (a drift; a duplicate under
+    /// `--contrl-duplicates reject`) goes out once per sending, as every other answer does: the
+    /// same file read again queues no second rejection under a new control reference of ours.
+    /// Both standards: UCI 4/26 and TA1 `R`/`025`.
+    fn a_rejection_as_a_duplicate_is_answered_once_per_sending(site) {
+        let sample = |name: &str| fs::read(crate::common::samples().join(name)).unwrap();
+        let orders = sample("valid/orders-d01b-no-una.edi");
+        let po = sample("x12/850-purchase-order-00401.x12");
+        site.put("orders.edi", &orders);
+        site.put("po.x12", &po);
+        site.ingest_json(&["--contrl", "always"]).code(0);
+        let held = site.count("SELECT count(*) FROM acknowledgements");
+        assert_eq!(held, 2);
+        // The same keys with other content, in files of their own.
+        let drifted = |bytes: &[u8], from: &str, to: &str| {
+            String::from_utf8(bytes.to_vec()).unwrap().replace(from, to).into_bytes()
+        };
+        site.put("orders-changed.edi", &drifted(&orders, "PO-4712", "PO-4713"));
+        site.put("po-changed.x12", &drifted(&po, "PO-77120", "PO-77121"));
+        let contrls = |lines: &[serde_json::Value], status: &str| -> Vec<Option<String>> {
+            lines
+                .iter()
+                .filter(|l| l["status"] == status)
+                .map(|l| l["contrl"].as_str().map(str::to_string))
+                .collect()
+        };
+        let first = site.ingest_json(&["--contrl", "always"]).code(3).json();
+        let drift = contrls(&first, "drift");
+        assert_eq!(drift.len(), 2, "{first:?}");
+        assert!(drift.iter().all(Option::is_some), "each drift rejected: {first:?}");
+        assert_eq!(site.count("SELECT count(*) FROM acknowledgements"), held + 2);
+
+        let again = site.ingest_json(&["--contrl", "always"]).code(3).json();
+        let drift = contrls(&again, "drift");
+        assert_eq!(drift.len(), 2, "{again:?}");
+        assert!(
+            drift.iter().all(Option::is_none),
+            "a drift read again is rejected again: {again:?}"
+        );
+        assert_eq!(site.count("SELECT count(*) FROM acknowledgements"), held + 2);
+
+        // Under --contrl-duplicates reject: a copy under another name is rejected once, and
+        // not again when read again.
+        for name in ["orders-changed.edi", "po-changed.x12"] {
+            fs::remove_file(site.drop().join(name)).unwrap();
+        }
+        site.put("orders-copy.edi", &orders);
+        site.put("po-copy.x12", &po);
+        let args = ["--contrl", "always", "--contrl-duplicates", "reject"];
+        let lines = site.ingest_json(&args).json();
+        let copies: Vec<_> = lines
+            .iter()
+            .filter(|l| l["file"].as_str().is_some_and(|f| f.contains("-copy.")))
+            .map(|l| l["contrl"].as_str().map(str::to_string))
+            .collect();
+        assert_eq!(copies.len(), 2, "{lines:?}");
+        assert!(copies.iter().all(Option::is_some), "each copy rejected: {lines:?}");
+        let rejected = site.count("SELECT count(*) FROM acknowledgements");
+        assert_eq!(rejected, held + 4);
+        let lines = site.ingest_json(&args).json();
+        assert!(
+            lines.iter().all(|l| l["contrl"].is_null()),
+            "copies read again are rejected again: {lines:?}"
+        );
+        assert_eq!(site.count("SELECT count(*) FROM acknowledgements"), rejected);
     }
 }

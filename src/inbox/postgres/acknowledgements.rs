@@ -29,6 +29,37 @@ impl Acknowledgements for PgInbox {
         resend_acknowledgement(self.client.get_mut(), key, sending, created_at)
     }
 
+    fn answered_sending(
+        &mut self,
+        key: InterchangeKey<'_>,
+        sending: &str,
+    ) -> Result<Option<bool>, InboxError> {
+        self.begin()?;
+        Ok(self
+            .client
+            .get_mut()
+            .query_one_prepared(
+                "SELECT bool_or((a.action = $6 AND coalesce(a.error_code, '') = $7)
+                            OR (a.action = $8 AND coalesce(a.error_code, '') = $9))
+                 FROM acknowledgements a
+                 JOIN contrl_outbox o ON o.acknowledgement_id = a.id
+                 WHERE a.sender = $1 AND a.recipient = $2 AND a.control_ref = $3
+                   AND a.standard = $4 AND o.source = $5",
+                &[
+                    &storable(key.sender),
+                    &storable(key.recipient),
+                    &storable(key.control_ref),
+                    &key.standard.as_str(),
+                    &storable(sending),
+                    &NOT_RESENT.0,
+                    &NOT_RESENT.1,
+                    &NOT_RESENT_X12.0,
+                    &NOT_RESENT_X12.1,
+                ],
+            )?
+            .get(0))
+    }
+
     /// Hosts answering the same partners in another order would each hold one counter and wait
     /// for the other's: taken in one order, up front, they wait in turn instead.
     fn lock_partners(&mut self, partners: &[String]) -> Result<(), InboxError> {

@@ -108,18 +108,19 @@ impl Decisions for PgInbox {
     fn rejected_file(
         &mut self,
         source_file: &str,
+        sending: &str,
         bytes: &[u8],
         sha256: &str,
         _seen_at: &str,
     ) -> Result<RejectedFile, InboxError> {
         self.begin()?;
-        let (id, times_seen) =
-            record_rejected_file(self.client.get_mut(), source_file, bytes, sha256)?;
+        let (id, seen_before) =
+            record_rejected_file(self.client.get_mut(), source_file, sending, bytes, sha256)?;
         Ok(RejectedFile {
             id,
             sha256: sha256.to_string(),
             size: bytes.len(),
-            seen_before: times_seen > 1,
+            seen_before,
         })
     }
 
@@ -818,21 +819,25 @@ impl PendingDeliveries {
 }
 
 /// Records a rejected file's bytes once; the same file with the same content only counts again.
-/// Returns its record's id and how often it has now been seen.
+/// Returns its record's id, and whether the same bytes of the same sending were recorded before
+/// (under this name, where another host's record of it is waited for by its key, or another
+/// folder's).
 pub(super) fn record_rejected_file(
     c: &mut Session,
     source_file: &str,
+    sending: &str,
     bytes: &[u8],
     sha256: &str,
-) -> Result<(i64, i64), InboxError> {
+) -> Result<(i64, bool), InboxError> {
     let kept = &bytes[..bytes.len().min(REJECTED_BYTES_LIMIT)];
-    c.query_one_prepared(
+    let row = c.query_one_prepared(
         "INSERT INTO rejected_files (source_file, file_sha256, file_size, bytes, truncated,
-             first_seen_at, last_seen_at)
-         VALUES ($1, $2, $3, $4, $5, now(), now())
+             first_seen_at, last_seen_at, sending)
+         VALUES ($1, $2, $3, $4, $5, now(), now(), $6)
          ON CONFLICT (source_file, file_sha256)
          DO UPDATE SET last_seen_at = excluded.last_seen_at,
-                       times_seen = rejected_files.times_seen + 1
+                       times_seen = rejected_files.times_seen + 1,
+                       sending = coalesce(rejected_files.sending, excluded.sending)
          RETURNING id, times_seen::bigint",
         &[
             &storable(source_file),
@@ -840,9 +845,21 @@ pub(super) fn record_rejected_file(
             &(bytes.len() as i64),
             &kept,
             &(kept.len() < bytes.len()),
+            &storable(sending),
         ],
-    )
-    .map(|r| (r.get(0), r.get(1)))
+    )?;
+    let (id, times_seen): (i64, i64) = (row.get(0), row.get(1));
+    if times_seen > 1 {
+        return Ok((id, true));
+    }
+    let elsewhere: bool = c
+        .query_one_prepared(
+            "SELECT EXISTS (SELECT 1 FROM rejected_files
+                            WHERE sending = $1 AND file_sha256 = $2 AND id <> $3)",
+            &[&storable(sending), &sha256, &id],
+        )?
+        .get(0);
+    Ok((id, elsewhere))
 }
 
 /// Records one error of a rejected file; the same error of the same file only counts again.

@@ -27,6 +27,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0016_standard.sql"),
     include_str!("migrations/0017_answer_outbox.sql"),
     include_str!("migrations/0018_refusal_outbox.sql"),
+    include_str!("migrations/0019_rejected_sending.sql"),
 ];
 
 /// The version the inbox's schema has, or `None` where there is none yet.

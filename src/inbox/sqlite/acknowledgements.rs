@@ -28,6 +28,38 @@ impl Acknowledgements for SqliteInbox {
         self.in_savepoint(|c| resend_acknowledgement(c, key, sending, created_at))
     }
 
+    fn answered_sending(
+        &mut self,
+        key: InterchangeKey<'_>,
+        sending: &str,
+    ) -> Result<Option<bool>, InboxError> {
+        self.begin()?;
+        Ok(self
+            .conn
+            .prepare_cached(
+                "SELECT max((a.action = ?6 AND coalesce(a.error_code, '') = ?7)
+                            OR (a.action = ?8 AND coalesce(a.error_code, '') = ?9))
+                 FROM acknowledgements a
+                 JOIN contrl_outbox o ON o.acknowledgement_id = a.id
+                 WHERE a.sender = ?1 AND a.recipient = ?2 AND a.control_ref = ?3
+                   AND a.standard = ?4 AND o.source = ?5",
+            )?
+            .query_row(
+                params![
+                    key.sender,
+                    key.recipient,
+                    key.control_ref,
+                    key.standard,
+                    sending,
+                    NOT_RESENT.0,
+                    NOT_RESENT.1,
+                    NOT_RESENT_X12.0,
+                    NOT_RESENT_X12.1
+                ],
+                |r| r.get(0),
+            )?)
+    }
+
     fn pending_contrl(
         &self,
         pass: &str,

@@ -37,17 +37,19 @@ impl Decisions for SqliteInbox {
     fn rejected_file(
         &mut self,
         source_file: &str,
+        sending: &str,
         bytes: &[u8],
         sha256: &str,
         seen_at: &str,
     ) -> Result<RejectedFile, InboxError> {
-        let (id, times_seen) =
-            self.in_savepoint(|c| record_rejected_file(c, source_file, bytes, sha256, seen_at))?;
+        let (id, seen_before) = self.in_savepoint(|c| {
+            record_rejected_file(c, source_file, sending, bytes, sha256, seen_at)
+        })?;
         Ok(RejectedFile {
             id,
             sha256: sha256.to_string(),
             size: bytes.len(),
-            seen_before: times_seen > 1,
+            seen_before,
         })
     }
 
@@ -531,22 +533,25 @@ pub(super) fn record_deliveries(
 }
 
 /// Records a rejected file's bytes once; the same file with the same content only counts again.
-/// Returns its record's id and how often it has now been seen.
+/// Returns its record's id, and whether the same bytes of the same sending were recorded before
+/// (under this name or another folder's).
 pub(super) fn record_rejected_file(
     conn: &Connection,
     source_file: &str,
+    sending: &str,
     bytes: &[u8],
     sha256: &str,
     seen_at: &str,
-) -> Result<(i64, i64), InboxError> {
+) -> Result<(i64, bool), InboxError> {
     let kept = &bytes[..bytes.len().min(REJECTED_BYTES_LIMIT)];
-    Ok(conn
+    let (id, times_seen): (i64, i64) = conn
         .prepare_cached(
             "INSERT INTO rejected_files (source_file, file_sha256, file_size, bytes, truncated,
-                 first_seen_at, last_seen_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)
+                 first_seen_at, last_seen_at, sending)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7)
              ON CONFLICT (source_file, file_sha256)
-             DO UPDATE SET last_seen_at = excluded.last_seen_at, times_seen = times_seen + 1
+             DO UPDATE SET last_seen_at = excluded.last_seen_at, times_seen = times_seen + 1,
+                           sending = coalesce(sending, excluded.sending)
              RETURNING id, times_seen",
         )?
         .query_row(
@@ -557,9 +562,20 @@ pub(super) fn record_rejected_file(
                 kept,
                 kept.len() < bytes.len(),
                 seen_at,
+                sending,
             ],
             |r| Ok((r.get(0)?, r.get(1)?)),
-        )?)
+        )?;
+    if times_seen > 1 {
+        return Ok((id, true));
+    }
+    let elsewhere = conn
+        .prepare_cached(
+            "SELECT EXISTS (SELECT 1 FROM rejected_files
+                            WHERE sending = ?1 AND file_sha256 = ?2 AND id <> ?3)",
+        )?
+        .query_row(params![sending, sha256, id], |r| r.get(0))?;
+    Ok((id, elsewhere))
 }
 
 /// Records one error of a rejected file; the same error of the same file only counts again.

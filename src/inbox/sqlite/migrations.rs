@@ -39,6 +39,7 @@ pub(super) const MIGRATIONS: &[Migration] = &[
     Migration::Code(standard),
     Migration::Sql(include_str!("migrations/0020_answer_outbox.sql")),
     Migration::Sql(include_str!("migrations/0021_refusal_outbox.sql")),
+    Migration::Sql(include_str!("migrations/0022_rejected_sending.sql")),
 ];
 
 impl SqliteInbox {

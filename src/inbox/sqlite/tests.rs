@@ -426,6 +426,7 @@ fn ids_come_from_the_sequence_and_continue_after_an_upgrade() {
              DROP TABLE transport_messages; DROP TABLE message_effects;
              DROP TABLE refusals; DROP TABLE effect_migrations;
              DROP TABLE contrl_outbox; DROP TABLE acknowledgements; DROP TABLE contrl_counters;
+             DROP INDEX rejected_files_sending; ALTER TABLE rejected_files DROP COLUMN sending;
              DROP INDEX rejections_key; ALTER TABLE rejections DROP COLUMN standard;
              ALTER TABLE rejections DROP COLUMN sender;
              ALTER TABLE rejections DROP COLUMN recipient;

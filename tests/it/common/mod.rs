@@ -258,6 +258,7 @@ pub const UNDO_POSITIONS: &str = "
     DROP TABLE refusal_outbox; DROP TABLE answer_outbox; DROP TABLE consumer_positions; DROP TABLE transport_messages;
     ALTER TABLE deliveries DROP COLUMN record_key;
     ALTER TABLE deliveries DROP COLUMN produced_at;
+    DROP INDEX rejected_files_sending; ALTER TABLE rejected_files DROP COLUMN sending;
     DROP INDEX rejections_key; ALTER TABLE rejections DROP COLUMN standard;
     ALTER TABLE rejections DROP COLUMN sender;
     ALTER TABLE rejections DROP COLUMN recipient; ALTER TABLE rejections DROP COLUMN control_ref;
@@ -274,6 +275,7 @@ pub const UNDO_PUBLISH_COLUMNS: &str = "
     CREATE INDEX interchanges_key ON interchanges (sender, recipient, control_ref);
     DROP INDEX sightings_key; ALTER TABLE sightings DROP COLUMN standard;
     CREATE INDEX sightings_key ON sightings (sender, recipient, control_ref);
+    DROP INDEX rejected_files_sending; ALTER TABLE rejected_files DROP COLUMN sending;
     DROP INDEX rejections_key; ALTER TABLE rejections DROP COLUMN standard;
     ALTER TABLE rejections DROP COLUMN sender;
     ALTER TABLE rejections DROP COLUMN recipient; ALTER TABLE rejections DROP COLUMN control_ref;
