@@ -243,13 +243,28 @@ impl Settings {
         for (k, v) in &self.pairs {
             c.set(k, v);
         }
-        c.create_native_config().map_err(|e| {
-            format!(
-                "a Kafka setting was refused: {}",
-                self.scrub(&e.to_string())
-            )
-        })?;
+        c.create_native_config().map_err(|e| self.refusal(&e))?;
         Ok(c)
+    }
+
+    /// Why librdkafka refused a setting, without its value where the key is a secret's or one
+    /// librdkafka does not know: a misspelt secret (`sasl.passwrd`) is no less secret, and
+    /// `is_secret` cannot tell it by its name.
+    fn refusal(&self, e: &rdkafka::error::KafkaError) -> String {
+        use rdkafka::types::RDKafkaConfRes;
+        let text = match e {
+            rdkafka::error::KafkaError::ClientConfig(res, desc, key, value) => {
+                let hidden = is_secret(key) || *res == RDKafkaConfRes::RD_KAFKA_CONF_UNKNOWN;
+                let desc = if hidden && !value.is_empty() {
+                    desc.replace(value.as_str(), "***")
+                } else {
+                    desc.clone()
+                };
+                format!("{desc} (setting {key})")
+            }
+            other => other.to_string(),
+        };
+        format!("a Kafka setting was refused: {}", self.scrub(&text))
     }
 }
 
@@ -603,6 +618,18 @@ mod tests {
             refused.contains("no.such.setting") && !refused.contains("s3cret"),
             "{refused}"
         );
+        // A misspelt secret is unknown to librdkafka, and its value is never shown either.
+        for lines in ["sasl.passwrd=SASLSECRET8", "bogus.key=FILESECRET12"] {
+            let refused = Settings::from_lines(lines)
+                .unwrap()
+                .client("h:9092", "test", &[])
+                .unwrap_err();
+            let (key, value) = lines.split_once('=').unwrap();
+            assert!(
+                refused.contains(key) && !refused.contains(value),
+                "{refused}"
+            );
+        }
         assert!(is_secret("ssl.key.password") && is_secret("sasl.oauthbearer.client.secret"));
         assert!(!is_secret("sasl.username"));
     }
