@@ -26,15 +26,25 @@ impl Source {
     /// Which of the partner's sendings an input is, for a duplicate's CONTRL (sent again once
     /// per sending): a file by its name alone (the same file seen again after a crash, or
     /// another host's copy of it, is the same sending), a delivery by its name at its broker;
-    /// and whether the broker redelivered it (the same sending again, never answered again).
+    /// and whether it is our own redelivery that its name cannot tell (never answered again).
+    /// A name the broker keeps for every redelivery (a stream's sequence, an SQS message id, a
+    /// `message_id`) tells it by itself: a name already answered is not answered again, and a
+    /// redelivery whose first delivery never committed is that sending's first answer, also
+    /// where it is the partner's copy of an interchange seen before. Only a name of one
+    /// delivery (RabbitMQ's without a `message_id`) needs the broker's count.
     pub fn sending(&self) -> (&str, bool) {
         match self {
             Source::File(shown) => (shown.rsplit('/').next().unwrap_or(shown), false),
             Source::Delivery {
                 name,
                 delivery_count,
+                named_per_delivery,
+                sending,
                 ..
-            } => (name, *delivery_count > 1),
+            } => (
+                sending.as_deref().unwrap_or(name),
+                *named_per_delivery && *delivery_count > 1,
+            ),
         }
     }
 }
@@ -246,12 +256,29 @@ mod tests {
             ("inv.edi", false)
         );
         assert_eq!(Source::File("inv.edi".into()).sending(), ("inv.edi", false));
-        let d = |n| Source::Delivery {
-            name: "nats:EDI/9".into(),
+        let d = |name: &str, n, named_per_delivery| Source::Delivery {
+            name: name.into(),
             filename: Some("x/y.edi".into()),
             delivery_count: n,
+            named_per_delivery,
+            sending: None,
         };
-        assert_eq!(d(1).sending(), ("nats:EDI/9", false));
-        assert_eq!(d(2).sending(), ("nats:EDI/9", true));
+        // A name the broker keeps tells a redelivery by itself (see `answered_sending`).
+        assert_eq!(d("nats:EDI/9", 1, false).sending(), ("nats:EDI/9", false));
+        assert_eq!(d("nats:EDI/9", 2, false).sending(), ("nats:EDI/9", false));
+        // A name of one delivery cannot: its count must.
+        let amqp = "amqp:q/delivery-1-7";
+        assert_eq!(d(amqp, 1, true).sending(), (amqp, false));
+        assert_eq!(d(amqp, 2, true).sending(), (amqp, true));
+        // A name that does not tell the sending alone (Kafka's: a topic created again numbers
+        // its records from 0 again) is recorded under the sending it was given.
+        let kafka = Source::Delivery {
+            name: "kafka:t/0/0".into(),
+            filename: None,
+            delivery_count: 1,
+            named_per_delivery: false,
+            sending: Some("kafka:t/0/0@TOPIC-ID".into()),
+        };
+        assert_eq!(kafka.sending(), ("kafka:t/0/0@TOPIC-ID", false));
     }
 }

@@ -21,6 +21,12 @@ pub enum Source {
         name: String,
         filename: Option<String>,
         delivery_count: u32,
+        /// Its name is this delivery's alone, not the message's (RabbitMQ's for a message
+        /// without a `message_id`): a redelivery of it comes under another name.
+        named_per_delivery: bool,
+        /// The partner's sending it is, where `name` alone does not tell it (a Kafka record's
+        /// name with its topic's id): see [`crate::intake::Incoming::sending`].
+        sending: Option<String>,
     },
 }
 
@@ -456,6 +462,8 @@ mod tests {
             name: "nats:EDI/7".into(),
             filename: filename.map(String::from),
             delivery_count: n,
+            named_per_delivery: false,
+            sending: None,
         };
         let mut with_contrl = Outcome::new(file(), decided(Status::New, None));
         with_contrl.contrl = Some("00000000000001".into());
@@ -505,6 +513,8 @@ mod tests {
                 name: "amqp:q/m1".into(),
                 filename: Some("f.edi".into()),
                 delivery_count: 3,
+                named_per_delivery: false,
+                sending: None,
             },
             decided(Status::New, None),
         );
@@ -607,6 +617,8 @@ mod tests {
                 name: "nats:EDI/7".into(),
                 filename: Some(name.clone()),
                 delivery_count: 1,
+                named_per_delivery: false,
+                sending: None,
             },
             decided(Status::New, None),
         );

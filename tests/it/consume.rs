@@ -267,6 +267,49 @@ per_broker! {
 }
 
 per_broker! {
+    /// A partner's copy of an interchange sent as a new message, whose first receive never
+    /// committed (the inbox locked past --busy-timeout: nothing committed or acknowledged),
+    /// comes again with a delivery count above 1 where the broker counts (JetStream, RabbitMQ,
+    /// SQS): it is still the partner asking again, and gets the first answer, once. Our own
+    /// redelivery (a message already answered) gets none: the name tells it, not the count.
+    fn a_partners_copy_received_twice_is_answered(site, broker) {
+        let body = fs::read(crate::common::samples().join("valid/orders-d01b-no-una.edi")).unwrap();
+        let from = broker.source_url();
+        let args = ["--from", from.as_str(), "--contrl", "always", "--ack-wait", "2s"];
+        broker.send(&[Put::new(&body, "first").named("a.edi")]);
+        let lines = consume(&site, "1s", &args).code(0).json();
+        assert_eq!(statuses(&lines), ["new"]);
+        let first = lines[0]["contrl"].clone();
+        assert!(first.is_string(), "a new interchange answered: {}", lines[0]);
+        broker.send(&[Put::new(&body, "second").named("b.edi")]);
+        fails_with_the_inbox_locked(&site, &args);
+        // Longer than the ack wait: the copy held by the failed run comes again.
+        let lines = consume(&site, "5s", &args).code(0).json();
+        assert_eq!(statuses(&lines), ["duplicate"], "{lines:?}");
+        assert_eq!(lines[0]["file"], broker.source(2, "second"));
+        // Kafka keeps no count (1); every other broker says it delivered the copy before.
+        let counted = !broker.source_prefix().starts_with("kafka:");
+        assert_eq!(
+            lines[0]["delivery_count"].as_u64().unwrap() > 1,
+            counted,
+            "{}",
+            lines[0]
+        );
+        assert_eq!(
+            lines[0]["contrl"], first,
+            "the partner's copy received a second time is answered with the first answer: {}",
+            lines[0]
+        );
+        assert_eq!(
+            site.count("SELECT count(*) FROM contrl_outbox"),
+            2,
+            "the first answer, queued once for each of the two sendings"
+        );
+        assert_eq!(broker.unacknowledged(), Some(0));
+    }
+}
+
+per_broker! {
     /// A delivery whose edi-filename is 60,000 bytes long (a sender may put any name there; the
     /// issue saw 100,000, more than JetStream's 64 KiB of headers): its human outcome line shows
     /// the name's first 200 characters and its length, not a 60 KB log line; the JSON line and
@@ -545,6 +588,25 @@ per_broker! {
     }
 }
 
+/// A `consume` run with `args` whose batch cannot commit (the inbox locked by another
+/// connection past --busy-timeout): exit 1, nothing of the batch committed or acknowledged.
+pub(crate) fn fails_with_the_inbox_locked(site: &Site, args: &[&str]) {
+    let lock = rusqlite::Connection::open(site.db()).unwrap();
+    lock.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let out = site
+        .cmd()
+        .args(["--busy-timeout", "300ms", "consume", "--until-idle", "2s"])
+        .args(args)
+        .run();
+    let stderr = out.err();
+    out.code(1);
+    assert!(
+        stderr.contains("nothing of the batch was committed or acknowledged"),
+        "{stderr}"
+    );
+    lock.execute_batch("ROLLBACK").unwrap();
+}
+
 /// A database error (the inbox locked by another process past --busy-timeout): exit 1, nothing
 /// acknowledged, so the broker delivers the batch again, and the next run applies it.
 #[cfg(feature = "nats")]
@@ -561,28 +623,7 @@ fn nothing_is_acknowledged_after_a_database_error() {
             .map(|b| (b, None))
             .collect::<Vec<_>>(),
     );
-    let lock = rusqlite::Connection::open(site.db()).unwrap();
-    lock.execute_batch("BEGIN IMMEDIATE").unwrap();
-    let out = site
-        .cmd()
-        .args([
-            "--busy-timeout",
-            "300ms",
-            "consume",
-            "--until-idle",
-            "2s",
-            "--from",
-            &from,
-        ])
-        .run();
-    let stderr = out.err();
-    out.code(1);
-    assert!(
-        stderr.contains("nothing of the batch was committed or acknowledged"),
-        "{stderr}"
-    );
-    lock.execute_batch("ROLLBACK").unwrap();
-    drop(lock);
+    fails_with_the_inbox_locked(&site, &["--from", &from]);
     assert_eq!(interchanges(&site), 0);
     let lines = consume(&site, "3s", &["--from", &from]).code(0).json();
     let summary = &lines.last().unwrap()["summary"];

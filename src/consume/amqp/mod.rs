@@ -183,13 +183,15 @@ fn take(queue: &str, connection: &str, d: lapin::message::Delivery) -> Delivery 
         None if d.redelivered => 2,
         None => 1,
     };
-    let source = match d.properties.message_id() {
+    let message_id = d.properties.message_id().as_ref();
+    let source = match message_id {
         Some(id) => format!("amqp:{queue}/{}", id.as_str()),
         None => format!("amqp:{queue}/delivery-{connection}-{}", d.delivery_tag),
     };
     Delivery {
         filename,
         delivery_count,
+        named_per_delivery: message_id.is_none(),
         ..Delivery::new(
             d.delivery_tag,
             source,
