@@ -58,9 +58,6 @@ pub struct Delivery {
     pub delivery_count: u32,
     /// `source` is this delivery's alone (see [`crate::intake::Incoming::named_per_delivery`]).
     pub named_per_delivery: bool,
-    /// The partner's sending it is, where `source` alone does not tell it (see
-    /// [`crate::intake::Incoming::sending`]).
-    pub sending: Option<String>,
     pub body: bytes::Bytes,
     /// A Kafka record's key (escaped where it is not UTF-8).
     pub key: Option<String>,
@@ -83,7 +80,6 @@ impl Delivery {
             filename: None,
             delivery_count: 1,
             named_per_delivery: false,
-            sending: None,
             body,
             key: None,
             produced_at: None,
@@ -98,7 +94,6 @@ impl Delivery {
             filename: self.filename.as_deref(),
             delivery_count: self.delivery_count,
             named_per_delivery: self.named_per_delivery,
-            sending: self.sending.as_deref(),
             key: self.key.as_deref(),
             produced_at: self.produced_at.as_deref(),
             bytes: &self.body,

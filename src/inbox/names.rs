@@ -33,6 +33,11 @@ pub const NOT_RESENT: (&str, &str) = (Action::Rejected.code(), DUPLICATE_DETECTE
 /// duplicate interchange control number.
 pub const NOT_RESENT_X12: (&str, &str) = ("R", crate::x12::ack::DUPLICATE_CONTROL_NUMBER);
 
+/// The actions of an answer that rejected what it answers (EDIFACT's UCI 0083 `4`, X12's TA104
+/// `R`): never the answer a duplicate gets again. Its key's applied copy was answered otherwise
+/// (`7` or `8`, `A`); a rejection of the key is of a broken copy or of a duplicate.
+pub const REJECTING: (&str, &str) = (Action::Rejected.code(), "R");
+
 /// What `list` says of an event parked unpublished: `message 1 (edifact.ORDERS.received) not
 /// published: ...`, or for an answer, which sending it answers (`send`).
 pub fn not_published(reference: &str, event_type: &str, send: Option<i64>, error: &str) -> String {

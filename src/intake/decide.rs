@@ -39,12 +39,8 @@ impl Source {
                 name,
                 delivery_count,
                 named_per_delivery,
-                sending,
                 ..
-            } => (
-                sending.as_deref().unwrap_or(name),
-                *named_per_delivery && *delivery_count > 1,
-            ),
+            } => (name, *named_per_delivery && *delivery_count > 1),
         }
     }
 }
@@ -229,10 +225,13 @@ fn decide_once(
                     // The same input read again (a file seen again before its move, a
                     // broker's redelivery) was answered when it was first recorded: our own
                     // redelivery is not the partner sending again, and a second answer would
-                    // reject one interchange under two of our control references.
+                    // reject one interchange under two of our control references. A
+                    // redelivery under a name of its own (RabbitMQ's without a `message_id`) is
+                    // not seen before by its name: its count tells it.
                     if let Some(c) = context
                         && acks.answers_rejected(c)
                         && !seen_before
+                        && !sending.1
                     {
                         o.contrl = acks.answer_rejected(inbox, c, e, sending.0, when)?;
                     }
@@ -261,7 +260,6 @@ mod tests {
             filename: Some("x/y.edi".into()),
             delivery_count: n,
             named_per_delivery,
-            sending: None,
         };
         // A name the broker keeps tells a redelivery by itself (see `answered_sending`).
         assert_eq!(d("nats:EDI/9", 1, false).sending(), ("nats:EDI/9", false));
@@ -270,15 +268,5 @@ mod tests {
         let amqp = "amqp:q/delivery-1-7";
         assert_eq!(d(amqp, 1, true).sending(), (amqp, false));
         assert_eq!(d(amqp, 2, true).sending(), (amqp, true));
-        // A name that does not tell the sending alone (Kafka's: a topic created again numbers
-        // its records from 0 again) is recorded under the sending it was given.
-        let kafka = Source::Delivery {
-            name: "kafka:t/0/0".into(),
-            filename: None,
-            delivery_count: 1,
-            named_per_delivery: false,
-            sending: Some("kafka:t/0/0@TOPIC-ID".into()),
-        };
-        assert_eq!(kafka.sending(), ("kafka:t/0/0@TOPIC-ID", false));
     }
 }

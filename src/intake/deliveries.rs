@@ -26,11 +26,6 @@ pub struct Incoming<'a> {
     /// `name` is this delivery's alone, not kept for a redelivery (RabbitMQ's without a
     /// `message_id`): only the count then tells our own redelivery from the partner's copy.
     pub named_per_delivery: bool,
-    /// The partner's sending it is, where `name` alone does not tell it: a Kafka record's name
-    /// with its topic's id, since a topic deleted and created again numbers its records from 0
-    /// again, and the partner's copy in the new topic must not be taken for the old record.
-    /// Its answers and its rejected bytes are recorded under it (`None`: under `name`).
-    pub sending: Option<&'a str>,
     /// Its key at the transport (a Kafka record's key, an AS4 ConversationId).
     pub key: Option<&'a str>,
     /// When its sender says it was produced, RFC 3339 UTC.
@@ -46,7 +41,6 @@ impl<'a> Incoming<'a> {
             filename: None,
             delivery_count: 1,
             named_per_delivery: false,
-            sending: None,
             key: None,
             produced_at: None,
             bytes,
@@ -144,7 +138,6 @@ pub fn decide_deliveries(
                 filename: d.filename.map(str::to_string),
                 delivery_count: d.delivery_count,
                 named_per_delivery: d.named_per_delivery,
-                sending: d.sending.map(str::to_string),
             },
             bytes: d.bytes,
             items,
@@ -266,6 +259,30 @@ mod tests {
         );
     }
 
+    /// Decides `bytes` delivered under `name` (its count, whether the name is the delivery's
+    /// alone) with every interchange answered, and commits: its status and answer.
+    fn answered(
+        inbox: &mut dyn Inbox,
+        bytes: &[u8],
+        (name, delivery_count, named_per_delivery): (&str, u32, bool),
+    ) -> (Status, Option<String>) {
+        let acks = AckPolicy::new(crate::edifact::contrl::Mode::Always, false);
+        let d = Incoming {
+            delivery_count,
+            named_per_delivery,
+            ..Incoming::new(name, bytes)
+        };
+        let outcomes = decide_deliveries(
+            inbox,
+            vec![Delivered::parse(d)],
+            "2026-01-01T00:00:00.000Z",
+            acks,
+        )
+        .unwrap();
+        inbox.commit().unwrap();
+        (outcomes[0][0].status(), outcomes[0][0].contrl.clone())
+    }
+
     /// A redelivery is told by its name where the broker keeps one (SQS, JetStream, Kafka, a
     /// `message_id`), by its count only where the name is one delivery's (RabbitMQ's without a
     /// `message_id`). A partner's copy as a new message whose first receive never committed
@@ -273,47 +290,61 @@ mod tests {
     #[test]
     fn a_redelivery_is_told_by_its_name_where_the_broker_keeps_one() {
         let (_dir, mut inbox) = super::super::testing::scratch_inbox();
-        let when = "2026-01-01T00:00:00.000Z";
-        let acks = AckPolicy::new(crate::edifact::contrl::Mode::Always, false);
-        let mut answered = |name: &str, delivery_count: u32, named_per_delivery: bool| {
-            let d = Incoming {
-                delivery_count,
-                named_per_delivery,
-                ..Incoming::new(name, INTERCHANGE)
-            };
-            let outcomes =
-                decide_deliveries(&mut *inbox, vec![Delivered::parse(d)], when, acks).unwrap();
-            inbox.commit().unwrap();
-            (outcomes[0][0].status(), outcomes[0][0].contrl.clone())
-        };
-        let (status, first) = answered("sqs:q/m1", 1, false);
+        let mut answered = |sending| answered(&mut *inbox, INTERCHANGE, sending);
+        let (status, first) = answered(("sqs:q/m1", 1, false));
         assert_eq!(status, Status::New);
         assert!(first.is_some(), "a new interchange is answered");
         assert_eq!(
-            answered("sqs:q/m2", 2, false),
+            answered(("sqs:q/m2", 2, false)),
             (Status::Duplicate, first.clone()),
             "the partner's copy as a new message, received a second time because the first \
              receive never committed, is the partner asking again: the first answer again"
         );
         assert_eq!(
-            answered("sqs:q/m2", 3, false),
+            answered(("sqs:q/m2", 3, false)),
             (Status::Duplicate, None),
             "a name already answered is not answered again"
         );
         assert_eq!(
-            answered("sqs:q/m1", 2, false),
+            answered(("sqs:q/m1", 2, false)),
             (Status::Duplicate, None),
             "our own redelivery of the first message is not answered again"
         );
         assert_eq!(
-            answered("amqp:q/delivery-c1-5", 2, true),
+            answered(("amqp:q/delivery-c1-5", 2, true)),
             (Status::Duplicate, None),
             "a redelivery under a name of its own is told by its count"
         );
         assert_eq!(
-            answered("amqp:q/delivery-c1-6", 1, true),
+            answered(("amqp:q/delivery-c1-6", 1, true)),
             (Status::Duplicate, first),
             "a new message under a name of its own is the partner asking again"
+        );
+    }
+
+    /// A rejected delivery redelivered under a name of its own (RabbitMQ's without a
+    /// `message_id`) is not answered again: its count tells our redelivery, which its name
+    /// cannot. The same bytes as a new message are the partner sending again, and answered.
+    #[test]
+    fn a_rejected_redelivery_under_a_name_of_its_own_is_not_answered_again() {
+        let (_dir, mut inbox) = super::super::testing::scratch_inbox();
+        let text = std::str::from_utf8(INTERCHANGE).unwrap();
+        assert!(text.contains("UNT+3+1'"));
+        let broken = text.replace("UNT+3+1'", "UNT+2+1'");
+        let mut answered = |sending| answered(&mut *inbox, broken.as_bytes(), sending);
+        let (status, first) = answered(("amqp:q/delivery-c1-1", 1, true));
+        assert_eq!(status, Status::Rejected);
+        assert!(first.is_some(), "a rejected interchange is answered");
+        assert_eq!(
+            answered(("amqp:q/delivery-c2-1", 2, true)),
+            (Status::Rejected, None),
+            "our own redelivery, under the name of its new delivery, is rejected again"
+        );
+        let (status, again) = answered(("amqp:q/delivery-c2-2", 1, true));
+        assert_eq!(status, Status::Rejected);
+        assert!(
+            again.is_some() && again != first,
+            "the partner's new message is answered with a rejection of its own: {again:?}"
         );
     }
 }

@@ -24,9 +24,6 @@ pub enum Source {
         /// Its name is this delivery's alone, not the message's (RabbitMQ's for a message
         /// without a `message_id`): a redelivery of it comes under another name.
         named_per_delivery: bool,
-        /// The partner's sending it is, where `name` alone does not tell it (a Kafka record's
-        /// name with its topic's id): see [`crate::intake::Incoming::sending`].
-        sending: Option<String>,
     },
 }
 
@@ -463,7 +460,6 @@ mod tests {
             filename: filename.map(String::from),
             delivery_count: n,
             named_per_delivery: false,
-            sending: None,
         };
         let mut with_contrl = Outcome::new(file(), decided(Status::New, None));
         with_contrl.contrl = Some("00000000000001".into());
@@ -514,7 +510,6 @@ mod tests {
                 filename: Some("f.edi".into()),
                 delivery_count: 3,
                 named_per_delivery: false,
-                sending: None,
             },
             decided(Status::New, None),
         );
@@ -618,7 +613,6 @@ mod tests {
                 filename: Some(name.clone()),
                 delivery_count: 1,
                 named_per_delivery: false,
-                sending: None,
             },
             decided(Status::New, None),
         );

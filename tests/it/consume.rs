@@ -270,8 +270,9 @@ per_broker! {
     /// A partner's copy of an interchange sent as a new message, whose first receive never
     /// committed (the inbox locked past --busy-timeout: nothing committed or acknowledged),
     /// comes again with a delivery count above 1 where the broker counts (JetStream, RabbitMQ,
-    /// SQS): it is still the partner asking again, and gets the first answer, once. Our own
-    /// redelivery (a message already answered) gets none: the name tells it, not the count.
+    /// SQS): it is still the partner asking again, and gets the first answer, once. (Our own
+    /// redelivery of a message already answered, which its name tells, is the unit test
+    /// `intake::deliveries::tests::a_redelivery_is_told_by_its_name_where_the_broker_keeps_one`.)
     fn a_partners_copy_received_twice_is_answered(site, broker) {
         let body = fs::read(crate::common::samples().join("valid/orders-d01b-no-una.edi")).unwrap();
         let from = broker.source_url();

@@ -1267,3 +1267,79 @@ per_backend! {
         assert_eq!(site.count("SELECT count(*) FROM acknowledgements"), rejected);
     }
 }
+
+per_backend! {
+    /// A broken copy rejected (UCI 4, TA1 `R`), then the corrected one applied under the same
+    /// key: a duplicate of it gets the applied copy's answer again, never the broken copy's
+    /// rejection. The corrected file read again (our own redelivery) queues nothing; the
+    /// partner's copy under another name gets the applied copy's answer. Both standards.
+    fn a_duplicate_gets_the_applied_copys_answer_not_a_rejection(site) {
+        let sample = |name: &str| fs::read(crate::common::samples().join(name)).unwrap();
+        let orders = sample("valid/orders-d01b-no-una.edi");
+        let po = sample("x12/850-purchase-order-00401.x12");
+        let broken = |bytes: &[u8], from: &str, to: &str| {
+            let text = String::from_utf8(bytes.to_vec()).unwrap();
+            assert!(text.contains(from), "{from}");
+            text.replace(from, to).into_bytes()
+        };
+        // A wrong segment count (UNT 0074, SE01): the envelope is read, the key is known.
+        site.put("orders-broken.edi", &broken(&orders, "UNT+10+", "UNT+9+"));
+        site.put("po-broken.x12", &broken(&po, "SE*10*", "SE*9*"));
+        let args = ["--contrl", "always"];
+        let lines = site.ingest_json(&args).code(3).json();
+        let statuses = |lines: &[serde_json::Value]| -> Vec<String> {
+            lines.iter().filter_map(|l| l["status"].as_str().map(str::to_string)).collect()
+        };
+        let answers = |lines: &[serde_json::Value], part: &str| -> Vec<Option<String>> {
+            lines
+                .iter()
+                .filter(|l| l["file"].as_str().is_some_and(|f| f.contains(part)))
+                .map(|l| l["contrl"].as_str().map(str::to_string))
+                .collect()
+        };
+        let rejections = answers(&lines, "-broken.");
+        assert_eq!(rejections.len(), 2, "{lines:?}");
+        assert!(rejections.iter().all(Option::is_some), "each broken copy answered: {lines:?}");
+        for name in ["orders-broken.edi", "po-broken.x12"] {
+            fs::remove_file(site.drop().join(name)).unwrap();
+        }
+        site.put("orders.edi", &orders);
+        site.put("po.x12", &po);
+        let lines = site.ingest_json(&args).code(0).json();
+        assert_eq!(statuses(&lines), ["new", "new"], "{lines:?}");
+        let applied: Vec<Option<String>> = lines
+            .iter()
+            .filter(|l| l["status"] == "new")
+            .map(|l| l["contrl"].as_str().map(str::to_string))
+            .collect();
+        assert!(applied.iter().all(Option::is_some), "{lines:?}");
+        let queued = site.count("SELECT count(*) FROM contrl_outbox");
+        assert_eq!(queued, 4);
+
+        // The same files read again: our own redelivery, nothing queued (the broken copy's
+        // rejection was queued again for them).
+        let lines = site.ingest_json(&args).code(0).json();
+        assert_eq!(statuses(&lines), ["duplicate", "duplicate"], "{lines:?}");
+        assert!(
+            lines.iter().all(|l| l["contrl"].is_null()),
+            "the applied file read again is answered again: {lines:?}"
+        );
+        assert_eq!(site.count("SELECT count(*) FROM contrl_outbox"), queued);
+
+        // The partner's copies under other names: the applied copy's answer again, not the
+        // rejection of the broken one.
+        site.put("orders-again.edi", &orders);
+        site.put("po-again.x12", &po);
+        let lines = site.ingest_json(&args).code(0).json();
+        let mut again = answers(&lines, "-again.");
+        again.sort();
+        let mut want = applied.clone();
+        want.sort();
+        assert_eq!(
+            again, want,
+            "a duplicate gets the applied copy's answer ({applied:?}), not the broken copy's \
+             rejection ({rejections:?}): {lines:?}"
+        );
+        assert_eq!(site.count("SELECT count(*) FROM contrl_outbox"), queued + 2);
+    }
+}

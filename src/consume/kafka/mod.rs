@@ -379,18 +379,9 @@ impl KafkaFeed {
         let produced_at = m.timestamp().to_millis().filter(|&ms| ms >= 0).map(|ms| {
             crate::clock::rfc3339(std::time::UNIX_EPOCH + Duration::from_millis(ms as u64))
         });
-        let name = format!("kafka:{topic}/{partition}/{offset}");
-        let topic_id = context
-            .seen
-            .lock()
-            .ok()
-            .and_then(|seen| seen.topic_ids.get(&topic).cloned().flatten());
-        // A topic deleted and created again numbers its records from 0 again: the partner's
-        // copy in the new topic is another sending than the old record of its name.
-        let sending = topic_id.as_ref().map(|id| format!("{name}@{id}"));
         let record = Delivery::new(
             tag,
-            name,
+            format!("kafka:{topic}/{partition}/{offset}"),
             topic.clone(),
             bytes::Bytes::copy_from_slice(m.payload().unwrap_or_default()),
         );
@@ -398,9 +389,12 @@ impl KafkaFeed {
             filename,
             key: m.key().map(broker_kafka::text_of),
             produced_at,
-            sending,
             position: Some(Position {
-                topic_id,
+                topic_id: context
+                    .seen
+                    .lock()
+                    .ok()
+                    .and_then(|seen| seen.topic_ids.get(&topic).cloned().flatten()),
                 topic,
                 partition,
                 offset,

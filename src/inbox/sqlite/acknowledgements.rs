@@ -6,7 +6,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::SqliteInbox;
-use crate::inbox::names::{NOT_RESENT, NOT_RESENT_X12};
+use crate::inbox::names::{NOT_RESENT, NOT_RESENT_X12, REJECTING};
 use crate::inbox::{
     Acknowledgements, ContrlEvent, InboxError, InterchangeKey, NewAcknowledgement, Resend,
     StoredAcknowledgement,
@@ -136,8 +136,9 @@ pub(super) fn record_acknowledgement(
     Ok(own_ref)
 }
 
-/// The first CONTRL of a key (not a rejection as a duplicate) queued again for `sending`,
-/// where no event of it was queued for that sending before.
+/// The first CONTRL of a key that did not reject what it answered (the applied copy's answer:
+/// a broken copy's rejection or a duplicate's is never sent again for another copy) queued
+/// again for `sending`, where no event of it was queued for that sending before.
 pub(super) fn resend_acknowledgement(
     conn: &Connection,
     key: InterchangeKey<'_>,
@@ -147,9 +148,8 @@ pub(super) fn resend_acknowledgement(
     let first: Option<(i64, String)> = conn
         .prepare_cached(
             "SELECT id, own_ref FROM acknowledgements
-             WHERE sender = ?1 AND recipient = ?2 AND control_ref = ?3 AND standard = ?6
-               AND NOT (action = ?4 AND coalesce(error_code, '') = ?5)
-               AND NOT (action = ?7 AND coalesce(error_code, '') = ?8)
+             WHERE sender = ?1 AND recipient = ?2 AND control_ref = ?3 AND standard = ?4
+               AND action NOT IN (?5, ?6)
              ORDER BY id LIMIT 1",
         )?
         .query_row(
@@ -157,11 +157,9 @@ pub(super) fn resend_acknowledgement(
                 key.sender,
                 key.recipient,
                 key.control_ref,
-                NOT_RESENT.0,
-                NOT_RESENT.1,
                 key.standard,
-                NOT_RESENT_X12.0,
-                NOT_RESENT_X12.1
+                REJECTING.0,
+                REJECTING.1
             ],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )
