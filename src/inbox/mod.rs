@@ -306,8 +306,8 @@ pub trait Acknowledgements {
     fn acknowledge(&mut self, ack: &NewAcknowledgement<'_>) -> Result<String, InboxError>;
 
     /// Sends the applied copy's answer again (the partner sent its interchange again): the
-    /// first stored for a key that did not reject what it answered (a broken copy's rejection,
-    /// a duplicate's, is never its answer), as a new event in the CONTRL outbox, the same
+    /// newest stored for a key that did not reject what it answered (a broken copy's rejection,
+    /// a duplicate's, is never its answer; after a purge, the key's new copy's), as a new event in the CONTRL outbox, the same
     /// bytes, once per `sending` (a file's name, a delivery's broker name) not answered yet;
     /// never for `None` (a redelivery its name cannot tell). `Unanswered` where there is none.
     fn resend_acknowledgement(

@@ -226,12 +226,13 @@ fn decide_once(
                     // broker's redelivery) was answered when it was first recorded: our own
                     // redelivery is not the partner sending again, and a second answer would
                     // reject one interchange under two of our control references. A
-                    // redelivery under a name of its own (RabbitMQ's without a `message_id`) is
-                    // not seen before by its name: its count tells it.
+                    // redelivery under a name of its own (RabbitMQ's without a `message_id`)
+                    // is answered: its count cannot tell whether its first delivery ever
+                    // committed (RabbitMQ flags as redelivered what a stopped consumer had
+                    // only fetched), and a rejection lost is worse than one sent twice.
                     if let Some(c) = context
                         && acks.answers_rejected(c)
                         && !seen_before
-                        && !sending.1
                     {
                         o.contrl = acks.answer_rejected(inbox, c, e, sending.0, when)?;
                     }

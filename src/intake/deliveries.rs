@@ -323,10 +323,12 @@ mod tests {
     }
 
     /// A rejected delivery redelivered under a name of its own (RabbitMQ's without a
-    /// `message_id`) is not answered again: its count tells our redelivery, which its name
-    /// cannot. The same bytes as a new message are the partner sending again, and answered.
+    /// `message_id`) is answered: neither its name nor its count tells whether its first
+    /// delivery ever committed (a stopped consumer's fetched deliveries come again flagged
+    /// redelivered), and a rejection lost is worse than one sent twice. Under a name the broker
+    /// keeps, our own redelivery is told by the name, and not answered again.
     #[test]
-    fn a_rejected_redelivery_under_a_name_of_its_own_is_not_answered_again() {
+    fn a_rejected_redelivery_is_answered_again_only_under_a_name_of_its_own() {
         let (_dir, mut inbox) = super::super::testing::scratch_inbox();
         let text = std::str::from_utf8(INTERCHANGE).unwrap();
         assert!(text.contains("UNT+3+1'"));
@@ -335,16 +337,19 @@ mod tests {
         let (status, first) = answered(("amqp:q/delivery-c1-1", 1, true));
         assert_eq!(status, Status::Rejected);
         assert!(first.is_some(), "a rejected interchange is answered");
-        assert_eq!(
-            answered(("amqp:q/delivery-c2-1", 2, true)),
-            (Status::Rejected, None),
-            "our own redelivery, under the name of its new delivery, is rejected again"
-        );
-        let (status, again) = answered(("amqp:q/delivery-c2-2", 1, true));
+        let (status, again) = answered(("amqp:q/delivery-c2-1", 2, true));
         assert_eq!(status, Status::Rejected);
         assert!(
             again.is_some() && again != first,
-            "the partner's new message is answered with a rejection of its own: {again:?}"
+            "a redelivery under a name of its own, which may never have been decided, is \
+             answered: {again:?}"
+        );
+        let (_, first) = answered(("nats:EDI/7", 1, false));
+        assert!(first.is_some(), "a new message is answered");
+        assert_eq!(
+            answered(("nats:EDI/7", 2, false)),
+            (Status::Rejected, None),
+            "our own redelivery under a name the broker keeps is not answered again"
         );
     }
 }

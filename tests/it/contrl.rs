@@ -1343,3 +1343,63 @@ per_backend! {
         assert_eq!(site.count("SELECT count(*) FROM contrl_outbox"), queued + 2);
     }
 }
+
+per_backend! {
+    /// A key purged and applied again from another file gets an answer of its own; a duplicate
+    /// of it then gets that answer again, not the one of the copy applied before the purge: the
+    /// applied file read again queues nothing, and the partner's copy under another name gets
+    /// the new copy's answer. Both standards.
+    fn after_a_purge_a_duplicate_gets_the_new_copys_answer(site) {
+        let sample = |name: &str| fs::read(crate::common::samples().join(name)).unwrap();
+        let files = [
+            ("orders", ".edi", sample("valid/orders-d01b-no-una.edi")),
+            ("po", ".x12", sample("x12/850-purchase-order-00401.x12")),
+        ];
+        let args = ["--contrl", "always"];
+        let answers = |lines: &[serde_json::Value], part: &str| -> Vec<String> {
+            let mut a: Vec<String> = lines
+                .iter()
+                .filter(|l| l["file"].as_str().is_some_and(|f| f.contains(part)))
+                .filter_map(|l| l["contrl"].as_str().map(str::to_string))
+                .collect();
+            a.sort();
+            a
+        };
+        for (name, ext, bytes) in &files {
+            site.put(&format!("{name}-1{ext}"), bytes);
+        }
+        let old = answers(&site.ingest_json(&args).code(0).json(), "-1.");
+        assert_eq!(old.len(), 2);
+        site.sql("UPDATE inbox SET received_at = '2000-01-01T00:00:00.000Z'");
+        site.json(&["purge", "--days", "30", "--json"]).code(0);
+        for (name, ext, bytes) in &files {
+            fs::remove_file(site.drop().join(format!("{name}-1{ext}"))).unwrap();
+            site.put(&format!("{name}-2{ext}"), bytes);
+        }
+        let lines = site.ingest_json(&args).code(0).json();
+        let new = answers(&lines, "-2.");
+        assert_eq!(new.len(), 2, "each copy applied again is answered: {lines:?}");
+        assert!(new.iter().all(|a| !old.contains(a)), "{old:?} {new:?}");
+        let queued = site.count("SELECT count(*) FROM contrl_outbox");
+
+        let lines = site.ingest_json(&args).code(0).json();
+        assert_eq!(
+            answers(&lines, "-2."),
+            Vec::<String>::new(),
+            "the applied files read again are answered again (with the answer of before the \
+             purge?): old {old:?}, new {new:?}: {lines:?}"
+        );
+        assert_eq!(site.count("SELECT count(*) FROM contrl_outbox"), queued);
+
+        for (name, ext, bytes) in &files {
+            site.put(&format!("{name}-3{ext}"), bytes);
+        }
+        let lines = site.ingest_json(&args).code(0).json();
+        assert_eq!(
+            answers(&lines, "-3."),
+            new,
+            "the partner's copy gets the new copy's answer, not the one of before the purge \
+             ({old:?}): {lines:?}"
+        );
+    }
+}

@@ -146,9 +146,10 @@ pub(super) fn record_acknowledgement(
     Ok(own_ref)
 }
 
-/// The first CONTRL of a key that did not reject what it answered (the applied copy's answer:
-/// a broken copy's rejection or a duplicate's is never sent again for another copy) queued
-/// again for `sending`, where no event of it was queued for that sending before.
+/// The newest CONTRL of a key that did not reject what it answered, the applied copy's answer
+/// (a broken copy's rejection or a duplicate's is never sent again for another copy; after a
+/// purge and the key applied again, the new copy's, not the old one's), queued again for
+/// `sending`, where no event of it was queued for that sending before.
 pub(super) fn resend_acknowledgement(
     c: &mut Session,
     key: InterchangeKey<'_>,
@@ -159,7 +160,7 @@ pub(super) fn resend_acknowledgement(
         "SELECT id, own_ref FROM acknowledgements
          WHERE sender = $1 AND recipient = $2 AND control_ref = $3 AND standard = $4
            AND action NOT IN ($5, $6)
-         ORDER BY id LIMIT 1",
+         ORDER BY id DESC LIMIT 1",
         &[
             &storable(key.sender),
             &storable(key.recipient),
