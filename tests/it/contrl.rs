@@ -1347,8 +1347,8 @@ per_backend! {
 per_backend! {
     /// A key purged and applied again from another file gets an answer of its own; a duplicate
     /// of it then gets that answer again, not the one of the copy applied before the purge: the
-    /// applied file read again queues nothing, and the partner's copy under another name gets
-    /// the new copy's answer. Both standards.
+    /// applied file read again queues nothing, nor does the file answered before the purge,
+    /// and the partner's copy under another name gets the new copy's answer. Both standards.
     fn after_a_purge_a_duplicate_gets_the_new_copys_answer(site) {
         let sample = |name: &str| fs::read(crate::common::samples().join(name)).unwrap();
         let files = [
@@ -1390,6 +1390,22 @@ per_backend! {
              purge?): old {old:?}, new {new:?}: {lines:?}"
         );
         assert_eq!(site.count("SELECT count(*) FROM contrl_outbox"), queued);
+
+        // The files of before the purge again: those sendings were answered (with the answer
+        // of before), and are not answered a second time.
+        for (name, ext, bytes) in &files {
+            site.put(&format!("{name}-1{ext}"), bytes);
+        }
+        let lines = site.ingest_json(&args).code(0).json();
+        assert_eq!(
+            answers(&lines, "-1."),
+            Vec::<String>::new(),
+            "a sending answered before the purge is answered again: {lines:?}"
+        );
+        assert_eq!(site.count("SELECT count(*) FROM contrl_outbox"), queued);
+        for (name, ext, _) in &files {
+            fs::remove_file(site.drop().join(format!("{name}-1{ext}"))).unwrap();
+        }
 
         for (name, ext, bytes) in &files {
             site.put(&format!("{name}-3{ext}"), bytes);

@@ -149,15 +149,25 @@ pub(super) fn record_acknowledgement(
 /// The newest CONTRL of a key that did not reject what it answered, the applied copy's answer
 /// (a broken copy's rejection or a duplicate's is never sent again for another copy; after a
 /// purge and the key applied again, the new copy's, not the old one's), queued again for
-/// `sending`, where no event of it was queued for that sending before.
+/// `sending`, where no answer of the key was queued for that sending before.
 pub(super) fn resend_acknowledgement(
     c: &mut Session,
     key: InterchangeKey<'_>,
     sending: Option<&str>,
     created_at: &str,
 ) -> Result<Resend, InboxError> {
-    let first = c.query_opt_prepared(
-        "SELECT id, own_ref FROM acknowledgements
+    // The newest answer that rejected nothing, and whether any such answer of the key already
+    // went to this sending: once per sending for the key, not per answer, so that after a
+    // purge and the key applied again a sending given the answer of before is not given the new
+    // one too.
+    let newest = c.query_opt_prepared(
+        "SELECT id, own_ref,
+                EXISTS (SELECT 1 FROM acknowledgements a
+                        JOIN contrl_outbox o ON o.acknowledgement_id = a.id
+                        WHERE a.sender = $1 AND a.recipient = $2 AND a.control_ref = $3
+                          AND a.standard = $4 AND a.action NOT IN ($5, $6)
+                          AND o.source = $7)
+         FROM acknowledgements
          WHERE sender = $1 AND recipient = $2 AND control_ref = $3 AND standard = $4
            AND action NOT IN ($5, $6)
          ORDER BY id DESC LIMIT 1",
@@ -168,13 +178,15 @@ pub(super) fn resend_acknowledgement(
             &key.standard.as_str(),
             &REJECTING.0,
             &REJECTING.1,
+            &sending.map(storable),
         ],
     )?;
-    let Some(first) = first else {
+    let Some(newest) = newest else {
         return Ok(Resend::Unanswered);
     };
-    let (id, own_ref): (i64, String) = (first.get(0), first.get(1));
-    let Some(sending) = sending else {
+    let (id, own_ref, answered): (i64, String, bool) =
+        (newest.get(0), newest.get(1), newest.get(2));
+    let Some(sending) = sending.filter(|_| !answered) else {
         return Ok(Resend::AlreadySent);
     };
     let queued = c.execute_prepared(

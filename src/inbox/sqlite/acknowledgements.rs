@@ -139,16 +139,26 @@ pub(super) fn record_acknowledgement(
 /// The newest CONTRL of a key that did not reject what it answered, the applied copy's answer
 /// (a broken copy's rejection or a duplicate's is never sent again for another copy; after a
 /// purge and the key applied again, the new copy's, not the old one's), queued again for
-/// `sending`, where no event of it was queued for that sending before.
+/// `sending`, where no answer of the key was queued for that sending before.
 pub(super) fn resend_acknowledgement(
     conn: &Connection,
     key: InterchangeKey<'_>,
     sending: Option<&str>,
     created_at: &str,
 ) -> Result<Resend, InboxError> {
-    let first: Option<(i64, String)> = conn
+    // The newest answer that rejected nothing, and whether any such answer of the key already
+    // went to this sending: once per sending for the key, not per answer, so that after a
+    // purge and the key applied again a sending given the answer of before is not given the new
+    // one too.
+    let newest: Option<(i64, String, bool)> = conn
         .prepare_cached(
-            "SELECT id, own_ref FROM acknowledgements
+            "SELECT id, own_ref,
+                    EXISTS (SELECT 1 FROM acknowledgements a
+                            JOIN contrl_outbox o ON o.acknowledgement_id = a.id
+                            WHERE a.sender = ?1 AND a.recipient = ?2 AND a.control_ref = ?3
+                              AND a.standard = ?4 AND a.action NOT IN (?5, ?6)
+                              AND o.source = ?7)
+             FROM acknowledgements
              WHERE sender = ?1 AND recipient = ?2 AND control_ref = ?3 AND standard = ?4
                AND action NOT IN (?5, ?6)
              ORDER BY id DESC LIMIT 1",
@@ -160,15 +170,16 @@ pub(super) fn resend_acknowledgement(
                 key.control_ref,
                 key.standard,
                 REJECTING.0,
-                REJECTING.1
+                REJECTING.1,
+                sending
             ],
-            |r| Ok((r.get(0)?, r.get(1)?)),
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
         )
         .optional()?;
-    let Some((id, own_ref)) = first else {
+    let Some((id, own_ref, answered)) = newest else {
         return Ok(Resend::Unanswered);
     };
-    let Some(sending) = sending else {
+    let Some(sending) = sending.filter(|_| !answered) else {
         return Ok(Resend::AlreadySent);
     };
     let queued = conn
